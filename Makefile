@@ -1,0 +1,40 @@
+# masa — run `make help` for the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+PYTHON ?= python3
+# uv is used from PATH when present, otherwise bootstrapped into .tools/ by `make setup`.
+UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
+RUN := $(UV) run --frozen
+
+.PHONY: help setup lint test bench clean
+
+help: ## List the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(CURDIR)/.tools/bin/uv:
+	$(PYTHON) -m venv $(CURDIR)/.tools
+	$(CURDIR)/.tools/bin/pip install --quiet 'uv>=0.8,<0.14'
+
+.venv/.synced: $(UV) uv.lock pyproject.toml $(wildcard libs/*/pyproject.toml services/*/pyproject.toml)
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+setup: .venv/.synced ## Install uv when missing, then every package and tool into .venv.
+
+lint: setup ## ruff, ruff format --check, mypy --strict and the import contracts.
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy
+	$(RUN) lint-imports
+
+test: setup lint ## Set up, lint, then run the whole test suite.
+	$(RUN) pytest
+
+bench: setup ## Run the benchmarks; each prints one JSON document.
+	@for b in bench/bench_*.py; do $(RUN) python "$$b"; done
+
+clean: ## Remove the virtual environment, caches and local data.
+	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .masa .hypothesis
