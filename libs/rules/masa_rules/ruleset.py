@@ -146,7 +146,9 @@ class RuleSet:
 
     def __post_init__(self) -> None:
         if self.open_threshold <= 0:
-            raise RuleSetError(f"open_threshold must be positive, not {self.open_threshold}", "F-40")
+            raise RuleSetError(
+                f"open_threshold must be positive, not {self.open_threshold}", "F-40"
+            )
         if self.allowed_thresholds and self.open_threshold not in self.allowed_thresholds:
             raise RuleSetError(
                 f"{self.preset} tables open at {self.allowed_thresholds}, not {self.open_threshold}",
@@ -183,7 +185,9 @@ class RuleSet:
         try:
             builder = builders[name]
         except KeyError:
-            raise RuleSetError(f"unknown preset {name!r}; use classic, salon or remi", "F-2") from None
+            raise RuleSetError(
+                f"unknown preset {name!r}; use classic, salon or remi", "F-2"
+            ) from None
         return builder(**changes)
 
     @staticmethod

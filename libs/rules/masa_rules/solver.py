@@ -1,0 +1,519 @@
+"""The exact meld solver of 51: best opening, least penalty, pairs, lay-offs, joker retrieval.
+
+Every answer is exact, never heuristic; the tests compare it with a brute-force oracle.
+
+How the search works (best opening and least penalty share it):
+
+- A hand is a multiset of at most two copies of each natural plus up to two jokers. Only the
+  distinct naturals that lie in some meld candidate take part; each gets a *local bit*, ordered
+  so that the card with the fewest candidates comes first.
+- *Candidates* are precomputed per hand: every run interval and every set of 3 or 4 suits that
+  the hand's naturals and jokers could fill, as a bitmask over local bits plus the number of
+  positions no card of the hand can fill (*ext*, always jokers).
+- The remaining hand is two integers, ``one`` (bits with at least one copy) and ``two`` (bits
+  with two copies), and the number of jokers left. Taking a candidate spends naturals where the
+  hand still has them and jokers elsewhere. The totals do not depend on the order candidates are
+  taken in (two placements of the same card swap freely), so one fixed natural-first rule
+  reaches every multiset of melds.
+- The search branches on the lowest remaining bit (the *anchor*): either one copy of it stays
+  in hand, or it goes into one of its candidates. Results are memoised on the remaining hand,
+  and an upper bound (what every remaining card and joker could add at best) prunes branches
+  that cannot beat the incumbent.
+- With ``max_jokers_per_meld_at_opening = 1`` (remi) and both jokers in hand, which meld holds
+  which joker matters, so candidates carry their joker positions explicitly instead.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import NamedTuple
+
+from .cards import Card
+from .melds import (
+    HIGH_ACE,
+    LOW_ACE,
+    Meld,
+    MeldError,
+    MeldKind,
+    Placed,
+    card_value,
+    layoff_options,
+    pair_meld,
+    retrieve_joker,
+)
+from .ruleset import RuleSet
+
+__all__ = [
+    "Arrangement",
+    "JokerRetrieval",
+    "LayoffTarget",
+    "PairsWithMeld",
+    "best_opening",
+    "best_pairs",
+    "hand_penalty",
+    "joker_retrievals",
+    "layoff_targets",
+    "least_penalty",
+    "max_pairs",
+    "pairs_with_meld",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrangement:
+    """Disjoint melds taken from a hand, and the cards left over.
+
+    ``value`` is the F-14 total of the melds; ``penalty`` what the leftover would cost in hand
+    (F-90 card values, jokers at ``joker_hand_penalty``).
+    """
+
+    melds: tuple[Meld, ...]
+    leftover: tuple[Card, ...]
+    value: int
+    penalty: int
+
+
+class _Objective(enum.Enum):
+    VALUE = "value"
+    PENALTY = "penalty"
+
+
+class _Shape(NamedTuple):
+    """A candidate meld: represented cards by face index, kind and first position."""
+
+    kind: MeldKind
+    start: int
+    faces: tuple[int, ...]
+    value: int
+    mask: int
+    mask2: int
+    ext: int
+    joker_at: tuple[int, ...]
+
+
+def hand_penalty(cards: Sequence[Card], rules: RuleSet) -> int:
+    """F-90: what cards left in hand cost, aces high and jokers at ``joker_hand_penalty``."""
+    return sum(rules.joker_hand_penalty if c.is_joker else card_value(c, rules) for c in cards)
+
+
+def _face(suit: int, position: int) -> int:
+    return suit * 13 + (12 if position == LOW_ACE else position - 2)
+
+
+def _position_value(position: int, rules: RuleSet) -> int:
+    if position == LOW_ACE:
+        return rules.ace_low_value
+    if position == HIGH_ACE:
+        return rules.ace_high_value
+    return min(position, 10)
+
+
+def _raw_shapes(
+    counts: Sequence[int], jokers: int, rules: RuleSet
+) -> list[tuple[MeldKind, int, tuple[int, ...], int]]:
+    """Every run and set the hand could form with its jokers: (kind, start, faces, ext)."""
+    shapes: list[tuple[MeldKind, int, tuple[int, ...], int]] = []
+    lowest = LOW_ACE if rules.ace_low else 2
+    for suit in range(4):
+        for start in range(lowest, HIGH_ACE - 1):
+            faces: list[int] = []
+            used: dict[int, int] = {}
+            ext = 0
+            for position in range(start, HIGH_ACE + 1):
+                face = _face(suit, position)
+                used[face] = used.get(face, 0) + 1
+                if used[face] > counts[face]:
+                    ext += 1
+                if ext > jokers:
+                    break
+                faces.append(face)
+                if len(faces) >= 3 and ext < len(faces):
+                    shapes.append((MeldKind.RUN, start, tuple(faces), ext))
+    for rank in range(2, 15):
+        present = [s for s in range(4) if counts[s * 13 + rank - 2]]
+        if not present:
+            continue
+        for size in (3, 4):
+            for suits in combinations(range(4), size):
+                ext = sum(1 for s in suits if s not in present)
+                if ext <= jokers and ext < size:
+                    shapes.append(
+                        (MeldKind.SET, rank, tuple(s * 13 + rank - 2 for s in suits), ext)
+                    )
+    return shapes
+
+
+class _Problem:
+    """One hand prepared for the search: local bits, candidates and per-anchor lists."""
+
+    def __init__(
+        self, hand: Sequence[Card], rules: RuleSet, objective: _Objective, joker_limit: int
+    ) -> None:
+        self.rules = rules
+        self.objective = objective
+        self.counts = [0] * 52
+        self.jokers: list[Card] = []
+        for card in hand:
+            if card.is_joker:
+                self.jokers.append(card)
+            else:
+                self.counts[card.index] += 1
+        self.jokers.sort(key=lambda c: c.index)
+        self.nat_value = [0] * 52
+        self.nat_penalty = [0] * 52
+        for face in range(52):
+            rank = face % 13 + 2
+            self.nat_value[face] = _position_value(rank, rules)
+            self.nat_penalty[face] = _position_value(rank, rules)
+        joker_count = len(self.jokers)
+        strict = joker_limit < joker_count
+        raw = _raw_shapes(self.counts, min(joker_count, joker_limit), rules)
+        alive = sorted({f for _, _, faces, _ in raw for f in faces if self.counts[f]})
+        per_face = dict.fromkeys(alive, 0)
+        for _, _, faces, _ in raw:
+            for f in set(faces):
+                if f in per_face:
+                    per_face[f] += 1
+        order = sorted(alive, key=lambda f: (per_face[f], -self.nat_value[f], f))
+        self.bit_of = {face: i for i, face in enumerate(order)}
+        self.face_of = order
+        shapes: dict[tuple[int, int, int, int, tuple[int, ...]], _Shape] = {}
+        for kind, start, faces, ext in raw:
+            value = self._shape_value(kind, start, faces)
+            variants = self._strict_variants(faces, ext, joker_limit) if strict else [()]
+            for joker_at in variants:
+                mask = mask2 = 0
+                fixed = 0
+                for i, face in enumerate(faces):
+                    if i in joker_at or face not in self.bit_of:
+                        fixed += 1
+                        continue
+                    bit = 1 << self.bit_of[face]
+                    if mask & bit:
+                        mask2 |= bit
+                    mask |= bit
+                if strict:
+                    fixed = len(joker_at)
+                key = (mask, mask2, fixed, value, joker_at if strict else ())
+                if key not in shapes:
+                    shapes[key] = _Shape(kind, start, faces, value, mask, mask2, fixed, joker_at)
+        self.strict = strict
+        self.shapes = list(shapes.values())
+        self.by_anchor: list[list[_Shape]] = [[] for _ in order]
+        for shape in sorted(self.shapes, key=lambda s: -s.value):
+            for bit in range(len(order)):
+                if shape.mask >> bit & 1:
+                    self.by_anchor[bit].append(shape)
+        self.one = self.two = 0
+        for face, bit in self.bit_of.items():
+            if self.counts[face] >= 1:
+                self.one |= 1 << bit
+            if self.counts[face] >= 2:
+                self.two |= 1 << bit
+        self.card_weight = [
+            self.nat_value[f] if objective is _Objective.VALUE else self.nat_penalty[f]
+            for f in order
+        ]
+        if objective is _Objective.VALUE:
+            self.joker_weight = max((self._max_position_value(s) for s in self.shapes), default=0)
+        else:
+            self.joker_weight = rules.joker_hand_penalty
+
+    def _shape_value(self, kind: MeldKind, start: int, faces: tuple[int, ...]) -> int:
+        if kind is MeldKind.RUN:
+            return sum(_position_value(start + i, self.rules) for i in range(len(faces)))
+        return _position_value(start, self.rules) * len(faces)
+
+    def _max_position_value(self, shape: _Shape) -> int:
+        if shape.kind is MeldKind.SET:
+            return _position_value(shape.start, self.rules)
+        return max(_position_value(shape.start + i, self.rules) for i in range(len(shape.faces)))
+
+    def _strict_variants(
+        self, faces: tuple[int, ...], ext: int, limit: int
+    ) -> list[tuple[int, ...]]:
+        """Joker positions for a candidate when each meld may hold at most ``limit`` jokers."""
+        missing = [i for i, f in enumerate(faces) if not self.counts[f]]
+        if ext > limit or len(missing) > limit:
+            return []
+        out: list[tuple[int, ...]] = []
+        for size in range(len(missing), limit + 1):
+            for chosen in combinations(range(len(faces)), size):
+                if set(missing) <= set(chosen) and size < len(faces):
+                    out.append(chosen)
+        return out
+
+
+def _bits_weight(mask: int, weights: Sequence[int]) -> int:
+    total = 0
+    while mask:
+        low = mask & -mask
+        total += weights[low.bit_length() - 1]
+        mask ^= low
+    return total
+
+
+def _search(problem: _Problem) -> list[_Shape]:
+    """The shapes of an optimal arrangement (see the module docstring)."""
+    by_anchor = problem.by_anchor
+    weights = problem.card_weight
+    joker_weight = problem.joker_weight
+    value_mode = problem.objective is _Objective.VALUE
+    strict = problem.strict
+    memo: dict[tuple[int, int, int], tuple[int, _Shape | None]] = {}
+
+    def best(one: int, two: int, jokers: int) -> int:
+        if not one:
+            return 0
+        key = (one, two, jokers)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[0]
+        low = one & -one
+        anchor = low.bit_length() - 1
+        # One copy of the anchor stays in hand.
+        result = best(one, two ^ low, jokers) if two & low else best(one ^ low, two, jokers)
+        choice: _Shape | None = None
+        for shape in by_anchor[anchor]:
+            mask = shape.mask
+            short = mask & ~one
+            need = shape.ext + short.bit_count()
+            if need > jokers or (strict and short):
+                continue
+            one1 = one & (~mask | two)
+            two1 = two & ~mask
+            if shape.mask2:
+                short2 = shape.mask2 & ~one1
+                if strict and short2:
+                    continue
+                need += short2.bit_count()
+                if need > jokers:
+                    continue
+                one1, two1 = one1 & (~shape.mask2 | two1), two1 & ~shape.mask2
+            if value_mode:
+                gain = shape.value
+            else:
+                gain = _bits_weight(mask & one, weights) + need * joker_weight
+                if shape.mask2:
+                    gain += _bits_weight(shape.mask2 & (one & (~mask | two)), weights)
+            total = gain + best(one1, two1, jokers - need)
+            if total > result:
+                result, choice = total, shape
+        memo[key] = (result, choice)
+        return result
+
+    best(problem.one, problem.two, len(problem.jokers))
+    chosen: list[_Shape] = []
+    one, two, jokers = problem.one, problem.two, len(problem.jokers)
+    while one:
+        _, shape = memo[(one, two, jokers)]
+        low = one & -one
+        if shape is None:
+            if two & low:
+                two ^= low
+            else:
+                one ^= low
+            continue
+        chosen.append(shape)
+        mask = shape.mask
+        need = shape.ext + (mask & ~one).bit_count()
+        one, two = one & (~mask | two), two & ~mask
+        if shape.mask2:
+            need += (shape.mask2 & ~one).bit_count()
+            one, two = one & (~shape.mask2 | two), two & ~shape.mask2
+        jokers -= need
+    return chosen
+
+
+def _materialise(problem: _Problem, shapes: Sequence[_Shape]) -> Arrangement:
+    counts = list(problem.counts)
+    jokers = list(problem.jokers)
+    melds: list[Meld] = []
+    # Any order spends the same number of jokers (module docstring); runs go first so that
+    # jokers land in sets, where a table shows them most plainly.
+    for shape in sorted(shapes, key=lambda s: s.kind is not MeldKind.RUN):
+        placed: list[Placed] = []
+        for i, face in enumerate(shape.faces):
+            target = Card.from_index(face)
+            use_joker = i in shape.joker_at if problem.strict else counts[face] == 0
+            if use_joker:
+                placed.append(Placed(jokers.pop(0), target))
+            else:
+                counts[face] -= 1
+                placed.append(Placed.natural(target))
+        if shape.kind is MeldKind.SET:
+            placed.sort(key=lambda p: int(p.stands_for.natural_suit()))
+        melds.append(Meld(shape.kind, tuple(placed), shape.start))
+    melds.sort(key=lambda m: (m.kind is not MeldKind.RUN, m.sort_key()))
+    leftover = [Card.from_index(face) for face in range(52) for _ in range(counts[face])]
+    leftover += jokers
+    rules = problem.rules
+    return Arrangement(
+        tuple(melds),
+        tuple(leftover),
+        sum(m.value(rules) for m in melds),
+        hand_penalty(leftover, rules),
+    )
+
+
+def best_opening(hand: Sequence[Card], rules: RuleSet) -> Arrangement:
+    """The disjoint melds of greatest total value the hand can lay down in an opening turn.
+
+    Respects F-13 (``max_jokers_per_meld_at_opening``). Pairs are separate (:func:`max_pairs`).
+
+    >>> from masa_rules.cards import parse_cards
+    >>> hand = parse_cards("8H 9H 10H 10S 10D XR 2C".split())
+    >>> arrangement = best_opening(hand, RuleSet.salon())
+    >>> [str(m) for m in arrangement.melds], arrangement.value, [str(c) for c in arrangement.leftover]
+    (['8H 9H 10H', '10S XR=10H 10D'], 57, ['2C'])
+    """
+    problem = _Problem(hand, rules, _Objective.VALUE, rules.max_jokers_per_meld_at_opening)
+    return _materialise(problem, _search(problem))
+
+
+def least_penalty(hand: Sequence[Card], rules: RuleSet) -> Arrangement:
+    """The melds that leave the least penalty in hand (for bots and end-of-hand display)."""
+    problem = _Problem(hand, rules, _Objective.PENALTY, 2)
+    return _materialise(problem, _search(problem))
+
+
+def best_pairs(hand: Sequence[Card], rules: RuleSet) -> list[Meld]:
+    """F-15: as many disjoint pairs as the hand holds (identical naturals, or natural + joker)."""
+    counts: dict[Card, int] = {}
+    jokers = sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
+    for card in hand:
+        if not card.is_joker:
+            counts[card] = counts.get(card, 0) + 1
+    doubles = sorted((c for c, n in counts.items() if n >= 2), key=Card.sort_key)
+    singles = sorted((c for c, n in counts.items() if n == 1), key=lambda c: -card_value(c, rules))
+    pairs = [pair_meld(c, c, rules) for c in doubles]
+    for card in singles:
+        if not jokers:
+            break
+        pairs.append(pair_meld(card, jokers.pop(0), rules))
+    if len(jokers) == 2 and rules.joker_pair_allowed:
+        pairs.append(Meld(MeldKind.PAIR, tuple(Placed(j, j) for j in jokers), 0))
+    elif len(jokers) == 2 and doubles:
+        # Splitting one natural pair gives two joker pairs: one pair more.
+        card = doubles[-1]
+        pairs.remove(next(p for p in pairs if p.cards[0].card == card))
+        pairs += [pair_meld(card, jokers[0], rules), pair_meld(card, jokers[1], rules)]
+    return pairs
+
+
+def max_pairs(hand: Sequence[Card], rules: RuleSet) -> int:
+    """F-15: the maximum number of disjoint pairs in the hand."""
+    return len(best_pairs(hand, rules))
+
+
+@dataclass(frozen=True, slots=True)
+class PairsWithMeld:
+    """F-43: four pairs plus one meld, disjoint."""
+
+    pairs: tuple[Meld, ...]
+    meld: Meld
+
+
+def pairs_with_meld(hand: Sequence[Card], rules: RuleSet) -> PairsWithMeld | None:
+    """F-43: whether ``pairs_with_meld`` pairs plus one meld exist in the hand, and one such."""
+    needed = rules.pairs_with_meld
+    if needed is None:
+        return None
+    counts = [0] * 52
+    jokers = sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
+    for card in hand:
+        if not card.is_joker:
+            counts[card.index] += 1
+    limit = min(len(jokers), rules.max_jokers_per_meld_at_opening)
+    for kind, start, faces, _ in _raw_shapes(counts, limit, rules):
+        for joker_count in range(limit + 1):
+            for joker_at in combinations(range(len(faces)), joker_count):
+                rest = list(counts)
+                feasible = True
+                for i, face in enumerate(faces):
+                    if i not in joker_at:
+                        rest[face] -= 1
+                        feasible = feasible and rest[face] >= 0
+                if not feasible or joker_count >= len(faces):
+                    continue
+                remaining = [Card.from_index(f) for f in range(52) for _ in range(rest[f])]
+                remaining += jokers[joker_count:]
+                pairs = best_pairs(remaining, rules)
+                if len(pairs) < needed:
+                    continue
+                placed = [
+                    Placed(jokers[joker_at.index(i)], Card.from_index(face))
+                    if i in joker_at
+                    else Placed.natural(Card.from_index(face))
+                    for i, face in enumerate(faces)
+                ]
+                if kind is MeldKind.SET:
+                    placed.sort(key=lambda p: int(p.stands_for.natural_suit()))
+                return PairsWithMeld(tuple(pairs[:needed]), Meld(kind, tuple(placed), start))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class LayoffTarget:
+    """F-50: ``card`` can be laid off on table meld ``meld_index``, giving ``result``."""
+
+    card: Card
+    meld_index: int
+    result: Meld
+
+
+def layoff_targets(
+    hand: Sequence[Card], table: Sequence[Meld], rules: RuleSet
+) -> list[LayoffTarget]:
+    """F-50, F-51: every (card, meld) of the hand and the table where the card can go.
+
+    Pairs on a pair opener's area take a whole identical pair (F-50), listed once per card.
+    """
+    out: list[LayoffTarget] = []
+    seen: set[tuple[Card, int]] = set()
+    counts: dict[Card, int] = {}
+    for card in hand:
+        counts[card] = counts.get(card, 0) + 1
+    for card in hand:
+        for index, meld in enumerate(table):
+            if (card, index) in seen:
+                continue
+            seen.add((card, index))
+            if meld.kind is MeldKind.PAIR:
+                face = meld.cards[0].stands_for
+                if not card.is_joker and card == face and counts[card] >= 2:
+                    out.append(LayoffTarget(card, index, pair_meld(card, card, rules)))
+                continue
+            for result in layoff_options(meld, card, rules):
+                out.append(LayoffTarget(card, index, result))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class JokerRetrieval:
+    """F-55: putting ``natural`` into table meld ``meld_index`` frees ``joker``."""
+
+    natural: Card
+    meld_index: int
+    joker: Card
+    result: Meld
+
+
+def joker_retrievals(
+    hand: Sequence[Card], table: Sequence[Meld], rules: RuleSet
+) -> list[JokerRetrieval]:
+    """F-55: every way a natural card of the hand can release a joker from a table meld."""
+    out: list[JokerRetrieval] = []
+    for natural in sorted({c for c in hand if not c.is_joker}, key=Card.sort_key):
+        for index, meld in enumerate(table):
+            if not meld.jokers:
+                continue
+            try:
+                result, joker = retrieve_joker(meld, natural, rules)
+            except MeldError:
+                continue
+            out.append(JokerRetrieval(natural, index, joker, result))
+    return out
