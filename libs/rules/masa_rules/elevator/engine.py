@@ -1,0 +1,319 @@
+"""The Elevator engine: ``new_game``, ``legal_actions`` and ``apply`` (RULES.md §3, E-1..E-11).
+
+``apply`` is a pure function. It never mutates its input; an illegal action raises
+:class:`~masa_rules.errors.IllegalAction` carrying the E-rule it breaks, and the caller still
+holds the unchanged state.
+
+Provable fairness (F-5): the hand seed is ``hand_seed(game_seed, hand_no)``. The
+:class:`~masa_rules.elevator.events.Dealt` event publishes ``commitment(hand_seed)``; the
+:class:`~masa_rules.elevator.events.HandEnded` event reveals the hand seed in hex. Anyone can
+then check the commitment and recompute the deal with :mod:`masa_rules.elevator.deal`.
+
+Multi-hand games (E-3) are kept simple: a game is one hand. A match of several hands calls
+``new_game`` once per hand with ``hand_no`` counting up from 1 and ``leader`` set to the
+previous winner; the first hand is led by seat 0, the seat after the dealer.
+
+Termination. Every hand ends after finitely many actions under the default rules:
+
+- Cards never leave the pile and the stock is never refilled, so there are at most ``C`` plays
+  (``C`` cards in the pack, each play puts at least one on the pile for good) and at most ``C``
+  passes that draw a card.
+- A Kopile needs an open play and closes it, so there are at most ``C`` Kopiles and at most
+  ``(players - 1) * C`` gives.
+- That leaves passes with an empty stock. Take a stretch of actions without a play while the
+  stock is empty. It holds at most one Kopile (the open play is closed by it, and only a play
+  opens another). Whether a card can go on the pile depends on the pile only, not on whose hand
+  it is in, and gives only move cards between hands; so within the stretch the set of playable
+  cards in all hands is fixed. If it is empty and no Kopile is pending, ``end_when_blocked``
+  ends the hand at once. Otherwise some seat holds a playable card. Of the passes in a row only
+  the first after a play may be voluntary (E-8); after a Kopile none may be for a whole round
+  (E-9). So within ``players`` turns after the stretch's first pass, or after its Kopile,
+  the holder of a playable card gets a turn on which it must play, ending the stretch.
+  A stretch is therefore at most ``3 * players`` actions long.
+
+Hence a hand takes at most ``C + C + (players - 1) * C + 3 * players * (C + 1)`` actions;
+``tests/test_elevator_properties.py`` checks this bound against adversarial play. The book
+read literally (``end_when_blocked=False``) can loop forever: with an empty stock and no
+playable card anywhere, every turn is a forced pass that changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from masa_rules.cards import PhysicalCard, Rank
+from masa_rules.elevator.actions import Action, Give, Pass, Play
+from masa_rules.elevator.deal import deal
+from masa_rules.elevator.events import Dealt, Event, Gave, HandEnded, Kopile, Passed, Played
+from masa_rules.elevator.moves import RANK, can_play, direction_after, legal_plays, play_fault
+from masa_rules.elevator.ranking import rank_seats, rank_sum
+from masa_rules.elevator.rules import ElevatorRules
+from masa_rules.elevator.state import Direction, Phase, State
+from masa_rules.errors import IllegalAction, RuleViolation
+from masa_rules.shuffle import hand_seed
+
+__all__ = ["apply", "dealt", "legal_actions", "new_game"]
+
+
+def new_game(
+    rules: ElevatorRules, players: int, seed: str, *, hand_no: int = 1, leader: int = 0
+) -> State:
+    """Deal hand ``hand_no`` of the game with secret ``seed`` to ``players`` seats (E-1..E-3).
+
+    >>> state = new_game(ElevatorRules(), 4, "doc")
+    >>> [len(hand) for hand in state.hands], len(state.stock), state.turn
+    ([7, 7, 7, 7], 25, 0)
+    """
+    rules.check_players(players)
+    if hand_no < 1:
+        raise RuleViolation("E-3", f"hands are numbered from 1, not {hand_no}")
+    if not 0 <= leader < players:
+        raise RuleViolation("E-3", f"the leader must be one of seats 0-{players - 1}")
+    secret = hand_seed(seed, hand_no)
+    cards = deal(rules, players, secret, leader)
+    # E-2: an ace turned up starts the pile descending; anything else ascending.
+    ace = RANK[cards.starter.face_index] == Rank.ACE
+    return State(
+        rules=rules,
+        players=players,
+        hand_no=hand_no,
+        leader=leader,
+        decks=rules.pack_count(players),
+        seed=secret,
+        hands=cards.hands,
+        stock=cards.stock,
+        pile=(cards.starter,),
+        direction=Direction.DESCENDING if ace else Direction.ASCENDING,
+        phase=Phase.PLAY,
+        turn=leader,
+        open_play=None,
+        # E-8 (decision): the starting card is not a play, so the leader must play if able.
+        after_play=False,
+        forced_turns=0,
+        receiver=None,
+        givers=(),
+        winner=None,
+        ranking=(),
+        end_reason=None,
+        action_count=0,
+    )
+
+
+def dealt(state: State) -> Dealt:
+    """The deal of ``state``'s hand, recomputed from its seed (the first event of a hand)."""
+    cards = deal(state.rules, state.players, state.seed, state.leader)
+    ace = RANK[cards.starter.face_index] == Rank.ACE
+    return Dealt(
+        hand_no=state.hand_no,
+        players=state.players,
+        decks=state.decks,
+        leader=state.leader,
+        commitment=state.commitment,
+        hands=cards.hands,
+        buried=cards.buried,
+        starter=cards.starter,
+        direction=Direction.DESCENDING if ace else Direction.ASCENDING,
+        stock_count=len(cards.stock),
+    )
+
+
+def may_pass_voluntarily(state: State) -> bool:
+    """E-8: only right after a play; E-9 (decision): never in the round after a Kopile."""
+    return state.after_play and state.forced_turns == 0
+
+
+def legal_actions(state: State, seat: int) -> list[Action]:
+    """Every action ``seat`` may take now; empty when it is not that seat's move."""
+    if state.phase is Phase.OVER or seat != state.turn:
+        return []
+    hand = state.hands[seat]
+    if state.phase is Phase.GIVE:
+        return [Give(seat, card) for card in hand]
+    plays = legal_plays(
+        hand, state.pile[-1], state.direction, state.rules.joker_on_joker_any_colour
+    )
+    actions: list[Action] = [Play(seat, cards) for cards in plays]
+    if not plays or may_pass_voluntarily(state):
+        actions.append(Pass(seat))
+    return actions
+
+
+def apply(state: State, action: Action) -> tuple[State, list[Event]]:
+    """Apply ``action`` to ``state``; return the new state and what happened."""
+    if state.phase is Phase.OVER:
+        raise IllegalAction("E-11", "the hand is over")
+    if isinstance(action, Give):
+        return _give(state, action)
+    if state.phase is Phase.GIVE:
+        raise IllegalAction(
+            "E-9", f"seat {state.turn} must first give seat {state.receiver} a card (Kopile)"
+        )
+    if action.seat != state.turn:
+        raise IllegalAction("E-3", f"it is seat {state.turn}'s turn, not seat {action.seat}'s")
+    if isinstance(action, Play):
+        return _play(state, action)
+    return _pass(state, action)
+
+
+def _play(state: State, action: Play) -> tuple[State, list[Event]]:
+    seat, cards = action.seat, action.cards
+    hand = state.hands[seat]
+    fault = play_fault(
+        cards, hand, state.pile[-1], state.direction, state.rules.joker_on_joker_any_colour
+    )
+    if fault is not None:
+        raise IllegalAction(*fault)
+    left = tuple(card for card in hand if card not in cards)
+    direction = direction_after(cards, state.direction)
+    events: list[Event] = [Played(seat, cards, direction)]
+    after = replace(
+        state,
+        hands=_with_hand(state.hands, seat, left),
+        pile=state.pile + cards,
+        direction=direction,
+        turn=(seat + 1) % state.players,
+        open_play=seat,
+        after_play=True,
+        forced_turns=max(0, state.forced_turns - 1),
+        action_count=state.action_count + 1,
+    )
+    if not left:
+        return _finish(after, seat, "out", events)
+    return _end_if_blocked(after, events)
+
+
+def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
+    seat = action.seat
+    hand = state.hands[seat]
+    able = can_play(hand, state.pile[-1], state.direction, state.rules.joker_on_joker_any_colour)
+    if able and not may_pass_voluntarily(state):
+        if state.forced_turns:
+            raise IllegalAction("E-9", "in the round after a Kopile every player must play if able")
+        raise IllegalAction("E-8", "the previous player did not play, so you must play if able")
+    # E-8, E-10: draw one card if the stock has any; it cannot be played this turn.
+    drew = state.stock[0] if state.stock else None
+    hands = state.hands if drew is None else _with_hand(state.hands, seat, (*hand, drew))
+    following = (seat + 1) % state.players
+    events: list[Event] = [Passed(seat, able, drew)]
+    after = replace(
+        state,
+        hands=hands,
+        stock=state.stock[1:],
+        turn=following,
+        after_play=False,
+        forced_turns=max(0, state.forced_turns - 1),
+        action_count=state.action_count + 1,
+    )
+    if state.open_play == following:
+        return _kopile(after, following, events)
+    return _end_if_blocked(after, events)
+
+
+def _kopile(state: State, seat: int, events: list[Event]) -> tuple[State, list[Event]]:
+    """E-9: everyone passed on ``seat``'s play; it draws one card per opponent, or is given them."""
+    owed = state.players - 1
+    drew = state.stock[:owed]
+    givers = tuple((seat + k) % state.players for k in range(1, owed - len(drew) + 1))
+    events.append(Kopile(seat, drew, givers))
+    after = replace(
+        state,
+        hands=_with_hand(state.hands, seat, state.hands[seat] + drew),
+        stock=state.stock[owed:],
+        phase=Phase.GIVE if givers else Phase.PLAY,
+        turn=givers[0] if givers else seat,
+        open_play=None,
+        after_play=False,
+        forced_turns=state.players if state.rules.kopile_forces_round else 0,
+        receiver=seat if givers else None,
+        givers=givers,
+    )
+    if givers:
+        return after, events
+    return _end_if_blocked(after, events)
+
+
+def _give(state: State, action: Give) -> tuple[State, list[Event]]:
+    if state.phase is not Phase.GIVE or state.receiver is None:
+        raise IllegalAction("E-9", "nobody is owed a card now")
+    seat, card = action.seat, action.card
+    if seat != state.turn:
+        raise IllegalAction("E-9", f"seat {state.turn} gives next, not seat {seat}")
+    hand = state.hands[seat]
+    if card not in hand:
+        raise IllegalAction("E-9", f"{card.code} is not in your hand")
+    receiver = state.receiver
+    left = tuple(held for held in hand if held != card)
+    hands = _with_hand(state.hands, seat, left)
+    hands = _with_hand(hands, receiver, (*hands[receiver], card))
+    events: list[Event] = [Gave(seat, receiver, card)]
+    givers = state.givers[1:]
+    after = replace(
+        state,
+        hands=hands,
+        phase=Phase.GIVE if givers else Phase.PLAY,
+        turn=givers[0] if givers else receiver,
+        receiver=receiver if givers else None,
+        givers=givers,
+        action_count=state.action_count + 1,
+    )
+    if not left:
+        # E-9: a giver who gives away their last card wins at once.
+        return _finish(after, seat, "out", events)
+    if givers:
+        return after, events
+    return _end_if_blocked(after, events)
+
+
+def _end_if_blocked(state: State, events: list[Event]) -> tuple[State, list[Event]]:
+    """The termination decision (``end_when_blocked``): see the module docstring."""
+    if (
+        not state.rules.end_when_blocked
+        or state.stock
+        or state.open_play is not None
+        or state.phase is not Phase.PLAY
+    ):
+        return state, events
+    top, direction = state.pile[-1], state.direction
+    joker_any = state.rules.joker_on_joker_any_colour
+    if any(can_play(hand, top, direction, joker_any) for hand in state.hands):
+        return state, events
+    return _finish(state, state.turn, "blocked", events)
+
+
+def _finish(
+    state: State, actor: int, reason: str, events: list[Event]
+) -> tuple[State, list[Event]]:
+    """E-11: rank the seats, reveal the seed (F-5) and close the hand."""
+    ranking = rank_seats(state.hands, state.rules.rank_by_sum)
+    if reason == "out":
+        winner: int | None = actor
+    else:
+        winner = ranking[0][0] if len(ranking[0]) == 1 else None
+    events.append(
+        HandEnded(
+            reason=reason,
+            winner=winner,
+            ranking=ranking,
+            cards_left=tuple(len(hand) for hand in state.hands),
+            rank_sums=tuple(rank_sum(hand) for hand in state.hands),
+            seed=state.seed.hex(),
+        )
+    )
+    after = replace(
+        state,
+        phase=Phase.OVER,
+        turn=actor,
+        receiver=None,
+        givers=(),
+        winner=winner,
+        ranking=ranking,
+        end_reason=reason,
+    )
+    return after, events
+
+
+def _with_hand(
+    hands: tuple[tuple[PhysicalCard, ...], ...], seat: int, hand: tuple[PhysicalCard, ...]
+) -> tuple[tuple[PhysicalCard, ...], ...]:
+    """``hands`` with ``seat``'s hand replaced."""
+    return (*hands[:seat], hand, *hands[seat + 1 :])

@@ -1,0 +1,73 @@
+"""Simple players for simulations and bots: ``random`` and ``greedy``.
+
+A policy picks one of the legal actions it is given. Randomness comes only from the
+:class:`~masa_rules.shuffle.DrawStream` passed in, so a seeded game plays the same every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from masa_rules.cards import Rank
+from masa_rules.elevator.actions import Action, Give, Pass, Play
+from masa_rules.elevator.moves import POINTS, RANK, is_joker
+from masa_rules.elevator.state import State
+from masa_rules.shuffle import DrawStream
+
+__all__ = ["POLICIES", "Policy", "greedy_policy", "random_policy"]
+
+Policy = Callable[[State, Sequence[Action], DrawStream], Action]
+
+# The random policy passes voluntarily once in this many chances: often enough to exercise
+# E-8 and Kopile, rarely enough that games still look like games.
+_VOLUNTARY_PASS_ODDS: Final = 8
+# The greedy policy spends its jokers, aces and 2s freely once it holds this few cards.
+_ENDGAME_HAND: Final = 2
+
+
+def random_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> Action:
+    """Uniform among the plays; a voluntary pass only once in eight chances."""
+    plays = [action for action in actions if isinstance(action, Play)]
+    if plays and len(plays) < len(actions):
+        if rng.below(_VOLUNTARY_PASS_ODDS) == 0:
+            return actions[-1]
+        return plays[rng.below(len(plays))]
+    return actions[rng.below(len(actions))]
+
+
+def greedy_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> Action:
+    """Shed as many cards as possible, keeping jokers, aces and 2s for when they are needed.
+
+    Ordinary plays come first, the most cards, then the smallest step from the top (leaving
+    room for the next play). Special cards are played only when nothing else goes, and then
+    only if a voluntary pass is not allowed or the hand is nearly empty. A giver parts with
+    its highest-ranking ordinary card, which also lowers its E-11 rank sum.
+    """
+    if isinstance(actions[0], Give):
+        gives = [action for action in actions if isinstance(action, Give)]
+        return min(
+            gives, key=lambda give: (_special(give.card.face_index), -POINTS[give.card.face_index])
+        )
+    plays = [action for action in actions if isinstance(action, Play)]
+    if not plays:
+        return actions[0]
+    top = RANK[state.pile[-1].face_index]
+    ordinary = [play for play in plays if not _special(play.cards[0].face_index)]
+    if ordinary:
+        return min(
+            ordinary,
+            key=lambda play: (-len(play.cards), abs(RANK[play.cards[0].face_index] - top)),
+        )
+    can_pass = isinstance(actions[-1], Pass)
+    if can_pass and len(state.hands[state.turn]) > _ENDGAME_HAND:
+        return actions[-1]
+    return min(plays, key=lambda play: (is_joker(play.cards[0]), -len(play.cards)))
+
+
+def _special(face: int) -> bool:
+    """Jokers, aces and 2s: the cards that free or turn the pile (E-6, E-7)."""
+    return RANK[face] in (0, Rank.ACE, Rank.TWO)
+
+
+POLICIES: Final[dict[str, Policy]] = {"random": random_policy, "greedy": greedy_policy}

@@ -1,0 +1,91 @@
+"""The state of one Elevator hand: an immutable value, replaced (never mutated) by each action.
+
+Glossary:
+
+- *pile*: the face-up cards played so far, the starting card first; the last one is the *top*.
+- *stock*: the face-down rest of the pack; position 0 is drawn first.
+- *direction*: ascending (play strictly higher) or descending (strictly lower), E-4/E-6.
+- *free*: the top is a joker (E-7, or the starting joker of E-2), so any card may follow.
+- *open play*: the last play that every seat since has passed on; when the turn comes back to
+  its player, Kopile (E-9) applies.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from masa_rules.cards import JOKER_RED, PhysicalCard
+from masa_rules.elevator.rules import ElevatorRules
+from masa_rules.shuffle import commitment
+
+__all__ = ["Direction", "Phase", "State"]
+
+
+class Direction(enum.Enum):
+    """E-4, E-6: which way ranks must move."""
+
+    ASCENDING = "ascending"
+    DESCENDING = "descending"
+
+
+class Phase(enum.Enum):
+    """Who acts next: the seat on turn plays or passes, a giver gives (E-9), or nobody."""
+
+    PLAY = "play"
+    GIVE = "give"
+    OVER = "over"
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """One hand of Elevator. Build it with :func:`~masa_rules.elevator.engine.new_game`."""
+
+    rules: ElevatorRules
+    players: int
+    hand_no: int
+    leader: int
+    decks: int
+    # F-5: the secret hand seed; only its commitment is public until the hand ends.
+    seed: bytes
+    hands: tuple[tuple[PhysicalCard, ...], ...]
+    stock: tuple[PhysicalCard, ...]
+    pile: tuple[PhysicalCard, ...]
+    direction: Direction
+    phase: Phase
+    # The seat to play or pass (PLAY), the next giver (GIVE), or the last actor (OVER).
+    turn: int
+    # E-9: the seat of the open play, None once it has been answered or punished.
+    open_play: int | None
+    # E-8: the previous turn was a play, so a voluntary pass is allowed.
+    after_play: bool
+    # E-9 (decision): turns left in which nobody may pass voluntarily after a Kopile.
+    forced_turns: int
+    # E-9: the seat that drew for Kopile and the seats that still owe it a card, in order.
+    receiver: int | None
+    givers: tuple[int, ...]
+    # E-11: set when the hand is over.
+    winner: int | None
+    ranking: tuple[tuple[int, ...], ...]
+    end_reason: str | None
+    # How many actions led here; a replay of the same log reaches the same count.
+    action_count: int
+
+    @property
+    def top(self) -> PhysicalCard:
+        """The card on top of the pile."""
+        return self.pile[-1]
+
+    @property
+    def free(self) -> bool:
+        """E-7: a joker is on top, so the next play may start with any card."""
+        return self.pile[-1].face_index >= JOKER_RED.index
+
+    @property
+    def is_over(self) -> bool:
+        return self.phase is Phase.OVER
+
+    @property
+    def commitment(self) -> str:
+        """F-5: SHA-256 of the hand seed, public from the deal on."""
+        return commitment(self.seed)
