@@ -1,0 +1,200 @@
+"""JWT bearer authentication and per-method role checks.
+
+A token in ``authorization: Bearer <jwt>`` is checked against a fixed list of algorithms, the
+issuer, the audience and the expiry; ``exp``, ``sub``, ``iss`` and ``aud`` are required. The
+subject is the player id and ``roles`` lists ``player``, ``service`` or ``admin``. The
+authenticated :class:`Principal` is available to handlers through :func:`current_principal`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import grpc
+import grpc.aio
+import jwt
+
+from masa_platform.errors import PermissionDenied, Unauthenticated, abort_with
+from masa_platform.handlers import Context, split_method, wrap_handler
+from masa_platform.settings import AuthSettings
+
+__all__ = [
+    "INTERNAL_ROLES",
+    "PUBLIC_SERVICES",
+    "AuthInterceptor",
+    "AuthPolicy",
+    "Principal",
+    "Role",
+    "current_principal",
+    "mint_token",
+    "require_principal",
+    "verify_token",
+]
+
+
+class Role(StrEnum):
+    PLAYER = "player"
+    SERVICE = "service"
+    ADMIN = "admin"
+
+
+# Internal RPCs (CreateTable, Hold/Release, Decide, Grant) accept either role (DESIGN.md §3).
+INTERNAL_ROLES: frozenset[Role] = frozenset({Role.SERVICE, Role.ADMIN})
+
+# Probes and tooling must work without a token: health checks from orchestrators, grpcurl.
+PUBLIC_SERVICES: tuple[str, ...] = (
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1alpha.ServerReflection",
+    "grpc.reflection.v1.ServerReflection",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the player id (``sub``) and the roles the token grants."""
+
+    subject: str
+    roles: frozenset[Role]
+
+    def has_any(self, roles: Iterable[Role]) -> bool:
+        return not self.roles.isdisjoint(roles)
+
+
+_principal: ContextVar[Principal | None] = ContextVar("masa_principal", default=None)
+
+
+def current_principal() -> Principal | None:
+    """The caller of the RPC being served, or ``None`` for a public method."""
+    return _principal.get()
+
+
+def require_principal() -> Principal:
+    """The caller of the RPC being served; raises ``Unauthenticated`` outside an authed call."""
+    principal = _principal.get()
+    if principal is None:
+        raise Unauthenticated("no authenticated caller")
+    return principal
+
+
+@dataclass(frozen=True, slots=True)
+class AuthPolicy:
+    """Which methods skip auth and which need a role; every other method needs a valid token.
+
+    Keys are full method names (``/masa.table.v1.TableService/CreateTable``) or service names
+    (``masa.table.v1.TableService``) for the whole service.
+    """
+
+    public: frozenset[str] = frozenset(PUBLIC_SERVICES)
+    required_roles: Mapping[str, frozenset[Role]] = field(default_factory=dict)
+
+    def is_public(self, method: str) -> bool:
+        return method in self.public or split_method(method)[0] in self.public
+
+    def roles_for(self, method: str) -> frozenset[Role] | None:
+        return self.required_roles.get(method) or self.required_roles.get(split_method(method)[0])
+
+
+def mint_token(
+    settings: AuthSettings,
+    subject: str,
+    roles: Collection[Role | str] = (Role.PLAYER,),
+    *,
+    ttl_seconds: float = 3600.0,
+    now: float | None = None,
+) -> str:
+    """A token signed with the settings' secret and first algorithm (development and tests)."""
+    issued = time.time() if now is None else now
+    claims = {
+        "sub": subject,
+        "iss": settings.jwt_issuer,
+        "aud": settings.jwt_audience,
+        "iat": int(issued),
+        "exp": int(issued + ttl_seconds),
+        "roles": [str(Role(role)) for role in roles],
+    }
+    return jwt.encode(claims, settings.jwt_secret, algorithm=settings.jwt_algorithms[0])
+
+
+def verify_token(token: str, settings: AuthSettings) -> Principal:
+    """The principal of a valid token; raises :class:`Unauthenticated` otherwise."""
+    try:
+        claims = jwt.decode(
+            token,
+            settings.jwt_secret,
+            algorithms=list(settings.jwt_algorithms),
+            audience=settings.jwt_audience,
+            issuer=settings.jwt_issuer,
+            leeway=settings.jwt_leeway_seconds,
+            options={"require": ["exp", "sub", "iss", "aud"]},
+        )
+    except jwt.ExpiredSignatureError:
+        raise Unauthenticated("token expired") from None
+    except jwt.InvalidTokenError as exc:
+        # PyJWT's message says which check failed and never echoes the secret.
+        raise Unauthenticated(f"invalid token: {exc}") from None
+    subject = claims["sub"]
+    if not isinstance(subject, str) or not subject:
+        raise Unauthenticated("invalid token: empty subject")
+    raw_roles = claims.get("roles", [])
+    if not isinstance(raw_roles, list):
+        raise Unauthenticated("invalid token: roles must be a list")
+    known = {role.value for role in Role}
+    return Principal(subject, frozenset(Role(r) for r in raw_roles if r in known))
+
+
+def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    """The token of the ``authorization`` header; raises :class:`Unauthenticated` if absent."""
+    for key, value in metadata or ():
+        if key.lower() != "authorization":
+            continue
+        text = value.decode() if isinstance(value, bytes) else value
+        scheme, _, token = text.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("authorization must be 'Bearer <token>'")
+        return token.strip()
+    raise Unauthenticated("missing authorization metadata")
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates every non-public call and enforces the policy's roles."""
+
+    def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
+        self._settings = settings
+        self._policy = policy or AuthPolicy()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or self._policy.is_public(method):
+            return handler
+        required = self._policy.roles_for(method)
+        settings = self._settings
+
+        @asynccontextmanager
+        async def authenticated(context: Context) -> AsyncIterator[None]:
+            try:
+                principal = verify_token(bearer_token(context.invocation_metadata()), settings)
+                if required and not principal.has_any(required):
+                    wanted = " or ".join(sorted(required))
+                    raise PermissionDenied(f"{method} requires the {wanted} role")
+            except (Unauthenticated, PermissionDenied) as error:
+                await abort_with(context, error)
+            # Each RPC runs in its own task with its own context copy, so the value cannot leak
+            # into another call; it is deliberately not reset, because a streaming handler's
+            # generator may be finalised from another context.
+            _principal.set(principal)
+            yield
+
+        return wrap_handler(handler, authenticated)

@@ -1,0 +1,281 @@
+"""NATS and JetStream helpers: connect, de-duplicated and fenced publishes, pull consumers, KV.
+
+- :func:`publish` sets ``Nats-Msg-Id`` (JetStream drops a repeat within the stream's duplicate
+  window) and ``Nats-Expected-Last-Subject-Sequence`` (a writer that lost its lease is fenced
+  off: its append fails with :class:`SequenceConflict`).
+- :class:`KvBucket` returns plain entries and raises one :class:`RevisionConflict` for every
+  optimistic-concurrency failure nats-py reports in its various ways.
+- :class:`Leases` builds ownership with a TTL on a bucket whose entries expire (per-bucket TTL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext, api
+from nats.js.kv import KeyValue
+
+__all__ = [
+    "KvBucket",
+    "KvEntry",
+    "Lease",
+    "LeaseLost",
+    "Leases",
+    "RevisionConflict",
+    "SequenceConflict",
+    "connect",
+    "consume",
+    "ensure_stream",
+    "last_subject_sequence",
+    "publish",
+]
+
+_log = logging.getLogger(__name__)
+
+# JSStreamWrongLastSequenceErrF and JSStreamWrongLastSequenceConstantErr.
+_WRONG_LAST_SEQUENCE = (10071, 10164)
+# JSStreamNameExistErr: the stream exists with another configuration.
+_STREAM_NAME_IN_USE = 10058
+
+
+class SequenceConflict(Exception):
+    """A publish whose expected last subject sequence is stale: another writer got there first."""
+
+
+class RevisionConflict(Exception):
+    """A KV write whose expected revision is not the key's current one."""
+
+
+class LeaseLost(Exception):
+    """The lease expired or was taken by another holder; stop acting as the owner."""
+
+
+async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> Client:
+    """Connect to ``url`` and keep reconnecting for ever after a disconnect (never give up)."""
+
+    async def on_error(error: Exception) -> None:
+        _log.warning("nats error: %s", error, extra={"nats_client": name})
+
+    async def on_disconnected() -> None:
+        _log.warning("nats disconnected", extra={"nats_client": name})
+
+    async def on_reconnected() -> None:
+        _log.info("nats reconnected", extra={"nats_client": name})
+
+    return await nats.connect(
+        servers=[url],
+        name=name,
+        connect_timeout=connect_timeout,
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.25,
+        error_cb=on_error,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+    )
+
+
+async def ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> api.StreamInfo:
+    """Create the stream, or bring an existing one to ``config``."""
+    try:
+        return await js.add_stream(config)
+    except nats.js.errors.BadRequestError as error:
+        if error.err_code != _STREAM_NAME_IN_USE:
+            raise
+        return await js.update_stream(config)
+
+
+async def publish(
+    js: JetStreamContext,
+    subject: str,
+    payload: bytes,
+    *,
+    msg_id: str | None = None,
+    expected_last_subject_sequence: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> api.PubAck:
+    """Publish to JetStream; ``PubAck.duplicate`` tells a de-duplicated repeat of ``msg_id``.
+
+    ``expected_last_subject_sequence=0`` means the subject must still be empty.
+    """
+    all_headers = dict(headers or {})
+    if msg_id is not None:
+        all_headers[api.Header.MSG_ID] = msg_id
+    if expected_last_subject_sequence is not None:
+        all_headers[api.Header.EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected_last_subject_sequence)
+    try:
+        return await js.publish(subject, payload, timeout=timeout, headers=all_headers or None)
+    except nats.js.errors.APIError as error:
+        if error.err_code in _WRONG_LAST_SEQUENCE:
+            raise SequenceConflict(f"{subject}: {error.description}") from error
+        raise
+
+
+async def last_subject_sequence(js: JetStreamContext, stream: str, subject: str) -> int:
+    """The stream sequence of the last message on ``subject``, or 0 when there is none."""
+    try:
+        message = await js.get_last_msg(stream, subject)
+    except nats.js.errors.NotFoundError:
+        return 0
+    return message.seq or 0
+
+
+async def consume(
+    js: JetStreamContext,
+    subject: str,
+    handle: Callable[[Msg], Awaitable[None]],
+    *,
+    durable: str,
+    stream: str | None = None,
+    batch: int = 64,
+    fetch_timeout: float = 1.0,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Fetch from a durable pull consumer and ack each message that ``handle`` accepts.
+
+    A message whose handler raises is nak'ed for redelivery, so handlers must be idempotent
+    (on ``event_id``). Runs until ``stop`` is set or the task is cancelled.
+    """
+    subscription = await js.pull_subscribe(subject, durable=durable, stream=stream)
+    try:
+        while stop is None or not stop.is_set():
+            try:
+                messages = await subscription.fetch(batch, timeout=fetch_timeout)
+            except nats.errors.TimeoutError:
+                continue
+            for message in messages:
+                try:
+                    await handle(message)
+                except Exception:
+                    _log.exception(
+                        "message handler failed; asking for redelivery",
+                        extra={"nats_subject": message.subject, "nats_consumer": durable},
+                    )
+                    await message.nak()
+                else:
+                    await message.ack()
+    finally:
+        await subscription.unsubscribe()
+
+
+@dataclass(frozen=True, slots=True)
+class KvEntry:
+    key: str
+    value: bytes
+    revision: int
+
+
+class KvBucket:
+    """A JetStream key-value bucket with revisions; a missing or deleted key reads as ``None``."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    @classmethod
+    async def ensure(
+        cls,
+        js: JetStreamContext,
+        bucket: str,
+        *,
+        ttl_seconds: float | None = None,
+        history: int = 1,
+    ) -> KvBucket:
+        """Open ``bucket``, creating it when missing; with a TTL every entry expires after it."""
+        try:
+            return cls(await js.key_value(bucket))
+        except nats.js.errors.BucketNotFoundError:
+            config = api.KeyValueConfig(bucket=bucket, ttl=ttl_seconds, history=history)
+            return cls(await js.create_key_value(config))
+
+    async def get(self, key: str) -> KvEntry | None:
+        try:
+            entry = await self._kv.get(key)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return KvEntry(key, entry.value or b"", entry.revision or 0)
+
+    async def put(self, key: str, value: bytes) -> int:
+        """Write unconditionally; returns the new revision."""
+        return await self._kv.put(key, value)
+
+    async def create(self, key: str, value: bytes) -> int:
+        """Write only if the key is absent (or deleted, or expired)."""
+        try:
+            return await self._kv.create(key, value)
+        except nats.js.errors.KeyWrongLastSequenceError as error:
+            raise RevisionConflict(f"{key} already exists") from error
+
+    async def update(self, key: str, value: bytes, revision: int) -> int:
+        """Write only if ``revision`` is still the key's current revision."""
+        try:
+            return await self._kv.update(key, value, last=revision)
+        except nats.js.errors.KeyWrongLastSequenceError as error:
+            raise RevisionConflict(f"{key} is not at revision {revision}") from error
+
+    async def delete(self, key: str, revision: int | None = None) -> None:
+        """Delete, only at ``revision`` when it is given."""
+        try:
+            await self._kv.delete(key, last=revision)
+        except nats.js.errors.APIError as error:
+            if error.err_code in _WRONG_LAST_SEQUENCE:
+                raise RevisionConflict(f"{key} is not at revision {revision}") from error
+            raise
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Ownership of ``key`` by ``holder`` at KV ``revision``; renew before the bucket TTL."""
+
+    key: str
+    holder: str
+    revision: int
+
+
+class Leases:
+    """Leases held by ``holder`` (a node id) on a bucket whose TTL is the lease duration."""
+
+    def __init__(self, bucket: KvBucket, holder: str) -> None:
+        self._bucket = bucket
+        self.holder = holder
+
+    async def acquire(self, key: str) -> Lease | None:
+        """Take the lease if it is free or already ours (after a restart); else ``None``."""
+        value = self.holder.encode()
+        try:
+            return Lease(key, self.holder, await self._bucket.create(key, value))
+        except RevisionConflict:
+            current = await self._bucket.get(key)
+        if current is None or current.value != value:
+            return None
+        try:
+            return Lease(key, self.holder, await self._bucket.update(key, value, current.revision))
+        except RevisionConflict:
+            return None
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Extend the lease by another TTL; raises :class:`LeaseLost` if it is no longer ours."""
+        try:
+            revision = await self._bucket.update(lease.key, lease.holder.encode(), lease.revision)
+        except RevisionConflict as error:
+            raise LeaseLost(f"lease {lease.key} is no longer held by {lease.holder}") from error
+        return Lease(lease.key, lease.holder, revision)
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up; a lease someone else holds by now is left alone."""
+        try:
+            await self._bucket.delete(lease.key, lease.revision)
+        except RevisionConflict:
+            _log.info("lease %s was already taken over", lease.key)
+
+    async def holder_of(self, key: str) -> str | None:
+        entry = await self._bucket.get(key)
+        return entry.value.decode() if entry is not None else None

@@ -1,0 +1,207 @@
+"""Domain errors and their gRPC status, with a ``google.rpc.ErrorInfo`` a client can read back.
+
+Handlers raise a :class:`MasaError` (or a ``masa_rules`` ``RuleViolation``); the
+:class:`ErrorInterceptor` turns it into a status whose details hold an ``ErrorInfo`` with
+domain ``masa.dev`` and a reason: the RULES.md rule id for an illegal move, or a platform reason
+such as ``TABLE_MOVED``. Clients read it with ``grpc_status.rpc_status.from_call`` or
+:func:`error_info`. Anything else a handler raises becomes ``INTERNAL`` without its text, and is
+logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, NoReturn
+
+import grpc
+import grpc.aio
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+from masa_rules.errors import RuleViolation
+
+from masa_platform.handlers import Context, wrap_handler
+
+__all__ = [
+    "DOMAIN",
+    "BadRequest",
+    "ErrorInterceptor",
+    "IllegalMove",
+    "MasaError",
+    "NotFound",
+    "NotYourSeat",
+    "Overloaded",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "RequestIdReused",
+    "TableMoved",
+    "Unauthenticated",
+    "abort_with",
+    "error_info",
+    "to_status",
+]
+
+DOMAIN = "masa.dev"
+
+_log = logging.getLogger(__name__)
+
+
+class MasaError(Exception):
+    """An error with a gRPC code, an ``ErrorInfo`` reason and metadata (strings only)."""
+
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    default_reason: ClassVar[str] = "INTERNAL"
+
+    def __init__(
+        self, message: str, *, reason: str | None = None, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class BadRequest(MasaError):
+    """The request is malformed whatever the state: a missing field, an unknown card."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    default_reason = "BAD_REQUEST"
+
+
+class RequestIdReused(BadRequest):
+    """A ``request_id`` sent again with a different request: the retry is not a retry."""
+
+    default_reason = "DUPLICATE_REQUEST"
+
+
+class PreconditionFailed(MasaError):
+    """The request is well formed but not allowed in the current state."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    default_reason = "FAILED_PRECONDITION"
+
+
+class IllegalMove(PreconditionFailed):
+    """A move the rules forbid now; the reason is the RULES.md rule id."""
+
+    def __init__(
+        self, rule: str, message: str, *, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message, reason=rule, metadata=metadata)
+        self.rule = rule
+
+
+class TableMoved(PreconditionFailed):
+    """The table is owned by another node; the client should dial ``owner_address``."""
+
+    default_reason = "TABLE_MOVED"
+
+    def __init__(self, table_id: str, owner_address: str) -> None:
+        super().__init__(
+            f"table {table_id} is served by {owner_address}",
+            metadata={"table_id": table_id, "owner_address": owner_address},
+        )
+        self.owner_address = owner_address
+
+
+class Unauthenticated(MasaError):
+    """A missing, malformed, forged or expired token."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    default_reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(MasaError):
+    """An authenticated caller without the role the method needs."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    default_reason = "PERMISSION_DENIED"
+
+
+class NotYourSeat(PermissionDenied):
+    """A player acting for a seat that is not theirs."""
+
+    default_reason = "NOT_YOUR_SEAT"
+
+
+class NotFound(MasaError):
+    """The named table, lobby, ticket or account does not exist."""
+
+    code = grpc.StatusCode.NOT_FOUND
+    default_reason = "NOT_FOUND"
+
+
+class Overloaded(MasaError):
+    """The server sheds load; the client should back off and retry."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_reason = "OVERLOADED"
+
+
+def to_status(error: BaseException) -> grpc.Status:
+    """The gRPC status for ``error``; internals of unexpected errors are not disclosed."""
+    if isinstance(error, MasaError):
+        return _status(error.code, error.message, error.reason, error.metadata)
+    if isinstance(error, RuleViolation):
+        return _status(grpc.StatusCode.FAILED_PRECONDITION, error.message, error.rule, {})
+    return _status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL", {})
+
+
+async def abort_with(context: Context, error: BaseException) -> NoReturn:
+    """End the call with the status of ``error`` (raises ``grpc.aio.AbortError``)."""
+    await context.abort_with_status(to_status(error))
+
+
+def error_info(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo | None:
+    """The ``ErrorInfo`` among a ``google.rpc.Status``'s details, if there is one."""
+    if status is None:
+        return None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return None
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps what a handler raises to a status with ``ErrorInfo``; logs unexpected errors."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+
+        @asynccontextmanager
+        async def mapped(context: Context) -> AsyncIterator[None]:
+            try:
+                yield
+            except grpc.aio.AbortError:
+                raise
+            except (MasaError, RuleViolation) as error:
+                await abort_with(context, error)
+            except Exception as error:
+                _log.exception("unexpected error in %s", method, extra={"grpc_method": method})
+                await abort_with(context, error)
+
+        return wrap_handler(handler, mapped)
+
+
+def _status(
+    code: grpc.StatusCode, message: str, reason: str, metadata: Mapping[str, str]
+) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=dict(metadata))
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    code_number: int = code.value[0]
+    return rpc_status.to_status(
+        status_pb2.Status(code=code_number, message=message, details=[detail])
+    )

@@ -1,0 +1,121 @@
+"""Rewrapping of RPC method handlers, so a server interceptor can run code around every call.
+
+``grpc.aio`` interceptors only see the handler, not the call; to act on the call they return a
+new handler whose behaviour wraps the old one. The behaviour comes in two shapes for streamed
+responses (an async generator that yields, or a coroutine that calls ``context.write``, as the
+health service's ``Watch`` does), and the wrapper keeps the shape it was given.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import grpc
+import grpc.aio
+
+__all__ = ["Around", "rpc_type", "split_method", "wrap_handler"]
+
+Context = grpc.aio.ServicerContext[Any, Any]
+Around = Callable[[Context], AbstractAsyncContextManager[None]]
+
+
+def rpc_type(handler: grpc.RpcMethodHandler[Any, Any]) -> str:
+    """The go-grpc-prometheus ``grpc_type`` of a handler."""
+    if handler.request_streaming and handler.response_streaming:
+        return "bidi_stream"
+    if handler.request_streaming:
+        return "client_stream"
+    if handler.response_streaming:
+        return "server_stream"
+    return "unary"
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """``/pkg.Service/Method`` -> (``pkg.Service``, ``Method``)."""
+    service, _, name = method.lstrip("/").rpartition("/")
+    return service, name
+
+
+def wrap_handler(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    around: Around,
+    *,
+    on_received: Callable[[], None] | None = None,
+    on_sent: Callable[[], None] | None = None,
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler that runs the call inside ``around(context)``.
+
+    ``on_received``/``on_sent`` are called per request and per response message (responses a
+    coroutine writes through ``context.write`` are invisible to a wrapper and not counted).
+    """
+    received = on_received or _nothing
+    sent = on_sent or _nothing
+    serializers: dict[str, Any] = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+
+    def requests_of(first: Any) -> Any:
+        if not handler.request_streaming:
+            received()
+            return first
+        return _counted(first, received)
+
+    behavior: Any
+    if handler.request_streaming and handler.response_streaming:
+        behavior = handler.stream_stream
+    elif handler.request_streaming:
+        behavior = handler.stream_unary
+    elif handler.response_streaming:
+        behavior = handler.unary_stream
+    else:
+        behavior = handler.unary_unary
+
+    if not handler.response_streaming:
+
+        async def unary_response(request: Any, context: Context) -> Any:
+            async with around(context):
+                response = await behavior(requests_of(request), context)
+                sent()
+                return response
+
+        wrapped: Any = unary_response
+    elif inspect.isasyncgenfunction(behavior):
+
+        async def yielded_responses(request: Any, context: Context) -> AsyncIterator[Any]:
+            async with around(context):
+                async for response in behavior(requests_of(request), context):
+                    sent()
+                    yield response
+
+        wrapped = yielded_responses
+    else:
+
+        async def written_responses(request: Any, context: Context) -> None:
+            async with around(context):
+                await behavior(requests_of(request), context)
+
+        wrapped = written_responses
+
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(wrapped, **serializers)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(wrapped, **serializers)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(wrapped, **serializers)
+    return grpc.unary_unary_rpc_method_handler(wrapped, **serializers)
+
+
+async def _counted(
+    requests: AsyncIterator[Any], received: Callable[[], None]
+) -> AsyncIterator[Any]:
+    async for request in requests:
+        received()
+        yield request
+
+
+def _nothing() -> None:
+    return None

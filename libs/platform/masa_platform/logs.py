@@ -1,0 +1,80 @@
+"""Structured JSON logging: one JSON object per line with ``ts``, ``level``, ``logger``, ``msg``.
+
+Extra fields come from ``logger.info("...", extra={"table": "t1"})`` and from context bound with
+:func:`bound_context`, which follows the asyncio task (it is a ``ContextVar``), so every line
+logged while serving one RPC can carry the same fields without passing them around.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import IO, Any
+
+__all__ = ["JsonFormatter", "bound_context", "configure_logging"]
+
+_context: ContextVar[Mapping[str, Any] | None] = ContextVar("masa_log_context", default=None)
+
+# Attributes every LogRecord has; anything else on a record came from ``extra=``.
+_RECORD_ATTRIBUTES = frozenset(
+    vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)).keys()
+) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one line of JSON; values JSON cannot encode are written with str()."""
+
+    def __init__(self, static_fields: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self._static = dict(static_fields or {})
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update(self._static)
+        entry.update(_context.get() or {})
+        for key, value in vars(record).items():
+            if key not in _RECORD_ATTRIBUTES and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def configure_logging(
+    level: str | int = "INFO", *, service: str | None = None, stream: IO[str] | None = None
+) -> logging.Handler:
+    """Send every log record of the process to ``stream`` (stderr) as JSON lines.
+
+    Replaces the root logger's handlers, so calling it twice does not duplicate lines. Returns
+    the installed handler.
+    """
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter({"service": service} if service else None))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+    return handler
+
+
+@contextmanager
+def bound_context(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` to every line logged inside the ``with`` block (in this task)."""
+    token = _context.set({**(_context.get() or {}), **fields})
+    try:
+        yield
+    finally:
+        _context.reset(token)

@@ -1,0 +1,200 @@
+"""The ``grpc.aio`` server every masa service runs, and its graceful shutdown.
+
+:func:`create_server` binds the port, registers the services with health checking and
+reflection, and applies the message size and concurrency limits (past ``max_concurrent_rpcs``
+gRPC itself answers ``RESOURCE_EXHAUSTED``). Shutting down first reports ``NOT_SERVING`` to
+health watchers, then stops accepting calls and gives running calls the grace period to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from masa_platform.auth import AuthInterceptor, AuthPolicy
+from masa_platform.errors import ErrorInterceptor
+from masa_platform.idempotency import IdempotencyCache, IdempotencyInterceptor
+from masa_platform.metrics import GrpcMetrics, MetricsInterceptor
+from masa_platform.settings import AuthSettings, ServerSettings, TlsSettings
+from masa_platform.tls import server_credentials
+
+__all__ = [
+    "GrpcServer",
+    "ServiceRegistration",
+    "create_server",
+    "generic_service",
+    "serve_until_signalled",
+    "standard_interceptors",
+    "wait_for_signal",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRegistration:
+    """A service's full name (for health and reflection) and how to add it to a server.
+
+    With generated stubs: ``ServiceRegistration("masa.table.v1.TableService",
+    lambda server: add_TableServiceServicer_to_server(servicer, server))``.
+    """
+
+    name: str
+    add_to_server: Callable[[grpc.aio.Server], None]
+
+
+def generic_service(
+    name: str, handlers: Mapping[str, grpc.RpcMethodHandler[Any, Any]]
+) -> ServiceRegistration:
+    """A registration from method handlers keyed by method name (no generated code needed)."""
+    generic = grpc.method_handlers_generic_handler(name, dict(handlers))
+    return ServiceRegistration(name, lambda server: server.add_generic_rpc_handlers((generic,)))
+
+
+def standard_interceptors(
+    auth: AuthSettings,
+    *,
+    policy: AuthPolicy | None = None,
+    metrics: GrpcMetrics | None = None,
+    idempotency: IdempotencyCache | None = None,
+) -> list[grpc.aio.ServerInterceptor]:
+    """The interceptors in the order they must run, outermost first.
+
+    Metrics see every final status, auth failures included; errors map whatever auth and the
+    handler raise; idempotency keys answers by the caller that auth established.
+    """
+    chain: list[grpc.aio.ServerInterceptor] = []
+    if metrics is not None:
+        chain.append(MetricsInterceptor(metrics))
+    chain.append(ErrorInterceptor())
+    chain.append(AuthInterceptor(auth, policy))
+    chain.append(IdempotencyInterceptor(idempotency))
+    return chain
+
+
+class GrpcServer:
+    """A bound, not yet started server with its health service."""
+
+    def __init__(
+        self,
+        server: grpc.aio.Server,
+        *,
+        host: str,
+        port: int,
+        health_servicer: health.aio.HealthServicer,
+        service_names: Sequence[str],
+        grace_seconds: float,
+    ) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        self.health = health_servicer
+        self.service_names = tuple(service_names)
+        self.grace_seconds = grace_seconds
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as a client dials it."""
+        return f"{_bracketed(self.host)}:{self.port}"
+
+    async def start(self) -> None:
+        await self.server.start()
+        await self.set_serving(True)
+
+    async def set_serving(self, serving: bool) -> None:
+        """Report the whole server and each service as (not) serving, e.g. while NATS is down."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", *self.service_names):
+            await self.health.set(name, status)
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        """Go ``NOT_SERVING`` for good, then drain: running calls get the grace period."""
+        await self.health.enter_graceful_shutdown()
+        grace = self.grace_seconds if grace_seconds is None else grace_seconds
+        await self.server.stop(grace)
+
+    async def wait_for_termination(self) -> None:
+        await self.server.wait_for_termination()
+
+
+def create_server(
+    settings: ServerSettings,
+    services: Sequence[ServiceRegistration],
+    *,
+    tls: TlsSettings | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> GrpcServer:
+    """Build and bind a server for ``services``; call ``await server.start()`` to serve."""
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+    ]
+    server = grpc.aio.server(
+        interceptors=list(interceptors),
+        options=options,
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs or None,
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for service in services:
+        service.add_to_server(server)
+    names = [service.name for service in services]
+    reflection.enable_server_reflection(
+        [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    address = f"{_bracketed(settings.grpc_host)}:{settings.grpc_port}"
+    if tls is not None and tls.enabled:
+        port = server.add_secure_port(address, server_credentials(tls))
+    else:
+        port = server.add_insecure_port(address)
+    return GrpcServer(
+        server,
+        host=settings.grpc_host,
+        port=port,
+        health_servicer=health_servicer,
+        service_names=names,
+        grace_seconds=settings.grace_seconds,
+    )
+
+
+async def wait_for_signal(
+    signals: Sequence[signal.Signals] = (signal.SIGINT, signal.SIGTERM),
+) -> signal.Signals:
+    """Wait until the process receives one of ``signals``; returns the one received."""
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[signal.Signals] = loop.create_future()
+
+    def note(sig: signal.Signals) -> None:
+        if not received.done():
+            received.set_result(sig)
+
+    for sig in signals:
+        loop.add_signal_handler(sig, note, sig)
+    try:
+        return await received
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+async def serve_until_signalled(server: GrpcServer) -> signal.Signals:
+    """Start ``server``, serve until SIGINT or SIGTERM, then shut it down gracefully."""
+    await server.start()
+    try:
+        return await wait_for_signal()
+    finally:
+        await server.stop()
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,249 @@
+"""Configuration read once from ``MASA_*`` environment variables into frozen dataclasses.
+
+A service declares its settings as a frozen dataclass and calls :func:`load_settings` once at
+start-up; the result is passed down explicitly (DESIGN.md §2). Every field ``name`` is read from
+``MASA_NAME``. A field whose type is itself a settings dataclass is read from the same flat
+namespace, so ``PlatformSettings.auth.jwt_secret`` comes from ``MASA_JWT_SECRET``.
+
+Supported field types: ``str``, ``int``, ``float``, ``bool``, ``Path``, ``tuple[str, ...]``
+(comma separated), ``tuple[int, ...]``, any of them ``| None`` (empty means ``None``), and nested
+settings dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = [
+    "AuthSettings",
+    "PlatformSettings",
+    "ServerSettings",
+    "SettingsError",
+    "TlsSettings",
+    "load_settings",
+]
+
+ENV_PREFIX = "MASA_"
+
+# Shared-secret algorithms only: the key is a secret, so admitting an asymmetric algorithm would
+# invite the classic algorithm-confusion attack; "none" is never accepted.
+SUPPORTED_JWT_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
+
+# Long enough for PyJWT to accept it for HS256 without a key-length warning. Development only:
+# production sets MASA_JWT_SECRET.
+DEVELOPMENT_JWT_SECRET = "masa-development-secret-do-not-use-in-production"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A missing or malformed setting; the message names the environment variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Server TLS. TLS is on when ``tls_cert`` and ``tls_key`` are set; mTLS also needs a CA."""
+
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_require_client_cert: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise SettingsError("MASA_TLS_CERT and MASA_TLS_KEY must be set together")
+        if self.tls_require_client_cert and (not self.enabled or self.tls_ca is None):
+            raise SettingsError(
+                "MASA_TLS_REQUIRE_CLIENT_CERT needs MASA_TLS_CERT, MASA_TLS_KEY and MASA_TLS_CA"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.tls_cert is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """How bearer tokens are signed and checked."""
+
+    jwt_secret: str = DEVELOPMENT_JWT_SECRET
+    jwt_issuer: str = "masa"
+    jwt_audience: str = "masa"
+    jwt_algorithms: tuple[str, ...] = ("HS256",)
+    jwt_leeway_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if len(self.jwt_secret.encode()) < 32:
+            raise SettingsError("MASA_JWT_SECRET must be at least 32 bytes")
+        if not self.jwt_algorithms:
+            raise SettingsError("MASA_JWT_ALGORITHMS must name at least one algorithm")
+        unsupported = sorted(set(self.jwt_algorithms) - SUPPORTED_JWT_ALGORITHMS)
+        if unsupported:
+            raise SettingsError(
+                f"MASA_JWT_ALGORITHMS: unsupported {unsupported}; "
+                f"choose from {sorted(SUPPORTED_JWT_ALGORITHMS)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """The gRPC listener. Port 0 asks the OS for a free port."""
+
+    grpc_host: str = "127.0.0.1"
+    grpc_port: int = 0
+    max_message_bytes: int = 4 * 1024 * 1024
+    # Counts every open RPC, long-lived watch streams included; 0 means no limit.
+    max_concurrent_rpcs: int = 10_000
+    grace_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.grpc_port <= 65535:
+            raise SettingsError(f"MASA_GRPC_PORT: {self.grpc_port} is not a port number")
+        if self.max_message_bytes <= 0:
+            raise SettingsError("MASA_MAX_MESSAGE_BYTES must be positive")
+        if self.max_concurrent_rpcs < 0:
+            raise SettingsError("MASA_MAX_CONCURRENT_RPCS must be 0 (no limit) or positive")
+        if self.grace_seconds < 0:
+            raise SettingsError("MASA_GRACE_SECONDS must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformSettings:
+    """What every masa service needs: identity, logging, gRPC, metrics, NATS, auth and TLS."""
+
+    service_name: str = "masa"
+    version: str = "dev"
+    log_level: str = "INFO"
+    metrics_host: str = "127.0.0.1"
+    # 0 asks the OS for a free port; the metrics server reports the one it bound.
+    metrics_port: int = 0
+    nats_url: str = "nats://127.0.0.1:4222"
+    server: ServerSettings = field(default_factory=ServerSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+    def __post_init__(self) -> None:
+        if not isinstance(logging.getLevelName(self.log_level.upper()), int):
+            raise SettingsError(f"MASA_LOG_LEVEL: unknown level {self.log_level!r}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise SettingsError(f"MASA_METRICS_PORT: {self.metrics_port} is not a port number")
+
+
+def load_settings(
+    cls: type[T], environ: Mapping[str, str] | None = None, *, prefix: str = ENV_PREFIX
+) -> T:
+    """Build ``cls`` (a dataclass) from ``environ`` (default ``os.environ``).
+
+    Unset variables take the field default; a field without a default must be set. Any bad
+    value raises :class:`SettingsError` naming the variable.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    env = os.environ if environ is None else environ
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for spec in dataclasses.fields(cls):
+        if not spec.init:
+            continue
+        kind = hints[spec.name]
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            values[spec.name] = load_settings(kind, env, prefix=prefix)
+            continue
+        variable = prefix + spec.name.upper()
+        raw = env.get(variable)
+        if raw is None:
+            has_default = (
+                spec.default is not dataclasses.MISSING
+                or spec.default_factory is not dataclasses.MISSING
+            )
+            if not has_default:
+                raise SettingsError(f"{variable} is required")
+            continue
+        values[spec.name] = _parse(variable, raw, kind)
+    try:
+        return cls(**values)
+    except SettingsError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{cls.__name__}: {exc}") from exc
+
+
+def _parse(variable: str, raw: str, kind: Any) -> Any:
+    optional_of = _optional_inner(kind)
+    if optional_of is not None:
+        return None if raw.strip() == "" else _parse(variable, raw, optional_of)
+    if typing.get_origin(kind) is tuple:
+        args = typing.get_args(kind)
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"{variable}: only tuple[X, ...] settings are supported")
+        items = [item.strip() for item in raw.split(",") if item.strip()]
+        return tuple(_parse(variable, item, args[0]) for item in items)
+    parser = _SCALARS.get(kind)
+    if parser is None:
+        raise TypeError(f"{variable}: unsupported settings type {kind!r}")
+    try:
+        return parser(raw.strip())
+    except ValueError as exc:
+        raise SettingsError(f"{variable}: {exc}") from None
+
+
+def _optional_inner(kind: Any) -> Any | None:
+    if typing.get_origin(kind) not in (typing.Union, types.UnionType):
+        return None
+    others = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+    if len(others) != 1:
+        raise TypeError(f"unsupported union settings type {kind!r}")
+    return others[0]
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"expected a boolean (true/false, 1/0, yes/no, on/off), got {raw!r}")
+
+
+def _parse_int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+
+
+def _parse_float(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+
+
+def _parse_str(raw: str) -> str:
+    return raw
+
+
+def _parse_path(raw: str) -> Path:
+    if not raw:
+        raise ValueError("expected a path, got an empty string")
+    return Path(raw).expanduser()
+
+
+_SCALARS: dict[Any, Callable[[str], Any]] = {
+    str: _parse_str,
+    int: _parse_int,
+    float: _parse_float,
+    bool: _parse_bool,
+    Path: _parse_path,
+}
