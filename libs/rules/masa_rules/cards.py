@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from .errors import RuleViolation
+
 __all__ = [
     "JOKER_BLACK",
     "JOKER_RED",
@@ -36,12 +38,11 @@ __all__ = [
 ]
 
 
-class CardError(ValueError):
-    """A card code that C-1 does not accept. ``rule`` names the rule that rejects it."""
+class CardError(RuleViolation):
+    """A card code that C-1 does not accept, or a pack that does not exist."""
 
     def __init__(self, message: str, rule: str = "C-1") -> None:
-        super().__init__(message)
-        self.rule = rule
+        super().__init__(rule, message)
 
 
 class Colour(enum.Enum):
@@ -206,7 +207,7 @@ def parse_card(text: str) -> Card:
         if rank is not None and suit is not None:
             return _BY_INDEX[int(suit) * 13 + int(rank) - 2]
     raise CardError(
-        f"not a card code: {text!r} (C-1: rank 2-10/J/Q/K/A/T and suit S/H/D/C, or XR/XB)"
+        f"not a card code: {text!r} (rank 2-10/J/Q/K/A/T and suit S/H/D/C, or XR/XB)"
     )
 
 

@@ -26,6 +26,7 @@ How the search works (best opening and least penalty share it):
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -169,7 +170,10 @@ class _Problem:
             self.nat_value[face] = _position_value(rank, rules)
             self.nat_penalty[face] = _position_value(rank, rules)
         joker_count = len(self.jokers)
-        strict = joker_limit < joker_count
+        # Natural-first spending is complete when maximising value; when minimising penalty a
+        # joker may do better in a meld than a natural it displaces, and with one joker per meld
+        # the placement matters, so those cases carry explicit joker positions.
+        strict = joker_count > 0 and (objective is _Objective.PENALTY or joker_limit < joker_count)
         raw = _raw_shapes(self.counts, min(joker_count, joker_limit), rules)
         alive = sorted({f for _, _, faces, _ in raw for f in faces if self.counts[f]})
         per_face = dict.fromkeys(alive, 0)
@@ -181,9 +185,9 @@ class _Problem:
         self.bit_of = {face: i for i, face in enumerate(order)}
         self.face_of = order
         shapes: dict[tuple[int, int, int, int, tuple[int, ...]], _Shape] = {}
-        for kind, start, faces, ext in raw:
+        for kind, start, faces, _ in raw:
             value = self._shape_value(kind, start, faces)
-            variants = self._strict_variants(faces, ext, joker_limit) if strict else [()]
+            variants = self._strict_variants(faces, min(joker_count, joker_limit)) if strict else [()]
             for joker_at in variants:
                 mask = mask2 = 0
                 fixed = 0
@@ -232,17 +236,13 @@ class _Problem:
             return _position_value(shape.start, self.rules)
         return max(_position_value(shape.start + i, self.rules) for i in range(len(shape.faces)))
 
-    def _strict_variants(
-        self, faces: tuple[int, ...], ext: int, limit: int
-    ) -> list[tuple[int, ...]]:
-        """Joker positions for a candidate when each meld may hold at most ``limit`` jokers."""
-        missing = [i for i, f in enumerate(faces) if not self.counts[f]]
-        if ext > limit or len(missing) > limit:
-            return []
+    def _strict_variants(self, faces: tuple[int, ...], limit: int) -> list[tuple[int, ...]]:
+        """Joker positions for a candidate when jokers must be placed explicitly."""
         out: list[tuple[int, ...]] = []
-        for size in range(len(missing), limit + 1):
+        for size in range(min(limit, len(faces) - 1) + 1):
             for chosen in combinations(range(len(faces)), size):
-                if set(missing) <= set(chosen) and size < len(faces):
+                demand = Counter(f for i, f in enumerate(faces) if i not in chosen)
+                if all(self.counts[f] >= n for f, n in demand.items()):
                     out.append(chosen)
         return out
 

@@ -1,0 +1,220 @@
+"""``masa-rules``: the command-line contract over the rules library.
+
+Other tools depend on this interface; change it only compatibly.
+
+    masa-rules meld  [--preset P] [--opening] [--readings] CARD...
+    masa-rules solve [--preset P] [--threshold N] CARD...
+    masa-rules meld --batch | masa-rules solve --batch      (JSON lines in, JSON lines out)
+    masa-rules simulate --game fiftyone|elevator ... --seed S
+
+Exit codes: 0 for every answered query (``"valid": false`` included), 2 for unusable input
+with a one-line message on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn, TextIO
+
+from .cards import Card, CardError, parse_card
+from .errors import RuleViolation
+from .melds import MeldError, Placed, parse_placed, readings
+from .ruleset import RuleSet, RuleSetError
+from .solver import best_opening, max_pairs, pairs_with_meld
+
+__all__ = ["main"]
+
+PRESETS = ("classic", "salon", "remi")
+
+
+class UsageError(Exception):
+    """Input the command cannot answer at all (exit code 2)."""
+
+
+def _rules(preset: str) -> RuleSet:
+    try:
+        return RuleSet.preset_named(preset)
+    except RuleSetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _codes(placed: Sequence[Placed]) -> list[str]:
+    return [p.code for p in placed]
+
+
+def meld_answer(
+    codes: Sequence[str], preset: str, *, opening: bool = False, all_readings: bool = False
+) -> dict[str, Any]:
+    """The JSON answer of ``masa-rules meld`` for one group of cards."""
+    rules = _rules(preset)
+    try:
+        items = [parse_placed(code) for code in codes]
+    except CardError as exc:
+        raise UsageError(str(exc)) from None
+    except MeldError as exc:
+        return {"valid": False, "reason": exc.rule, "message": exc.message}
+    try:
+        found = readings(items, rules, opening=opening)
+    except MeldError as exc:
+        return {"valid": False, "reason": exc.rule, "message": exc.message}
+    best = found[0]
+    answer: dict[str, Any] = {
+        "valid": True,
+        "kind": best.kind.value,
+        "value": best.value(rules),
+        "cards": _codes(best.cards),
+    }
+    if all_readings:
+        answer["readings"] = [
+            {"kind": m.kind.value, "value": m.value(rules), "cards": _codes(m.cards)} for m in found
+        ]
+    return answer
+
+
+def _hand(codes: Sequence[str]) -> list[Card]:
+    try:
+        hand = [parse_card(code) for code in codes]
+    except CardError as exc:
+        raise UsageError(str(exc)) from None
+    too_many = [card.code for card, n in Counter(hand).items() if n > (1 if card.is_joker else 2)]
+    if too_many:
+        raise UsageError(
+            f"C-4: the 51 pack holds two copies of a natural and one of each joker: {too_many}"
+        )
+    return hand
+
+
+def solve_answer(codes: Sequence[str], preset: str, threshold: int | None = None) -> dict[str, Any]:
+    """The JSON answer of ``masa-rules solve`` for one hand."""
+    rules = _rules(preset)
+    hand = _hand(codes)
+    if threshold is None:
+        threshold = rules.open_threshold
+    arrangement = best_opening(hand, rules)
+    pairs = max_pairs(hand, rules)
+    with_meld = pairs_with_meld(hand, rules) is not None
+    pair_open = rules.pairs_to_open is not None and (pairs >= rules.pairs_to_open or with_meld)
+    return {
+        "best_value": arrangement.value,
+        "melds": [_codes(m.cards) for m in arrangement.melds],
+        "leftover": [c.code for c in arrangement.leftover],
+        "max_pairs": pairs,
+        "pairs_with_meld": with_meld,
+        "can_open": arrangement.value >= threshold or pair_open,
+        "threshold": threshold,
+    }
+
+
+def _batch(lines: TextIO, command: str, out: TextIO) -> None:
+    for line in lines:
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise UsageError("each line must be a JSON object")
+            cards = request.get("cards")
+            if not isinstance(cards, list) or not all(isinstance(c, str) for c in cards):
+                raise UsageError('"cards" must be a list of card codes')
+            preset = request.get("preset", "salon")
+            if not isinstance(preset, str):
+                raise UsageError('"preset" must be a string')
+            if command == "meld":
+                answer = meld_answer(
+                    cards,
+                    preset,
+                    opening=bool(request.get("opening", False)),
+                    all_readings=bool(request.get("readings", False)),
+                )
+            else:
+                threshold = request.get("threshold")
+                if threshold is not None and (type(threshold) is not int or threshold <= 0):
+                    raise UsageError('"threshold" must be a positive integer')
+                answer = solve_answer(cards, preset, threshold)
+        except (UsageError, RuleViolation) as exc:
+            answer = {"error": str(exc)}
+        except json.JSONDecodeError as exc:
+            answer = {"error": f"not JSON: {exc.msg}"}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+def _simulate(args: argparse.Namespace) -> Iterator[dict[str, object]]:
+    # The engines load only for this command, so batch validation starts as fast as it can.
+    if args.game == "elevator":
+        from .elevator.simulate import simulate as simulate_elevator  # noqa: PLC0415
+
+        return simulate_elevator(args.players or 4, args.seed, args.policy)
+    from .fiftyone.simulate import simulate as simulate_fiftyone  # noqa: PLC0415
+
+    return simulate_fiftyone(
+        args.preset,
+        args.players or 4,
+        args.seed,
+        teams=args.teams,
+        hands=args.hands,
+        policy=args.policy,
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"masa-rules: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="masa-rules", description="The rules of masa: melds, solver, simulator.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    meld = commands.add_parser("meld", help="validate a meld (C-2, F-10..F-16)")
+    meld.add_argument("--preset", choices=PRESETS, default="salon")
+    meld.add_argument("--opening", action="store_true", help="apply the F-13 opening joker limit")
+    meld.add_argument("--readings", action="store_true", help="list every reading, best first")
+    meld.add_argument("--batch", action="store_true", help="JSON lines on stdin")
+    meld.add_argument("cards", nargs="*", metavar="CARD")
+    solve = commands.add_parser("solve", help="best opening, pairs and whether the hand can open")
+    solve.add_argument("--preset", choices=PRESETS, default="salon")
+    solve.add_argument("--threshold", type=int)
+    solve.add_argument("--batch", action="store_true", help="JSON lines on stdin")
+    solve.add_argument("cards", nargs="*", metavar="CARD")
+    simulate = commands.add_parser("simulate", help="play a whole game with built-in policies")
+    simulate.add_argument("--game", choices=("fiftyone", "elevator"), required=True)
+    simulate.add_argument("--preset", choices=PRESETS, default="salon")
+    simulate.add_argument("--players", type=int)
+    simulate.add_argument("--teams", action="store_true")
+    simulate.add_argument("--hands", type=int)
+    simulate.add_argument("--seed", required=True)
+    simulate.add_argument("--policy", choices=("random", "greedy"), default="random")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    stdout = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            for event in _simulate(args):
+                stdout.write(json.dumps(event) + "\n")
+            return 0
+        if args.batch:
+            if args.cards:
+                raise UsageError("--batch reads cards from stdin; give none on the command line")
+            _batch(sys.stdin, args.command, stdout)
+            return 0
+        if not args.cards:
+            raise UsageError(f"{args.command} needs at least one CARD")
+        if args.command == "meld":
+            answer = meld_answer(
+                args.cards, args.preset, opening=args.opening, all_readings=args.readings
+            )
+        else:
+            if args.threshold is not None and args.threshold <= 0:
+                raise UsageError("--threshold must be positive")
+            answer = solve_answer(args.cards, args.preset, args.threshold)
+    except (UsageError, ValueError) as exc:
+        sys.stderr.write(f"masa-rules: {exc}\n")
+        return 2
+    stdout.write(json.dumps(answer) + "\n")
+    return 0

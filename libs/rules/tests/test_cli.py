@@ -1,0 +1,102 @@
+"""The ``masa-rules`` command-line contract (meld, solve, batch, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, stdin: str = "") -> tuple[int, list[dict[str, object]], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "masa_rules", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    return proc.returncode, lines, proc.stderr
+
+
+def test_meld_answers_valid_and_invalid_with_exit_zero() -> None:
+    assert run("meld", "QS", "KS", "AS")[:2] == (
+        0,
+        [{"valid": True, "kind": "run", "value": 31, "cards": ["QS", "KS", "AS"]}],
+    )
+    code, [answer], _ = run("meld", "--preset", "classic", "AH", "2H", "3H")
+    assert code == 0 and answer["valid"] is False and answer["reason"] == "F-11"
+    assert isinstance(answer["message"], str) and answer["message"]
+
+
+def test_meld_annotates_jokers_and_lists_readings_on_request() -> None:
+    _, [answer], _ = run("meld", "--readings", "8H", "9H", "XR")
+    assert answer["cards"] == ["8H", "9H", "XR=10H"]
+    assert [r["cards"] for r in answer["readings"]] == [
+        ["8H", "9H", "XR=10H"],
+        ["XR=7H", "8H", "9H"],
+    ]
+
+
+def test_solve_reports_the_best_opening_and_pairs() -> None:
+    code, [answer], _ = run("solve", "8H", "9H", "10H", "10S", "10D", "XR", "2C")
+    assert code == 0
+    assert answer["best_value"] == 57
+    assert answer["melds"] == [["8H", "9H", "10H"], ["10S", "XR=10H", "10D"]]
+    assert answer["leftover"] == ["2C"]
+    assert answer["can_open"] is True and answer["threshold"] == 51
+    _, [high], _ = run("solve", "--threshold", "81", "8H", "9H", "10H")
+    assert high["can_open"] is False and high["threshold"] == 81
+
+
+def test_solve_can_open_with_five_pairs_regardless_of_points() -> None:
+    _, [answer], _ = run("solve", "2S", "2S", "3H", "3H", "4D", "4D", "5C", "5C", "6S", "6S")
+    assert answer["max_pairs"] == 5 and answer["can_open"] is True
+    _, [remi], _ = run(
+        "solve", "--preset", "remi", "2S", "2S", "3H", "3H", "4D", "4D", "5C", "5C", "6S", "6S"
+    )
+    assert remi["can_open"] is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("meld", "ZZ"),
+        ("solve", "8H", "8H", "8H"),
+        ("meld",),
+        ("solve", "--preset", "poker", "8H"),
+        ("solve", "--threshold", "0", "8H"),
+        ("frobnicate",),
+    ],
+)
+def test_unusable_input_exits_two_with_one_line_on_stderr(args: tuple[str, ...]) -> None:
+    code, lines, err = run(*args)
+    assert code == 2 and lines == []
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_batch_answers_every_line_in_order_and_survives_bad_lines() -> None:
+    stdin = (
+        "\n".join(
+            [
+                json.dumps({"preset": "remi", "cards": ["AH", "2H", "3H"]}),
+                "not json",
+                json.dumps({"cards": ["ZZ"]}),
+                json.dumps({"cards": "8H"}),
+                json.dumps({"preset": "classic", "cards": ["AH", "2H", "3H"]}),
+            ]
+        )
+        + "\n"
+    )
+    code, lines, _ = run("meld", "--batch", stdin=stdin)
+    assert code == 0 and len(lines) == 5
+    assert lines[0]["valid"] is True and lines[0]["value"] == 6
+    assert all("error" in line for line in lines[1:4])
+    assert lines[4]["reason"] == "F-11"
+    code, lines, _ = run(
+        "solve", "--batch", stdin=json.dumps({"cards": ["QS", "KS", "AS"], "threshold": 30}) + "\n"
+    )
+    assert code == 0 and lines[0]["can_open"] is True and lines[0]["best_value"] == 31

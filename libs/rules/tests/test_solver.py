@@ -1,0 +1,198 @@
+"""The solver is exact: it agrees with a brute-force oracle (F-10..F-16, F-43, F-50, F-51, F-55)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from masa_rules.cards import JOKER_BLACK, JOKER_RED, Card, fiftyone_pack, parse_cards
+from masa_rules.melds import MeldKind, check_meld, readings
+from masa_rules.ruleset import RuleSet
+from masa_rules.solver import (
+    Arrangement,
+    best_opening,
+    best_pairs,
+    hand_penalty,
+    joker_retrievals,
+    layoff_targets,
+    least_penalty,
+    max_pairs,
+    pairs_with_meld,
+)
+from oracle import oracle_best, oracle_max_pairs
+
+PRESETS = [RuleSet.classic(), RuleSet.salon(), RuleSet.remi()]
+PACK = [physical.card for physical in fiftyone_pack()]
+DENSE_POOL = [c for c in PACK if not c.is_joker and c.natural_rank() <= 5]
+
+
+def assert_sound(
+    hand: Sequence[Card], arrangement: Arrangement, rules: RuleSet, *, opening: bool
+) -> None:
+    """The melds are valid (re-read by the validator), disjoint, and exactly use the hand."""
+    used: Counter[Card] = Counter()
+    total = 0
+    for meld in arrangement.melds:
+        items = [(p.card, p.stands_for if p.is_joker else None) for p in meld.cards]
+        reread = readings(items, rules, opening=opening)
+        assert any(r.cards == meld.cards for r in reread) or meld.kind is MeldKind.SET
+        assert meld.value(rules) in {r.value(rules) for r in reread}
+        used.update(p.card for p in meld.cards)
+        total += meld.value(rules)
+    assert used + Counter(arrangement.leftover) == Counter(hand)
+    assert total == arrangement.value
+    assert arrangement.penalty == hand_penalty(arrangement.leftover, rules)
+
+
+def compare_with_oracle(hand: list[Card], rules: RuleSet) -> None:
+    value, _ = oracle_best(hand, rules, opening=True)
+    opening = best_opening(hand, rules)
+    assert opening.value == value, (rules.preset, [c.code for c in hand])
+    assert_sound(hand, opening, rules, opening=True)
+    _, least = oracle_best(hand, rules, opening=False)
+    arrangement = least_penalty(hand, rules)
+    assert arrangement.penalty == least, (rules.preset, [c.code for c in hand])
+    assert_sound(hand, arrangement, rules, opening=False)
+
+
+@pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
+def test_F10_F16_solver_matches_the_oracle_on_random_small_hands(rules: RuleSet) -> None:
+    rng = random.Random(f"oracle-{rules.preset}")
+    for _ in range(400):
+        compare_with_oracle(rng.sample(PACK, rng.randint(3, 9)), rules)
+
+
+@pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
+def test_F13_F16_solver_matches_the_oracle_on_dense_hands_with_both_jokers(rules: RuleSet) -> None:
+    rng = random.Random(f"dense-{rules.preset}")
+    for _ in range(400):
+        hand = [*rng.sample(DENSE_POOL, rng.randint(4, 8)), JOKER_RED, JOKER_BLACK]
+        compare_with_oracle(hand, rules)
+
+
+dense_hands = st.lists(st.sampled_from(DENSE_POOL), min_size=3, max_size=8).flatmap(
+    lambda naturals: st.sets(st.sampled_from([JOKER_RED, JOKER_BLACK])).map(
+        lambda jokers: naturals + sorted(jokers, key=lambda c: c.index)
+    )
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hand=dense_hands, preset=st.sampled_from(PRESETS))
+def test_F10_F16_solver_matches_the_oracle_on_generated_hands(
+    hand: list[Card], preset: RuleSet
+) -> None:
+    # Two decks hold at most two copies of a natural (F-1, C-4).
+    if max(Counter(c for c in hand if not c.is_joker).values(), default=0) > 2:
+        return
+    compare_with_oracle(hand, preset)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hand=st.lists(st.sampled_from(PACK), min_size=0, max_size=10))
+def test_F15_max_pairs_matches_exhaustive_pairing(hand: list[Card]) -> None:
+    rules = RuleSet.salon()
+    if max(Counter(hand).values(), default=0) > 2 or hand.count(JOKER_RED) > 1:
+        return
+    assert max_pairs(hand, rules) == oracle_max_pairs(hand, rules)
+    for pair in best_pairs(hand, rules):
+        assert pair.kind is MeldKind.PAIR
+
+
+def test_F15_two_jokers_are_not_a_pair_but_split_a_natural_pair() -> None:
+    rules = RuleSet.salon()
+    assert max_pairs([JOKER_RED, JOKER_BLACK], rules) == 0
+    assert max_pairs(parse_cards(["8H", "8H", "XR", "XB"]), rules) == 2
+
+
+def test_F43_four_pairs_plus_one_meld() -> None:
+    rules = RuleSet.salon()
+    hand = parse_cards(["2S", "2S", "5H", "5H", "9D", "9D", "KC", "KC", "7H", "8H", "9H", "3C"])
+    found = pairs_with_meld(hand, rules)
+    assert found is not None
+    assert len(found.pairs) == 4
+    assert [c.code for c in found.meld.cards] == ["7H", "8H", "9H"]
+    assert (
+        pairs_with_meld(
+            parse_cards(["2S", "2S", "5H", "5H", "9D", "9D", "7H", "8H", "9H", "3C"]), rules
+        )
+        is None
+    )
+    assert pairs_with_meld(hand, RuleSet.remi()) is None
+
+
+def test_F43_pairs_with_meld_may_need_a_joker_in_the_meld_instead_of_a_pair() -> None:
+    rules = RuleSet.salon()
+    hand = parse_cards(["2S", "2S", "5H", "5H", "9D", "9D", "KC", "KC", "7H", "8H", "XR"])
+    found = pairs_with_meld(hand, rules)
+    assert found is not None
+    assert found.meld.jokers == 1
+
+
+def test_F14_best_opening_counts_jokers_as_the_card_they_stand_for() -> None:
+    arrangement = best_opening(parse_cards(["QS", "KS", "XR", "4D"]), RuleSet.salon())
+    assert [m.codes for m in arrangement.melds] == [["QS", "KS", "XR=AS"]]
+    assert arrangement.value == 31
+
+
+def test_F11_remi_low_ace_runs_are_found_and_worth_one() -> None:
+    arrangement = best_opening(parse_cards(["AH", "2H", "3H"]), RuleSet.remi())
+    assert arrangement.value == 6
+    assert best_opening(parse_cards(["AH", "2H", "3H"]), RuleSet.salon()).value == 0
+
+
+def test_F11_remi_fourteen_card_run_uses_both_aces() -> None:
+    hand = parse_cards(
+        ["AH", "2H", "3H", "4H", "5H", "6H", "7H", "8H", "9H", "10H", "JH", "QH", "KH", "AH"]
+    )
+    arrangement = best_opening(hand, RuleSet.remi())
+    assert arrangement.leftover == ()
+    assert arrangement.value == 1 + sum(range(2, 11)) + 30 + 10
+
+
+def test_F13_remi_opening_puts_at_most_one_joker_in_a_meld() -> None:
+    hand = parse_cards(["9H", "XR", "XB", "5S", "5D"])
+    remi = best_opening(hand, RuleSet.remi())
+    assert all(m.jokers <= 1 for m in remi.melds)
+    assert remi.value == 15
+    assert best_opening(hand, RuleSet.salon()).value == 29
+
+
+def test_least_penalty_keeps_jokers_out_of_hand() -> None:
+    rules = RuleSet.salon()
+    arrangement = least_penalty(parse_cards(["2H", "3H", "XR", "KS"]), rules)
+    assert arrangement.penalty == 10
+    assert [c.code for c in arrangement.leftover] == ["KS"]
+
+
+def test_F50_F51_layoff_targets_extend_runs_fill_sets_and_skip_closed_sets() -> None:
+    rules = RuleSet.salon()
+    table = [
+        check_meld(["5H", "6H", "7H"], rules),
+        check_meld(["9S", "9H", "9D"], rules),
+        check_meld(["KS", "KH", "KD", "KC"], rules),
+    ]
+    hand = parse_cards(["4H", "8H", "9C", "KS", "XR", "2D"])
+    targets = {(t.card.code, t.meld_index) for t in layoff_targets(hand, table, rules)}
+    assert ("4H", 0) in targets
+    assert ("8H", 0) in targets
+    assert ("9C", 1) in targets
+    assert ("XR", 0) in targets
+    assert ("XR", 1) in targets
+    assert not any(index == 2 for _, index in targets)
+    assert not any(code == "2D" for code, _ in targets)
+
+
+def test_F55_joker_retrieval_options_from_run_set_and_pair() -> None:
+    rules = RuleSet.classic()
+    table = [
+        check_meld(["5H", "XR=6H", "7H"], rules),
+        check_meld(["AS", "AH", "XB=AD"], rules),
+    ]
+    hand = parse_cards(["6H", "AC", "AD", "7H"])
+    options = {(o.natural.code, o.meld_index) for o in joker_retrievals(hand, table, rules)}
+    assert options == {("6H", 0), ("AC", 1), ("AD", 1)}
