@@ -9,7 +9,7 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: help setup lint test bench clean
+.PHONY: help setup proto lint test bench clean
 
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -22,13 +22,23 @@ $(CURDIR)/.tools/bin/uv:
 	$(UV) sync --frozen --all-packages
 	@touch $@
 
-setup: .venv/.synced ## Install uv when missing, then every package and tool into .venv.
+# The stubs in libs/proto are regenerated only when a .proto file or the generator changes.
+PROTO_SRCS := $(shell find protos -name '*.proto' 2>/dev/null)
+libs/proto/.stamp: .venv/.synced buf.yaml scripts/gen_proto.py $(PROTO_SRCS)
+	$(RUN) python scripts/gen_proto.py
+	@touch $@
 
-lint: setup ## ruff, ruff format --check, mypy --strict and the import contracts.
+proto: libs/proto/.stamp ## Generate the Python stubs of protos/ into libs/proto (masa.*.v1).
+
+setup: .venv/.synced proto ## Install uv when missing, then every package and tool into .venv.
+
+lint: setup ## ruff, ruff format --check, mypy --strict, the import contracts, buf lint and breaking.
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
 	$(RUN) lint-imports
+	$(RUN) buf lint
+	$(RUN) scripts/buf_breaking.sh buf
 
 test: setup lint ## Set up, lint, then run the whole test suite.
 	$(RUN) pytest
@@ -38,3 +48,4 @@ bench: setup ## Run the benchmarks; each prints one JSON document.
 
 clean: ## Remove the virtual environment, caches and local data.
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .masa .hypothesis
+	rm -rf libs/proto/.stamp libs/proto/.gen-tmp $(wildcard libs/proto/masa/*/)
