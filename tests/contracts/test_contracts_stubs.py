@@ -42,7 +42,6 @@ FIFTYONE_ACTIONS = {
     "answer_query",
     "claim_bottom_card",
     "take_bottom_card",
-    "show_twin",
 }
 ELEVATOR_ACTIONS = {"play", "pass_turn", "give_card"}
 
@@ -281,7 +280,7 @@ def test_an_opening_with_an_annotated_joker_round_trips() -> None:
     "action",
     [
         action_pb2.Action(draw_from_stock=action_pb2.DrawFromStock()),
-        action_pb2.Action(lay_off=action_pb2.LayOff(meld_id=3, card=_card("JH"))),
+        action_pb2.Action(lay_off=action_pb2.LayOff(meld_id=3, cards=[_card("JH")])),
         action_pb2.Action(
             answer_query=action_pb2.AnswerQuery(query_id=1, answer=action_pb2.QUERY_ANSWER_REFUSE)
         ),
