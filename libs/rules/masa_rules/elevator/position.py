@@ -35,7 +35,8 @@ def position(
 ) -> State:
     """A hand in play with these cards (physical codes such as ``8H`` or ``8H#1``).
 
-    The pack need not be complete, but no physical card may be in two places (C-4).
+    The pack need not be complete, but every card must belong to it (E-1) and no physical
+    card may be in two places (C-4).
     """
     players = len(hands)
     rules.check_players(players)
@@ -45,6 +46,10 @@ def position(
     every = [card for hand in seated for card in hand] + list(placed) + list(rest)
     if len(set(every)) != len(every):
         raise RuleViolation("C-4", "a physical card cannot be in two places")
+    decks = rules.pack_count(players)
+    strays = [card.code for card in every if card.copy >= decks]
+    if strays:
+        raise RuleViolation("E-1", f"not in a table of {decks} pack(s): {', '.join(strays)}")
     if not placed:
         raise RuleViolation("E-2", "the pile starts with a card")
     return State(
@@ -52,7 +57,7 @@ def position(
         players=players,
         hand_no=1,
         leader=0,
-        decks=rules.pack_count(players),
+        decks=decks,
         seed=hand_seed(seed, 1),
         hands=seated,
         stock=rest,
