@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from masa_platform.bus import (
+    KvBucket,
+    LeaseLost,
+    Leases,
+    RevisionConflict,
+    SequenceConflict,
+    connect,
+    consume,
+    ensure_stream,
+    last_subject_sequence,
+    publish,
+)
+from masa_platform.testing import NatsServer
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext, api
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    client = await connect(nats_server.url, name="masa-platform-test")
+    yield client
+    await client.drain()
+
+
+@pytest.fixture
+def js(nc: Client) -> JetStreamContext:
+    return nc.jetstream()
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+async def tables_stream(js: JetStreamContext) -> tuple[str, str]:
+    """A fresh stream named like MASA_TABLES; returns (stream, subject prefix)."""
+    name = unique("MASA_TABLES_")
+    prefix = f"{name.lower()}.table.v1"
+    await ensure_stream(js, api.StreamConfig(name=name, subjects=[f"{prefix}.>"]))
+    return name, prefix
+
+
+async def test_a_repeated_msg_id_is_stored_once(js: JetStreamContext) -> None:
+    stream, prefix = await tables_stream(js)
+    subject = f"{prefix}.t1.result"
+    first = await publish(js, subject, b"GameFinished", msg_id="evt-1")
+    again = await publish(js, subject, b"GameFinished", msg_id="evt-1")
+    other = await publish(js, subject, b"GameFinished", msg_id="evt-2")
+    assert not first.duplicate
+    assert again.duplicate
+    assert again.seq == first.seq
+    assert other.seq == first.seq + 1
+    info = await js.stream_info(stream)
+    assert info.state.messages == 2
+
+
+async def test_expected_last_subject_sequence_fences_off_a_stale_writer(
+    js: JetStreamContext,
+) -> None:
+    stream, prefix = await tables_stream(js)
+    log = f"{prefix}.t1.log"
+    assert await last_subject_sequence(js, stream, log) == 0
+    first = await publish(js, log, b"a1", expected_last_subject_sequence=0)
+    # Another table's log does not move this table's expected sequence.
+    await publish(js, f"{prefix}.t2.log", b"b1", expected_last_subject_sequence=0)
+    second = await publish(js, log, b"a2", expected_last_subject_sequence=first.seq)
+    with pytest.raises(SequenceConflict):
+        await publish(js, log, b"zombie", expected_last_subject_sequence=first.seq)
+    assert await last_subject_sequence(js, stream, log) == second.seq
+
+
+async def test_ensure_stream_is_idempotent_and_updates_the_config(js: JetStreamContext) -> None:
+    name = unique("S")
+    await ensure_stream(js, api.StreamConfig(name=name, subjects=[f"{name}.a"]))
+    info = await ensure_stream(js, api.StreamConfig(name=name, subjects=[f"{name}.a", f"{name}.b"]))
+    assert info.config.subjects == [f"{name}.a", f"{name}.b"]
+
+
+async def test_a_pull_consumer_acks_handled_messages_and_redelivers_failures(
+    js: JetStreamContext,
+) -> None:
+    stream, prefix = await tables_stream(js)
+    for n in range(3):
+        await publish(js, f"{prefix}.t{n}.result", f"r{n}".encode(), msg_id=f"r{n}")
+    seen: list[bytes] = []
+    failed_once = False
+    stop = asyncio.Event()
+
+    async def handle(message: Msg) -> None:
+        nonlocal failed_once
+        if message.data == b"r1" and not failed_once:
+            failed_once = True
+            raise RuntimeError("database busy")
+        seen.append(message.data)
+        if len(seen) == 3:
+            stop.set()
+
+    await asyncio.wait_for(
+        consume(
+            js,
+            f"{prefix}.*.result",
+            handle,
+            durable="ledger",
+            stream=stream,
+            fetch_timeout=0.2,
+            stop=stop,
+        ),
+        10,
+    )
+    assert sorted(seen) == [b"r0", b"r1", b"r2"]
+    consumer = await js.consumer_info(stream, "ledger")
+    assert consumer.num_ack_pending == 0
+    assert consumer.num_pending == 0
+
+
+async def test_kv_writes_are_guarded_by_revision(js: JetStreamContext) -> None:
+    bucket = await KvBucket.ensure(js, unique("snapshots_"))
+    assert await bucket.get("t1") is None
+    created = await bucket.create("t1", b"v1")
+    with pytest.raises(RevisionConflict):
+        await bucket.create("t1", b"again")
+    updated = await bucket.update("t1", b"v2", created)
+    with pytest.raises(RevisionConflict):
+        await bucket.update("t1", b"stale", created)
+    entry = await bucket.get("t1")
+    assert entry is not None
+    assert (entry.value, entry.revision) == (b"v2", updated)
+    put = await bucket.put("t1", b"v3")
+    with pytest.raises(RevisionConflict):
+        await bucket.delete("t1", updated)
+    await bucket.delete("t1", put)
+    assert await bucket.get("t1") is None
+    assert await bucket.create("t1", b"reborn") > put
+
+
+async def test_a_lease_is_exclusive_renewable_and_expires(js: JetStreamContext) -> None:
+    bucket = await KvBucket.ensure(js, unique("leases_"), ttl_seconds=1.0)
+    engine_1 = Leases(bucket, "engine-1")
+    engine_2 = Leases(bucket, "engine-2")
+
+    lease = await engine_1.acquire("table.t1")
+    assert lease is not None
+    assert await engine_2.acquire("table.t1") is None
+    assert await engine_1.holder_of("table.t1") == "engine-1"
+
+    renewed = await engine_1.renew(lease)
+    assert renewed.revision > lease.revision
+    with pytest.raises(LeaseLost):
+        await engine_1.renew(lease)
+
+    # A restarted engine-1 takes its own lease back.
+    reclaimed = await engine_1.acquire("table.t1")
+    assert reclaimed is not None
+
+    # Unrenewed, the lease expires with the bucket TTL and another node can take it.
+    taken = None
+    for _ in range(60):
+        await asyncio.sleep(0.1)
+        taken = await engine_2.acquire("table.t1")
+        if taken is not None:
+            break
+    assert taken is not None
+    assert await engine_1.holder_of("table.t1") == "engine-2"
+    with pytest.raises(LeaseLost):
+        await engine_1.renew(reclaimed)
+    await engine_1.release(reclaimed)
+    assert await engine_1.holder_of("table.t1") == "engine-2"
+
+    await engine_2.release(taken)
+    assert await engine_2.holder_of("table.t1") is None
+    assert await engine_1.acquire("table.t1") is not None
+
+
+async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_path: Path) -> None:
+    with NatsServer(tmp_path / "nats", sync_always=True) as server:
+        client = await connect(server.url, name="restart-test")
+        try:
+            js = client.jetstream()
+            stream, prefix = await tables_stream(js)
+            before = await publish(js, f"{prefix}.t1.log", b"a1", expected_last_subject_sequence=0)
+            port = server.port
+
+            server.kill()
+            assert not server.running
+            server.start()
+            assert server.port == port
+
+            # The client first notices the dropped connection, then reconnects on its own.
+            await wait_until(lambda: not client.is_connected)
+            await wait_until(lambda: client.is_connected)
+            assert await last_subject_sequence(js, stream, f"{prefix}.t1.log") == before.seq
+            after = await publish(
+                js, f"{prefix}.t1.log", b"a2", expected_last_subject_sequence=before.seq
+            )
+            assert after.seq == before.seq + 1
+        finally:
+            await client.close()

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+
+import grpc
+import grpc.aio
+import pytest
+from conftest import TEST_SERVICE, ServeFactory
+from grpc_status import rpc_status
+from masa_platform.auth import mint_token
+from masa_platform.errors import IllegalMove, Overloaded, error_info
+from masa_platform.idempotency import IdempotencyCache
+from masa_platform.server import standard_interceptors
+from masa_platform.settings import AuthSettings
+
+AUTH = AuthSettings()
+
+
+def as_player(name: str, request_id: str | None = None) -> tuple[tuple[str, str], ...]:
+    metadata = [("authorization", f"Bearer {mint_token(AUTH, name)}")]
+    if request_id is not None:
+        metadata.append(("x-request-id", request_id))
+    return tuple(metadata)
+
+
+class Counter:
+    """A write handler with a visible effect: each run takes the next number."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.runs = 0
+        self.delay = delay
+        self._numbers = itertools.count(1)
+
+    async def __call__(
+        self, request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> bytes:
+        self.runs += 1
+        await asyncio.sleep(self.delay)
+        if request == b"illegal":
+            raise IllegalMove("F-30", "too few points")
+        return f"{request.decode()}#{next(self._numbers)}".encode()
+
+
+async def test_a_retry_with_the_same_request_id_returns_the_first_answer(
+    serve: ServeFactory,
+) -> None:
+    counter = Counter()
+    handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        first = await write(b"draw", metadata=as_player("ayse", "r1"))
+        again = await write(b"draw", metadata=as_player("ayse", "r1"))
+        other = await write(b"draw", metadata=as_player("ayse", "r2"))
+        no_id = await write(b"draw", metadata=as_player("ayse"))
+    assert first == again == b"draw#1"
+    assert other == b"draw#2"
+    assert no_id == b"draw#3"
+    assert counter.runs == 3
+
+
+async def test_concurrent_duplicates_wait_for_the_first_and_run_it_once(
+    serve: ServeFactory,
+) -> None:
+    counter = Counter(delay=0.3)
+    handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        replies = await asyncio.gather(
+            *(write(b"take", metadata=as_player("ayse", "same")) for _ in range(5))
+        )
+    assert replies == [b"take#1"] * 5
+    assert counter.runs == 1
+
+
+async def test_the_same_request_id_of_another_player_is_another_request(
+    serve: ServeFactory,
+) -> None:
+    counter = Counter()
+    handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        assert await write(b"x", metadata=as_player("ayse", "r1")) == b"x#1"
+        assert await write(b"x", metadata=as_player("mehmet", "r1")) == b"x#2"
+
+
+async def test_a_refusal_is_replayed_and_a_reused_id_is_rejected(serve: ServeFactory) -> None:
+    counter = Counter()
+    handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        for _ in range(2):
+            rpc = write(b"illegal", metadata=as_player("ayse", "r1"))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await rpc
+            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            info = error_info(await rpc_status.aio.from_call(rpc))
+            assert info is not None
+            assert info.reason == "F-30"
+        rpc = write(b"different", metadata=as_player("ayse", "r1"))
+        with pytest.raises(grpc.aio.AioRpcError) as reused:
+            await rpc
+        assert reused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        info = error_info(await rpc_status.aio.from_call(rpc))
+        assert info is not None
+        assert info.reason == "DUPLICATE_REQUEST"
+    assert counter.runs == 1
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """Stands in for a generated request message: it has a ``request_id`` field."""
+
+    request_id: str
+    body: str
+
+    def SerializeToString(self, deterministic: bool = False) -> bytes:
+        return f"{self.request_id}|{self.body}".encode()
+
+
+def parse_write(data: bytes) -> WriteRequest:
+    request_id, _, body = data.decode().partition("|")
+    return WriteRequest(request_id, body)
+
+
+async def test_the_request_id_field_of_the_message_is_used(serve: ServeFactory) -> None:
+    runs = 0
+
+    async def write(
+        request: WriteRequest, context: grpc.aio.ServicerContext[WriteRequest, bytes]
+    ) -> bytes:
+        nonlocal runs
+        runs += 1
+        return f"{request.body}#{runs}".encode()
+
+    handler = grpc.unary_unary_rpc_method_handler(write, request_deserializer=parse_write)
+    async with (
+        serve({"Write": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        call = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        assert await call(b"r1|discard", metadata=as_player("ayse")) == b"discard#1"
+        assert await call(b"r1|discard", metadata=as_player("ayse")) == b"discard#1"
+        assert await call(b"|discard", metadata=as_player("ayse")) == b"discard#2"
+    assert runs == 2
+
+
+async def test_transient_failures_are_forgotten_so_a_retry_runs_again() -> None:
+    cache = IdempotencyCache()
+    attempts = 0
+
+    async def flaky() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise Overloaded("busy")
+        return "ok"
+
+    with pytest.raises(Overloaded):
+        await cache.run(("p", "/m", "id"), b"f", flaky)
+    assert await cache.run(("p", "/m", "id"), b"f", flaky) == "ok"
+    assert attempts == 2
+
+
+async def test_entries_expire_after_the_ttl_and_the_cache_is_bounded() -> None:
+    now = [0.0]
+    cache = IdempotencyCache(max_entries=2, ttl_seconds=10, clock=lambda: now[0])
+
+    async def answer() -> str:
+        return "a"
+
+    for request_id in ("1", "2", "3"):
+        await cache.run(("p", "/m", request_id), b"f", answer)
+    assert len(cache) == 2
+    now[0] = 11.0
+    assert len(cache) == 0

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import grpc
+import grpc.aio
+import pytest
+from conftest import TEST_SERVICE, ServeFactory
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from masa_platform.server import create_server, generic_service, serve_until_signalled
+from masa_platform.settings import ServerSettings
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+    return request
+
+
+def handlers(**extra: grpc.RpcMethodHandler[bytes, bytes]) -> dict[str, grpc.RpcMethodHandler]:
+    return {"Echo": grpc.unary_unary_rpc_method_handler(echo), **extra}
+
+
+async def test_health_reports_the_server_and_each_service_serving(serve: ServeFactory) -> None:
+    async with serve(handlers()) as server, grpc.aio.insecure_channel(server.address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for name in ("", TEST_SERVICE):
+            reply = await stub.Check(health_pb2.HealthCheckRequest(service=name))
+            assert reply.status == SERVING
+        await server.set_serving(False)
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=TEST_SERVICE))
+        assert reply.status == NOT_SERVING
+
+
+async def test_reflection_lists_the_registered_services(serve: ServeFactory) -> None:
+    async with serve(handlers()) as server, grpc.aio.insecure_channel(server.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        responses = [reply async for reply in stub.ServerReflectionInfo(iter([request]))]
+        names = {s.name for s in responses[0].list_services_response.service}
+        assert names == {
+            TEST_SERVICE,
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection",
+        }
+
+
+async def test_overload_answers_resource_exhausted(serve: ServeFactory) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        await release.wait()
+        return b"done"
+
+    settings = ServerSettings(max_concurrent_rpcs=1, grace_seconds=0.5)
+    extra = handlers(Slow=grpc.unary_unary_rpc_method_handler(slow))
+    async with (
+        serve(extra, settings=settings) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        first = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
+        await asyncio.sleep(0.2)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x")
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        release.set()
+        assert await first == b"done"
+
+
+async def test_messages_over_the_size_limit_are_refused(serve: ServeFactory) -> None:
+    settings = ServerSettings(max_message_bytes=1024)
+    async with (
+        serve(handlers(), settings=settings) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        echo_call = channel.unary_unary(f"/{TEST_SERVICE}/Echo")
+        assert await echo_call(b"x" * 512) == b"x" * 512
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await echo_call(b"x" * 4096)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_shutdown_goes_not_serving_then_drains_running_calls() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        await release.wait()
+        return b"finished"
+
+    server = create_server(
+        ServerSettings(grace_seconds=5.0),
+        [generic_service(TEST_SERVICE, handlers(Slow=grpc.unary_unary_rpc_method_handler(slow)))],
+    )
+    await server.start()
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(service=TEST_SERVICE)
+        )
+        assert (await watch.read()).status == SERVING
+        running = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
+        await asyncio.sleep(0.1)
+        stopping = asyncio.ensure_future(server.stop())
+        assert (await watch.read()).status == NOT_SERVING
+        assert not stopping.done()
+        release.set()
+        assert await running == b"finished"
+        watch.cancel()
+        await asyncio.wait_for(stopping, 10)
+
+
+async def test_serve_until_signalled_stops_gracefully_on_sigterm() -> None:
+    server = create_server(
+        ServerSettings(grace_seconds=0.1), [generic_service(TEST_SERVICE, handlers())]
+    )
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.3, os.kill, os.getpid(), signal.SIGTERM)
+    received = await asyncio.wait_for(serve_until_signalled(server), 10)
+    assert received == signal.SIGTERM
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x", timeout=1)
+        assert gone.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
