@@ -32,7 +32,9 @@ def test_the_last_line_summarises_the_game(players: int) -> None:
     assert hand_end["type"] == "hand_end"
     assert end["winner"] == hand_end["winner"]
     assert end["cards_left"] == hand_end["cards_left"]
-    assert sorted(seat for place in end["ranking"] for seat in place) == list(range(players))
+    ranking = end["ranking"]
+    assert isinstance(ranking, list)
+    assert sorted(seat for place in ranking for seat in place) == list(range(players))
 
 
 def test_a_third_party_recomputes_the_deal_from_the_revealed_seed_alone() -> None:

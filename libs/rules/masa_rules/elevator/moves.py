@@ -73,17 +73,16 @@ def legal_plays(
 ) -> list[tuple[PhysicalCard, ...]]:
     """Every play ``hand`` allows on ``top``, each ordering of an E-5 run listed once."""
     plays: list[tuple[PhysicalCard, ...]] = []
-    for card in hand:
+    for i, card in enumerate(hand):
         if not can_start(card, top, direction, joker_any):
             continue
         if card.face_index >= _FIRST_JOKER:
             plays.append((card,))
             continue
         rank = RANK[card.face_index]
+        # Positions, not equality: comparing dataclasses field by field is the slow part here.
         mates = tuple(
-            other
-            for other in hand
-            if other != card and other.face_index < _FIRST_JOKER and RANK[other.face_index] == rank
+            other for j, other in enumerate(hand) if j != i and RANK[other.face_index] == rank
         )
         _extend((card,), mates, plays)
     return plays
