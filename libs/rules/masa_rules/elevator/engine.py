@@ -21,15 +21,16 @@ Termination. Every hand ends after finitely many actions under the default rules
 - A Kopile needs an open play and closes it, so there are at most ``C`` Kopiles and at most
   ``(players - 1) * C`` gives.
 - That leaves passes with an empty stock. Take a stretch of actions without a play while the
-  stock is empty. It holds at most one Kopile (the open play is closed by it, and only a play
-  opens another). Whether a card can go on the pile depends on the pile only, not on whose hand
-  it is in, and gives only move cards between hands; so within the stretch the set of playable
-  cards in all hands is fixed. If it is empty and no Kopile is pending, ``end_when_blocked``
-  ends the hand at once. Otherwise some seat holds a playable card. Of the passes in a row only
-  the first after a play may be voluntary (E-8); after a Kopile none may be for a whole round
-  (E-9). So within ``players`` turns after the stretch's first pass, or after its Kopile,
-  the holder of a playable card gets a turn on which it must play, ending the stretch.
-  A stretch is therefore at most ``3 * players`` actions long.
+  stock is empty. Within it, only the first pass after the last play may be voluntary (E-8:
+  every later one follows a pass, and a Kopile leaves the drawer without a previous play), and
+  it holds at most one Kopile (which closes the open play; only a play opens another), so at
+  most ``players - 1`` passes and ``players - 1`` gives come before the Kopile or its absence
+  is settled. Whether a card can go on the pile depends on the pile only, not on whose hand
+  it is in, and gives only move cards between hands. So if no hand holds a playable card,
+  none ever will: once no Kopile is pending, ``end_when_blocked`` ends the hand. Otherwise
+  the holders of playable cards are fixed after the Kopile's gives, and within the next
+  ``players`` turns, all forced, one of them must play, ending the stretch. A stretch is
+  therefore at most ``3 * players`` actions long.
 
 Hence a hand takes at most ``C + C + (players - 1) * C + 3 * players * (C + 1)`` actions;
 ``tests/test_elevator_properties.py`` checks this bound against adversarial play. The book
@@ -100,7 +101,10 @@ def new_game(
 
 
 def dealt(state: State) -> Dealt:
-    """The deal of ``state``'s hand, recomputed from its seed (the first event of a hand)."""
+    """The deal of ``state``'s hand, recomputed from its seed (the first event of a hand).
+
+    Only meaningful for states that come from :func:`new_game`, not from ``position``.
+    """
     cards = deal(state.rules, state.players, state.seed, state.leader)
     ace = RANK[cards.starter.face_index] == Rank.ACE
     return Dealt(
