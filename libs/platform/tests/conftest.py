@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
 import grpc.aio
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from masa_platform.server import GrpcServer, create_server, generic_service
 from masa_platform.settings import ServerSettings, TlsSettings
 from masa_platform.testing import NatsServer
-
-# Test modules address methods as f"/{TEST_SERVICE}/Name".
-TEST_SERVICE = "masa.test.v1.TestService"
+from platform_support import TEST_SERVICE, Certificates, ServeFactory, make_certificates
 
 
 @pytest.fixture(scope="module")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     with NatsServer(tmp_path_factory.mktemp("nats")) as server:
         yield server
-
-
-ServeFactory = Callable[..., AbstractAsyncContextManager[GrpcServer]]
 
 
 @pytest.fixture
@@ -61,114 +48,6 @@ def serve() -> ServeFactory:
     return running
 
 
-@dataclass(frozen=True)
-class Certificates:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    rogue_cert: Path
-    rogue_key: Path
-
-
 @pytest.fixture(scope="session")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    """A CA with a server cert for localhost/127.0.0.1 and a client cert; plus a rogue client."""
-    directory = tmp_path_factory.mktemp("certs")
-    ca_key, ca_cert = _self_signed("masa test CA")
-    rogue_ca_key, rogue_ca_cert = _self_signed("rogue CA")
-    server_key, server_cert = _issued("localhost", ca_key, ca_cert, server=True)
-    client_key, client_cert = _issued("table-engine", ca_key, ca_cert, server=False)
-    rogue_key, rogue_cert = _issued("rogue", rogue_ca_key, rogue_ca_cert, server=False)
-
-    def write(name: str, data: bytes) -> Path:
-        path = directory / name
-        path.write_bytes(data)
-        return path
-
-    return Certificates(
-        ca=write("ca.pem", _pem(ca_cert)),
-        server_cert=write("server.pem", _pem(server_cert)),
-        server_key=write("server.key", _key_pem(server_key)),
-        client_cert=write("client.pem", _pem(client_cert)),
-        client_key=write("client.key", _key_pem(client_key)),
-        rogue_cert=write("rogue.pem", _pem(rogue_cert)),
-        rogue_key=write("rogue.key", _key_pem(rogue_key)),
-    )
-
-
-def _self_signed(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def _issued(
-    name: str, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, *, server: bool
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    usage = x509.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.ExtendedKeyUsageOID.CLIENT_AUTH
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-    return key, builder.sign(ca_key, hashes.SHA256())
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
+    return make_certificates(tmp_path_factory.mktemp("certs"))

@@ -6,7 +6,6 @@ import grpc
 import grpc.aio
 import jwt
 import pytest
-from conftest import TEST_SERVICE, ServeFactory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from masa_platform.auth import (
@@ -15,19 +14,21 @@ from masa_platform.auth import (
     Role,
     current_principal,
     mint_token,
+    require_principal,
     verify_token,
 )
 from masa_platform.errors import Unauthenticated, error_info
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
+from platform_support import TEST_SERVICE, ServeFactory
 
 AUTH = AuthSettings(jwt_secret="s" * 32, jwt_issuer="masa-test", jwt_audience="masa-api")
 POLICY = AuthPolicy(required_roles={f"/{TEST_SERVICE}/CreateTable": INTERNAL_ROLES})
 
 
 async def whoami(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-    principal = current_principal()
-    assert principal is not None
+    principal = require_principal()
+    assert current_principal() is principal
     return f"{principal.subject}:{','.join(sorted(principal.roles))}".encode()
 
 
@@ -134,3 +135,9 @@ def test_a_minted_token_verifies_and_unknown_roles_are_dropped() -> None:
     expired = mint_token(AUTH, "ayse", ttl_seconds=10, now=time.time() - 60)
     with pytest.raises(Unauthenticated, match="expired"):
         verify_token(expired, AUTH)
+
+
+def test_outside_an_authenticated_call_there_is_no_principal() -> None:
+    assert current_principal() is None
+    with pytest.raises(Unauthenticated):
+        require_principal()

@@ -194,9 +194,7 @@ async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_pa
             before = await publish(js, f"{prefix}.t1.log", b"a1", expected_last_subject_sequence=0)
             port = server.port
 
-            server.kill()
-            assert not server.running
-            server.start()
+            server.restart(kill=True)
             assert server.port == port
 
             # The client first notices the dropped connection, then reconnects on its own.

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 import grpc
 import grpc.aio
 import pytest
-from conftest import TEST_SERVICE, ServeFactory
 from grpc_status import rpc_status
 from masa_platform.auth import mint_token
 from masa_platform.errors import (
@@ -22,6 +21,7 @@ from masa_platform.errors import (
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
 from masa_rules.errors import IllegalAction
+from platform_support import TEST_SERVICE, ServeFactory
 
 AUTH = AuthSettings()
 TOKEN = (("authorization", f"Bearer {mint_token(AUTH, 'ayse')}"),)

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 import pytest
-from conftest import TEST_SERVICE, ServeFactory
 from grpc_status import rpc_status
 from masa_platform.auth import mint_token
 from masa_platform.errors import IllegalMove, Overloaded, error_info
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
+from platform_support import TEST_SERVICE, ServeFactory
 
 AUTH = AuthSettings()
 

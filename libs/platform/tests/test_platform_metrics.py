@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 import grpc
 import grpc.aio
 import pytest
-from conftest import TEST_SERVICE, ServeFactory
 from masa_platform.auth import mint_token
 from masa_platform.errors import IllegalMove
 from masa_platform.metrics import GrpcMetrics, go_code_name, set_build_info, start_metrics_server
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
+from platform_support import TEST_SERVICE, ServeFactory
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -7,11 +7,11 @@ import signal
 import grpc
 import grpc.aio
 import pytest
-from conftest import TEST_SERVICE, ServeFactory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from masa_platform.server import create_server, generic_service, serve_until_signalled
 from masa_platform.settings import ServerSettings
+from platform_support import TEST_SERVICE, ServeFactory
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -3,9 +3,9 @@ from __future__ import annotations
 import grpc
 import grpc.aio
 import pytest
-from conftest import TEST_SERVICE, Certificates, ServeFactory
 from masa_platform.settings import TlsSettings
 from masa_platform.tls import open_channel
+from platform_support import TEST_SERVICE, Certificates, ServeFactory
 
 
 async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
