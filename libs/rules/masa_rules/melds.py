@@ -78,7 +78,7 @@ class Placed:
 
     @staticmethod
     def natural(card: Card) -> Placed:
-        return Placed(card, card)
+        return _PLACED[card.index]
 
 
 def parse_placed(text: str) -> tuple[Card, Card | None]:
@@ -167,8 +167,20 @@ def card_value(card: Card, rules: RuleSet) -> int:
 
 
 def _card_at(suit: Suit, position: int) -> Card:
-    rank = Rank.ACE if position == LOW_ACE else Rank(position)
-    return Card.from_index(int(suit) * 13 + int(rank) - 2)
+    return _RUN_CARDS[int(suit)][position]
+
+
+# Lookup tables: the card at each run position of each suit (index 0 unused), and the placed
+# form of every natural, so that validation allocates as little as it can.
+_RUN_CARDS: Final = tuple(
+    (
+        Card.from_index(s * 13 + 12),
+        Card.from_index(s * 13 + 12),
+        *(Card.from_index(s * 13 + p - 2) for p in range(2, HIGH_ACE + 1)),
+    )
+    for s in range(4)
+)
+_PLACED: Final = tuple(Placed(Card.from_index(i), Card.from_index(i)) for i in range(52))
 
 
 def _split(
@@ -203,21 +215,21 @@ def _run_readings(
         positions = sorted((*others, *ace_positions))
         if len(set(positions)) != len(positions):
             continue
-        for start in range(lowest, HIGH_ACE - length + 2):
+        first = max(lowest, positions[-1] - length + 1)
+        last = min(positions[0], HIGH_ACE - length + 1)
+        for start in range(first, last + 1):
             end = start + length - 1
-            if positions and (positions[0] < start or positions[-1] > end):
+            row = _RUN_CARDS[int(suit)]
+            if not jokers:
+                yield Meld(MeldKind.RUN, tuple(_PLACED[row[p].index] for p in positions), start)
                 continue
             gaps = [p for p in range(start, end + 1) if p not in positions]
             for order in permutations(range(len(jokers))):
                 filled = dict(zip(gaps, (jokers[i] for i in order), strict=True))
-                if not all(
-                    note is None or note == _card_at(suit, p) for p, (_, note) in filled.items()
-                ):
+                if not all(note is None or note == row[p] for p, (_, note) in filled.items()):
                     continue
                 cards = tuple(
-                    Placed(filled[p][0], _card_at(suit, p))
-                    if p in filled
-                    else Placed.natural(_card_at(suit, p))
+                    Placed(filled[p][0], row[p]) if p in filled else _PLACED[row[p].index]
                     for p in range(start, end + 1)
                 )
                 yield Meld(MeldKind.RUN, cards, start)
@@ -293,7 +305,8 @@ def readings(
     found = [*_run_readings(naturals, jokers, rules), *_set_readings(naturals, jokers)]
     if not found:
         raise _explain(naturals, jokers, rules)
-    found.sort(key=lambda m: _preference(m, rules))
+    if len(found) > 1:
+        found.sort(key=lambda m: _preference(m, rules))
     return found
 
 

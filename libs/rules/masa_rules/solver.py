@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .cards import Card
 from .melds import (
@@ -82,6 +82,15 @@ class _Objective(enum.Enum):
     PENALTY = "penalty"
 
 
+class _RawShape(NamedTuple):
+    """A run or set by its represented faces, before it is mapped onto a hand's bits."""
+
+    kind: MeldKind
+    start: int
+    faces: tuple[int, ...]
+    value: int
+
+
 class _Shape(NamedTuple):
     """A candidate meld: represented cards by face index, kind and first position."""
 
@@ -93,6 +102,7 @@ class _Shape(NamedTuple):
     mask2: int
     ext: int
     joker_at: tuple[int, ...]
+    weight: int
 
 
 def hand_penalty(cards: Sequence[Card], rules: RuleSet) -> int:
@@ -112,38 +122,54 @@ def _position_value(position: int, rules: RuleSet) -> int:
     return min(position, 10)
 
 
-def _raw_shapes(
-    counts: Sequence[int], jokers: int, rules: RuleSet
-) -> list[tuple[MeldKind, int, tuple[int, ...], int]]:
-    """Every run and set the hand could form with its jokers: (kind, start, faces, ext)."""
-    shapes: list[tuple[MeldKind, int, tuple[int, ...], int]] = []
+# Face tuples of every run (suit, first position, last position) and every set (rank, suits),
+# built once: candidate generation runs for every hand and must not rebuild them.
+_RUN_FACES: Final = {
+    (suit, start, end): tuple(_face(suit, p) for p in range(start, end + 1))
+    for suit in range(4)
+    for start in range(LOW_ACE, HIGH_ACE - 1)
+    for end in range(start + 2, HIGH_ACE + 1)
+}
+_SUIT_GROUPS: Final = tuple(
+    (sum(1 << s for s in suits), suits) for size in (3, 4) for suits in combinations(range(4), size)
+)
+_SET_FACES: Final = {
+    (rank, suits): tuple(s * 13 + rank - 2 for s in suits)
+    for rank in range(2, HIGH_ACE + 1)
+    for _, suits in _SUIT_GROUPS
+}
+
+
+def _raw_shapes(counts: Sequence[int], jokers: int, rules: RuleSet) -> list[_RawShape]:
+    """Every run and set the hand could form with at most ``jokers`` jokers."""
+    values = [_position_value(p, rules) if p else 0 for p in range(HIGH_ACE + 1)]
+    shapes: list[_RawShape] = []
     lowest = LOW_ACE if rules.ace_low else 2
     for suit in range(4):
+        base = suit * 13
+        have = [0, counts[base + 12], *counts[base : base + 13]]
         for start in range(lowest, HIGH_ACE - 1):
-            faces: list[int] = []
-            used: dict[int, int] = {}
-            ext = 0
+            ext = value = 0
             for position in range(start, HIGH_ACE + 1):
-                face = _face(suit, position)
-                used[face] = used.get(face, 0) + 1
-                if used[face] > counts[face]:
+                available = have[position] - (1 if position == HIGH_ACE and start == LOW_ACE else 0)
+                if available <= 0:
                     ext += 1
-                if ext > jokers:
-                    break
-                faces.append(face)
-                if len(faces) >= 3 and ext < len(faces):
-                    shapes.append((MeldKind.RUN, start, tuple(faces), ext))
-    for rank in range(2, 15):
-        present = [s for s in range(4) if counts[s * 13 + rank - 2]]
+                    if ext > jokers:
+                        break
+                value += values[position]
+                length = position - start + 1
+                if length >= 3 and ext < length:
+                    faces = _RUN_FACES[suit, start, position]
+                    shapes.append(_RawShape(MeldKind.RUN, start, faces, value))
+    for rank in range(2, HIGH_ACE + 1):
+        present = sum(1 << s for s in range(4) if counts[s * 13 + rank - 2])
         if not present:
             continue
-        for size in (3, 4):
-            for suits in combinations(range(4), size):
-                ext = sum(1 for s in suits if s not in present)
-                if ext <= jokers and ext < size:
-                    shapes.append(
-                        (MeldKind.SET, rank, tuple(s * 13 + rank - 2 for s in suits), ext)
-                    )
+        for mask, suits in _SUIT_GROUPS:
+            ext = (mask & ~present).bit_count()
+            if ext <= jokers and ext < len(suits):
+                value = values[rank] * len(suits)
+                shapes.append(_RawShape(MeldKind.SET, rank, _SET_FACES[rank, suits], value))
     return shapes
 
 
@@ -163,73 +189,60 @@ class _Problem:
             else:
                 self.counts[card.index] += 1
         self.jokers.sort(key=lambda c: c.index)
-        self.nat_value = [0] * 52
-        self.nat_penalty = [0] * 52
-        for face in range(52):
-            rank = face % 13 + 2
-            self.nat_value[face] = _position_value(rank, rules)
-            self.nat_penalty[face] = _position_value(rank, rules)
+        # Either objective weighs a natural at its F-14 value with the ace high: its most in a
+        # meld, and what it costs left in hand.
+        face_weight = [_position_value(face % 13 + 2, rules) for face in range(52)]
         joker_count = len(self.jokers)
         # Natural-first spending is complete when maximising value; when minimising penalty a
         # joker may do better in a meld than a natural it displaces, and with one joker per meld
         # the placement matters, so those cases carry explicit joker positions.
         strict = joker_count > 0 and (objective is _Objective.PENALTY or joker_limit < joker_count)
         raw = _raw_shapes(self.counts, min(joker_count, joker_limit), rules)
-        alive = sorted({f for _, _, faces, _ in raw for f in faces if self.counts[f]})
-        per_face = dict.fromkeys(alive, 0)
+        per_face: Counter[int] = Counter()
         for _, _, faces, _ in raw:
-            for f in set(faces):
-                if f in per_face:
-                    per_face[f] += 1
-        order = sorted(alive, key=lambda f: (per_face[f], -self.nat_value[f], f))
-        self.bit_of = {face: i for i, face in enumerate(order)}
-        self.face_of = order
+            per_face.update(f for f in set(faces) if self.counts[f])
+        order = sorted(per_face, key=lambda f: (per_face[f], -face_weight[f], f))
+        bit_of = {face: i for i, face in enumerate(order)}
+        self.card_weight = [face_weight[f] for f in order]
         shapes: dict[tuple[int, int, int, int, tuple[int, ...]], _Shape] = {}
-        for kind, start, faces, _ in raw:
-            value = self._shape_value(kind, start, faces)
-            variants = self._strict_variants(faces, min(joker_count, joker_limit)) if strict else [()]
+        for kind, start, faces, value in raw:
+            variants = (
+                self._strict_variants(faces, min(joker_count, joker_limit)) if strict else [()]
+            )
             for joker_at in variants:
-                mask = mask2 = 0
-                fixed = 0
+                mask = mask2 = fixed = 0
                 for i, face in enumerate(faces):
-                    if i in joker_at or face not in self.bit_of:
+                    if i in joker_at or face not in bit_of:
                         fixed += 1
                         continue
-                    bit = 1 << self.bit_of[face]
+                    bit = 1 << bit_of[face]
                     if mask & bit:
                         mask2 |= bit
                     mask |= bit
-                if strict:
-                    fixed = len(joker_at)
-                key = (mask, mask2, fixed, value, joker_at if strict else ())
+                key = (mask, mask2, fixed, value, joker_at)
                 if key not in shapes:
-                    shapes[key] = _Shape(kind, start, faces, value, mask, mask2, fixed, joker_at)
+                    weight = _bits_weight(mask, self.card_weight)
+                    shapes[key] = _Shape(
+                        kind, start, faces, value, mask, mask2, fixed, joker_at, weight
+                    )
         self.strict = strict
         self.shapes = list(shapes.values())
+        # Highest value first, so that good arrangements are found early and bound the rest.
         self.by_anchor: list[list[_Shape]] = [[] for _ in order]
         for shape in sorted(self.shapes, key=lambda s: -s.value):
             for bit in range(len(order)):
                 if shape.mask >> bit & 1:
                     self.by_anchor[bit].append(shape)
-        self.one = self.two = 0
-        for face, bit in self.bit_of.items():
-            if self.counts[face] >= 1:
-                self.one |= 1 << bit
+        self.one = self.two = self.rest = 0
+        for face, bit in bit_of.items():
+            self.one |= 1 << bit
             if self.counts[face] >= 2:
                 self.two |= 1 << bit
-        self.card_weight = [
-            self.nat_value[f] if objective is _Objective.VALUE else self.nat_penalty[f]
-            for f in order
-        ]
+            self.rest += face_weight[face] * self.counts[face]
         if objective is _Objective.VALUE:
             self.joker_weight = max((self._max_position_value(s) for s in self.shapes), default=0)
         else:
             self.joker_weight = rules.joker_hand_penalty
-
-    def _shape_value(self, kind: MeldKind, start: int, faces: tuple[int, ...]) -> int:
-        if kind is MeldKind.RUN:
-            return sum(_position_value(start + i, self.rules) for i in range(len(faces)))
-        return _position_value(start, self.rules) * len(faces)
 
     def _max_position_value(self, shape: _Shape) -> int:
         if shape.kind is MeldKind.SET:
@@ -257,25 +270,32 @@ def _bits_weight(mask: int, weights: Sequence[int]) -> int:
 
 
 def _search(problem: _Problem) -> list[_Shape]:
-    """The shapes of an optimal arrangement (see the module docstring)."""
+    """The shapes of an optimal arrangement (see the module docstring).
+
+    ``best(state, alpha)`` returns the exact optimum of the remaining hand when it exceeds
+    ``alpha``, and otherwise some upper bound no greater than ``alpha``; the memo remembers
+    which of the two it stored.
+    """
     by_anchor = problem.by_anchor
     weights = problem.card_weight
     joker_weight = problem.joker_weight
     value_mode = problem.objective is _Objective.VALUE
     strict = problem.strict
-    memo: dict[tuple[int, int, int], tuple[int, _Shape | None]] = {}
+    memo: dict[tuple[int, int, int], tuple[int, bool, _Shape | None]] = {}
 
-    def best(one: int, two: int, jokers: int) -> int:
+    def best(one: int, two: int, jokers: int, rest: int, alpha: int) -> int:
         if not one:
             return 0
+        bound = rest + jokers * joker_weight
+        if bound <= alpha:
+            return bound
         key = (one, two, jokers)
         hit = memo.get(key)
-        if hit is not None:
+        if hit is not None and (hit[1] or hit[0] <= alpha):
             return hit[0]
         low = one & -one
         anchor = low.bit_length() - 1
-        # One copy of the anchor stays in hand.
-        result = best(one, two ^ low, jokers) if two & low else best(one ^ low, two, jokers)
+        result = -1
         choice: _Shape | None = None
         for shape in by_anchor[anchor]:
             mask = shape.mask
@@ -285,31 +305,39 @@ def _search(problem: _Problem) -> list[_Shape]:
                 continue
             one1 = one & (~mask | two)
             two1 = two & ~mask
-            if shape.mask2:
-                short2 = shape.mask2 & ~one1
+            spent = _bits_weight(mask & one, weights) if short else shape.weight
+            mask2 = shape.mask2
+            if mask2:
+                short2 = mask2 & ~one1
                 if strict and short2:
                     continue
                 need += short2.bit_count()
                 if need > jokers:
                     continue
-                one1, two1 = one1 & (~shape.mask2 | two1), two1 & ~shape.mask2
-            if value_mode:
-                gain = shape.value
-            else:
-                gain = _bits_weight(mask & one, weights) + need * joker_weight
-                if shape.mask2:
-                    gain += _bits_weight(shape.mask2 & (one & (~mask | two)), weights)
-            total = gain + best(one1, two1, jokers - need)
+                spent += _bits_weight(mask2 & one1, weights)
+                one1, two1 = one1 & (~mask2 | two1), two1 & ~mask2
+            gain = shape.value if value_mode else spent + need * joker_weight
+            floor = (alpha if alpha > result else result) - gain
+            total = gain + best(one1, two1, jokers - need, rest - spent, floor)
             if total > result:
                 result, choice = total, shape
-        memo[key] = (result, choice)
+        # One copy of the anchor stays in hand.
+        floor = alpha if alpha > result else result
+        rest -= weights[anchor]
+        if two & low:
+            kept = best(one, two ^ low, jokers, rest, floor)
+        else:
+            kept = best(one ^ low, two, jokers, rest, floor)
+        if kept > result:
+            result, choice = kept, None
+        memo[key] = (result, result > alpha, choice)
         return result
 
-    best(problem.one, problem.two, len(problem.jokers))
+    best(problem.one, problem.two, len(problem.jokers), problem.rest, -1)
     chosen: list[_Shape] = []
     one, two, jokers = problem.one, problem.two, len(problem.jokers)
     while one:
-        _, shape = memo[(one, two, jokers)]
+        shape = memo[(one, two, jokers)][2]
         low = one & -one
         if shape is None:
             if two & low:
