@@ -140,7 +140,7 @@ async def consume(
     fetch_timeout: float = 1.0,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Fetch from a durable pull consumer and ack each message that ``handle`` accepts.
+    """Fetch from a durable pull consumer and ack each message that ``handle`` handled.
 
     A message whose handler raises is nak'ed for redelivery, so handlers must be idempotent
     (on ``event_id``). Runs until ``stop`` is set or the task is cancelled.
@@ -162,7 +162,8 @@ async def consume(
                     )
                     await message.nak()
                 else:
-                    await message.ack()
+                    # Confirmed acks: once consume returns, nothing handled is redelivered.
+                    await message.ack_sync()
     finally:
         await subscription.unsubscribe()
 

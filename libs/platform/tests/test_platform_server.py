@@ -50,9 +50,10 @@ async def test_reflection_lists_the_registered_services(serve: ServeFactory) -> 
 
 
 async def test_overload_answers_resource_exhausted(serve: ServeFactory) -> None:
-    release = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def slow(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        started.set()
         await release.wait()
         return b"done"
 
@@ -63,7 +64,7 @@ async def test_overload_answers_resource_exhausted(serve: ServeFactory) -> None:
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         first = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(started.wait(), 10)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x")
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -85,9 +86,10 @@ async def test_messages_over_the_size_limit_are_refused(serve: ServeFactory) -> 
 
 
 async def test_shutdown_goes_not_serving_then_drains_running_calls() -> None:
-    release = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     async def slow(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        started.set()
         await release.wait()
         return b"finished"
 
@@ -102,7 +104,7 @@ async def test_shutdown_goes_not_serving_then_drains_running_calls() -> None:
         )
         assert (await watch.read()).status == SERVING
         running = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(started.wait(), 10)
         stopping = asyncio.ensure_future(server.stop())
         assert (await watch.read()).status == NOT_SERVING
         assert not stopping.done()
