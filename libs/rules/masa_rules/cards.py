@@ -206,9 +206,7 @@ def parse_card(text: str) -> Card:
         suit = _SUIT_BY_CODE.get(code[-1])
         if rank is not None and suit is not None:
             return _BY_INDEX[int(suit) * 13 + int(rank) - 2]
-    raise CardError(
-        f"not a card code: {text!r} (rank 2-10/J/Q/K/A/T and suit S/H/D/C, or XR/XB)"
-    )
+    raise CardError(f"not a card code: {text!r} (rank 2-10/J/Q/K/A/T and suit S/H/D/C, or XR/XB)")
 
 
 def parse_cards(texts: Iterable[str]) -> list[Card]:
