@@ -23,6 +23,7 @@ from masa_rules.elevator.codec import (
 from masa_rules.elevator.engine import apply, dealt, legal_actions, new_game
 from masa_rules.elevator.events import Dealt, Event, Gave, HandEnded, Kopile, Passed, Played
 from masa_rules.elevator.log import GameLog, log_from_json, log_to_json, replay, replay_events
+from masa_rules.elevator.observe import seat_state
 from masa_rules.elevator.position import position
 from masa_rules.elevator.rules import ElevatorRules, JokerStart
 from masa_rules.elevator.state import Direction, Phase, State
@@ -60,6 +61,7 @@ __all__ = [
     "replay_events",
     "rules_from_json",
     "rules_to_json",
+    "seat_state",
     "state_from_json",
     "state_to_json",
     "view",

@@ -1,14 +1,14 @@
 """What one seat, or a spectator, may know about a hand.
 
-A seat sees its own hand; everyone sees the pile, the direction, how many cards each seat and
-the stock hold, whose move it is and the commitment to the seed. Nobody sees another seat's
+A seat sees its own hand; everyone sees the rules, the pile, the direction, how many cards each
+seat and the stock hold, whose move it is and the commitment to the seed. Nobody sees another seat's
 hand or the order of the stock, and the seed itself only once the hand is over (F-5).
 """
 
 from __future__ import annotations
 
 from masa_rules.cards import PhysicalCard
-from masa_rules.elevator.codec import action_to_json
+from masa_rules.elevator.codec import action_to_json, rules_to_json
 from masa_rules.elevator.engine import legal_actions, may_pass_voluntarily
 from masa_rules.elevator.state import Phase, State
 
@@ -19,6 +19,7 @@ def view(state: State, seat: int | None) -> dict[str, object]:
     """The JSON-able picture of ``state`` for ``seat`` (None: a spectator)."""
     over = state.phase is Phase.OVER
     seen: dict[str, object] = {
+        "rules": rules_to_json(state.rules),
         "hand_no": state.hand_no,
         "players": state.players,
         "decks": state.decks,
@@ -33,6 +34,10 @@ def view(state: State, seat: int | None) -> dict[str, object]:
         "hand_sizes": [len(hand) for hand in state.hands],
         "open_play": state.open_play,
         "may_pass_voluntarily": may_pass_voluntarily(state),
+        # Public too, so that a seat can rebuild a playable state (observe.seat_state).
+        "after_play": state.after_play,
+        "forced_turns": state.forced_turns,
+        "action_count": state.action_count,
         "receiver": state.receiver,
         "givers": list(state.givers),
         "winner": state.winner,
