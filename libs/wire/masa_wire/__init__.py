@@ -1,0 +1,15 @@
+"""The one conversion between ``masa_rules`` domain objects and the masa protobuf contracts.
+
+Services, bots and clients convert here and nowhere else, so that a card, an action or an
+event means the same on both sides of every wire, and so that hidden information (P-20) is
+filtered in one place: every event is converted for a viewer (a seat, or ``None`` for a
+spectator).
+
+- :mod:`masa_wire.cards`: cards and faces (C-1..C-4);
+- :mod:`masa_wire.elevator`: Elevator actions, events per viewer and views (RULES.md §3);
+- :class:`WireError`: input that is not a valid message (a bad request, never a rule).
+"""
+
+from masa_wire.errors import WireError
+
+__all__ = ["WireError"]

@@ -1,0 +1,1 @@
+"""masa table-engine."""
