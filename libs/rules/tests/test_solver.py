@@ -62,14 +62,14 @@ def compare_with_oracle(hand: list[Card], rules: RuleSet) -> None:
 @pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
 def test_F10_F16_solver_matches_the_oracle_on_random_small_hands(rules: RuleSet) -> None:
     rng = random.Random(f"oracle-{rules.preset}")
-    for _ in range(400):
+    for _ in range(1200):
         compare_with_oracle(rng.sample(PACK, rng.randint(3, 9)), rules)
 
 
 @pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
 def test_F13_F16_solver_matches_the_oracle_on_dense_hands_with_both_jokers(rules: RuleSet) -> None:
     rng = random.Random(f"dense-{rules.preset}")
-    for _ in range(400):
+    for _ in range(800):
         hand = [*rng.sample(DENSE_POOL, rng.randint(4, 8)), JOKER_RED, JOKER_BLACK]
         compare_with_oracle(hand, rules)
 
