@@ -1,0 +1,44 @@
+"""``python -m masa_bot``: serve BotService until SIGINT/SIGTERM, configured from ``MASA_*``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from masa_platform.logs import configure_logging
+from masa_platform.metrics import set_build_info, start_metrics_server
+from masa_platform.server import wait_for_signal
+from masa_platform.settings import load_settings
+
+from masa_bot.bootstrap import bootstrap
+from masa_bot.settings import BotSettings
+
+_log = logging.getLogger("masa_bot")
+
+
+async def serve(settings: BotSettings) -> None:
+    platform = settings.platform
+    set_build_info(platform.service_name, platform.version)
+    metrics = start_metrics_server(platform.metrics_host, platform.metrics_port)
+    server = bootstrap(settings)
+    try:
+        await server.start()
+        _log.info(
+            "bot serving", extra={"grpc_address": server.address, "metrics_port": metrics.port}
+        )
+        signal_received = await wait_for_signal()
+        _log.info("bot stopping", extra={"signal": signal_received.name})
+    finally:
+        # NOT_SERVING first, then running decisions get the grace period (MASA_GRACE_SECONDS).
+        await server.stop()
+        metrics.close()
+
+
+def main() -> None:
+    settings = load_settings(BotSettings)
+    configure_logging(settings.platform.log_level, service=settings.platform.service_name)
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

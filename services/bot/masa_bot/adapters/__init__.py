@@ -1,0 +1,1 @@
+"""The bot's edges: the gRPC BotService (protobuf stops here) and Prometheus metrics."""

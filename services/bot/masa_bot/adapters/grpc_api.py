@@ -1,0 +1,92 @@
+"""``masa.bot.v1.BotService`` over gRPC: protobuf in, domain decision, protobuf out.
+
+The observation's seat view is turned into an engine state by ``masa_wire`` (the one
+conversion of the system), so the bot reads exactly what the seat may know (P-20). The
+history is not needed: every rule a decision depends on is in the view.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Final
+
+import grpc
+from masa.bot.v1 import bot_pb2, bot_pb2_grpc
+from masa.common.v1 import game_pb2
+from masa.table.v1 import action_pb2, view_pb2
+from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
+from masa_platform.errors import BadRequest, PreconditionFailed
+from masa_platform.server import ServiceRegistration
+from masa_wire import WireError
+from masa_wire import elevator as wire_elevator
+
+from masa_bot.app import DecideUseCase
+from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator
+
+__all__ = ["SERVICE_NAME", "BotServicer", "auth_policy", "registration"]
+
+SERVICE_NAME: Final = "masa.bot.v1.BotService"
+
+_LEVELS: Final = {
+    game_pb2.BOT_LEVEL_UNSPECIFIED: Level.NORMAL,
+    game_pb2.BOT_LEVEL_EASY: Level.EASY,
+    game_pb2.BOT_LEVEL_NORMAL: Level.NORMAL,
+}
+
+
+def auth_policy() -> AuthPolicy:
+    """Decide is internal (DESIGN.md §3): only the service and admin roles may call it."""
+    return AuthPolicy(required_roles={SERVICE_NAME: INTERNAL_ROLES})
+
+
+class BotServicer(bot_pb2_grpc.BotServiceServicer):
+    """Stateless: every call decides from its own request only."""
+
+    def __init__(self, use_case: DecideUseCase) -> None:
+        self._use_case = use_case
+
+    async def Decide(  # noqa: N802 - the generated servicer names the method
+        self,
+        request: bot_pb2.DecideRequest,
+        context: grpc.aio.ServicerContext[bot_pb2.DecideRequest, bot_pb2.DecideResponse],
+    ) -> bot_pb2.DecideResponse:
+        level = _LEVELS.get(request.level)
+        if level is None:
+            raise BadRequest(f"unknown bot level {request.level}")
+        view = request.observation.view
+        # 0 asks the bot to pick a seed; a fixed one makes the decision replayable.
+        seed = request.seed.to_bytes(8, "big") if request.seed else os.urandom(8)
+        budget = request.time_budget.ToTimedelta().total_seconds()
+        try:
+            game, decider = _decider(view, seed)
+            decision = await self._use_case.decide(game, level, decider, budget_seconds=budget)
+        except WireError as error:
+            raise BadRequest(error.message, reason=error.reason) from error
+        except NothingToDecide as error:
+            raise PreconditionFailed(str(error), reason="NOTHING_TO_DECIDE") from error
+        return bot_pb2.DecideResponse(action=decision.action, explanation=decision.explanation)
+
+
+ProtoDecider = Callable[[Level], Decision[action_pb2.Action]]
+
+
+def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
+    """The game's name (a metric label) and its decider, answering in protobuf."""
+    game = view.table.WhichOneof("game")
+    seat = view.seat
+    if game == "elevator":
+        elevator_state = wire_elevator.state_from_seat_view(view)
+
+        def elevator(level: Level) -> Decision[action_pb2.Action]:
+            chosen = decide_elevator(elevator_state, seat, level, seed)
+            return Decision(wire_elevator.action_to_proto(chosen.action), chosen.explanation)
+
+        return game, elevator
+    raise BadRequest("the observation holds no Elevator or 51 table")
+
+
+def registration(servicer: BotServicer) -> ServiceRegistration:
+    return ServiceRegistration(
+        SERVICE_NAME, lambda server: bot_pb2_grpc.add_BotServiceServicer_to_server(servicer, server)
+    )

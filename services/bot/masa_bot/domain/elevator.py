@@ -1,0 +1,53 @@
+"""Elevator decisions (RULES.md §3) from a state rebuilt from one seat's view.
+
+Both levels are the engine's own policies, so the bot and the simulator play alike:
+``easy`` is ``random_policy`` (uniform among the plays, a voluntary pass once in eight chances),
+``normal`` is ``greedy_policy`` (shed the most cards in the smallest step, keep jokers, aces
+and 2s for when nothing else goes).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from masa_rules.cards import Rank
+from masa_rules.elevator import Action, Give, Pass, Play, State, legal_actions
+from masa_rules.elevator.moves import RANK, is_joker
+from masa_rules.elevator.policies import greedy_policy, random_policy
+from masa_rules.shuffle import DrawStream
+
+from masa_bot.domain.choice import Decision, Level, NothingToDecide
+
+__all__ = ["decide_elevator"]
+
+_POLICY: Final = {Level.EASY: random_policy, Level.NORMAL: greedy_policy}
+
+
+def decide_elevator(state: State, seat: int, level: Level, seed: bytes) -> Decision[Action]:
+    """The action ``seat`` takes at ``level``; ``seed`` drives any randomness (replayable).
+
+    >>> from masa_rules.elevator import position
+    >>> state = position([["8H", "8S", "KD"], ["3C"], ["4D"]], pile=["5C"])
+    >>> decide_elevator(state, 0, Level.NORMAL, b"doc").explanation
+    'play 8H 8S: the most cards in the smallest step up'
+    """
+    actions = legal_actions(state, seat)
+    if not actions:
+        raise NothingToDecide(f"seat {seat} has nothing to do now")
+    action = _POLICY[level](state, actions, DrawStream(seed))
+    return Decision(action, _explain(action, state, level))
+
+
+def _explain(action: Action, state: State, level: Level) -> str:
+    if isinstance(action, Give):
+        return f"give {action.card.code}: the card that hurts least to part with (E-9)"
+    if isinstance(action, Pass):
+        forced = not any(isinstance(other, Play) for other in legal_actions(state, action.seat))
+        return "pass: no card goes on the pile (E-8)" if forced else "pass: keep the hand (E-8)"
+    codes = " ".join(card.code for card in action.cards)
+    if level is Level.EASY:
+        return f"play {codes}: a random legal play"
+    if is_joker(action.cards[0]) or RANK[action.cards[0].face_index] in (Rank.ACE, Rank.TWO):
+        return f"play {codes}: only a joker, an ace or a 2 goes now"
+    way = "up" if state.direction.value == "ascending" else "down"
+    return f"play {codes}: the most cards in the smallest step {way}"

@@ -1,0 +1,88 @@
+"""The bot's pure part: each level picks a legal Elevator action, replayably, with a reason;
+the use case falls back to the easy level when the normal one overruns its budget."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from masa_bot.app import DecideUseCase
+from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator
+from masa_rules.elevator import ElevatorRules, Pass, Play, apply, legal_actions, new_game, position
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Level]] = []
+
+    def record(self, game: str, level: Level, seconds: float) -> None:
+        assert seconds >= 0
+        self.calls.append((game, level))
+
+
+@pytest.mark.parametrize("level", list(Level))
+def test_every_level_plays_a_whole_elevator_hand_with_legal_actions_only(level: Level) -> None:
+    state = new_game(ElevatorRules(), 4, f"bot-{level.value}")
+    while not state.is_over:
+        decision = decide_elevator(state, state.turn, level, b"seed")
+        assert decision.action in legal_actions(state, state.turn)
+        assert decision.explanation
+        state, _ = apply(state, decision.action)
+
+
+def test_the_same_seed_gives_the_same_decision() -> None:
+    state = new_game(ElevatorRules(), 5, "replayable")
+    first = decide_elevator(state, state.turn, Level.EASY, b"fixed")
+    assert decide_elevator(state, state.turn, Level.EASY, b"fixed") == first
+
+
+def test_normal_sheds_the_most_cards_and_keeps_the_joker() -> None:
+    state = position([["8H", "8S", "XR", "KD"], ["3C"], ["4D"]], pile=["5C"])
+    decision = decide_elevator(state, 0, Level.NORMAL, b"seed")
+    assert isinstance(decision.action, Play)
+    assert [card.code for card in decision.action.cards] in (["8H", "8S"], ["8S", "8H"])
+
+
+def test_a_seat_with_no_legal_move_must_pass_and_says_why() -> None:
+    state = position([["3H"], ["3C"], ["4D"]], pile=["KC"])
+    decision = decide_elevator(state, 0, Level.NORMAL, b"seed")
+    assert decision.action == Pass(0)
+    assert "E-8" in decision.explanation
+
+
+def test_a_seat_not_on_turn_has_nothing_to_decide() -> None:
+    state = new_game(ElevatorRules(), 3, "not-my-turn")
+    with pytest.raises(NothingToDecide):
+        decide_elevator(state, (state.turn + 1) % 3, Level.NORMAL, b"seed")
+
+
+async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() -> None:
+    recorder = Recorded()
+    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
+
+    def decider(level: Level) -> Decision[str]:
+        if level is Level.NORMAL:
+            time.sleep(0.5)
+        return Decision(level.value, "because")
+
+    decision = await use_case.decide("elevator", Level.NORMAL, decider, budget_seconds=0.05)
+    assert decision.action == "easy"
+    assert recorder.calls == [("elevator", Level.EASY)]
+
+
+async def test_a_decision_within_budget_keeps_its_level() -> None:
+    recorder = Recorded()
+    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
+    decision = await use_case.decide(
+        "elevator", Level.NORMAL, lambda level: Decision(level.value, "quick")
+    )
+    assert decision.action == "normal"
+    assert recorder.calls == [("elevator", Level.NORMAL)]
+
+
+def test_the_domain_examples_hold() -> None:
+    import doctest
+
+    import masa_bot.domain.elevator
+
+    assert doctest.testmod(masa_bot.domain.elevator).failed == 0

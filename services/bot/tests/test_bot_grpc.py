@@ -1,0 +1,118 @@
+"""BotService over real gRPC (a server on a free port): legal decisions for every seat of whole
+Elevator games, the service role required, bad observations refused with clear statuses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import grpc.aio
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from masa.bot.v1 import bot_pb2, bot_pb2_grpc
+from masa.common.v1 import game_pb2
+from masa.table.v1 import view_pb2
+from masa_bot.bootstrap import bootstrap
+from masa_bot.settings import BotSettings
+from masa_platform.auth import Role, mint_token
+from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_rules.elevator import ElevatorRules, State, apply, legal_actions, new_game
+from masa_wire import elevator as wire
+from prometheus_client import CollectorRegistry
+
+AUTH = AuthSettings()
+SERVICE_TOKEN = mint_token(AUTH, "table-engine", [Role.SERVICE])
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+async def bot(registry: CollectorRegistry) -> AsyncIterator[bot_pb2_grpc.BotServiceStub]:
+    server = bootstrap(BotSettings(platform=PlatformSettings()), registry)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            yield bot_pb2_grpc.BotServiceStub(channel)
+    finally:
+        await server.stop(0)
+
+
+def seat_view(state: State, seat: int) -> view_pb2.SeatView:
+    table = view_pb2.TableView(seats=[view_pb2.SeatState(seat=s) for s in range(state.players)])
+    wire.fill_table_view(table, state)
+    return wire.seat_view(table, state, seat)
+
+
+def request(
+    state: State, seat: int, level: int = game_pb2.BOT_LEVEL_NORMAL, seed: int = 7
+) -> bot_pb2.DecideRequest:
+    return bot_pb2.DecideRequest(
+        observation=bot_pb2.Observation(view=seat_view(state, seat)),
+        level=game_pb2.BotLevel.ValueType(level),
+        seed=seed,
+        time_budget=Duration(seconds=2),
+    )
+
+
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@pytest.mark.parametrize(
+    ("players", "level"),
+    [(3, game_pb2.BOT_LEVEL_EASY), (4, game_pb2.BOT_LEVEL_NORMAL), (6, game_pb2.BOT_LEVEL_NORMAL)],
+)
+async def test_the_bot_plays_whole_elevator_games_over_grpc_with_legal_actions(
+    bot: bot_pb2_grpc.BotServiceStub, registry: CollectorRegistry, players: int, level: int
+) -> None:
+    state = new_game(ElevatorRules(), players, f"grpc-{players}")
+    decisions = 0
+    while not state.is_over:
+        seat = state.turn
+        answer = await bot.Decide(request(state, seat, level), metadata=auth(SERVICE_TOKEN))
+        action = wire.action_from_proto(answer.action, seat, state.hands[seat])
+        assert action in legal_actions(state, seat), answer.explanation
+        state, _ = apply(state, action)
+        decisions += 1
+    label = "easy" if level == game_pb2.BOT_LEVEL_EASY else "normal"
+    counted = registry.get_sample_value(
+        "masa_bot_decisions_total", {"game": "elevator", "level": label}
+    )
+    assert counted == decisions
+
+
+async def test_decide_without_a_token_is_unauthenticated(
+    bot: bot_pb2_grpc.BotServiceStub,
+) -> None:
+    state = new_game(ElevatorRules(), 3, "no-token")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(request(state, state.turn))
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_player_token_may_not_ask_the_bot(bot: bot_pb2_grpc.BotServiceStub) -> None:
+    state = new_game(ElevatorRules(), 3, "player")
+    player = mint_token(AUTH, "alice", [Role.PLAYER])
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(request(state, state.turn), metadata=auth(player))
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_a_seat_not_on_turn_gets_failed_precondition(
+    bot: bot_pb2_grpc.BotServiceStub,
+) -> None:
+    state = new_game(ElevatorRules(), 3, "off-turn")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(request(state, (state.turn + 1) % 3), metadata=auth(SERVICE_TOKEN))
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_an_observation_without_a_table_is_a_bad_request(
+    bot: bot_pb2_grpc.BotServiceStub,
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(bot_pb2.DecideRequest(), metadata=auth(SERVICE_TOKEN))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
