@@ -1,0 +1,70 @@
+"""What a failed call means to a client: the status code plus masa's ``ErrorInfo`` reason.
+
+Servers attach a ``google.rpc.ErrorInfo`` (domain ``masa.dev``) to every error: the reason is the
+RULES.md id of a rejected move (``E-4``, ``F-30`` ...) or a platform reason such as
+``TABLE_MOVED``, ``SEQUENCE_MISMATCH`` or ``UNAUTHENTICATED``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import grpc
+import grpc.aio
+from google.rpc import error_details_pb2, status_pb2
+
+__all__ = ["TABLE_MOVED", "MasaCallError", "from_rpc_error"]
+
+TABLE_MOVED = "TABLE_MOVED"
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclass(frozen=True)
+class MasaCallError(Exception):
+    """A call that failed for good (after any retries and redirects the client makes)."""
+
+    code: grpc.StatusCode
+    message: str
+    # The ErrorInfo reason: a rule id for an illegal move, else a platform reason; "" if none.
+    reason: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        reason = f" [{self.reason}]" if self.reason else ""
+        return f"{self.code.name}{reason}: {self.message}"
+
+    @property
+    def is_illegal_move(self) -> bool:
+        """A move the rules forbid now: the reason is a RULES.md id such as ``F-30``."""
+        return self.code is grpc.StatusCode.FAILED_PRECONDITION and self.reason[:2] in (
+            "C-",
+            "E-",
+            "F-",
+            "P-",
+        )
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> MasaCallError:
+    """The code, message and ErrorInfo of ``error``."""
+    info = _error_info(error.trailing_metadata())
+    return MasaCallError(
+        code=error.code(),
+        message=error.details() or "",
+        reason=info.reason if info is not None else "",
+        metadata=dict(info.metadata) if info is not None else {},
+    )
+
+
+def _error_info(trailers: grpc.aio.Metadata | None) -> error_details_pb2.ErrorInfo | None:
+    if not trailers:
+        return None
+    for key, value in trailers:
+        if key != _DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status.FromString(value)
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return info
+    return None

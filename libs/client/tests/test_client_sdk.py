@@ -1,0 +1,164 @@
+"""The SDK against real gRPC servers on free ports (a scripted TableService behind masa's own
+interceptors): bearer auth, UNAVAILABLE retried with the same request_id, TABLE_MOVED followed,
+watch streams resumed from the last sequence without repeats, errors carrying the rule id."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+import grpc.aio
+import pytest
+from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
+from masa_client.client import RetryPolicy, TableClient, sequence_of
+from masa_client.errors import MasaCallError
+from masa_platform.auth import AuthPolicy, mint_token, require_principal
+from masa_platform.errors import IllegalMove, TableMoved
+from masa_platform.server import GrpcServer, ServiceRegistration, create_server
+from masa_platform.server import standard_interceptors as interceptors
+from masa_platform.settings import AuthSettings, ServerSettings
+
+AUTH = AuthSettings()
+TOKEN = mint_token(AUTH, "alice")
+FAST = RetryPolicy(attempts=5, initial_backoff=0.01, max_backoff=0.05)
+
+
+class Scripted(table_pb2_grpc.TableServiceServicer):
+    """A TableService whose answers the test scripts; it records what it was asked."""
+
+    def __init__(self) -> None:
+        self.unavailable_first = 0
+        self.request_ids: list[str] = []
+        self.callers: list[str] = []
+        self.moved_to: str | None = None
+        self.watch_requests: list[table_pb2.WatchTableRequest] = []
+        self.watch_script: list[list[table_pb2.WatchTableResponse | None]] = []
+
+    async def SubmitAction(
+        self, request: table_pb2.SubmitActionRequest, context: grpc.aio.ServicerContext
+    ) -> table_pb2.SubmitActionResponse:
+        self.request_ids.append(request.request_id)
+        self.callers.append(require_principal().subject)
+        if self.moved_to is not None:
+            raise TableMoved(request.table_id, self.moved_to)
+        if self.unavailable_first > 0:
+            self.unavailable_first -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
+        if request.action.WhichOneof("kind") == "pass_turn":
+            raise IllegalMove("E-8", "the previous player did not play, so you must play if able")
+        return table_pb2.SubmitActionResponse(
+            update=event_pb2.TableUpdate(sequence=request.expected_sequence + 1)
+        )
+
+    async def WatchTable(
+        self, request: table_pb2.WatchTableRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[table_pb2.WatchTableResponse]:
+        self.watch_requests.append(request)
+        script = self.watch_script.pop(0)
+        for message in script:
+            if message is None:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "node going down")
+            yield message
+
+
+@asynccontextmanager
+async def serving(servicer: Scripted) -> AsyncIterator[GrpcServer]:
+    server = create_server(
+        ServerSettings(),
+        [
+            ServiceRegistration(
+                "masa.table.v1.TableService",
+                lambda s: table_pb2_grpc.add_TableServiceServicer_to_server(servicer, s),
+            )
+        ],
+        interceptors=interceptors(AUTH, policy=AuthPolicy()),
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop(0)
+
+
+def snapshot(sequence: int) -> table_pb2.WatchTableResponse:
+    view = view_pb2.SeatView(table=view_pb2.TableView(table=view_pb2.Table(sequence=sequence)))
+    return table_pb2.WatchTableResponse(seat_view=view)
+
+
+def update(sequence: int) -> table_pb2.WatchTableResponse:
+    return table_pb2.WatchTableResponse(update=event_pb2.TableUpdate(sequence=sequence))
+
+
+PASS = action_pb2.Action(pass_turn=action_pb2.Pass())
+PLAY = action_pb2.Action(play=action_pb2.Play())
+
+
+async def test_a_write_is_retried_on_unavailable_with_the_same_request_id() -> None:
+    servicer = Scripted()
+    servicer.unavailable_first = 2
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        answer = await c.submit_action("t1", PLAY, 4)
+    assert answer.sequence == 5
+    assert len(servicer.request_ids) == 3
+    assert len(set(servicer.request_ids)) == 1
+    assert servicer.callers == ["alice"] * 3
+
+
+async def test_retries_give_up_after_the_policy_attempts() -> None:
+    servicer = Scripted()
+    servicer.unavailable_first = 100
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        with pytest.raises(MasaCallError) as caught:
+            await c.submit_action("t1", PLAY, 4)
+    assert caught.value.code is grpc.StatusCode.UNAVAILABLE
+    assert len(servicer.request_ids) == FAST.attempts
+
+
+async def test_an_illegal_move_is_not_retried_and_carries_the_rule_id() -> None:
+    servicer = Scripted()
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        with pytest.raises(MasaCallError) as caught:
+            await c.submit_action("t1", PASS, 4)
+    assert caught.value.reason == "E-8"
+    assert caught.value.is_illegal_move
+    assert len(servicer.request_ids) == 1
+
+
+async def test_table_moved_is_followed_to_the_owner_and_remembered() -> None:
+    old, new = Scripted(), Scripted()
+    async with serving(old) as first, serving(new) as second:
+        old.moved_to = second.address
+        async with TableClient(first.address, TOKEN, retry=FAST) as client:
+            answer = await client.submit_action("t1", PLAY, 1)
+            again = await client.submit_action("t1", PLAY, 2)
+            assert client.owner_of("t1") == second.address
+    assert (answer.sequence, again.sequence) == (2, 3)
+    assert len(old.request_ids) == 1
+    assert len(new.request_ids) == 2
+    # The redirected call is the same request: same idempotency key.
+    assert old.request_ids[0] == new.request_ids[0]
+
+
+async def test_a_watch_resumes_after_a_drop_from_the_last_sequence_without_repeats() -> None:
+    servicer = Scripted()
+    servicer.watch_script = [
+        [snapshot(3), update(4), update(5), None],
+        [update(5), update(6), update(7)],
+    ]
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        seen = [message async for message in c.watch("t1")]
+    kinds = [(m.WhichOneof("payload"), sequence_of(m)) for m in seen]
+    assert kinds == [("seat_view", 3), ("update", 4), ("update", 5), ("update", 6), ("update", 7)]
+    first, second = servicer.watch_requests
+    assert not first.HasField("after_sequence")
+    assert second.after_sequence == 5
+
+
+async def test_a_watch_without_a_token_fails_with_unauthenticated() -> None:
+    servicer = Scripted()
+    servicer.watch_script = [[snapshot(1)]]
+    async with serving(servicer) as server, TableClient(server.address, "forged", retry=FAST) as c:
+        with pytest.raises(MasaCallError) as caught:
+            _ = [message async for message in c.watch("t1")]
+    assert caught.value.code is grpc.StatusCode.UNAUTHENTICATED
