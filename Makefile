@@ -9,7 +9,7 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: help setup proto lint test bench clean
+.PHONY: help setup proto lint test bench run clean
 
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ test: setup lint ## Set up, lint, then run the whole test suite.
 
 bench: setup ## Run the benchmarks; each prints one JSON document.
 	@for b in bench/bench_*.py; do $(RUN) python "$$b"; done
+
+run: setup ## Start NATS, the bot and the table-engine locally (data in .masa/); Ctrl-C stops all.
+	$(RUN) python -m masa_client.launcher
 
 clean: ## Remove the virtual environment, caches and local data.
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .masa .hypothesis

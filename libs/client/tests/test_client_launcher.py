@@ -1,0 +1,86 @@
+"""``make run``'s launcher as a subprocess: every service becomes healthy, the endpoints are
+written down, and SIGINT stops everything with exit code 0 and no process left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+DEADLINE_SECONDS = 60.0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for every purpose but the process table of its parent.
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split(") ")[-1].startswith("Z"))
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> dict[str, object]:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        if path.exists():
+            loaded: dict[str, object] = json.loads(path.read_text())
+            return loaded
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def serving(address: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        answer = check(health_pb2.HealthCheckRequest(), timeout=2)
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "MASA_RUN_DIR": str(tmp_path / ".masa"),
+        "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_BOT_PORT": "0",
+        "MASA_RUN_SERVICES": os.environ.get("MASA_TEST_RUN_SERVICES", "nats,bot"),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "masa_client.launcher"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        state = wait_for(tmp_path / ".masa" / "run.json", process)
+        services = state["services"]
+        assert isinstance(services, dict)
+        pids = [int(entry["pid"]) for entry in services.values()]
+        for entry in services.values():
+            if entry["grpc"]:
+                assert serving(entry["grpc"])
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=DEADLINE_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert "ready" in out
+    assert "masa play" in out
+    assert "stopped" in out
+    assert not [pid for pid in pids if alive(pid)]
+    assert not (tmp_path / ".masa" / "run.json").exists()
