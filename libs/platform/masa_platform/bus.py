@@ -204,6 +204,13 @@ class KvBucket:
             return None
         return KvEntry(key, entry.value or b"", entry.revision or 0)
 
+    async def keys(self) -> list[str]:
+        """Every live key (deleted and expired ones excluded); empty for an empty bucket."""
+        try:
+            return list(await self._kv.keys())
+        except nats.js.errors.NoKeysError:
+            return []
+
     async def put(self, key: str, value: bytes) -> int:
         """Write unconditionally; returns the new revision."""
         return await self._kv.put(key, value)

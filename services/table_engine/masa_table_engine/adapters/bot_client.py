@@ -1,0 +1,76 @@
+"""Decisions from the bot service (``masa.bot.v1.BotService.Decide``) for bots and the autopilot.
+
+The observation is the seat's own view plus the hand's history as that seat received it, so the
+bot never sees hidden information (P-20). When the service fails, the client stays away from it
+for ``cooldown_seconds`` instead of making every following move wait for another timeout; the
+table then plays its in-process fallback policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import grpc
+import grpc.aio
+from masa.bot.v1 import bot_pb2, bot_pb2_grpc
+from masa.common.v1 import game_pb2
+from masa_platform.auth import Role, mint_token
+from masa_platform.settings import AuthSettings
+
+from masa_table_engine.adapters.convert import action_from_proto, seat_view, update_for
+from masa_table_engine.domain.model import BotLevel, Entry, SeatKind
+from masa_table_engine.domain.table import Table
+
+__all__ = ["GrpcDecider"]
+
+_log = logging.getLogger(__name__)
+
+_LEVEL = {BotLevel.EASY: game_pb2.BOT_LEVEL_EASY, BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL}
+
+
+class GrpcDecider:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        auth: AuthSettings,
+        *,
+        service_name: str,
+        owner_address: str,
+        timeout_seconds: float,
+        cooldown_seconds: float = 5.0,
+    ) -> None:
+        self._stub = bot_pb2_grpc.BotServiceStub(channel)
+        self._auth = auth
+        self._service_name = service_name
+        self._owner_address = owner_address
+        self._timeout = timeout_seconds
+        self._cooldown = cooldown_seconds
+        self._skip_until = 0.0
+
+    async def decide(self, table: Table, seat: int, history: Sequence[Entry]) -> object | None:
+        if time.monotonic() < self._skip_until:
+            return None
+        config = table.config.seats[seat]
+        level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
+        request = bot_pb2.DecideRequest(
+            observation=bot_pb2.Observation(
+                view=seat_view(table, seat, self._owner_address),
+                history=[update_for(entry, seat) for entry in history],
+            ),
+            level=_LEVEL[level],
+            seed=int.from_bytes(table.seed[:4], "big") + table.sequence,
+        )
+        token = mint_token(self._auth, self._service_name, (Role.SERVICE,), ttl_seconds=300)
+        try:
+            response = await self._stub.Decide(
+                request,
+                metadata=(("authorization", f"Bearer {token}"),),
+                timeout=self._timeout,
+            )
+        except grpc.aio.AioRpcError as error:
+            _log.warning("bot service failed: %s; falling back for a while", error.code())
+            self._skip_until = time.monotonic() + self._cooldown
+            return None
+        return action_from_proto(table, response.action, seat)

@@ -1,0 +1,488 @@
+"""The table's own values (config, seats, entries, views) to and from protobuf.
+
+Game objects (cards, actions, engine events, game views) are converted by ``masa_wire`` only;
+this module adds what belongs to the table: the resource, the seats, the platform events and
+the log entry envelope. Hidden information (P-20) is filtered by ``masa_wire`` per viewer.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from google.protobuf import duration_pb2, timestamp_pb2
+from masa.common.v1 import game_pb2
+from masa.events.v1 import table_log_pb2
+from masa.table.v1 import action_pb2, event_pb2, view_pb2
+from masa_platform.errors import BadRequest
+from masa_rules import elevator as elevator_engine
+from masa_wire import WireError
+from masa_wire import elevator as elevator_wire
+
+from masa_table_engine.domain.model import (
+    AutopilotChanged,
+    AutopilotReason,
+    BotLevel,
+    Created,
+    Entry,
+    GameEvents,
+    GameFinished,
+    GameKind,
+    GameOptions,
+    Input,
+    Mode,
+    PlayerAction,
+    SeatChange,
+    SeatChanged,
+    SeatConfig,
+    SeatConnectionChanged,
+    SeatForfeited,
+    SeatKind,
+    Source,
+    Standing,
+    TableConfig,
+    TimerFired,
+    TimerKind,
+    TurnStarted,
+    TurnTimedOut,
+)
+from masa_table_engine.domain.table import Table
+
+__all__ = [
+    "LOG",
+    "Viewer",
+    "action_from_proto",
+    "config_from_proto",
+    "config_to_proto",
+    "entry_to_log",
+    "input_from_log",
+    "seat_view",
+    "spectator_view",
+    "standing_to_proto",
+    "table_to_proto",
+    "timestamp",
+    "update_for",
+]
+
+LOG: Final = elevator_wire.LOG
+Viewer = int | None
+
+_GAME: Final = {
+    game_pb2.GAME_KIND_FIFTYONE: GameKind.FIFTYONE,
+    game_pb2.GAME_KIND_ELEVATOR: GameKind.ELEVATOR,
+}
+_GAME_BACK: Final = {value: key for key, value in _GAME.items()}
+_PRESET: Final = {
+    game_pb2.PRESET_UNSPECIFIED: "",
+    game_pb2.PRESET_CLASSIC: "classic",
+    game_pb2.PRESET_SALON: "salon",
+    game_pb2.PRESET_REMI: "remi",
+}
+_PRESET_BACK: Final = {value: key for key, value in _PRESET.items()}
+_MODE: Final = {
+    game_pb2.MODE_UNSPECIFIED: Mode.SINGLES,
+    game_pb2.MODE_SINGLES: Mode.SINGLES,
+    game_pb2.MODE_TEAMS: Mode.TEAMS,
+    game_pb2.MODE_TRAINING: Mode.TRAINING,
+}
+_MODE_BACK: Final = {
+    Mode.SINGLES: game_pb2.MODE_SINGLES,
+    Mode.TEAMS: game_pb2.MODE_TEAMS,
+    Mode.TRAINING: game_pb2.MODE_TRAINING,
+}
+_LEVEL: Final = {
+    game_pb2.BOT_LEVEL_UNSPECIFIED: BotLevel.NORMAL,
+    game_pb2.BOT_LEVEL_EASY: BotLevel.EASY,
+    game_pb2.BOT_LEVEL_NORMAL: BotLevel.NORMAL,
+}
+_LEVEL_BACK: Final = {
+    BotLevel.EASY: game_pb2.BOT_LEVEL_EASY,
+    BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL,
+}
+_KIND_BACK: Final = {SeatKind.HUMAN: game_pb2.SEAT_KIND_HUMAN, SeatKind.BOT: game_pb2.SEAT_KIND_BOT}
+_PHASE: Final = {
+    "draw": view_pb2.TURN_PHASE_DRAW,
+    "meld": view_pb2.TURN_PHASE_MELD,
+    "query": view_pb2.TURN_PHASE_QUERY,
+    "play": view_pb2.TURN_PHASE_PLAY,
+    "give": view_pb2.TURN_PHASE_GIVE,
+}
+_REASON: Final = {
+    AutopilotReason.TIMEOUTS: event_pb2.AUTOPILOT_REASON_TIMEOUTS,
+    AutopilotReason.PLAYER_ACTION: event_pb2.AUTOPILOT_REASON_PLAYER_ACTION,
+    AutopilotReason.RESUME: event_pb2.AUTOPILOT_REASON_RESUME,
+    AutopilotReason.FORFEIT: event_pb2.AUTOPILOT_REASON_FORFEIT,
+}
+_SOURCE: Final = {
+    Source.PLAYER: table_log_pb2.INPUT_SOURCE_PLAYER,
+    Source.BOT: table_log_pb2.INPUT_SOURCE_BOT,
+    Source.AUTOPILOT: table_log_pb2.INPUT_SOURCE_AUTOPILOT,
+    Source.FALLBACK: table_log_pb2.INPUT_SOURCE_FALLBACK,
+}
+_SOURCE_BACK: Final = {value: key for key, value in _SOURCE.items()}
+_TIMER: Final = {
+    TimerKind.TURN: table_log_pb2.TIMER_KIND_TURN,
+    TimerKind.QUERY: table_log_pb2.TIMER_KIND_QUERY,
+    TimerKind.SEAT_PROTECTION: table_log_pb2.TIMER_KIND_SEAT_PROTECTION,
+}
+_TIMER_BACK: Final = {value: key for key, value in _TIMER.items()}
+_CHANGE: Final = {
+    SeatChange.DISCONNECTED: table_log_pb2.SEAT_CHANGE_DISCONNECTED,
+    SeatChange.RECONNECTED: table_log_pb2.SEAT_CHANGE_RECONNECTED,
+    SeatChange.RESUMED: table_log_pb2.SEAT_CHANGE_RESUMED,
+}
+_CHANGE_BACK: Final = {value: key for key, value in _CHANGE.items()}
+
+
+def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(round(seconds * 1e9))
+    return stamp
+
+
+# --- configuration and the table resource ---------------------------------------------------
+
+
+def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float) -> TableConfig:
+    """A lobby configuration; raises ``BadRequest`` for one that is malformed."""
+    game = _GAME.get(message.game)
+    if game is None:
+        raise BadRequest("config.game must be fiftyone or elevator")
+    preset = _PRESET.get(message.preset)
+    if preset is None:
+        raise BadRequest(f"unknown preset {message.preset}")
+    if game is GameKind.ELEVATOR and preset:
+        raise BadRequest("Elevator has no presets", reason="P-2")
+    if game is GameKind.FIFTYONE and not preset:
+        preset = "salon"
+    mode = _MODE.get(message.mode)
+    if mode is None:
+        raise BadRequest(f"unknown mode {message.mode}")
+    seats = []
+    for seat in message.seats:
+        if seat.kind == game_pb2.SEAT_KIND_HUMAN:
+            kind = SeatKind.HUMAN
+        elif seat.kind == game_pb2.SEAT_KIND_BOT:
+            kind = SeatKind.BOT
+        else:
+            raise BadRequest(f"seat {seat.seat} needs a kind, human or bot")
+        level = _LEVEL.get(seat.bot_level)
+        if level is None:
+            raise BadRequest(f"seat {seat.seat}: unknown bot level {seat.bot_level}")
+        seats.append(
+            SeatConfig(
+                seat=seat.seat,
+                kind=kind,
+                player_id=seat.player_id if kind is SeatKind.HUMAN else "",
+                display_name=seat.display_name,
+                bot_level=level,
+                hold_id=seat.hold_id,
+            )
+        )
+    if not seats:
+        raise BadRequest("config.seats must list the seats")
+    turn_seconds = default_turn_seconds
+    if message.HasField("turn_time"):
+        turn_seconds = message.turn_time.ToNanoseconds() / 1e9
+    options = GameOptions()
+    which = message.options.WhichOneof("game")
+    if which == "elevator" and game is GameKind.ELEVATOR:
+        elevator = message.options.elevator
+        options = GameOptions(decks=elevator.decks if elevator.HasField("decks") else None)
+    elif which == "fiftyone" and game is GameKind.FIFTYONE:
+        fiftyone = message.options.fiftyone
+        options = GameOptions(
+            open_threshold=(
+                fiftyone.open_threshold if fiftyone.HasField("open_threshold") else None
+            ),
+            escalating_threshold=(
+                fiftyone.escalating_threshold if fiftyone.HasField("escalating_threshold") else None
+            ),
+            hands_per_game=(
+                fiftyone.hands_per_game if fiftyone.HasField("hands_per_game") else None
+            ),
+        )
+    elif which is not None:
+        raise BadRequest(f"{which} options do not fit a {game.value} table")
+    return TableConfig(
+        game=game,
+        seats=tuple(seats),
+        turn_seconds=turn_seconds,
+        preset=preset,
+        mode=mode,
+        options=options,
+        stake=message.stake,
+        lobby_id=message.lobby_id,
+    )
+
+
+def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
+    options = game_pb2.GameOptions()
+    if config.game is GameKind.ELEVATOR:
+        options.elevator.SetInParent()
+        if config.options.decks is not None:
+            options.elevator.decks = config.options.decks
+    else:
+        options.fiftyone.SetInParent()
+        if config.options.open_threshold is not None:
+            options.fiftyone.open_threshold = config.options.open_threshold
+        if config.options.escalating_threshold is not None:
+            options.fiftyone.escalating_threshold = config.options.escalating_threshold
+        if config.options.hands_per_game is not None:
+            options.fiftyone.hands_per_game = config.options.hands_per_game
+    turn_time = duration_pb2.Duration()
+    turn_time.FromNanoseconds(round(config.turn_seconds * 1e9))
+    return game_pb2.TableConfig(
+        game=_GAME_BACK[config.game],
+        preset=_PRESET_BACK[config.preset],
+        mode=_MODE_BACK[config.mode],
+        options=options,
+        seats=[
+            game_pb2.SeatAssignment(
+                seat=seat.seat,
+                kind=_KIND_BACK[seat.kind],
+                player_id=seat.player_id,
+                display_name=seat.display_name,
+                bot_level=_LEVEL_BACK[seat.bot_level],
+                hold_id=seat.hold_id,
+            )
+            for seat in config.seats
+        ],
+        stake=config.stake,
+        turn_time=turn_time,
+        lobby_id=config.lobby_id,
+    )
+
+
+def table_to_proto(table: Table, owner_address: str) -> view_pb2.Table:
+    return view_pb2.Table(
+        table_id=table.table_id,
+        config=config_to_proto(table.config),
+        state=view_pb2.Table.STATE_FINISHED if table.finished else view_pb2.Table.STATE_PLAYING,
+        owner_address=owner_address,
+        create_time=timestamp(table.created_at),
+        sequence=table.sequence,
+        game_no=1,
+    )
+
+
+def standing_to_proto(standing: Standing) -> game_pb2.Standing:
+    return game_pb2.Standing(
+        seat=standing.seat,
+        player_id=standing.player_id,
+        place=standing.place,
+        total=standing.total,
+        forfeited=standing.forfeited,
+        team=standing.team,
+        hold_id=standing.hold_id,
+    )
+
+
+# --- views ---------------------------------------------------------------------------------
+
+
+def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
+    """Everything public about the table (P-20)."""
+    view = view_pb2.TableView(
+        table=table_to_proto(table, owner_address),
+        seats=[_seat_state(table, seat) for seat in range(len(table.seats))],
+        ranking=[standing_to_proto(standing) for standing in table.ranking],
+    )
+    if table.config.game is GameKind.ELEVATOR:
+        elevator_wire.fill_table_view(view, _elevator(table.game))
+    if table.turn_deadline is not None:
+        view.turn_deadline.CopyFrom(timestamp(table.turn_deadline))
+    return view
+
+
+def seat_view(table: Table, seat: int, owner_address: str) -> view_pb2.SeatView:
+    public = spectator_view(table, owner_address)
+    return elevator_wire.seat_view(public, _elevator(table.game), seat)
+
+
+def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
+    config, status = table.config.seats[seat], table.seats[seat]
+    state = view_pb2.SeatState(
+        seat=seat,
+        kind=_KIND_BACK[config.kind],
+        player_id=config.player_id,
+        display_name=config.display_name,
+        bot_level=_LEVEL_BACK[config.bot_level],
+        connected=status.connected or config.kind is SeatKind.BOT,
+        autopilot=status.autopilot,
+        forfeited=status.forfeited,
+        team=seat % 2 if table.config.mode is Mode.TEAMS else 0,
+        consecutive_timeouts=status.consecutive_timeouts,
+    )
+    if status.protection_deadline is not None and not status.forfeited:
+        state.protection_deadline.CopyFrom(timestamp(status.protection_deadline))
+    return state
+
+
+def _elevator(state: object) -> elevator_engine.State:
+    if not isinstance(state, elevator_engine.State):
+        raise TypeError("only Elevator tables are served so far")
+    return state
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+def action_from_proto(table: Table, message: action_pb2.Action, seat: int) -> object:
+    """The engine action ``seat`` submits; raises ``BadRequest`` for a malformed one."""
+    try:
+        game = _elevator(table.game)
+        return elevator_wire.action_from_proto(message, seat, game.hands[seat])
+    except WireError as error:
+        raise BadRequest(error.message, reason=error.reason) from None
+
+
+def _action_to_proto(action: object) -> action_pb2.Action:
+    if isinstance(action, elevator_engine.Play | elevator_engine.Pass | elevator_engine.Give):
+        return elevator_wire.action_to_proto(action)
+    raise TypeError(f"not a known action: {action!r}")
+
+
+# --- entries -------------------------------------------------------------------------------
+
+
+def update_for(entry: Entry, viewer: Viewer) -> event_pb2.TableUpdate:
+    """The entry as ``viewer`` (a seat, None for a spectator, ``LOG``) may see it."""
+    return event_pb2.TableUpdate(
+        sequence=entry.sequence,
+        occurred_at=timestamp(entry.at),
+        events=_events(entry, viewer),
+    )
+
+
+def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
+    out: list[event_pb2.TableEvent] = []
+    for event in entry.events:
+        if isinstance(event, GameEvents):
+            game = _elevator(event.after)
+            out.extend(
+                elevator_wire.events_to_proto(
+                    [e for e in event.events if isinstance(e, _ELEVATOR_EVENTS)], game, viewer
+                )
+            )
+        elif isinstance(event, TurnStarted):
+            out.append(
+                event_pb2.TableEvent(
+                    turn_started=event_pb2.TurnStarted(
+                        seat=event.seat,
+                        phase=_PHASE.get(event.phase, view_pb2.TURN_PHASE_UNSPECIFIED),
+                        deadline=timestamp(event.deadline),
+                    )
+                )
+            )
+        elif isinstance(event, TurnTimedOut):
+            out.append(
+                event_pb2.TableEvent(
+                    turn_timed_out=event_pb2.TurnTimedOut(
+                        seat=event.seat, consecutive_timeouts=event.consecutive_timeouts
+                    )
+                )
+            )
+        elif isinstance(event, AutopilotChanged):
+            out.append(
+                event_pb2.TableEvent(
+                    autopilot_changed=event_pb2.AutopilotChanged(
+                        seat=event.seat, on=event.on, reason=_REASON[event.reason]
+                    )
+                )
+            )
+        elif isinstance(event, SeatConnectionChanged):
+            changed = event_pb2.SeatConnectionChanged(seat=event.seat, connected=event.connected)
+            if event.protection_deadline is not None:
+                changed.protection_deadline.CopyFrom(timestamp(event.protection_deadline))
+            out.append(event_pb2.TableEvent(seat_connection_changed=changed))
+        elif isinstance(event, SeatForfeited):
+            out.append(
+                event_pb2.TableEvent(
+                    seat_forfeited=event_pb2.SeatForfeited(
+                        seat=event.seat, bot_level=_LEVEL_BACK[event.bot_level]
+                    )
+                )
+            )
+        else:
+            out.append(event_pb2.TableEvent(game_finished=game_finished_to_proto(event)))
+    return out
+
+
+def game_finished_to_proto(event: GameFinished) -> event_pb2.GameFinished:
+    return event_pb2.GameFinished(
+        game_no=event.game_no,
+        hands_played=event.hands_played,
+        ranking=[standing_to_proto(standing) for standing in event.ranking],
+    )
+
+
+_ELEVATOR_EVENTS: Final = (
+    elevator_engine.Dealt,
+    elevator_engine.Played,
+    elevator_engine.Passed,
+    elevator_engine.Kopile,
+    elevator_engine.Gave,
+    elevator_engine.HandEnded,
+)
+
+
+def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntry:
+    """The log record of ``entry``: its input and every event with its hidden fields."""
+    message = table_log_pb2.TableLogEntry(
+        event_id=f"{entry.table_id}:{entry.sequence}",
+        occurred_at=timestamp(entry.at),
+        table_id=entry.table_id,
+        sequence=entry.sequence,
+        events=_events(entry, LOG),
+    )
+    item = entry.input
+    if isinstance(item, Created):
+        created = view_pb2.Table(
+            table_id=item.table_id,
+            config=config_to_proto(item.config),
+            state=view_pb2.Table.STATE_PLAYING,
+            owner_address=owner_address,
+            create_time=timestamp(entry.at),
+            sequence=1,
+            game_no=1,
+        )
+        message.table_created.CopyFrom(table_log_pb2.TableCreated(table=created, seed=item.seed))
+    elif isinstance(item, PlayerAction):
+        message.action_applied.CopyFrom(
+            table_log_pb2.ActionApplied(
+                seat=item.seat,
+                action=_action_to_proto(item.action),
+                request_id=item.request_id,
+                source=_SOURCE[item.source],
+            )
+        )
+    elif isinstance(item, TimerFired):
+        message.timer_fired.CopyFrom(
+            table_log_pb2.TimerFired(kind=_TIMER[item.kind], seat=item.seat)
+        )
+    else:
+        message.seat_changed.CopyFrom(
+            table_log_pb2.SeatChanged(seat=item.seat, change=_CHANGE[item.change])
+        )
+    return message
+
+
+def input_from_log(message: table_log_pb2.TableLogEntry, default_turn_seconds: float) -> Input:
+    """The input a log record holds, to be replayed through the domain."""
+    which = message.WhichOneof("input")
+    if which == "table_created":
+        created = message.table_created
+        config = config_from_proto(created.table.config, default_turn_seconds)
+        return Created(created.table.table_id, config, created.seed)
+    if which == "action_applied":
+        applied = message.action_applied
+        try:
+            action = elevator_wire.action_from_proto(applied.action, applied.seat)
+        except WireError as error:
+            raise ValueError(f"a logged action cannot be read: {error}") from error
+        return PlayerAction(applied.seat, action, _SOURCE_BACK[applied.source], applied.request_id)
+    if which == "timer_fired":
+        return TimerFired(_TIMER_BACK[message.timer_fired.kind], message.timer_fired.seat)
+    if which == "seat_changed":
+        return SeatChanged(message.seat_changed.seat, _CHANGE_BACK[message.seat_changed.change])
+    raise ValueError(f"log entry {message.sequence} holds no input")

@@ -1,0 +1,187 @@
+"""The ``masa.table.v1.TableService`` servicer: authorisation and translation, no judging.
+
+Each RPC finds the table, works out which seat the caller may act or watch as, converts the
+request with ``masa_wire`` and hands it to the table's runtime; the engines decide. Errors are
+``MasaError``s (or the engines' ``RuleViolation``s), mapped to statuses with ``ErrorInfo`` by
+the platform's error interceptor:
+
+- malformed input: INVALID_ARGUMENT; an unknown table: NOT_FOUND, reason TABLE_NOT_FOUND;
+- another seat: PERMISSION_DENIED, reason NOT_YOUR_SEAT;
+- an illegal move: FAILED_PRECONDITION with the rule id;
+- a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import ClassVar
+
+import grpc
+from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
+from masa_platform.errors import BadRequest, MasaError, NotFound, NotYourSeat
+from masa_platform.handlers import Context
+from masa_rules.errors import RuleViolation
+
+from masa_table_engine.adapters.convert import (
+    action_from_proto,
+    config_from_proto,
+    seat_view,
+    spectator_view,
+    table_to_proto,
+    update_for,
+)
+from masa_table_engine.app.ports import LogConflict
+from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
+from masa_table_engine.app.tables import TableNotFound, Tables
+from masa_table_engine.domain.model import PlayerAction, SeatChange, SeatChanged, Source
+from masa_table_engine.domain.table import Table
+
+__all__ = ["SequenceMismatchError", "TableServicer", "TableUnavailable"]
+
+
+class SequenceMismatchError(MasaError):
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.ABORTED
+    default_reason: ClassVar[str] = "SEQUENCE_MISMATCH"
+
+
+class TableUnavailable(MasaError):
+    """The table cannot take input here now (its log is unreachable or it moved)."""
+
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.UNAVAILABLE
+    default_reason: ClassVar[str] = "TABLE_UNAVAILABLE"
+
+
+class TableServicer(table_pb2_grpc.TableServiceServicer):
+    def __init__(self, default_turn_seconds: float) -> None:
+        self._default_turn_seconds = default_turn_seconds
+        self._bound: Tables | None = None
+        self.owner_address = ""
+
+    def bind(self, tables: Tables, owner_address: str) -> None:
+        """Serve ``tables``; until then every call is UNAVAILABLE."""
+        self._bound = tables
+        self.owner_address = owner_address
+
+    @property
+    def _tables(self) -> Tables:
+        if self._bound is None:
+            raise TableUnavailable("the node is starting")
+        return self._bound
+
+    async def CreateTable(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.CreateTableRequest, context: Context
+    ) -> table_pb2.CreateTableResponse:
+        config = config_from_proto(request.config, self._default_turn_seconds)
+        try:
+            table = await self._tables.create(config)
+        except RuleViolation as error:
+            # A configuration the rules refuse is a bad request, not a move made too early.
+            raise BadRequest(error.message, reason=error.rule) from None
+        return table_pb2.CreateTableResponse(table=table_to_proto(table, self.owner_address))
+
+    async def GetTable(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.GetTableRequest, context: Context
+    ) -> table_pb2.GetTableResponse:
+        runtime = self._runtime(request.table_id)
+        table = runtime.table
+        seat = table.config.seat_of(require_principal().subject)
+        if seat is None:
+            return table_pb2.GetTableResponse(
+                spectator_view=spectator_view(table, self.owner_address)
+            )
+        return table_pb2.GetTableResponse(seat_view=seat_view(table, seat, self.owner_address))
+
+    async def WatchTable(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.WatchTableRequest, context: Context
+    ) -> AsyncIterator[table_pb2.WatchTableResponse]:
+        runtime = self._runtime(request.table_id)
+        principal = require_principal()
+        own = runtime.table.config.seat_of(principal.subject)
+        viewer: int | None = None
+        as_player = False
+        if request.HasField("seat"):
+            if not principal.has_any(INTERNAL_ROLES) and request.seat != own:
+                raise NotYourSeat(f"you may not watch as seat {request.seat}")
+            viewer = self._seat_number(runtime, request.seat)
+            as_player = viewer == own
+        elif own is not None and not request.spectate:
+            viewer, as_player = own, True
+        after = request.after_sequence if request.HasField("after_sequence") else None
+        async for item in runtime.watch(viewer, as_player=as_player, after_sequence=after):
+            if isinstance(item, Table):
+                if viewer is None:
+                    yield table_pb2.WatchTableResponse(
+                        spectator_view=spectator_view(item, self.owner_address)
+                    )
+                else:
+                    yield table_pb2.WatchTableResponse(
+                        seat_view=seat_view(item, viewer, self.owner_address)
+                    )
+            else:
+                yield table_pb2.WatchTableResponse(update=update_for(item, viewer))
+
+    async def SubmitAction(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.SubmitActionRequest, context: Context
+    ) -> table_pb2.SubmitActionResponse:
+        runtime = self._runtime(request.table_id)
+        principal = require_principal()
+        seat = self._acting_seat(
+            runtime, principal, request.seat if request.HasField("seat") else None
+        )
+        if not request.HasField("action"):
+            raise BadRequest("action is required")
+        action = action_from_proto(runtime.table, request.action, seat)
+        source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
+        try:
+            entry = await runtime.commit(
+                PlayerAction(seat, action, source, request.request_id),
+                expected_sequence=request.expected_sequence,
+            )
+        except SequenceMismatch as error:
+            raise SequenceMismatchError(
+                str(error), metadata={"current_sequence": str(error.current)}
+            ) from None
+        except LogConflict as error:
+            raise TableUnavailable(str(error)) from None
+        return table_pb2.SubmitActionResponse(update=update_for(entry, seat))
+
+    async def ResumeControl(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.ResumeControlRequest, context: Context
+    ) -> table_pb2.ResumeControlResponse:
+        runtime = self._runtime(request.table_id)
+        seat = self._acting_seat(runtime, require_principal(), None)
+        try:
+            await runtime.commit(SeatChanged(seat, SeatChange.RESUMED))
+        except LogConflict as error:
+            raise TableUnavailable(str(error)) from None
+        return table_pb2.ResumeControlResponse(
+            seat_view=seat_view(runtime.table, seat, self.owner_address)
+        )
+
+    def _runtime(self, table_id: str) -> TableRuntime:
+        if not table_id:
+            raise BadRequest("table_id is required")
+        try:
+            return self._tables.get(table_id)
+        except TableNotFound:
+            raise NotFound(f"no table {table_id!r}", reason="TABLE_NOT_FOUND") from None
+
+    def _acting_seat(
+        self, runtime: TableRuntime, principal: Principal, requested: int | None
+    ) -> int:
+        """The seat the caller acts for: its own, or any seat for the service role (bots)."""
+        own = runtime.table.config.seat_of(principal.subject)
+        if requested is not None and principal.has_any(INTERNAL_ROLES):
+            return self._seat_number(runtime, requested)
+        if own is None:
+            raise NotYourSeat("you have no seat at this table")
+        if requested is not None and requested != own:
+            raise NotYourSeat(f"you sit on seat {own}, not on seat {requested}")
+        return own
+
+    @staticmethod
+    def _seat_number(runtime: TableRuntime, seat: int) -> int:
+        if not 0 <= seat < len(runtime.table.seats):
+            raise BadRequest(f"there is no seat {seat}")
+        return seat

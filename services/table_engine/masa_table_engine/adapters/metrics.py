@@ -1,0 +1,64 @@
+"""The table metrics on Prometheus (names from the issue; never an id as a label value)."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["PrometheusMetrics"]
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class PrometheusMetrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self._active = Gauge(
+            "masa_tables_active",
+            "Tables whose game is in progress on this node.",
+            ("game",),
+            registry=registry,
+        )
+        self._actions = Counter(
+            "masa_table_actions_total",
+            "Actions submitted to tables, by game, action and result (accepted or illegal).",
+            ("game", "action", "result"),
+            registry=registry,
+        )
+        self._action_seconds = Histogram(
+            "masa_table_action_seconds",
+            "Time to judge, persist and publish one action.",
+            buckets=_FAST,
+            registry=registry,
+        )
+        self._timeouts = Counter(
+            "masa_table_timeouts_total", "Turns that timed out (P-10).", registry=registry
+        )
+        self._autopilot = Gauge(
+            "masa_autopilot_seats",
+            "Seats the autopilot plays now (P-11, P-12).",
+            registry=registry,
+        )
+        self._persist = Histogram(
+            "masa_table_persist_seconds",
+            "Time to append one entry to the table log in JetStream.",
+            buckets=_FAST,
+            registry=registry,
+        )
+
+    def table_opened(self, game: str) -> None:
+        self._active.labels(game=game).inc()
+
+    def table_closed(self, game: str) -> None:
+        self._active.labels(game=game).dec()
+
+    def action(self, game: str, action: str, result: str, seconds: float) -> None:
+        self._actions.labels(game=game, action=action, result=result).inc()
+        self._action_seconds.observe(seconds)
+
+    def timeout(self) -> None:
+        self._timeouts.inc()
+
+    def autopilot_seats(self, delta: int) -> None:
+        self._autopilot.inc(delta)
+
+    def persisted(self, seconds: float) -> None:
+        self._persist.observe(seconds)

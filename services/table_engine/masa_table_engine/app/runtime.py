@@ -1,0 +1,333 @@
+"""One live table: serialises its inputs, persists each before it counts, and drives it on.
+
+Every input (a player's action, a bot move, a timer, a connection change) goes through
+:meth:`TableRuntime.commit` under the table's lock: the pure :func:`accept` computes the next
+table, the entry is appended to the log, and only once the log has acknowledged it does the
+table move on and do watchers hear of it. A refused input or a failed write leaves the table
+exactly as it was.
+
+A driver task keeps the table moving: it plays the turns of bot seats, autopilot seats and
+timed-out turns, and fires the timers (P-10..P-12). Bot decisions come from the
+:class:`~masa_table_engine.app.ports.Decider` (the bot service); when it does not answer in
+time, or answers with an illegal move, the engine's in-process policy plays instead, so a
+table never stalls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from masa_rules.errors import RuleViolation
+
+from masa_table_engine.app.ports import (
+    Decider,
+    LogConflict,
+    LogStore,
+    Metrics,
+    Ownership,
+    ResultPublisher,
+)
+from masa_table_engine.domain.model import (
+    AutopilotChanged,
+    BotLevel,
+    Entry,
+    GameEvents,
+    GameFinished,
+    Input,
+    PlayerAction,
+    SeatChange,
+    SeatChanged,
+    SeatKind,
+    Source,
+    TurnTimedOut,
+)
+from masa_table_engine.domain.table import (
+    Table,
+    TimerPolicy,
+    accept,
+    automated_seat,
+    due_timers,
+    next_deadline,
+)
+
+__all__ = ["Deps", "RuntimeSettings", "SequenceMismatch", "TableRuntime", "WatchItem"]
+
+_log = logging.getLogger(__name__)
+
+# After a failed write the driver waits this long before trying again (NATS reconnects).
+_RETRY_SECONDS = 0.25
+
+WatchItem = Table | Entry
+
+
+class SequenceMismatch(Exception):
+    """An action submitted for a sequence the table is no longer at."""
+
+    def __init__(self, expected: int, current: int) -> None:
+        super().__init__(f"expected sequence {expected}, but the table is at {current}")
+        self.expected = expected
+        self.current = current
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    timers: TimerPolicy
+    snapshot_every: int
+    bot_timeout_seconds: float
+    # A pause before each bot move, so that people can follow a table; 0 in tests.
+    bot_delay_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    log: LogStore
+    results: ResultPublisher
+    decider: Decider | None
+    metrics: Metrics
+    ownership: Ownership
+    clock: Callable[[], float] = time.time
+
+
+class TableRuntime:
+    def __init__(
+        self, table: Table, history: list[Entry], deps: Deps, settings: RuntimeSettings
+    ) -> None:
+        self.table = table
+        # Entries kept for resuming watchers; older ones are answered with a fresh snapshot.
+        self._history = history
+        self._deps = deps
+        self._settings = settings
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._watchers: set[asyncio.Queue[Entry | None]] = set()
+        self._connections: dict[int, int] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._driver: asyncio.Task[None] | None = None
+        self.fenced = False
+
+    @property
+    def game(self) -> str:
+        return self.table.config.game.value
+
+    def start(self) -> None:
+        self._driver = asyncio.get_running_loop().create_task(self._drive())
+
+    async def stop(self) -> None:
+        tasks = [task for task in (self._driver, *self._background) if task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for queue in self._watchers:
+            queue.put_nowait(None)
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    async def commit(self, item: Input, *, expected_sequence: int | None = None) -> Entry:
+        async with self._lock:
+            return await self._commit(item, expected_sequence)
+
+    async def _commit(self, item: Input, expected_sequence: int | None = None) -> Entry:
+        if self.fenced:
+            raise LogConflict(f"table {self.table.table_id} is no longer owned here")
+        if expected_sequence is not None and expected_sequence != self.table.sequence:
+            raise SequenceMismatch(expected_sequence, self.table.sequence)
+        deps = self._deps
+        started = time.perf_counter()
+        name = self._action_name(item)
+        try:
+            table, entry = accept(self.table, item, deps.clock(), self._settings.timers)
+        except RuleViolation:
+            deps.metrics.action(self.game, name, "illegal", time.perf_counter() - started)
+            raise
+        written = time.perf_counter()
+        try:
+            await deps.log.append(entry)
+        except LogConflict:
+            self.fenced = True
+            raise
+        deps.metrics.persisted(time.perf_counter() - written)
+        self.table = table
+        self._history.append(entry)
+        self._changed.set()
+        for queue in self._watchers:
+            queue.put_nowait(entry)
+        self._count(entry, name, time.perf_counter() - started)
+        if any(isinstance(e, GameFinished) for e in entry.events) or self._ends_hand(entry):
+            await deps.results.publish(table, entry)
+        if table.finished or table.sequence % self._settings.snapshot_every == 0:
+            await deps.log.save_snapshot(table)
+        if table.finished:
+            await deps.ownership.release(table.table_id)
+        return entry
+
+    def _action_name(self, item: Input) -> str:
+        if isinstance(item, PlayerAction):
+            return self.table.engine.name_of(item.action)
+        return type(item).__name__.lower()
+
+    def _ends_hand(self, entry: Entry) -> bool:
+        engine = self.table.engine
+        return any(
+            isinstance(event, GameEvents) and engine.ends_hand(event.events)
+            for event in entry.events
+        )
+
+    def _count(self, entry: Entry, name: str, seconds: float) -> None:
+        metrics = self._deps.metrics
+        if isinstance(entry.input, PlayerAction):
+            metrics.action(self.game, name, "accepted", seconds)
+        for event in entry.events:
+            if isinstance(event, TurnTimedOut):
+                metrics.timeout()
+            elif isinstance(event, AutopilotChanged):
+                metrics.autopilot_seats(1 if event.on else -1)
+        if self.table.finished:
+            # The autopilot stops with the game, and the table no longer counts as active.
+            metrics.autopilot_seats(-sum(1 for s in self.table.seats if s.autopilot))
+            metrics.table_closed(self.game)
+
+    # --- seats -----------------------------------------------------------------------------
+
+    def is_human(self, seat: int) -> bool:
+        return self.table.config.seats[seat].kind is SeatKind.HUMAN
+
+    async def connect(self, seat: int) -> None:
+        """A watch stream of the seat's player opened (P-12)."""
+        async with self._lock:
+            self._connections[seat] = self._connections.get(seat, 0) + 1
+            if not self.table.finished and not self.table.seats[seat].connected:
+                await self._commit(SeatChanged(seat, SeatChange.RECONNECTED))
+
+    async def disconnect(self, seat: int) -> None:
+        """A watch stream of the seat's player closed; the last one starts seat protection."""
+        async with self._lock:
+            self._connections[seat] = max(0, self._connections.get(seat, 0) - 1)
+            last = self._connections[seat] == 0
+            if last and not self.table.finished and self.table.seats[seat].connected:
+                await self._commit(SeatChanged(seat, SeatChange.DISCONNECTED))
+
+    # --- watching --------------------------------------------------------------------------
+
+    async def watch(
+        self, seat: int | None, *, as_player: bool, after_sequence: int | None
+    ) -> AsyncIterator[WatchItem]:
+        """A snapshot (or the entries after ``after_sequence``), then every new entry.
+
+        The stream ends after the entry that finishes the game.
+        """
+        if as_player and seat is not None:
+            try:
+                await self.connect(seat)
+            except (RuleViolation, LogConflict):
+                _log.warning("could not record a reconnection", exc_info=True)
+        queue: asyncio.Queue[Entry | None] = asyncio.Queue()
+        async with self._lock:
+            self._watchers.add(queue)
+            first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
+            backlog: list[WatchItem]
+            if after_sequence is not None and first_kept - 1 <= after_sequence:
+                backlog = [e for e in self._history if e.sequence > after_sequence]
+            else:
+                backlog = [self.table]
+            finished = self.table.finished
+        try:
+            for item in backlog:
+                yield item
+            while not finished:
+                entry = await queue.get()
+                if entry is None:
+                    return
+                yield entry
+                finished = any(isinstance(e, GameFinished) for e in entry.events)
+        finally:
+            self._watchers.discard(queue)
+            if as_player and seat is not None:
+                # The generator may be closing because its call was cancelled, so the
+                # disconnection is recorded by a task of its own.
+                task = asyncio.get_running_loop().create_task(self._quietly_disconnect(seat))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+
+    async def _quietly_disconnect(self, seat: int) -> None:
+        try:
+            await self.disconnect(seat)
+        except (RuleViolation, LogConflict):
+            _log.warning("could not record a disconnection", exc_info=True)
+
+    def history(self) -> list[Entry]:
+        return list(self._history)
+
+    # --- the driver ------------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        while not self.table.finished and not self.fenced:
+            self._changed.clear()
+            try:
+                if await self._step():
+                    continue
+            except LogConflict:
+                _log.error("table %s was fenced off; stopping it here", self.table.table_id)
+                return
+            except Exception:
+                _log.exception("table %s: a step failed; retrying", self.table.table_id)
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            deadline = next_deadline(self.table)
+            timeout = None if deadline is None else max(0.0, deadline - self._deps.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+
+    async def _step(self) -> bool:
+        """Do one thing that is due; False when there is nothing to do until a change."""
+        timers = due_timers(self.table, self._deps.clock())
+        if timers:
+            for timer in timers:
+                try:
+                    await self.commit(timer)
+                except RuleViolation:
+                    # Another input got there first (the player acted just in time).
+                    _log.debug("timer %s no longer applies", timer)
+            return True
+        automated = automated_seat(self.table)
+        if automated is None:
+            return False
+        await self._play_for(*automated)
+        return True
+
+    async def _play_for(self, seat: int, source: Source) -> None:
+        table = self.table
+        if self._settings.bot_delay_seconds:
+            await asyncio.sleep(self._settings.bot_delay_seconds)
+        action = await self._ask_bot(table, seat)
+        async with self._lock:
+            if self.table.sequence != table.sequence:
+                return
+            engine = table.engine
+            if action is None or action not in engine.legal(table.game, seat):
+                config = table.config.seats[seat]
+                level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
+                salt = table.seed + table.sequence.to_bytes(8, "big")
+                action = engine.choose(table.game, seat, level, salt)
+                source = Source.FALLBACK
+            await self._commit(PlayerAction(seat, action, source))
+
+    async def _ask_bot(self, table: Table, seat: int) -> object | None:
+        decider = self._deps.decider
+        if decider is None:
+            return None
+        try:
+            return await asyncio.wait_for(
+                decider.decide(table, seat, self.history()), self._settings.bot_timeout_seconds
+            )
+        except Exception:
+            _log.info(
+                "no bot decision for table %s seat %d; using the fallback", table.table_id, seat
+            )
+            return None

@@ -1,0 +1,276 @@
+"""The table model: configuration, seats, inputs, events and log entries, as frozen values.
+
+Glossary:
+
+- *input*: something the table accepts and logs: its creation, a seat's action, a timer that
+  ran out, a seat's connection or control changing. Replaying the inputs in order rebuilds the
+  table exactly, because the game engines are pure and every input carries its own time.
+- *entry*: one accepted input with its sequence number (1 for the creation) and what it
+  produced: the engine's events and the table's own events (turns, timeouts, autopilot).
+- *actor*: the seat the game waits for now (the seat on turn, or an Elevator giver).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "AutopilotChanged",
+    "AutopilotReason",
+    "BotLevel",
+    "Created",
+    "Entry",
+    "GameEvents",
+    "GameFinished",
+    "GameKind",
+    "GameOptions",
+    "Input",
+    "Mode",
+    "PlayerAction",
+    "SeatChange",
+    "SeatChanged",
+    "SeatConfig",
+    "SeatConnectionChanged",
+    "SeatForfeited",
+    "SeatKind",
+    "SeatStatus",
+    "Source",
+    "Standing",
+    "TableConfig",
+    "TableEvent",
+    "TimerFired",
+    "TimerKind",
+    "TurnStarted",
+    "TurnTimedOut",
+]
+
+
+class GameKind(enum.Enum):
+    FIFTYONE = "fiftyone"
+    ELEVATOR = "elevator"
+
+
+class Mode(enum.Enum):
+    """P-1."""
+
+    SINGLES = "singles"
+    TEAMS = "teams"
+    TRAINING = "training"
+
+
+class SeatKind(enum.Enum):
+    HUMAN = "human"
+    BOT = "bot"
+
+
+class BotLevel(enum.Enum):
+    EASY = "easy"
+    NORMAL = "normal"
+
+
+@dataclass(frozen=True, slots=True)
+class SeatConfig:
+    """Who sits on a seat when the table is created."""
+
+    seat: int
+    kind: SeatKind
+    player_id: str = ""
+    display_name: str = ""
+    bot_level: BotLevel = BotLevel.NORMAL
+    hold_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GameOptions:
+    """The lobby options (RULES.md §2.9, E-1); None takes the preset's default."""
+
+    decks: int | None = None
+    open_threshold: int | None = None
+    escalating_threshold: bool | None = None
+    hands_per_game: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableConfig:
+    """What a lobby fixes for a table (P-2)."""
+
+    game: GameKind
+    seats: tuple[SeatConfig, ...]
+    turn_seconds: float
+    preset: str = ""
+    mode: Mode = Mode.SINGLES
+    options: GameOptions = GameOptions()
+    stake: int = 0
+    lobby_id: str = ""
+
+    def seat_of(self, player_id: str) -> int | None:
+        """The seat of a human player, or None when the player has no seat here."""
+        for seat in self.seats:
+            if seat.kind is SeatKind.HUMAN and seat.player_id == player_id:
+                return seat.seat
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatStatus:
+    """What the table tracks about a seat besides its cards (P-10..P-12)."""
+
+    connected: bool = False
+    autopilot: bool = False
+    consecutive_timeouts: int = 0
+    # P-12: when a disconnected seat forfeits; None while connected or for bots.
+    protection_deadline: float | None = None
+    forfeited: bool = False
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+class Source(enum.Enum):
+    """Who produced an action (the log keeps it for audits)."""
+
+    PLAYER = "player"
+    BOT = "bot"
+    AUTOPILOT = "autopilot"
+    FALLBACK = "fallback"
+
+
+class TimerKind(enum.Enum):
+    TURN = "turn"
+    QUERY = "query"
+    SEAT_PROTECTION = "seat_protection"
+
+
+class SeatChange(enum.Enum):
+    DISCONNECTED = "disconnected"
+    RECONNECTED = "reconnected"
+    RESUMED = "resumed"
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    table_id: str
+    config: TableConfig
+    # F-5: the secret game seed; hand seeds derive from it and are revealed hand by hand.
+    seed: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerAction:
+    """An engine action (``masa_rules`` object) applied for ``seat``."""
+
+    seat: int
+    action: object
+    source: Source
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    kind: TimerKind
+    seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeatChanged:
+    seat: int
+    change: SeatChange
+
+
+Input = Created | PlayerAction | TimerFired | SeatChanged
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+class AutopilotReason(enum.Enum):
+    TIMEOUTS = "timeouts"
+    PLAYER_ACTION = "player_action"
+    RESUME = "resume"
+    FORFEIT = "forfeit"
+
+
+@dataclass(frozen=True, slots=True)
+class GameEvents:
+    """The engine's events of one input, in order, and the game state they led to."""
+
+    events: tuple[object, ...]
+    after: object
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """P-10: ``seat`` must act by ``deadline`` (epoch seconds); ``phase`` names the step."""
+
+    seat: int
+    phase: str
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTimedOut:
+    seat: int
+    consecutive_timeouts: int
+
+
+@dataclass(frozen=True, slots=True)
+class AutopilotChanged:
+    seat: int
+    on: bool
+    reason: AutopilotReason
+
+
+@dataclass(frozen=True, slots=True)
+class SeatConnectionChanged:
+    seat: int
+    connected: bool
+    protection_deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatForfeited:
+    seat: int
+    bot_level: BotLevel
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One seat's final place (F-97, E-11, P-12); ties share a place (1, 1, 3)."""
+
+    seat: int
+    player_id: str
+    place: int
+    total: int
+    forfeited: bool
+    team: int
+    hold_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GameFinished:
+    game_no: int
+    hands_played: int
+    ranking: tuple[Standing, ...]
+
+
+TableEvent = (
+    GameEvents
+    | TurnStarted
+    | TurnTimedOut
+    | AutopilotChanged
+    | SeatConnectionChanged
+    | SeatForfeited
+    | GameFinished
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One accepted input: the log's unit and the unit every watcher receives."""
+
+    table_id: str
+    sequence: int
+    at: float
+    input: Input
+    events: tuple[TableEvent, ...]

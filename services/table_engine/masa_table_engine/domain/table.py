@@ -1,0 +1,469 @@
+"""The table: a pure state machine over the game engine, its seats and its timers.
+
+:func:`accept` is the only transition: ``accept(table, input, at) -> (table, entry)``. It is
+used live and, unchanged, to replay a table's log after a restart, so every decision here reads
+the time from ``at`` (the input's logged time), never from a clock. Timers are data: deadlines
+in epoch seconds that :func:`due_timers` turns into inputs once they have passed.
+
+Seat rules (P-10..P-12):
+
+- every turn gets ``turn_seconds``; when it runs out the autopilot plays that turn (P-10), and
+  after ``autopilot_after`` consecutive timeouts it plays all the seat's turns (P-11) until
+  the player acts or resumes;
+- a human seat without a connection forfeits ``seat_protection_seconds`` after it dropped
+  (P-12): it is ranked last and a bot plays it to the end. A seat starts disconnected, so a
+  player who never shows up forfeits too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from masa_rules.errors import IllegalAction, RuleViolation
+
+from masa_table_engine.domain.games import Game, game_for
+from masa_table_engine.domain.model import (
+    AutopilotChanged,
+    AutopilotReason,
+    BotLevel,
+    Created,
+    Entry,
+    GameEvents,
+    GameFinished,
+    GameKind,
+    GameOptions,
+    Input,
+    Mode,
+    PlayerAction,
+    SeatChange,
+    SeatChanged,
+    SeatConfig,
+    SeatConnectionChanged,
+    SeatForfeited,
+    SeatKind,
+    SeatStatus,
+    Source,
+    Standing,
+    TableConfig,
+    TableEvent,
+    TimerFired,
+    TimerKind,
+    TurnStarted,
+    TurnTimedOut,
+)
+
+__all__ = [
+    "Table",
+    "TimerPolicy",
+    "accept",
+    "automated_seat",
+    "config_from_json",
+    "config_to_json",
+    "decode_snapshot",
+    "due_timers",
+    "encode_snapshot",
+    "next_deadline",
+    "replay",
+    "table_from_json",
+    "table_to_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TimerPolicy:
+    """The table timers (P-10..P-12, F-80); short values make tests run in seconds."""
+
+    seat_protection_seconds: float = 180.0
+    query_seconds: float = 15.0
+    autopilot_after: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    table_id: str
+    config: TableConfig
+    seed: bytes
+    created_at: float
+    # The number of entries in the log: 1 after the creation.
+    sequence: int
+    game: object
+    seats: tuple[SeatStatus, ...]
+    # P-10: when the actor's turn times out; None while nobody is on turn.
+    turn_deadline: float | None
+    # P-10: the seat whose turn timed out and that the autopilot must play now.
+    timed_out: int | None
+    finished: bool
+    ranking: tuple[Standing, ...]
+
+    @property
+    def engine(self) -> Game:
+        return game_for(self.config.game)
+
+    @property
+    def actor(self) -> int | None:
+        return None if self.finished else self.engine.actor(self.game)
+
+
+def accept(table: Table | None, item: Input, at: float, timers: TimerPolicy) -> tuple[Table, Entry]:
+    """Apply ``item`` at time ``at``; raise ``RuleViolation`` and change nothing if refused."""
+    if isinstance(item, Created):
+        if table is not None:
+            raise RuleViolation("P-2", "the table exists already")
+        return _create(item, at, timers)
+    if table is None:
+        raise RuleViolation("P-2", "the table does not exist")
+    if table.finished:
+        raise IllegalAction("P-2", "the game at this table is over")
+    events: list[TableEvent]
+    if isinstance(item, PlayerAction):
+        table, events = _act(table, item, at, timers)
+    elif isinstance(item, TimerFired):
+        table, events = _timer(table, item, at, timers)
+    else:
+        table, events = _seat_changed(table, item, at, timers)
+    table = replace(table, sequence=table.sequence + 1)
+    return table, Entry(table.table_id, table.sequence, at, item, tuple(events))
+
+
+def _create(item: Created, at: float, timers: TimerPolicy) -> tuple[Table, Entry]:
+    config = item.config
+    _check_config(config)
+    engine = game_for(config.game)
+    game, dealt = engine.start(config, item.seed)
+    seats = tuple(
+        SeatStatus(
+            connected=False,
+            protection_deadline=(
+                at + timers.seat_protection_seconds if seat.kind is SeatKind.HUMAN else None
+            ),
+        )
+        for seat in config.seats
+    )
+    table = Table(
+        table_id=item.table_id,
+        config=config,
+        seed=item.seed,
+        created_at=at,
+        sequence=1,
+        game=game,
+        seats=seats,
+        turn_deadline=None,
+        timed_out=None,
+        finished=False,
+        ranking=(),
+    )
+    events: list[TableEvent] = [GameEvents(tuple(dealt), game)]
+    table, more = _after_game_change(table, at)
+    events.extend(more)
+    return table, Entry(item.table_id, 1, at, item, tuple(events))
+
+
+def _check_config(config: TableConfig) -> None:
+    if [seat.seat for seat in config.seats] != list(range(len(config.seats))):
+        raise RuleViolation("P-2", "seats must be numbered 0, 1, 2 ... in play order")
+    for seat in config.seats:
+        if seat.kind is SeatKind.HUMAN and not seat.player_id:
+            raise RuleViolation("P-2", f"human seat {seat.seat} needs a player id")
+    players = [seat.player_id for seat in config.seats if seat.kind is SeatKind.HUMAN]
+    if len(set(players)) != len(players):
+        raise RuleViolation("P-2", "a player can take only one seat at a table")
+    if config.turn_seconds <= 0:
+        raise RuleViolation("P-10", "the turn time must be positive")
+    if config.stake < 0:
+        raise RuleViolation("P-30", "the stake cannot be negative")
+
+
+def _act(
+    table: Table, item: PlayerAction, at: float, timers: TimerPolicy
+) -> tuple[Table, list[TableEvent]]:
+    engine = table.engine
+    if not 0 <= item.seat < len(table.seats):
+        raise IllegalAction("P-2", f"there is no seat {item.seat}")
+    status = table.seats[item.seat]
+    if item.source is Source.PLAYER and status.forfeited:
+        raise IllegalAction("P-12", "this seat forfeited; a bot plays it to the end")
+    if engine.seat_of(item.action) != item.seat:
+        raise IllegalAction("P-2", "the action names another seat")
+    game, happened = engine.apply(table.game, item.action)
+    events: list[TableEvent] = []
+    if item.source is Source.PLAYER:
+        # P-11: any own action takes control back and ends the run of timeouts.
+        if status.autopilot:
+            events.append(AutopilotChanged(item.seat, False, AutopilotReason.PLAYER_ACTION))
+        status = replace(status, autopilot=False, consecutive_timeouts=0)
+    table = replace(
+        table,
+        game=game,
+        seats=_with(table.seats, item.seat, status),
+        timed_out=None,
+    )
+    events.append(GameEvents(tuple(happened), game))
+    table, more = _after_game_change(table, at)
+    events.extend(more)
+    return table, events
+
+
+def _after_game_change(table: Table, at: float) -> tuple[Table, list[TableEvent]]:
+    """Start the next turn's timer, or rank the seats when the game is over."""
+    engine = table.engine
+    if engine.is_over(table.game):
+        ranking = _ranking(table)
+        outcome = engine.outcome(table.game)
+        finished = GameFinished(1, outcome.hands_played, ranking)
+        return replace(table, finished=True, turn_deadline=None, ranking=ranking), [finished]
+    actor = engine.actor(table.game)
+    if actor is None:
+        return replace(table, turn_deadline=None), []
+    deadline = at + table.config.turn_seconds
+    started = TurnStarted(actor, engine.phase(table.game), deadline)
+    return replace(table, turn_deadline=deadline), [started]
+
+
+def _ranking(table: Table) -> tuple[Standing, ...]:
+    """F-97, E-11, P-12: the engine's places, with forfeited seats moved behind everyone."""
+    outcome = table.engine.outcome(table.game)
+    forfeited = {seat for seat, status in enumerate(table.seats) if status.forfeited}
+    groups = [tuple(s for s in group if s not in forfeited) for group in outcome.places]
+    groups = [group for group in groups if group]
+    if forfeited:
+        groups.append(tuple(sorted(forfeited)))
+    standings: list[Standing] = []
+    for group in groups:
+        place = len(standings) + 1
+        for seat in group:
+            config = table.config.seats[seat]
+            standings.append(
+                Standing(
+                    seat=seat,
+                    player_id=config.player_id,
+                    place=place,
+                    total=outcome.totals[seat],
+                    forfeited=seat in forfeited,
+                    team=seat % 2 if table.config.mode is Mode.TEAMS else 0,
+                    hold_id=config.hold_id,
+                )
+            )
+    return tuple(standings)
+
+
+def _timer(
+    table: Table, item: TimerFired, at: float, timers: TimerPolicy
+) -> tuple[Table, list[TableEvent]]:
+    status = table.seats[item.seat]
+    if item.kind is TimerKind.SEAT_PROTECTION:
+        if status.connected or status.forfeited:
+            raise IllegalAction("P-12", f"seat {item.seat} is not under seat protection")
+        level = BotLevel.NORMAL
+        forfeited = replace(status, forfeited=True, autopilot=True, protection_deadline=None)
+        return replace(table, seats=_with(table.seats, item.seat, forfeited)), [
+            SeatForfeited(item.seat, level),
+            AutopilotChanged(item.seat, True, AutopilotReason.FORFEIT),
+        ]
+    if table.actor != item.seat or table.turn_deadline is None:
+        raise IllegalAction("P-10", f"seat {item.seat} is not on turn")
+    events: list[TableEvent] = []
+    if table.config.seats[item.seat].kind is SeatKind.HUMAN and not status.forfeited:
+        count = status.consecutive_timeouts + 1
+        events.append(TurnTimedOut(item.seat, count))
+        autopilot = status.autopilot or count >= timers.autopilot_after
+        if autopilot and not status.autopilot:
+            events.append(AutopilotChanged(item.seat, True, AutopilotReason.TIMEOUTS))
+        status = replace(status, consecutive_timeouts=count, autopilot=autopilot)
+    return (
+        replace(
+            table,
+            seats=_with(table.seats, item.seat, status),
+            turn_deadline=None,
+            timed_out=item.seat,
+        ),
+        events,
+    )
+
+
+def _seat_changed(
+    table: Table, item: SeatChanged, at: float, timers: TimerPolicy
+) -> tuple[Table, list[TableEvent]]:
+    status = table.seats[item.seat]
+    if table.config.seats[item.seat].kind is not SeatKind.HUMAN:
+        raise IllegalAction("P-12", f"seat {item.seat} is a bot seat")
+    events: list[TableEvent]
+    if item.change is SeatChange.DISCONNECTED:
+        deadline = None if status.forfeited else at + timers.seat_protection_seconds
+        status = replace(status, connected=False, protection_deadline=deadline)
+        events = [SeatConnectionChanged(item.seat, False, deadline)]
+    elif item.change is SeatChange.RECONNECTED:
+        status = replace(status, connected=True, protection_deadline=None)
+        events = [SeatConnectionChanged(item.seat, True, None)]
+    else:
+        if status.forfeited:
+            raise IllegalAction("P-12", "this seat forfeited; a bot plays it to the end")
+        events = []
+        if status.autopilot:
+            events.append(AutopilotChanged(item.seat, False, AutopilotReason.RESUME))
+        status = replace(status, autopilot=False, consecutive_timeouts=0)
+    return replace(table, seats=_with(table.seats, item.seat, status)), events
+
+
+def _with(seats: tuple[SeatStatus, ...], seat: int, status: SeatStatus) -> tuple[SeatStatus, ...]:
+    return (*seats[:seat], status, *seats[seat + 1 :])
+
+
+def automated_seat(table: Table) -> tuple[int, Source] | None:
+    """The actor when a bot, the autopilot or a timed-out turn must play it now, else None."""
+    actor = table.actor
+    if actor is None:
+        return None
+    status = table.seats[actor]
+    if table.config.seats[actor].kind is SeatKind.BOT or status.forfeited:
+        return actor, Source.BOT
+    if status.autopilot or table.timed_out == actor:
+        return actor, Source.AUTOPILOT
+    return None
+
+
+def next_deadline(table: Table) -> float | None:
+    """The earliest timer of the table, or None when none runs."""
+    if table.finished:
+        return None
+    deadlines = [table.turn_deadline] if table.turn_deadline is not None else []
+    deadlines.extend(
+        status.protection_deadline
+        for status in table.seats
+        if status.protection_deadline is not None and not status.forfeited
+    )
+    return min(deadlines, default=None)
+
+
+def due_timers(table: Table, now: float) -> list[TimerFired]:
+    """The timers that have run out at ``now``, turn timer first."""
+    if table.finished:
+        return []
+    due: list[TimerFired] = []
+    actor = table.actor
+    if table.turn_deadline is not None and table.turn_deadline <= now and actor is not None:
+        due.append(TimerFired(TimerKind.TURN, actor))
+    for seat, status in enumerate(table.seats):
+        deadline = status.protection_deadline
+        protected = not status.connected and not status.forfeited
+        if protected and deadline is not None and deadline <= now:
+            due.append(TimerFired(TimerKind.SEAT_PROTECTION, seat))
+    return due
+
+
+# --- snapshots -----------------------------------------------------------------------------
+
+
+def table_to_json(table: Table) -> dict[str, Any]:
+    """The whole table, secrets included: for the snapshot store only."""
+    return {
+        "table_id": table.table_id,
+        "config": config_to_json(table.config),
+        "seed": table.seed.hex(),
+        "created_at": table.created_at,
+        "sequence": table.sequence,
+        "game": table.engine.state_to_json(table.game),
+        "seats": [
+            {
+                "connected": s.connected,
+                "autopilot": s.autopilot,
+                "consecutive_timeouts": s.consecutive_timeouts,
+                "protection_deadline": s.protection_deadline,
+                "forfeited": s.forfeited,
+            }
+            for s in table.seats
+        ],
+        "turn_deadline": table.turn_deadline,
+        "timed_out": table.timed_out,
+        "finished": table.finished,
+    }
+
+
+def table_from_json(data: Mapping[str, Any]) -> Table:
+    config = config_from_json(data["config"])
+    game = game_for(config.game).state_from_json(data["game"])
+    table = Table(
+        table_id=data["table_id"],
+        config=config,
+        seed=bytes.fromhex(data["seed"]),
+        created_at=float(data["created_at"]),
+        sequence=int(data["sequence"]),
+        game=game,
+        seats=tuple(SeatStatus(**seat) for seat in data["seats"]),
+        turn_deadline=data["turn_deadline"],
+        timed_out=data["timed_out"],
+        finished=bool(data["finished"]),
+        ranking=(),
+    )
+    return replace(table, ranking=_ranking(table)) if table.finished else table
+
+
+def config_to_json(config: TableConfig) -> dict[str, Any]:
+    return {
+        "game": config.game.value,
+        "seats": [
+            {
+                "seat": s.seat,
+                "kind": s.kind.value,
+                "player_id": s.player_id,
+                "display_name": s.display_name,
+                "bot_level": s.bot_level.value,
+                "hold_id": s.hold_id,
+            }
+            for s in config.seats
+        ],
+        "turn_seconds": config.turn_seconds,
+        "preset": config.preset,
+        "mode": config.mode.value,
+        "options": {
+            "decks": config.options.decks,
+            "open_threshold": config.options.open_threshold,
+            "escalating_threshold": config.options.escalating_threshold,
+            "hands_per_game": config.options.hands_per_game,
+        },
+        "stake": config.stake,
+        "lobby_id": config.lobby_id,
+    }
+
+
+def config_from_json(data: Mapping[str, Any]) -> TableConfig:
+    return TableConfig(
+        game=GameKind(data["game"]),
+        seats=tuple(
+            SeatConfig(
+                seat=s["seat"],
+                kind=SeatKind(s["kind"]),
+                player_id=s["player_id"],
+                display_name=s["display_name"],
+                bot_level=BotLevel(s["bot_level"]),
+                hold_id=s["hold_id"],
+            )
+            for s in data["seats"]
+        ),
+        turn_seconds=float(data["turn_seconds"]),
+        preset=data["preset"],
+        mode=Mode(data["mode"]),
+        options=GameOptions(**data["options"]),
+        stake=int(data["stake"]),
+        lobby_id=data["lobby_id"],
+    )
+
+
+def encode_snapshot(table: Table) -> bytes:
+    return json.dumps(table_to_json(table), separators=(",", ":")).encode()
+
+
+def decode_snapshot(payload: bytes) -> Table:
+    return table_from_json(json.loads(payload))
+
+
+def replay(entries: Sequence[Input], at: Sequence[float], timers: TimerPolicy) -> Table:
+    """The table a log of inputs (with their times) leads to."""
+    table: Table | None = None
+    for item, when in zip(entries, at, strict=True):
+        table, _ = accept(table, item, when, timers)
+    if table is None:
+        raise RuleViolation("P-2", "an empty log holds no table")
+    return table

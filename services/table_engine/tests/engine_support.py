@@ -1,0 +1,151 @@
+"""Helpers for the table-engine tests: nodes on real servers, tokens, configs, JetStream reads.
+
+(Kept out of conftest.py so that tests import it by a unique name.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import grpc.aio
+import nats
+import nats.js.errors
+from google.protobuf import duration_pb2
+from masa.common.v1 import game_pb2
+from masa.events.v1 import result_pb2, table_log_pb2
+from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_platform.auth import mint_token
+from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
+from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
+from masa_table_engine.node import EngineSettings, Node, start_node
+from prometheus_client import CollectorRegistry
+
+AUTH = AuthSettings()
+SERVICE_TOKEN_SUBJECT = "lobby-service"
+
+
+def metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
+    token = mint_token(AUTH, subject, roles or ("player",))
+    return (("authorization", f"Bearer {token}"),)
+
+
+SERVICE = metadata(SERVICE_TOKEN_SUBJECT, "service")
+
+
+def settings(nats_url: str, node_id: str = "node-a", **overrides: Any) -> EngineSettings:
+    platform = PlatformSettings(
+        service_name="table-engine",
+        nats_url=nats_url,
+        server=ServerSettings(grpc_port=overrides.pop("grpc_port", 0), grace_seconds=0.2),
+    )
+    base = EngineSettings(platform=platform, node_id=node_id, turn_seconds=30.0)
+    return replace(base, **overrides)
+
+
+@asynccontextmanager
+async def running_node(engine_settings: EngineSettings) -> AsyncIterator[Node]:
+    node = await start_node(engine_settings, registry=CollectorRegistry())
+    try:
+        yield node
+    finally:
+        await node.stop(0.2)
+
+
+@asynccontextmanager
+async def table_stub(address: str) -> AsyncIterator[table_pb2_grpc.TableServiceStub]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        yield table_pb2_grpc.TableServiceStub(channel)
+
+
+def seat(number: int, player: str | None = None, level: int = 2) -> game_pb2.SeatAssignment:
+    if player is None:
+        return game_pb2.SeatAssignment(seat=number, kind=game_pb2.SEAT_KIND_BOT, bot_level=level)
+    return game_pb2.SeatAssignment(
+        seat=number, kind=game_pb2.SEAT_KIND_HUMAN, player_id=player, display_name=player
+    )
+
+
+def elevator_config(
+    seats: Sequence[game_pb2.SeatAssignment], turn_seconds: float = 30.0, stake: int = 0
+) -> game_pb2.TableConfig:
+    turn_time = duration_pb2.Duration()
+    turn_time.FromNanoseconds(round(turn_seconds * 1e9))
+    return game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_ELEVATOR,
+        mode=game_pb2.MODE_TRAINING,
+        seats=list(seats),
+        turn_time=turn_time,
+        stake=stake,
+    )
+
+
+async def create_table(
+    stub: table_pb2_grpc.TableServiceStub, config: game_pb2.TableConfig, request_id: str = ""
+) -> str:
+    response = await stub.CreateTable(
+        table_pb2.CreateTableRequest(request_id=request_id, config=config), metadata=SERVICE
+    )
+    return response.table.table_id
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], timeout: float = 20.0, what: str = "condition"
+) -> None:
+    """Poll ``check`` until it holds, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _messages(nats_url: str, subject: str) -> list[bytes]:
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        found: list[bytes] = []
+        seq = 1
+        while True:
+            try:
+                raw = await js.get_msg(STREAM, seq=seq, subject=subject, next=True)
+            except nats.js.errors.NotFoundError:
+                return found
+            found.append(raw.data or b"")
+            seq = (raw.seq or seq) + 1
+    finally:
+        await nc.close()
+
+
+async def results(nats_url: str, table_id: str) -> list[result_pb2.TableResult]:
+    return [
+        result_pb2.TableResult.FromString(data)
+        for data in await _messages(nats_url, result_subject(table_id))
+    ]
+
+
+async def log_entries(nats_url: str, table_id: str) -> list[table_log_pb2.TableLogEntry]:
+    return [
+        table_log_pb2.TableLogEntry.FromString(data)
+        for data in await _messages(nats_url, log_subject(table_id))
+    ]
+
+
+async def game_finished(nats_url: str, table_id: str) -> result_pb2.GameFinished | None:
+    for result in await results(nats_url, table_id):
+        if result.WhichOneof("result") == "game_finished":
+            return result.game_finished
+    return None
+
+
+async def get_view(
+    stub: table_pb2_grpc.TableServiceStub, table_id: str, player: str
+) -> table_pb2.GetTableResponse:
+    return await stub.GetTable(
+        table_pb2.GetTableRequest(table_id=table_id), metadata=metadata(player)
+    )
