@@ -12,7 +12,7 @@ then stops the children in order (services drain before the bus they write to go
 
 Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
 (50051) and ``BOT_PORT`` (50052), where 0 picks a free port (the NATS default), ``RUN_READY_SECONDS`` (60),
-``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services.
+``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services.
 Later services (ledger, matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
 """
 
@@ -56,6 +56,8 @@ class RunSettings:
     run_ready_seconds: float = 60.0
     run_stop_seconds: float = 10.0
     log_level: str = "INFO"
+    # Bots wait this long before moving, so that a human at the table can follow the play.
+    bot_delay_seconds: float = 0.5
     # Only these services (by name, e.g. "nats,bot"); empty runs the whole stack.
     run_services: tuple[str, ...] = ()
 
@@ -124,7 +126,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             {
                 "MASA_BOT_ADDRESS": bot_address,
                 "MASA_ADVERTISE_ADDRESS": engine_address,
-                "MASA_DATA_DIR": str((settings.run_dir / "table-engine").resolve()),
+                "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
             },
         ),
     ]
