@@ -1,0 +1,128 @@
+"""The pure table model (no I/O): replay, snapshots, timers as data, forfeits (P-10..P-12)."""
+
+from __future__ import annotations
+
+import pytest
+from masa_rules.errors import IllegalAction, RuleViolation
+from masa_table_engine.domain.model import (
+    BotLevel,
+    Created,
+    GameEvents,
+    GameKind,
+    PlayerAction,
+    SeatChange,
+    SeatChanged,
+    SeatConfig,
+    SeatForfeited,
+    SeatKind,
+    Source,
+    TableConfig,
+    TimerFired,
+    TimerKind,
+    TurnStarted,
+)
+from masa_table_engine.domain.table import (
+    Table,
+    TimerPolicy,
+    accept,
+    automated_seat,
+    decode_snapshot,
+    due_timers,
+    encode_snapshot,
+    next_deadline,
+    replay,
+)
+
+TIMERS = TimerPolicy(seat_protection_seconds=100.0, autopilot_after=3)
+
+
+def _config(humans: int = 1, players: int = 3) -> TableConfig:
+    seats = tuple(
+        SeatConfig(s, SeatKind.HUMAN, player_id=f"p{s}")
+        if s < humans
+        else SeatConfig(s, SeatKind.BOT, bot_level=BotLevel.EASY)
+        for s in range(players)
+    )
+    return TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0)
+
+
+def _play_out(table: Table, at: float) -> tuple[Table, list[object], list[float]]:
+    inputs: list[object] = []
+    times: list[float] = []
+    while not table.finished:
+        seat = table.actor
+        assert seat is not None
+        action = table.engine.choose(table.game, seat, BotLevel.EASY, bytes([table.sequence % 256]))
+        item = PlayerAction(seat, action, Source.BOT)
+        table, _ = accept(table, item, at, TIMERS)
+        inputs.append(item)
+        times.append(at)
+        at += 0.5
+    return table, inputs, times
+
+
+def test_a_log_of_inputs_replays_to_the_same_table_and_a_snapshot_round_trips() -> None:
+    created = Created("t1", _config(humans=0), b"\x01" * 32)
+    table, entry = accept(None, created, 1000.0, TIMERS)
+    assert entry.sequence == 1
+    assert isinstance(entry.events[0], GameEvents)
+    assert isinstance(entry.events[-1], TurnStarted)
+    done, inputs, times = _play_out(table, 1001.0)
+    assert done.finished and done.sequence == len(inputs) + 1
+    assert replay([created, *inputs], [1000.0, *times], TIMERS) == done  # type: ignore[list-item]
+    middle = replay([created, *inputs[:5]], [1000.0, *times[:5]], TIMERS)  # type: ignore[list-item]
+    assert decode_snapshot(encode_snapshot(middle)) == middle
+
+
+def test_an_illegal_action_raises_with_the_rule_and_the_table_is_unchanged() -> None:
+    table, _ = accept(None, Created("t2", _config(), b"\x02" * 32), 0.0, TIMERS)
+    actor = table.actor
+    assert actor is not None
+    other = (actor + 1) % 3
+    action = table.engine.choose(table.game, actor, BotLevel.EASY, b"x")
+    with pytest.raises(IllegalAction):
+        accept(table, PlayerAction(other, action, Source.PLAYER), 1.0, TIMERS)
+    with pytest.raises(RuleViolation):
+        accept(None, Created("t3", _config(players=2), b"\x03" * 32), 0.0, TIMERS)
+
+
+def test_the_turn_timer_is_data_and_three_timeouts_switch_the_autopilot_on() -> None:
+    config = TableConfig(
+        game=GameKind.ELEVATOR,
+        seats=tuple(SeatConfig(s, SeatKind.HUMAN, player_id=f"p{s}") for s in range(3)),
+        turn_seconds=10.0,
+    )
+    table, _ = accept(None, Created("t4", config, b"\x04" * 32), 0.0, TIMERS)
+    assert next_deadline(table) == 10.0
+    assert due_timers(table, 9.9) == []
+    seat = table.actor
+    assert seat is not None
+    at = 10.0
+    for _ in range(3):
+        # Keep the seat on turn with repeated timeouts: after each, the autopilot plays once
+        # and the others' turns come round again.
+        (timer,) = due_timers(table, at)
+        assert timer == TimerFired(TimerKind.TURN, table.actor)
+        table, _ = accept(table, timer, at, TIMERS)
+        assert automated_seat(table) == (timer.seat, Source.AUTOPILOT)
+        action = table.engine.choose(table.game, timer.seat, BotLevel.NORMAL, b"a")
+        table, _ = accept(table, PlayerAction(timer.seat, action, Source.AUTOPILOT), at, TIMERS)
+        at += 10.0
+    timeouts = {s: status.consecutive_timeouts for s, status in enumerate(table.seats)}
+    assert sum(timeouts.values()) == 3
+
+
+def test_a_forfeited_seat_is_ranked_last_and_played_by_a_bot() -> None:
+    table, _ = accept(None, Created("t5", _config(humans=1), b"\x05" * 32), 0.0, TIMERS)
+    assert all(t.kind is TimerKind.TURN for t in due_timers(table, 99.0))
+    forfeit = TimerFired(TimerKind.SEAT_PROTECTION, 0)
+    assert forfeit in due_timers(table, 100.0)
+    table, entry = accept(table, forfeit, 100.0, TIMERS)
+    assert table.seats[0].forfeited
+    with pytest.raises(IllegalAction):
+        accept(table, SeatChanged(0, SeatChange.RESUMED), 101.0, TIMERS)
+    done, _, _ = _play_out(table, 101.0)
+    last = done.ranking[-1]
+    assert (last.seat, last.forfeited, last.place) == (0, True, 3)
+    assert all(not s.forfeited for s in done.ranking[:-1])
+    assert isinstance(entry.events[0], SeatForfeited)

