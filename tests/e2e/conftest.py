@@ -1,0 +1,62 @@
+"""The whole local stack for end-to-end tests: ``make run``'s launcher on free ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+READY_SECONDS = 60.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Addresses of the running services by name ("table-engine", "bot", "nats")."""
+    run_dir = tmp_path_factory.mktemp("stack") / ".masa"
+    env = {
+        **os.environ,
+        "MASA_RUN_DIR": str(run_dir),
+        "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_BOT_PORT": "0",
+        "MASA_BOT_DELAY_SECONDS": "0",
+        "MASA_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "masa_client.launcher"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    state_file = run_dir / "run.json"
+    deadline = time.monotonic() + READY_SECONDS
+    while not state_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the stack did not start: {process.communicate()[1]}")
+        time.sleep(0.05)
+    services = json.loads(state_file.read_text())["services"]
+    try:
+        yield {name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()}
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(READY_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        _print_logs_on_failure(Path(run_dir) / "logs")
+
+
+def _print_logs_on_failure(logs: Path) -> None:
+    """Keep the service logs reachable: pytest shows captured output of failed tests."""
+    for log in sorted(logs.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        print(f"--- {log.name}", *tail, sep="\n")
