@@ -14,6 +14,7 @@ from engine_support import (
     get_view,
     log_entries,
     metadata,
+    results,
     running_node,
     seat,
     settings,
@@ -50,6 +51,8 @@ async def test_a_bot_only_elevator_game_finishes_with_game_finished_in_jetstream
         assert finished.table_id == table_id and finished.game_no == 1
         assert sorted(s.seat for s in finished.ranking) == [0, 1, 2, 3]
         assert finished.ranking[0].place == 1
+        kinds = [r.WhichOneof("result") for r in await results(nats_server.url, table_id)]
+        assert kinds == ["hand_finished", "game_finished"]
         entries = await log_entries(nats_server.url, table_id)
         assert [e.sequence for e in entries] == list(range(1, len(entries) + 1))
         assert entries[0].WhichOneof("input") == "table_created"

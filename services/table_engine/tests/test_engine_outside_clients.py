@@ -28,7 +28,9 @@ from masa.events.v1 import table_log_pb2
 from masa_platform.auth import mint_token
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import legal_actions
+from masa_table_engine.node import start_node
 from masa_wire.elevator import action_to_proto, state_from_seat_view
+from prometheus_client import CollectorRegistry, generate_latest
 
 
 def _grpcurl() -> str:
@@ -148,3 +150,38 @@ async def test_an_unreachable_bot_service_never_stalls_a_table(nats_server: Nats
         if e.WhichOneof("input") == "action_applied"
     }
     assert sources == {table_log_pb2.INPUT_SOURCE_FALLBACK}
+
+
+async def test_the_table_metrics_are_exported_without_ids_as_labels(
+    nats_server: NatsServer,
+) -> None:
+    registry = CollectorRegistry()
+    node = await start_node(settings(nats_server.url, "metrics"), registry=registry)
+    try:
+        async with table_stub(node.address) as stub:
+            table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
+
+            async def finished() -> bool:
+                return await game_finished(nats_server.url, table_id) is not None
+
+            await wait_until(finished, what="the game to finish")
+    finally:
+        await node.stop(0.2)
+    text = generate_latest(registry).decode()
+    for name in (
+        "masa_tables_active",
+        "masa_table_actions_total",
+        "masa_table_action_seconds",
+        "masa_table_timeouts_total",
+        "masa_autopilot_seats",
+        "masa_table_persist_seconds",
+        "grpc_server_handled_total",
+    ):
+        assert name in text
+    assert 'masa_table_actions_total{action="play",game="elevator",result="accepted"}' in text
+    assert table_id not in text
+    played = registry.get_sample_value(
+        "masa_table_actions_total", {"game": "elevator", "action": "play", "result": "accepted"}
+    )
+    assert played is not None and played > 0
+    assert registry.get_sample_value("masa_tables_active", {"game": "elevator"}) == 0
