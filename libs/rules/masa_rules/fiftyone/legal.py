@@ -1,0 +1,316 @@
+"""The legal actions of a seat (see :mod:`masa_rules.fiftyone.engine` for the contract).
+
+Kinds whose instances are few are enumerated exactly; openings and further lay-downs are given
+by canonical instances built from the solver. Every listed action passes
+:func:`~masa_rules.fiftyone.engine.is_legal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from masa_rules.cards import Card, PhysicalCard
+from masa_rules.melds import (
+    Meld,
+    MeldError,
+    MeldKind,
+    default_reading,
+    layoff_options,
+    retrieve_joker,
+)
+from masa_rules.ruleset import BottomCardRule, IslekRule
+from masa_rules.solver import best_pairs, pairs_with_meld
+
+from .actions import (
+    Action,
+    Answer,
+    ClaimBottom,
+    DeclarePairs,
+    Discard,
+    Draw,
+    LayDown,
+    LayOff,
+    MeldSpec,
+    RetrieveJoker,
+    ShowPairs,
+    TakeBottom,
+    TakeDiscard,
+)
+from .engine import is_legal, pairs_needed, threshold
+from .melding import cached_opening, islek_faces, melds_with
+from .state import Phase, State, counts_opened
+
+__all__ = ["legal_actions"]
+
+
+def legal_actions(state: State, seat: int) -> list[Action]:
+    """Every legal action of ``seat`` now (canonical instances for lay-downs).
+
+    >>> from masa_rules.ruleset import RuleSet
+    >>> from masa_rules.fiftyone.engine import new_game
+    >>> state = new_game(RuleSet.classic(), 2, "doc")
+    >>> legal_actions(state, 1)
+    []
+    >>> sorted({type(a).__name__ for a in legal_actions(state, 0)})
+    ['DeclarePairs', 'Discard']
+    """
+    if state.phase is Phase.OVER or seat not in state.to_act:
+        return []
+    if state.phase is Phase.QUERY:
+        return [Answer(seat, True), Answer(seat, False)]
+    out: list[Action] = []
+    if state.phase is Phase.DRAW:
+        out.append(Draw(seat))
+        out += [
+            a
+            for a in (TakeDiscard(seat), TakeDiscard(seat, pairs=True))
+            if _may_take(state, seat, a)
+        ]
+        out += _bottom_actions(state, seat)
+    else:
+        pending = _obligations_pending(state)
+        if not pending:
+            out += _discards(state, seat)
+        out += _lay_downs(state, seat)
+        out += _filtered(state, _lay_offs(state, seat), check=pending)
+        out += _filtered(state, _retrievals(state, seat), check=True)
+    out += _status_actions(state, seat)
+    return out
+
+
+def _filtered(state: State, actions: Iterable[Action], *, check: bool) -> list[Action]:
+    return [a for a in actions if not check or is_legal(state, a)]
+
+
+def _may_take(state: State, seat: int, action: TakeDiscard) -> bool:
+    if not state.discard or state.last_discarder is None:
+        return False
+    return is_legal(state, action)
+
+
+def _obligations_pending(state: State) -> bool:
+    turn = state.turn
+    own = state.seats[turn.seat]
+    took = turn.took is not None and turn.took_rule in ("F-30", "F-33") and not turn.took_used
+    return took or (turn.must_open and not own.opened) or bool(turn.jokers)
+
+
+def _discards(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    own = state.seats[seat]
+    hand = own.hand
+    if len(hand) == 1:
+        return [Discard(seat, hand[0])]
+    if rules.islek is not IslekRule.ILLEGAL:
+        return [Discard(seat, c) for c in hand]
+    islek = islek_faces(state.table, rules)
+    allowed = [
+        c for c in hand if c not in own.locked and (c.card.is_joker or c.face_index not in islek)
+    ]
+    out: list[Action] = [Discard(seat, c) for c in (allowed or hand)]
+    if not own.opened:
+        for card in hand:
+            if card.card.is_joker or card.face_index not in islek or card in own.locked:
+                continue
+            out += [Discard(seat, card, t) for t in hand if t != card and t.card == card.card]
+    return out
+
+
+def _physical(
+    melds: Sequence[Meld], hand: Sequence[PhysicalCard], first: PhysicalCard | None
+) -> list[MeldSpec]:
+    """Physical cards for the solver's melds, using ``first`` for its face when it appears."""
+    pool = sorted(hand, key=lambda c: c != first)
+    out: list[MeldSpec] = []
+    for meld in melds:
+        spec: list[tuple[PhysicalCard, Card | None]] = []
+        for placed in meld.cards:
+            card = next(c for c in pool if c.face_index == placed.card.index)
+            pool.remove(card)
+            spec.append((card, placed.stands_for if placed.is_joker else None))
+        out.append(tuple(spec))
+    return out
+
+
+def _trim(melds: list[Meld], state: State, spare: int, limit: int) -> list[Meld]:
+    """Keep a card in hand (F-21) by leaving out the smallest melds the threshold can spare."""
+    rules = state.rules
+    keep = 0 if rules.last_card_layoff_allowed else 1
+    if spare >= keep:
+        return melds
+    total = sum(m.value(rules) for m in melds)
+    for meld in sorted(melds, key=lambda m: m.value(rules)):
+        if total - meld.value(rules) >= limit:
+            return [m for m in melds if m is not meld]
+    return melds
+
+
+def _lay_downs(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    own = state.seats[seat]
+    hand = [c.card for c in own.hand]
+    took = state.turn.took
+    out: list[Action] = []
+    if not own.opened:
+        limit = threshold(state, seat)
+        if limit is not None:
+            best = cached_opening(hand, rules)
+            if best.value >= limit:
+                melds = _trim(list(best.melds), state, len(best.leftover), limit)
+                out.append(LayDown(seat, tuple(_physical(melds, own.hand, took))))
+                if took is not None and not took.card.is_joker:
+                    out += _openings_with(state, seat, took, limit)
+        needed = pairs_needed(state)
+        if needed is not None:
+            pairs = best_pairs(hand, rules)
+            if len(own.hand) - 2 * len(pairs) < 1:
+                pairs = pairs[:-1]
+            if len(pairs) >= needed:
+                specs = _physical(pairs, own.hand, took)
+                out.append(LayDown(seat, (), tuple((s[0][0], s[1][0]) for s in specs)))
+            found = pairs_with_meld(hand, rules)
+            if found is not None and (rules.pairs_with_meld or 0) + 1 >= needed:
+                specs = _physical([*found.pairs, found.meld], own.hand, took)
+                pair_specs = tuple((s[0][0], s[1][0]) for s in specs[:-1])
+                out.append(LayDown(seat, (specs[-1],), pair_specs))
+    elif own.opened_with_pairs:
+        for spec in _physical(best_pairs(hand, rules), own.hand, took):
+            out.append(LayDown(seat, (), ((spec[0][0], spec[1][0]),)))
+    else:
+        for spec in _physical(cached_opening(hand, rules).melds, own.hand, took):
+            out.append(LayDown(seat, (spec,)))
+    unique = list(dict.fromkeys(out))
+    return [a for a in unique if is_legal(state, a)]
+
+
+def _openings_with(state: State, seat: int, took: PhysicalCard, limit: int) -> list[Action]:
+    """F-30: an opening that contains the taken card when the best arrangement leaves it out."""
+    rules = state.rules
+    own = state.seats[seat]
+    hand = [c.card for c in own.hand]
+    for group in melds_with(took.card, hand, rules, opening=True):
+        rest = list(hand)
+        for card in group:
+            rest.remove(card)
+        try:
+            first = default_reading(group, rules, opening=True)
+        except MeldError:
+            continue
+        other = cached_opening(rest, rules)
+        if first.value(rules) + other.value >= limit:
+            melds = [first, *other.melds]
+            return [LayDown(seat, tuple(_physical(melds, own.hand, took)))]
+    return []
+
+
+def _lay_offs(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    if not counts_opened(state, seat):
+        return []
+    own = state.seats[seat]
+    keep = 0 if rules.last_card_layoff_allowed else 1
+    out: list[Action] = []
+    if len(own.hand) - 1 >= keep:
+        islek = islek_faces(state.table, rules)
+        for card in own.hand:
+            if not card.card.is_joker and card.face_index not in islek:
+                continue
+            for index, entry in enumerate(state.table):
+                if entry.meld.kind is MeldKind.PAIR:
+                    continue
+                options = layoff_options(entry.meld, card.card, rules)
+                if not card.card.is_joker:
+                    if options:
+                        out.append(LayOff(seat, index, (card,)))
+                    continue
+                for result in options:
+                    placed = (
+                        result.cards[0] if result.start != entry.meld.start else result.cards[-1]
+                    )
+                    if entry.meld.kind is MeldKind.SET:
+                        placed = next(p for p in result.cards if p.card == card.card)
+                    out.append(LayOff(seat, index, (card,), stands_for=placed.stands_for))
+    if len(own.hand) - 2 >= keep:
+        for index, entry in enumerate(state.table):
+            if entry.meld.kind is not MeldKind.PAIR:
+                continue
+            face = entry.meld.cards[0].stands_for
+            naturals = [c for c in own.hand if c.card == face]
+            jokers = [c for c in own.hand if c.card.is_joker]
+            if len(naturals) == 2:
+                out.append(LayOff(seat, index, (naturals[0], naturals[1])))
+            for natural in naturals:
+                out += [LayOff(seat, index, (natural, j)) for j in jokers]
+    return out
+
+
+def _retrievals(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    own = state.seats[seat]
+    out: list[Action] = []
+    for index, entry in enumerate(state.table):
+        if not entry.meld.jokers:
+            continue
+        for card in own.hand:
+            if card.card.is_joker:
+                continue
+            try:
+                retrieve_joker(entry.meld, card.card, rules)
+            except MeldError:
+                continue
+            out.append(RetrieveJoker(seat, index, card))
+    return out
+
+
+def _bottom_actions(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    own = state.seats[seat]
+    bottom = state.bottom_card
+    if bottom is None:
+        return []
+    if rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER:
+        if own.bottom_claim is not None and own.bottom_claim < state.turn.number:
+            return [TakeBottom(seat)]
+        return []
+    if rules.bottom_card is not BottomCardRule.HAND_FINISH_ONLY or own.opened:
+        return []
+    limit = threshold(state, seat)
+    if limit is None:
+        return []
+    hand = (*own.hand, bottom)
+    faces = [c.card for c in hand]
+    if len(cached_opening(faces, rules).leftover) > 2:
+        return []
+    for discard in hand:
+        rest = [c for c in hand if c != discard]
+        best = cached_opening([c.card for c in rest], rules)
+        if best.leftover or best.value < limit:
+            continue
+        action = TakeBottom(seat, tuple(_physical(best.melds, rest, bottom)), discard)
+        if is_legal(state, action):
+            return [action]
+    return []
+
+
+def _status_actions(state: State, seat: int) -> list[Action]:
+    rules = state.rules
+    own = state.seats[seat]
+    out: list[Action] = []
+    if own.opened or state.phase not in (Phase.DRAW, Phase.PLAY):
+        return out
+    if not own.pair_status and rules.pairs_to_open is not None:
+        out.append(DeclarePairs(seat))
+        if rules.gosterge:
+            pairs = best_pairs([c.card for c in own.hand], rules)
+            if len(pairs) >= rules.gosterge_pairs:
+                specs = _physical(pairs[: rules.gosterge_pairs], own.hand, None)
+                out.append(ShowPairs(seat, tuple((s[0][0], s[1][0]) for s in specs)))
+    bottom = state.bottom_card
+    if (
+        rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER
+        and own.pair_status
+        and bottom is not None
+        and not any(s.bottom_claim is not None for s in state.seats)
+    ):
+        out += [ClaimBottom(seat, c) for c in own.hand if c.card == bottom.card]
+    return out

@@ -1,0 +1,318 @@
+"""Melds made of physical cards, işlek cards and what a hand can still do (F-13..F-61).
+
+The solver and the meld validator work on card faces; the engine tracks physical cards (C-4).
+This module maps between the two and answers the feasibility questions the engine asks before
+it lets a seat take on an obligation, so that no legal sequence of actions can leave a seat
+unable to finish its turn:
+
+- :func:`can_open`: can this hand open now (F-40..F-43), optionally with a given card in the
+  opening (F-30)?
+- :func:`can_use`: can an opened seat still lay down or lay off a given card this turn (F-33,
+  F-55)?
+
+Both search the natural-first melds that contain the card (:func:`melds_with`): a joker fills a
+position only where the hand has no natural for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from itertools import combinations
+
+from masa_rules.cards import Card, PhysicalCard, Rank, Suit
+from masa_rules.melds import HIGH_ACE, LOW_ACE, Meld, MeldError, MeldKind, default_reading
+from masa_rules.ruleset import RuleSet
+from masa_rules.solver import Arrangement, best_opening, best_pairs, pairs_with_meld
+
+from .actions import MeldSpec
+from .state import TableMeld
+
+__all__ = [
+    "align",
+    "cached_opening",
+    "can_open",
+    "can_use",
+    "islek_faces",
+    "joker_fits_table",
+    "melds_with",
+    "read_meld",
+]
+
+
+def align(meld: Meld, physical: Sequence[PhysicalCard]) -> tuple[PhysicalCard, ...]:
+    """The physical cards of ``physical`` in the order of ``meld``'s placed cards."""
+    pool = list(physical)
+    out: list[PhysicalCard] = []
+    for placed in meld.cards:
+        index = placed.card.index
+        for i, card in enumerate(pool):
+            if card.face_index == index:
+                out.append(pool.pop(i))
+                break
+        else:
+            raise MeldError("C-4", f"no physical card for {placed.card.code}")
+    return tuple(out)
+
+
+def read_meld(
+    spec: MeldSpec, rules: RuleSet, *, opening: bool
+) -> tuple[Meld, tuple[PhysicalCard, ...]]:
+    """C-2: the meld a client wrote (jokers annotated or not) and its physical cards."""
+    meld = default_reading([(card.card, note) for card, note in spec], rules, opening=opening)
+    return meld, align(meld, [card for card, _ in spec])
+
+
+@lru_cache(maxsize=8192)
+def _opening(faces: tuple[int, ...], rules: RuleSet) -> Arrangement:
+    return best_opening([Card.from_index(f) for f in faces], rules)
+
+
+def cached_opening(cards: Sequence[Card], rules: RuleSet) -> Arrangement:
+    """:func:`~masa_rules.solver.best_opening`, memoised on the multiset of faces."""
+    return _opening(tuple(sorted(c.index for c in cards)), rules)
+
+
+def _card(suit: Suit, position: int) -> Card:
+    rank = Rank.ACE if position == LOW_ACE else Rank(position)
+    return Card.from_index(int(suit) * 13 + int(rank) - 2)
+
+
+def islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
+    """F-61: the natural faces that could be laid off on some run or set on the table."""
+    out: set[int] = set()
+    lowest = LOW_ACE if rules.ace_low else 2
+    for entry in table:
+        meld = entry.meld
+        if meld.kind is MeldKind.RUN:
+            for position in (meld.start - 1, meld.end + 1):
+                if lowest <= position <= HIGH_ACE:
+                    out.add(_card(meld.suit, position).index)
+        elif meld.kind is MeldKind.SET and len(meld.cards) < 4:
+            present = {p.stands_for.natural_suit() for p in meld.cards}
+            out.update(_card(s, int(meld.rank)).index for s in Suit if s not in present)
+    return frozenset(out)
+
+
+def joker_fits_table(table: Sequence[TableMeld], rules: RuleSet) -> bool:
+    """F-50: whether a joker could be laid off on some run or set on the table."""
+    lowest = LOW_ACE if rules.ace_low else 2
+    for entry in table:
+        meld = entry.meld
+        if meld.kind is MeldKind.RUN and (meld.start > lowest or meld.end < HIGH_ACE):
+            return True
+        if meld.kind is MeldKind.SET and len(meld.cards) < 4:
+            return True
+    return False
+
+
+def _positions(card: Card, rules: RuleSet) -> list[int]:
+    rank = int(card.natural_rank())
+    return [HIGH_ACE, LOW_ACE] if rank == HIGH_ACE and rules.ace_low else [rank]
+
+
+def melds_with(
+    card: Card, hand: Sequence[Card], rules: RuleSet, *, opening: bool
+) -> Iterator[list[Card]]:
+    """Natural-first melds of ``hand`` (which holds ``card``) that contain the natural ``card``.
+
+    Positions the hand has no natural for are filled by its jokers, at most
+    ``max_jokers_per_meld_at_opening`` of them when ``opening`` (F-13).
+    """
+    counts: dict[int, int] = {}
+    for c in hand:
+        counts[c.index] = counts.get(c.index, 0) + 1
+    jokers = [c for c in hand if c.is_joker]
+    limit = min(len(jokers), rules.max_jokers_per_meld_at_opening if opening else 2)
+    suit = card.natural_suit()
+    lowest = LOW_ACE if rules.ace_low else 2
+    for position in _positions(card, rules):
+        for start in range(max(lowest, position - 12), position + 1):
+            group: list[Card] = []
+            used: dict[int, int] = {card.index: 1}
+            wild = 0
+            ok = True
+            for p in range(start, position):
+                face = _card(suit, p)
+                if used.get(face.index, 0) < counts.get(face.index, 0):
+                    used[face.index] = used.get(face.index, 0) + 1
+                    group.append(face)
+                else:
+                    wild += 1
+                    group.append(jokers[wild - 1] if wild <= limit else face)
+                if wild > limit:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            group.append(card)
+            if len(group) >= 3:
+                yield list(group)
+            for p in range(position + 1, HIGH_ACE + 1):
+                face = _card(suit, p)
+                if used.get(face.index, 0) < counts.get(face.index, 0):
+                    used[face.index] = used.get(face.index, 0) + 1
+                    group.append(face)
+                elif wild < limit:
+                    wild += 1
+                    group.append(jokers[wild - 1])
+                else:
+                    break
+                if len(group) >= 3:
+                    yield list(group)
+    rank = card.natural_rank()
+    others = [s for s in Suit if s is not suit]
+    for size in (2, 3):
+        for suits in combinations(others, size):
+            group = [card]
+            wild = 0
+            for s in suits:
+                face = Card.from_index(int(s) * 13 + int(rank) - 2)
+                if counts.get(face.index, 0):
+                    group.append(face)
+                else:
+                    wild += 1
+                    if wild > limit:
+                        break
+                    group.append(jokers[wild - 1])
+            else:
+                yield group
+
+
+def _without(hand: Sequence[Card], used: Sequence[Card]) -> list[Card]:
+    rest = list(hand)
+    for card in used:
+        rest.remove(card)
+    return rest
+
+
+def _value(group: Sequence[Card], rules: RuleSet, *, opening: bool) -> int | None:
+    try:
+        return default_reading(list(group), rules, opening=opening).value(rules)
+    except MeldError:
+        return None
+
+
+def can_open(
+    hand: Sequence[Card],
+    rules: RuleSet,
+    *,
+    threshold: int | None,
+    pairs_needed: int | None,
+    forced: Card | None = None,
+    keep: int = 1,
+) -> bool:
+    """F-40..F-43 (and F-30 with ``forced``): can ``hand`` open, keeping ``keep`` cards?
+
+    ``threshold`` None forbids a meld opening (pair status, F-70); ``pairs_needed`` None forbids
+    a pair opening.
+    """
+    if threshold is not None and _can_open_melds(hand, rules, threshold, forced, keep):
+        return True
+    if pairs_needed is None or rules.pairs_to_open is None:
+        return False
+    pairs = best_pairs(hand, rules)
+    if len(pairs) >= pairs_needed and len(hand) - 2 * pairs_needed >= keep:
+        if forced is None:
+            return True
+        # Any maximum pairing can be changed to include a card that pairs (twin or joker).
+        partners = [c for c in hand if c == forced or c.is_joker]
+        if len(partners) >= 2:
+            return True
+    if rules.pairs_with_meld is None or rules.pairs_with_meld + 1 < pairs_needed:
+        return False
+    found = pairs_with_meld(hand, rules)
+    if found is None:
+        return False
+    size = 2 * len(found.pairs) + len(found.meld.cards)
+    if len(hand) - size < keep:
+        return False
+    if forced is None:
+        return True
+    used = [p.card for m in (*found.pairs, found.meld) for p in m.cards]
+    return forced in used
+
+
+def _can_open_melds(
+    hand: Sequence[Card], rules: RuleSet, threshold: int, forced: Card | None, keep: int
+) -> bool:
+    best = cached_opening(hand, rules)
+    if best.value < threshold:
+        return False
+    if forced is None or forced.is_joker:
+        return _keeps(best, hand, rules, threshold, keep)
+    if best.value >= threshold and forced in [p.card for m in best.melds for p in m.cards]:
+        return _keeps(best, hand, rules, threshold, keep)
+    for group in melds_with(forced, hand, rules, opening=True):
+        value = _value(group, rules, opening=True)
+        if value is None:
+            continue
+        rest = _without(hand, group)
+        if value >= threshold and len(rest) >= keep:
+            return True
+        other = cached_opening(rest, rules)
+        if value + other.value >= threshold and len(other.leftover) >= keep:
+            return True
+    return False
+
+
+def _keeps(
+    best: Arrangement, hand: Sequence[Card], rules: RuleSet, threshold: int, keep: int
+) -> bool:
+    """Whether an opening reaching ``threshold`` can leave ``keep`` cards in hand."""
+    if len(best.leftover) >= keep:
+        return True
+    # Drop the smallest melds that the threshold does not need.
+    total = best.value
+    left = 0
+    for meld in sorted(best.melds, key=lambda m: m.value(rules)):
+        if left >= keep:
+            break
+        if total - meld.value(rules) >= threshold:
+            total -= meld.value(rules)
+            left += len(meld.cards)
+    return left >= keep
+
+
+def can_use(
+    card: Card,
+    hand: Sequence[Card],
+    table: Sequence[TableMeld],
+    rules: RuleSet,
+    *,
+    melds: bool,
+    pairs: bool,
+    layoff: bool,
+    keep: int,
+) -> bool:
+    """F-33, F-55: can ``card`` (in ``hand``) still be laid down or laid off this turn?
+
+    ``melds``/``pairs`` say what the seat may lay down (F-43), ``layoff`` whether laying off
+    counts, ``keep`` how many cards must stay in hand (F-21, F-52).
+    """
+    if layoff and len(hand) - 1 >= keep:
+        if card.is_joker:
+            if joker_fits_table(table, rules):
+                return True
+        elif card.index in islek_faces(table, rules):
+            return True
+    if pairs and len(hand) - 2 >= keep:
+        naturals = [c for c in hand if c == card] if not card.is_joker else []
+        if card.is_joker and any(not c.is_joker for c in hand):
+            return True
+        if len(naturals) >= 2 or (naturals and any(c.is_joker for c in hand)):
+            return True
+        if layoff and any(
+            e.meld.kind is MeldKind.PAIR and e.meld.cards[0].stands_for == card for e in table
+        ):
+            return len(naturals) >= 2 or any(c.is_joker for c in hand)
+    if melds:
+        if card.is_joker:
+            best = cached_opening(hand, rules)
+            return (
+                any(p.card == card for m in best.melds for p in m.cards) and len(hand) - 3 >= keep
+            )
+        for group in melds_with(card, hand, rules, opening=False):
+            if len(hand) - len(group) >= keep and _value(group, rules, opening=False) is not None:
+                return True
+    return False
