@@ -7,6 +7,8 @@ SIGINT or SIGTERM drains the server and stops the tables, whose state is already
 from __future__ import annotations
 
 import asyncio
+import os
+from dataclasses import replace
 
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
@@ -30,6 +32,11 @@ async def serve(settings: EngineSettings) -> None:
 
 def main() -> None:
     settings = load_settings(EngineSettings)
+    if "MASA_SERVICE_NAME" not in os.environ:
+        # The platform's default name is generic; logs and masa_build_info should say which.
+        settings = replace(
+            settings, platform=replace(settings.platform, service_name="table-engine")
+        )
     configure_logging(settings.platform.log_level, service=settings.platform.service_name)
     asyncio.run(serve(settings))
 

@@ -3,7 +3,6 @@ game finishes with every accepted entry kept; watchers resume from their last se
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -24,9 +23,14 @@ from engine_support import (
     table_stub,
     wait_until,
 )
+from engine_support import (
+    get_view as get,
+)
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.table.v1 import table_pb2
 from masa_platform.testing import NatsServer, free_port
+from masa_rules.elevator import legal_actions
+from masa_wire.elevator import action_to_proto, state_from_seat_view
 
 
 class EngineProcess:
@@ -145,16 +149,28 @@ async def test_a_clean_restart_resumes_tables_from_their_snapshot(
             stub,
             elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2, "cem")], turn_seconds=30),
         )
-        view = await stub.GetTable(
-            table_pb2.GetTableRequest(table_id=table_id), metadata=metadata("ayse")
+        view = (await get(stub, table_id, "ayse")).seat_view
+        turn = view.table.turn_seat
+        player = ["ayse", "bora", "cem"][turn]
+        mine = (await get(stub, table_id, player)).seat_view
+        move = table_pb2.SubmitActionRequest(
+            request_id="before-restart",
+            table_id=table_id,
+            expected_sequence=mine.table.table.sequence,
+            action=action_to_proto(legal_actions(state_from_seat_view(mine), turn)[0]),
         )
+        first = await stub.SubmitAction(move, metadata=metadata(player))
+        played = (await get(stub, table_id, player)).seat_view
     engine.stop()
     engine.start()
     await wait_until(lambda: _serving(address), what="the restarted engine to serve")
     async with table_stub(address) as stub:
-        again = await stub.GetTable(
-            table_pb2.GetTableRequest(table_id=table_id), metadata=metadata("ayse")
-        )
-    assert list(again.seat_view.hand) == list(view.seat_view.hand)
-    assert again.seat_view.table.table.sequence >= view.seat_view.table.table.sequence
-    await asyncio.sleep(0)
+        # A retry after the restart gets the first answer and has no second effect.
+        retried = await stub.SubmitAction(move, metadata=metadata(player))
+        again = (await get(stub, table_id, player)).seat_view
+    assert retried.update.sequence == first.update.sequence
+    assert list(again.hand) == list(played.hand)
+    assert again.table.table.sequence == played.table.table.sequence
+    entries = await log_entries(nats_server.url, table_id)
+    actions = [e for e in entries if e.WhichOneof("input") == "action_applied"]
+    assert [e.action_applied.request_id for e in actions] == ["before-restart"]

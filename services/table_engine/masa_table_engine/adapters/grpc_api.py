@@ -133,6 +133,9 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             raise BadRequest("action is required")
         action = action_from_proto(runtime.table, request.action, seat)
         source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
+        earlier = runtime.accepted(seat, request.request_id)
+        if earlier is not None:
+            return table_pb2.SubmitActionResponse(update=update_for(earlier, seat))
         try:
             entry = await runtime.commit(
                 PlayerAction(seat, action, source, request.request_id),

@@ -264,6 +264,23 @@ class TableRuntime:
     def history(self) -> list[Entry]:
         return list(self._history)
 
+    def accepted(self, seat: int, request_id: str) -> Entry | None:
+        """The entry a request of ``seat`` already produced, found in the log-backed history.
+
+        The gRPC layer de-duplicates retries in memory; this survives a restart too, because
+        the log records each action's request_id and recovery replays it.
+        """
+        if not request_id:
+            return None
+        for entry in reversed(self._history):
+            item = entry.input
+            if isinstance(item, PlayerAction) and (item.seat, item.request_id) == (
+                seat,
+                request_id,
+            ):
+                return entry
+        return None
+
     # --- the driver ------------------------------------------------------------------------
 
     async def _drive(self) -> None:
