@@ -1,5 +1,6 @@
-"""The bot's pure part: each level picks a legal Elevator action, replayably, with a reason;
-the use case falls back to the easy level when the normal one overruns its budget."""
+"""The bot's pure part: each level picks legal Elevator and 51 actions, replayably, with a
+reason, and normal never feeds an işlek card; the use case falls back to the easy level when
+the normal one overruns its budget."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import time
 
 import pytest
 from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator
+from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator, decide_fiftyone
+from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, Pass, Play, apply, legal_actions, new_game, position
+from masa_rules.fiftyone.melding import islek_faces
+from masa_rules.ruleset import RuleSet
 
 
 class Recorded:
@@ -86,3 +90,42 @@ def test_the_domain_examples_hold() -> None:
     import masa_bot.domain.elevator
 
     assert doctest.testmod(masa_bot.domain.elevator).failed == 0
+
+
+@pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
+@pytest.mark.parametrize("level", list(Level))
+def test_every_level_plays_a_51_hand_with_legal_actions_only(preset: str, level: Level) -> None:
+    state = fiftyone.new_game(getattr(RuleSet, preset)(), 4, f"bot-{preset}")
+    hand_no = state.hand_no
+    for _ in range(400):
+        if state.phase is fiftyone.Phase.OVER or state.hand_no != hand_no:
+            break
+        seat = state.to_act[0]
+        decision = decide_fiftyone(state, seat, level, b"seed")
+        assert decision.action in fiftyone.legal_actions(state, seat), decision
+        assert decision.explanation
+        state, _ = fiftyone.apply(state, decision.action)
+
+
+def test_normal_never_feeds_an_islek_card_when_another_discard_goes() -> None:
+    checked = 0
+    for number in range(30):
+        state = fiftyone.new_game(RuleSet.remi(), 4, f"islek-{number}")
+        for _ in range(200):
+            if state.phase is fiftyone.Phase.OVER:
+                break
+            seat = state.to_act[0]
+            decision = decide_fiftyone(state, seat, Level.NORMAL, b"seed")
+            islek = islek_faces(state.table, state.rules)
+            safe = [
+                action
+                for action in fiftyone.legal_actions(state, seat)
+                if isinstance(action, fiftyone.Discard)
+                and (action.card.card.is_joker or action.card.face_index not in islek)
+            ]
+            chosen = decision.action
+            if isinstance(chosen, fiftyone.Discard) and safe:
+                checked += 1
+                assert chosen.card.card.is_joker or chosen.card.face_index not in islek
+            state, _ = fiftyone.apply(state, chosen)
+    assert checked > 0
