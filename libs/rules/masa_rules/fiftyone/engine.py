@@ -284,7 +284,10 @@ def _open_args(state: State, seat: int) -> tuple[int | None, int | None]:
 
 def _can_open_now(state: State, seat: int, hand: list[Card], forced: Card | None) -> bool:
     limit, needed = _open_args(state, seat)
-    return can_open(hand, state.rules, threshold=limit, pairs_needed=needed, forced=forced, keep=1)
+    keep = _keep(state.rules)
+    return can_open(
+        hand, state.rules, threshold=limit, pairs_needed=needed, forced=forced, keep=keep
+    )
 
 
 def _usable(state: State, seat: int, card: Card, hand: list[Card], *, layoff: bool) -> bool:

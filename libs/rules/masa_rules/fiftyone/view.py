@@ -7,6 +7,7 @@ seat's hand, the stock order or any seed.
 
 from __future__ import annotations
 
+from masa_rules.fiftyone.codec import rules_to_json
 from masa_rules.fiftyone.engine import meld_codes, pairs_needed, threshold
 from masa_rules.fiftyone.state import Phase, State
 
@@ -28,6 +29,8 @@ def view(state: State, seat: int | None) -> dict[str, JSON]:
     query = state.query
     out: dict[str, JSON] = {
         "preset": state.rules.preset,
+        "rules": rules_to_json(state.rules),
+        "hands_limit": state.hands_limit,
         "players": state.players,
         "teams": state.teams,
         "hand_no": state.hand_no,
@@ -41,7 +44,12 @@ def view(state: State, seat: int | None) -> dict[str, JSON]:
         "discard": [c.code for c in state.discard],
         "last_discarder": state.last_discarder,
         "table": [
-            {"owner": m.owner, "kind": m.meld.kind.value, "cards": meld_codes(m)}
+            {
+                "owner": m.owner,
+                "kind": m.meld.kind.value,
+                "start": m.meld.start,
+                "cards": meld_codes(m),
+            }
             for m in state.table
         ],
         "seats": [
@@ -57,17 +65,40 @@ def view(state: State, seat: int | None) -> dict[str, JSON]:
                 "shown_twins": [c.code for c in s.locked],
                 "islek_penalty": s.islek_penalty,
                 "bottom_claim": s.bottom_claim,
+                "free_islek_used": s.free_islek_used,
+                "turns": s.turns,
             }
             for i, s in enumerate(state.seats)
         ],
         "taken_discard": turn.took.code if turn.took else None,
         "opened_this_turn": turn.opened_now,
-        "query": {"taker": query.taker, "card": query.card.code, "pending": list(query.pending)}
+        # The rest of the turn's public bookkeeping, so that a seat can rebuild a playable
+        # state from its view alone (observe.seat_state).
+        "turn_state": {
+            "number": turn.number,
+            "took_rule": turn.took_rule,
+            "took_used": turn.took_used,
+            "must_open": turn.must_open,
+            "jokers": [c.code for c in turn.jokers],
+            "laid_off_others": turn.laid_off_others,
+        },
+        "query": {
+            "taker": query.taker,
+            "card": query.card.code,
+            "pending": list(query.pending),
+            "refused": list(query.refused),
+        }
         if query
         else None,
         "totals": list(state.totals),
         "hands_scored": state.hands_scored,
         "ranking": [list(p) for p in state.ranking],
+        "eliminated": [list(g) for g in state.eliminated],
+        "reshuffles": state.reshuffles,
+        "high_open": state.high_open,
+        "high_pairs": state.high_pairs,
+        "pair_opened": state.pair_opened,
+        "action_count": state.action_count,
     }
     if seat is not None and state.phase is not Phase.OVER:
         out["seat"] = seat
