@@ -94,6 +94,7 @@ from masa_rules.fiftyone.engine import (
 )
 from masa_rules.fiftyone.events import ALL, Event, event_json
 from masa_rules.fiftyone.legal import legal_actions
+from masa_rules.fiftyone.observe import seat_state
 from masa_rules.fiftyone.scoring import Finish, hand_scores, ranking
 from masa_rules.fiftyone.state import Phase, Query, SeatState, State, TableMeld, Turn
 from masa_rules.fiftyone.view import view
@@ -136,6 +137,7 @@ __all__ = [
     "replay_events",
     "rules_from_json",
     "rules_to_json",
+    "seat_state",
     "start",
     "state_from_json",
     "state_to_json",
