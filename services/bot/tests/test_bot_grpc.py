@@ -116,3 +116,16 @@ async def test_an_observation_without_a_table_is_a_bad_request(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await bot.Decide(bot_pb2.DecideRequest(), metadata=auth(SERVICE_TOKEN))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_51_observation_is_refused_clearly_until_the_wire_reads_it(
+    bot: bot_pb2_grpc.BotServiceStub,
+) -> None:
+    view = view_pb2.SeatView(table=view_pb2.TableView(fiftyone=view_pb2.FiftyOneTable()))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(
+            bot_pb2.DecideRequest(observation=bot_pb2.Observation(view=view)),
+            metadata=auth(SERVICE_TOKEN),
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "51" in (caught.value.details() or "")

@@ -83,6 +83,10 @@ def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
             return Decision(wire_elevator.action_to_proto(chosen.action), chosen.explanation)
 
         return game, elevator
+    if game == "fiftyone":
+        # The domain decides 51 (decide_fiftyone); what is missing is masa_wire's conversion of
+        # a 51 SeatView into an engine state, which the table-engine needs too.
+        raise BadRequest("51 observations are not read yet", reason="GAME_NOT_SUPPORTED")
     raise BadRequest("the observation holds no Elevator or 51 table")
 
 
