@@ -100,6 +100,11 @@ class TableRuntime:
         self.table = table
         # Entries kept for resuming watchers; older ones are answered with a fresh snapshot.
         self._history = history
+        # The entry of each (seat, request_id) in the history, so that a retry is found without
+        # scanning the whole history on every submitted action.
+        self._requests: dict[tuple[int, str], Entry] = {}
+        for entry in history:
+            self._remember(entry)
         self._deps = deps
         self._settings = settings
         self._lock = asyncio.Lock()
@@ -155,6 +160,7 @@ class TableRuntime:
         deps.metrics.persisted(time.perf_counter() - written)
         self.table = table
         self._history.append(entry)
+        self._remember(entry)
         self._changed.set()
         for queue in self._watchers:
             queue.put_nowait(entry)
@@ -272,14 +278,13 @@ class TableRuntime:
         """
         if not request_id:
             return None
-        for entry in reversed(self._history):
-            item = entry.input
-            if isinstance(item, PlayerAction) and (item.seat, item.request_id) == (
-                seat,
-                request_id,
-            ):
-                return entry
-        return None
+        return self._requests.get((seat, request_id))
+
+    def _remember(self, entry: Entry) -> None:
+        item = entry.input
+        if isinstance(item, PlayerAction) and item.request_id:
+            # The latest entry wins, as it did when the history was searched from the end.
+            self._requests[item.seat, item.request_id] = entry
 
     # --- the driver ------------------------------------------------------------------------
 
