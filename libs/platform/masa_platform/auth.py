@@ -21,7 +21,7 @@ import grpc.aio
 import jwt
 
 from masa_platform.errors import PermissionDenied, Unauthenticated, abort_with
-from masa_platform.handlers import Context, split_method, wrap_handler
+from masa_platform.handlers import Context, WrappedHandlers, split_method, wrap_handler
 from masa_platform.settings import AuthSettings
 
 __all__ = [
@@ -123,6 +123,11 @@ def mint_token(
 
 def verify_token(token: str, settings: AuthSettings) -> Principal:
     """The principal of a valid token; raises :class:`Unauthenticated` otherwise."""
+    return _verify(token, settings)[0]
+
+
+def _verify(token: str, settings: AuthSettings) -> tuple[Principal, float]:
+    """The principal of a valid token and the epoch time at which the token stops being valid."""
     try:
         claims = jwt.decode(
             token,
@@ -145,7 +150,36 @@ def verify_token(token: str, settings: AuthSettings) -> Principal:
     if not isinstance(raw_roles, list):
         raise Unauthenticated("invalid token: roles must be a list")
     known = {role.value for role in Role}
-    return Principal(subject, frozenset(Role(r) for r in raw_roles if r in known))
+    principal = Principal(subject, frozenset(Role(r) for r in raw_roles if r in known))
+    # PyJWT refuses a token once exp <= now - leeway.
+    return principal, float(claims["exp"]) + settings.jwt_leeway_seconds
+
+
+class _VerifiedTokens:
+    """Tokens verified already, each kept until it expires, so a client's repeated token is
+    checked once rather than on every call (signature and claims cost as much as a small RPC).
+
+    The secret, algorithms, issuer and audience are fixed for the server's life, so the only
+    thing that can turn a verified token invalid later is its expiry, which is checked on every
+    use: a kept token is accepted exactly as long as verifying it again would accept it.
+    """
+
+    def __init__(self, settings: AuthSettings, *, max_entries: int = 10_000) -> None:
+        self._settings = settings
+        self._max_entries = max_entries
+        self._tokens: dict[str, tuple[Principal, float]] = {}
+
+    def principal(self, token: str) -> Principal:
+        kept = self._tokens.get(token)
+        if kept is not None and time.time() < kept[1]:
+            return kept[0]
+        principal, expires = _verify(token, self._settings)
+        self._tokens.pop(token, None)
+        if len(self._tokens) >= self._max_entries:
+            # Insertion order: the oldest verification goes first.
+            del self._tokens[next(iter(self._tokens))]
+        self._tokens[token] = (principal, expires)
+        return principal
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
@@ -167,6 +201,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
         self._settings = settings
         self._policy = policy or AuthPolicy()
+        self._tokens = _VerifiedTokens(settings)
+        self._wrapped = WrappedHandlers()
 
     async def intercept_service(
         self,
@@ -179,13 +215,18 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or self._policy.is_public(method):
             return handler
+        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         required = self._policy.roles_for(method)
-        settings = self._settings
+        tokens = self._tokens
 
         @asynccontextmanager
         async def authenticated(context: Context) -> AsyncIterator[None]:
             try:
-                principal = verify_token(bearer_token(context.invocation_metadata()), settings)
+                principal = tokens.principal(bearer_token(context.invocation_metadata()))
                 if required and not principal.has_any(required):
                     wanted = " or ".join(sorted(required))
                     raise PermissionDenied(f"{method} requires the {wanted} role")

@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from masa_rules.errors import RuleViolation
 
-from masa_platform.handlers import Context, wrap_handler
+from masa_platform.handlers import Context, WrappedHandlers, wrap_handler
 
 __all__ = [
     "DOMAIN",
@@ -168,6 +168,9 @@ def error_info(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Maps what a handler raises to a status with ``ErrorInfo``; logs unexpected errors."""
 
+    def __init__(self) -> None:
+        self._wrapped = WrappedHandlers()
+
     async def intercept_service(
         self,
         continuation: Callable[
@@ -179,7 +182,12 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
 
+    @staticmethod
+    def _wrap(
+        method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         @asynccontextmanager
         async def mapped(context: Context) -> AsyncIterator[None]:
             try:

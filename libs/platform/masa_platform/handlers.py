@@ -16,10 +16,39 @@ from typing import Any
 import grpc
 import grpc.aio
 
-__all__ = ["Around", "rpc_type", "split_method", "wrap_handler"]
+__all__ = ["Around", "WrappedHandlers", "rpc_type", "split_method", "wrap_handler"]
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Around = Callable[[Context], AbstractAsyncContextManager[None]]
+
+
+class WrappedHandlers:
+    """The handler an interceptor built for each method, reused while the one beneath is the same.
+
+    ``grpc.aio`` asks every interceptor for a handler on every call, and wrapping anew each time
+    costs as much as a small RPC's own work. A wrapper depends only on the method and on the
+    handler beneath it (whatever belongs to one call lives in its context), so it is built once
+    and rebuilt only if the handler beneath changes. Unknown methods have no handler and are
+    never kept, so the number kept is bounded by the methods the server registers.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[
+            str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]
+        ] = {}
+
+    def get(
+        self,
+        method: str,
+        handler: grpc.RpcMethodHandler[Any, Any],
+        build: Callable[[], grpc.RpcMethodHandler[Any, Any]],
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        found = self._built.get(method)
+        if found is not None and found[0] is handler:
+            return found[1]
+        wrapped = build()
+        self._built[method] = (handler, wrapped)
+        return wrapped
 
 
 def rpc_type(handler: grpc.RpcMethodHandler[Any, Any]) -> str:

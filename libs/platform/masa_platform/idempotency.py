@@ -26,7 +26,7 @@ from masa_rules.errors import RuleViolation
 
 from masa_platform.auth import current_principal
 from masa_platform.errors import BadRequest, MasaError, RequestIdReused
-from masa_platform.handlers import Context
+from masa_platform.handlers import Context, WrappedHandlers
 
 __all__ = ["IdempotencyCache", "IdempotencyInterceptor", "request_id_of"]
 
@@ -148,6 +148,7 @@ class IdempotencyInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, cache: IdempotencyCache | None = None) -> None:
         self._cache = cache or IdempotencyCache()
+        self._wrapped = WrappedHandlers()
 
     async def intercept_service(
         self,
@@ -160,8 +161,13 @@ class IdempotencyInterceptor(grpc.aio.ServerInterceptor):
         # Only a single answer can be replayed; streams are reads and carry no request id.
         if handler is None or handler.request_streaming or handler.response_streaming:
             return handler
-        behavior: Any = handler.unary_unary
         method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        behavior: Any = handler.unary_unary
         cache = self._cache
 
         async def deduplicated(request: Any, context: Context) -> Any:

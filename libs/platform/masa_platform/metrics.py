@@ -21,7 +21,7 @@ import grpc.aio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
-from masa_platform.handlers import Context, rpc_type, split_method, wrap_handler
+from masa_platform.handlers import Context, WrappedHandlers, rpc_type, split_method, wrap_handler
 
 __all__ = [
     "GrpcMetrics",
@@ -102,6 +102,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, metrics: GrpcMetrics) -> None:
         self._metrics = metrics
+        self._wrapped = WrappedHandlers()
 
     async def intercept_service(
         self,
@@ -113,15 +114,25 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        service, method = split_method(handler_call_details.method)
+        full_method = handler_call_details.method
+        return self._wrapped.get(full_method, handler, lambda: self._wrap(full_method, handler))
+
+    def _wrap(
+        self, full_method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        service, method = split_method(full_method)
         labels = {"grpc_type": rpc_type(handler), "grpc_service": service, "grpc_method": method}
         metrics = self._metrics
         received = metrics.received.labels(**labels)
         sent = metrics.sent.labels(**labels)
+        # The labelled children are looked up once per method, not on every call.
+        started_total = metrics.started.labels(**labels)
+        handling = metrics.handling.labels(**labels)
+        handled: dict[grpc.StatusCode, Counter] = {}
 
         @asynccontextmanager
         async def measured(context: Context) -> AsyncIterator[None]:
-            metrics.started.labels(**labels).inc()
+            started_total.inc()
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
@@ -134,8 +145,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 code = _code_set_on(context) or grpc.StatusCode.UNKNOWN
                 raise
             finally:
-                metrics.handled.labels(**labels, grpc_code=go_code_name(code)).inc()
-                metrics.handling.labels(**labels).observe(time.perf_counter() - started)
+                counter = handled.get(code)
+                if counter is None:
+                    counter = handled[code] = metrics.handled.labels(
+                        **labels, grpc_code=go_code_name(code)
+                    )
+                counter.inc()
+                handling.observe(time.perf_counter() - started)
 
         return wrap_handler(handler, measured, on_received=received.inc, on_sent=sent.inc)
 
