@@ -7,7 +7,7 @@ by canonical instances built from the solver. Every listed action passes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from masa_rules.cards import Card, PhysicalCard
 from masa_rules.melds import (
@@ -16,10 +16,10 @@ from masa_rules.melds import (
     MeldKind,
     default_reading,
     layoff_options,
+    pair_meld,
     retrieve_joker,
 )
-from masa_rules.ruleset import BottomCardRule, IslekRule
-from masa_rules.solver import best_pairs, pairs_with_meld
+from masa_rules.ruleset import BottomCardRule, IslekRule, RuleSet
 
 from .actions import (
     Action,
@@ -37,10 +37,64 @@ from .actions import (
     TakeDiscard,
 )
 from .engine import is_legal, pairs_needed, threshold
-from .melding import cached_opening, islek_faces, melds_with
+from .melding import (
+    cached_opening,
+    cached_pairs,
+    cached_pairs_with_meld,
+    islek_faces,
+    melds_with,
+    opening_reaches,
+)
 from .state import Phase, State, counts_opened
 
-__all__ = ["legal_actions"]
+__all__ = ["legal_actions", "legal_by_kind"]
+
+
+Maker = Callable[[], list[Action]]
+
+
+def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
+    """The kinds of action ``seat`` may have now, each with a function listing its instances.
+
+    Listing some kinds takes the solver; a caller that needs one kind only (the random
+    policy) calls that kind's function alone. A kind may turn out to have no instance.
+    """
+    if state.phase is Phase.OVER or seat not in state.to_act:
+        return []
+    if state.phase is Phase.QUERY:
+        return [(Answer, lambda: [Answer(seat, True), Answer(seat, False)])]
+    kinds: list[tuple[type, Maker]] = []
+    if state.phase is Phase.DRAW:
+        kinds.append((Draw, lambda: [Draw(seat)]))
+        kinds.append(
+            (
+                TakeDiscard,
+                lambda: [
+                    a
+                    for a in (TakeDiscard(seat), TakeDiscard(seat, pairs=True))
+                    if _may_take(state, a)
+                ],
+            )
+        )
+        kinds.append((TakeBottom, lambda: _bottom_actions(state, seat)))
+    else:
+        pending = _obligations_pending(state)
+        kinds.append((Discard, lambda: [] if pending else _discards(state, seat)))
+        kinds.append((LayDown, lambda: _lay_downs(state, seat)))
+        kinds.append((LayOff, lambda: _filtered(state, _lay_offs(state, seat), check=pending)))
+        kinds.append(
+            (RetrieveJoker, lambda: _filtered(state, _retrievals(state, seat), check=True))
+        )
+    own = state.seats[seat]
+    rules = state.rules
+    if not own.opened:
+        if not own.pair_status and rules.pairs_to_open is not None:
+            kinds.append((DeclarePairs, lambda: [DeclarePairs(seat)]))
+            if rules.gosterge:
+                kinds.append((ShowPairs, lambda: _show_pairs(state, seat)))
+        if rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER and own.pair_status:
+            kinds.append((ClaimBottom, lambda: _claims(state, seat)))
+    return kinds
 
 
 def legal_actions(state: State, seat: int) -> list[Action]:
@@ -54,35 +108,14 @@ def legal_actions(state: State, seat: int) -> list[Action]:
     >>> sorted({type(a).__name__ for a in legal_actions(state, 0)})
     ['DeclarePairs', 'Discard']
     """
-    if state.phase is Phase.OVER or seat not in state.to_act:
-        return []
-    if state.phase is Phase.QUERY:
-        return [Answer(seat, True), Answer(seat, False)]
-    out: list[Action] = []
-    if state.phase is Phase.DRAW:
-        out.append(Draw(seat))
-        out += [
-            a
-            for a in (TakeDiscard(seat), TakeDiscard(seat, pairs=True))
-            if _may_take(state, seat, a)
-        ]
-        out += _bottom_actions(state, seat)
-    else:
-        pending = _obligations_pending(state)
-        if not pending:
-            out += _discards(state, seat)
-        out += _lay_downs(state, seat)
-        out += _filtered(state, _lay_offs(state, seat), check=pending)
-        out += _filtered(state, _retrievals(state, seat), check=True)
-    out += _status_actions(state, seat)
-    return out
+    return [action for _, make in legal_by_kind(state, seat) for action in make()]
 
 
 def _filtered(state: State, actions: Iterable[Action], *, check: bool) -> list[Action]:
     return [a for a in actions if not check or is_legal(state, a)]
 
 
-def _may_take(state: State, seat: int, action: TakeDiscard) -> bool:
+def _may_take(state: State, action: TakeDiscard) -> bool:
     if not state.discard or state.last_discarder is None:
         return False
     return is_legal(state, action)
@@ -153,7 +186,7 @@ def _lay_downs(state: State, seat: int) -> list[Action]:
     out: list[Action] = []
     if not own.opened:
         limit = threshold(state, seat)
-        if limit is not None:
+        if limit is not None and opening_reaches(hand, rules, limit):
             best = cached_opening(hand, rules)
             if best.value >= limit:
                 melds = _trim(list(best.melds), state, len(best.leftover), limit)
@@ -162,25 +195,62 @@ def _lay_downs(state: State, seat: int) -> list[Action]:
                     out += _openings_with(state, seat, took, limit)
         needed = pairs_needed(state)
         if needed is not None:
-            pairs = best_pairs(hand, rules)
+            pairs = list(cached_pairs(hand, rules))
             if len(own.hand) - 2 * len(pairs) < 1:
                 pairs = pairs[:-1]
+            if took is not None and not any(p.cards[0].stands_for == took.card for p in pairs):
+                pairs = _pair_with(pairs, took.card, rules)
             if len(pairs) >= needed:
                 specs = _physical(pairs, own.hand, took)
                 out.append(LayDown(seat, (), tuple((s[0][0], s[1][0]) for s in specs)))
-            found = pairs_with_meld(hand, rules)
+            found = cached_pairs_with_meld(hand, rules)
             if found is not None and (rules.pairs_with_meld or 0) + 1 >= needed:
                 specs = _physical([*found.pairs, found.meld], own.hand, took)
                 pair_specs = tuple((s[0][0], s[1][0]) for s in specs[:-1])
                 out.append(LayDown(seat, (specs[-1],), pair_specs))
     elif own.opened_with_pairs:
-        for spec in _physical(best_pairs(hand, rules), own.hand, took):
+        for spec in _physical(cached_pairs(hand, rules), own.hand, took):
             out.append(LayDown(seat, (), ((spec[0][0], spec[1][0]),)))
     else:
         for spec in _physical(cached_opening(hand, rules).melds, own.hand, took):
             out.append(LayDown(seat, (spec,)))
+    if own.opened and took is not None and took in own.hand and not took.card.is_joker:
+        out += _uses_of(state, seat, took)
     unique = list(dict.fromkeys(out))
     return [a for a in unique if is_legal(state, a)]
+
+
+def _pair_with(pairs: list[Meld], card: Card, rules: RuleSet) -> list[Meld]:
+    """F-30: swap the taken card in for the natural of a joker pair (same number of pairs)."""
+    for index, pair in enumerate(pairs):
+        joker = next((p.card for p in pair.cards if p.is_joker), None)
+        if joker is not None and not card.is_joker:
+            return [*pairs[:index], pair_meld(card, joker, rules), *pairs[index + 1 :]]
+    return pairs
+
+
+def _uses_of(state: State, seat: int, took: PhysicalCard) -> list[Action]:
+    """F-30, F-33: lay-downs of an opened seat that use the taken card."""
+    own = state.seats[seat]
+    if own.opened_with_pairs:
+        partners = [c for c in own.hand if c != took and (c.card == took.card or c.card.is_joker)]
+        return [LayDown(seat, (), ((took, p),)) for p in partners]
+    hand = [c.card for c in own.hand]
+    groups = melds_with(took.card, hand, state.rules, opening=state.turn.opened_now)
+    return [LayDown(seat, (_group_spec(group, own.hand, took),)) for group in groups]
+
+
+def _group_spec(
+    group: Sequence[Card], hand: Sequence[PhysicalCard], first: PhysicalCard
+) -> MeldSpec:
+    """Physical cards for a group of faces, ``first`` for its own face; jokers unannotated."""
+    pool = sorted(hand, key=lambda c: c != first)
+    spec: list[tuple[PhysicalCard, Card | None]] = []
+    for face in group:
+        card = next(c for c in pool if c.face_index == face.index)
+        pool.remove(card)
+        spec.append((card, None))
+    return tuple(spec)
 
 
 def _openings_with(state: State, seat: int, took: PhysicalCard, limit: int) -> list[Action]:
@@ -279,7 +349,7 @@ def _bottom_actions(state: State, seat: int) -> list[Action]:
         return []
     hand = (*own.hand, bottom)
     faces = [c.card for c in hand]
-    if len(cached_opening(faces, rules).leftover) > 2:
+    if not opening_reaches(faces, rules, limit) or len(cached_opening(faces, rules).leftover) > 2:
         return []
     for discard in hand:
         rest = [c for c in hand if c != discard]
@@ -292,25 +362,19 @@ def _bottom_actions(state: State, seat: int) -> list[Action]:
     return []
 
 
-def _status_actions(state: State, seat: int) -> list[Action]:
-    rules = state.rules
+def _show_pairs(state: State, seat: int) -> list[Action]:
+    """F-71: one canonical gösterge."""
     own = state.seats[seat]
-    out: list[Action] = []
-    if own.opened or state.phase not in (Phase.DRAW, Phase.PLAY):
-        return out
-    if not own.pair_status and rules.pairs_to_open is not None:
-        out.append(DeclarePairs(seat))
-        if rules.gosterge:
-            pairs = best_pairs([c.card for c in own.hand], rules)
-            if len(pairs) >= rules.gosterge_pairs:
-                specs = _physical(pairs[: rules.gosterge_pairs], own.hand, None)
-                out.append(ShowPairs(seat, tuple((s[0][0], s[1][0]) for s in specs)))
+    pairs = cached_pairs([c.card for c in own.hand], state.rules)
+    if len(pairs) < state.rules.gosterge_pairs:
+        return []
+    specs = _physical(pairs[: state.rules.gosterge_pairs], own.hand, None)
+    return [ShowPairs(seat, tuple((s[0][0], s[1][0]) for s in specs))]
+
+
+def _claims(state: State, seat: int) -> list[Action]:
+    """F-34: claim the bottom card with each identical card in hand."""
     bottom = state.bottom_card
-    if (
-        rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER
-        and own.pair_status
-        and bottom is not None
-        and not any(s.bottom_claim is not None for s in state.seats)
-    ):
-        out += [ClaimBottom(seat, c) for c in own.hand if c.card == bottom.card]
-    return out
+    if bottom is None or any(s.bottom_claim is not None for s in state.seats):
+        return []
+    return [ClaimBottom(seat, c) for c in state.seats[seat].hand if c.card == bottom.card]

@@ -23,7 +23,7 @@ from itertools import combinations
 from masa_rules.cards import Card, PhysicalCard, Rank, Suit
 from masa_rules.melds import HIGH_ACE, LOW_ACE, Meld, MeldError, MeldKind, default_reading
 from masa_rules.ruleset import RuleSet
-from masa_rules.solver import Arrangement, best_opening, best_pairs, pairs_with_meld
+from masa_rules.solver import Arrangement, PairsWithMeld, best_opening, best_pairs, pairs_with_meld
 
 from .actions import MeldSpec
 from .state import TableMeld
@@ -63,14 +63,104 @@ def read_meld(
     return meld, align(meld, [card for card, _ in spec])
 
 
-@lru_cache(maxsize=8192)
-def _opening(faces: tuple[int, ...], rules: RuleSet) -> Arrangement:
-    return best_opening([Card.from_index(f) for f in faces], rules)
+_RULES: list[RuleSet] = []
+
+
+def _rules_key(rules: RuleSet) -> int:
+    """A small key per RuleSet object: hashing all its options on every call is slow.
+
+    The list holds every RuleSet it has seen, so an id is never reused by another one.
+    """
+    for index, known in enumerate(_RULES):
+        if known is rules:
+            return index
+    _RULES.append(rules)
+    return len(_RULES) - 1
+
+
+def _faces_key(cards: Sequence[Card]) -> tuple[int, ...]:
+    return tuple(sorted(c.index for c in cards))
+
+
+@lru_cache(maxsize=16384)
+def _opening(faces: tuple[int, ...], key: int) -> Arrangement:
+    return best_opening([Card.from_index(f) for f in faces], _RULES[key])
+
+
+@lru_cache(maxsize=16384)
+def _pairs(faces: tuple[int, ...], key: int) -> tuple[Meld, ...]:
+    return tuple(best_pairs([Card.from_index(f) for f in faces], _RULES[key]))
+
+
+@lru_cache(maxsize=4096)
+def _pairs_with_meld(faces: tuple[int, ...], key: int) -> PairsWithMeld | None:
+    return pairs_with_meld([Card.from_index(f) for f in faces], _RULES[key])
 
 
 def cached_opening(cards: Sequence[Card], rules: RuleSet) -> Arrangement:
     """:func:`~masa_rules.solver.best_opening`, memoised on the multiset of faces."""
-    return _opening(tuple(sorted(c.index for c in cards)), rules)
+    return _opening(_faces_key(cards), _rules_key(rules))
+
+
+def cached_pairs(cards: Sequence[Card], rules: RuleSet) -> tuple[Meld, ...]:
+    """:func:`~masa_rules.solver.best_pairs`, memoised on the multiset of faces."""
+    return _pairs(_faces_key(cards), _rules_key(rules))
+
+
+def cached_pairs_with_meld(cards: Sequence[Card], rules: RuleSet) -> PairsWithMeld | None:
+    """:func:`~masa_rules.solver.pairs_with_meld`, memoised, skipped when too few pairs exist."""
+    needed = rules.pairs_with_meld
+    if needed is None or len(cached_pairs(cards, rules)) < needed:
+        return None
+    return _pairs_with_meld(_faces_key(cards), _rules_key(rules))
+
+
+def opening_bound(cards: Sequence[Card], rules: RuleSet) -> int:
+    """An upper bound of the best opening's value, far cheaper than the solver.
+
+    A natural counts only if some set (three suits of its rank) or some window of three run
+    positions around it could be filled by the hand's naturals and jokers; a joker counts as
+    the highest card value.
+    """
+    counts = [0] * 52
+    jokers = 0
+    for card in cards:
+        if card.is_joker:
+            jokers += 1
+        else:
+            counts[card.index] += 1
+    total = 0
+    low = rules.ace_low
+    for face in range(52):
+        n = counts[face]
+        if not n:
+            continue
+        suit, k = divmod(face, 13)
+        value = rules.ace_high_value if k == 12 else min(k + 2, 10)
+        if (counts[k] > 0) + (counts[13 + k] > 0) + (counts[26 + k] > 0) + (
+            counts[39 + k] > 0
+        ) + jokers >= 3:
+            total += value * n
+            continue
+        base = suit * 13
+        # Run positions 0..12 are ranks 2..A; with ace_low the ace also sits before the 2.
+        row = [counts[base + 12] > 0 and low, *(counts[base + i] > 0 for i in range(13))]
+        at = k + 1
+        for start in range(max(0, at - 2), min(at, 11) + 1):
+            if (row[start] + row[start + 1] + row[start + 2] + jokers >= 3) and start + 2 <= 13:
+                total += value * n
+                break
+        else:
+            if low and k == 12 and row[1] + row[2] + 1 + jokers >= 3:
+                total += value * n
+    return total + jokers * max(rules.ace_high_value, 10)
+
+
+def opening_reaches(cards: Sequence[Card], rules: RuleSet, threshold: int) -> bool:
+    """Whether the best opening of ``cards`` is worth at least ``threshold``."""
+    return (
+        opening_bound(cards, rules) >= threshold and cached_opening(cards, rules).value >= threshold
+    )
 
 
 def _card(suit: Suit, position: int) -> Card:
@@ -211,7 +301,7 @@ def can_open(
         return True
     if pairs_needed is None or rules.pairs_to_open is None:
         return False
-    pairs = best_pairs(hand, rules)
+    pairs = cached_pairs(hand, rules)
     if len(pairs) >= pairs_needed and len(hand) - 2 * pairs_needed >= keep:
         if forced is None:
             return True
@@ -221,7 +311,7 @@ def can_open(
             return True
     if rules.pairs_with_meld is None or rules.pairs_with_meld + 1 < pairs_needed:
         return False
-    found = pairs_with_meld(hand, rules)
+    found = cached_pairs_with_meld(hand, rules)
     if found is None:
         return False
     size = 2 * len(found.pairs) + len(found.meld.cards)

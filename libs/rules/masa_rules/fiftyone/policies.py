@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable
 
 from masa_rules.cards import PhysicalCard
+from masa_rules.errors import RuleViolation
 from masa_rules.melds import card_value
 from masa_rules.ruleset import IslekRule
 
@@ -33,7 +34,7 @@ from .actions import (
     TakeBottom,
     TakeDiscard,
 )
-from .legal import legal_actions
+from .legal import legal_actions, legal_by_kind
 from .melding import cached_opening, islek_faces
 from .state import Phase, State
 
@@ -57,10 +58,20 @@ _WEIGHTS: dict[type, float] = {
 
 
 def random_policy(state: State, seat: int, rng: random.Random) -> Action:
-    """A weighted uniform choice among the legal actions."""
-    actions = legal_actions(state, seat)
-    weights = [_WEIGHTS[type(a)] for a in actions]
-    return rng.choices(actions, weights)[0]
+    """A weighted choice: a kind of action by its weight, then one of its instances uniformly.
+
+    Kinds are listed lazily (rejection sampling): a kind that turns out empty is dropped and
+    the draw repeated, which gives the same distribution as listing everything first.
+    """
+    kinds = legal_by_kind(state, seat)
+    weights = [_WEIGHTS[kind] for kind, _ in kinds]
+    while kinds:
+        index = rng.choices(range(len(kinds)), weights)[0]
+        actions = kinds[index][1]()
+        if actions:
+            return rng.choice(actions)
+        del kinds[index], weights[index]
+    raise RuleViolation("F-21", f"seat {seat} has no legal action")
 
 
 def _first(actions: list[Action], kind: type) -> Action | None:
