@@ -15,8 +15,10 @@ from masa.events.v1 import table_log_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_platform.errors import BadRequest
 from masa_rules import elevator as elevator_engine
+from masa_rules import fiftyone as fiftyone_engine
 from masa_wire import WireError
 from masa_wire import elevator as elevator_wire
+from masa_wire import fiftyone as fiftyone_wire
 
 from masa_table_engine.domain.model import (
     AutopilotChanged,
@@ -287,16 +289,25 @@ def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
         seats=[_seat_state(table, seat) for seat in range(len(table.seats))],
         ranking=[standing_to_proto(standing) for standing in table.ranking],
     )
-    if table.config.game is GameKind.ELEVATOR:
-        elevator_wire.fill_table_view(view, _elevator(table.game))
+    game = table.game
+    if isinstance(game, fiftyone_engine.State):
+        fiftyone_wire.fill_table_view(view, game)
+    else:
+        elevator_wire.fill_table_view(view, _elevator(game))
     if table.turn_deadline is not None:
         view.turn_deadline.CopyFrom(timestamp(table.turn_deadline))
+        if view.WhichOneof("game") == "fiftyone" and view.fiftyone.HasField("query"):
+            # F-80: the table's timer is the query window while a query runs.
+            view.fiftyone.query.deadline.CopyFrom(timestamp(table.turn_deadline))
     return view
 
 
 def seat_view(table: Table, seat: int, owner_address: str) -> view_pb2.SeatView:
     public = spectator_view(table, owner_address)
-    return elevator_wire.seat_view(public, _elevator(table.game), seat)
+    game = table.game
+    if isinstance(game, fiftyone_engine.State):
+        return fiftyone_wire.seat_view(public, game, seat)
+    return elevator_wire.seat_view(public, _elevator(game), seat)
 
 
 def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
@@ -320,18 +331,35 @@ def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
 
 def _elevator(state: object) -> elevator_engine.State:
     if not isinstance(state, elevator_engine.State):
-        raise TypeError("only Elevator tables are served so far")
+        raise TypeError(f"not a game state the table serves: {type(state).__name__}")
     return state
 
 
 # --- actions -------------------------------------------------------------------------------
 
+_ELEVATOR_ACTIONS: Final = ("play", "pass_turn", "give_card")
+_FIFTYONE_ACTIONS: Final = (
+    fiftyone_engine.Draw,
+    fiftyone_engine.TakeDiscard,
+    fiftyone_engine.TakeBottom,
+    fiftyone_engine.LayDown,
+    fiftyone_engine.LayOff,
+    fiftyone_engine.RetrieveJoker,
+    fiftyone_engine.Discard,
+    fiftyone_engine.DeclarePairs,
+    fiftyone_engine.ShowPairs,
+    fiftyone_engine.ClaimBottom,
+    fiftyone_engine.Answer,
+)
+
 
 def action_from_proto(table: Table, message: action_pb2.Action, seat: int) -> object:
     """The engine action ``seat`` submits; raises ``BadRequest`` for a malformed one."""
     try:
-        game = _elevator(table.game)
-        return elevator_wire.action_from_proto(message, seat, game.hands[seat])
+        game = table.game
+        if isinstance(game, fiftyone_engine.State):
+            return fiftyone_wire.action_from_proto(message, seat, game)
+        return elevator_wire.action_from_proto(message, seat, _elevator(game).hands[seat])
     except WireError as error:
         raise BadRequest(error.message, reason=error.reason) from None
 
@@ -339,7 +367,16 @@ def action_from_proto(table: Table, message: action_pb2.Action, seat: int) -> ob
 def _action_to_proto(action: object) -> action_pb2.Action:
     if isinstance(action, elevator_engine.Play | elevator_engine.Pass | elevator_engine.Give):
         return elevator_wire.action_to_proto(action)
+    if isinstance(action, _FIFTYONE_ACTIONS):
+        return fiftyone_wire.action_to_proto(action)
     raise TypeError(f"not a known action: {action!r}")
+
+
+def _logged_action(message: action_pb2.Action, seat: int) -> object:
+    """A logged action, read without the table: the oneof case names the game."""
+    if message.WhichOneof("kind") in _ELEVATOR_ACTIONS:
+        return elevator_wire.action_from_proto(message, seat)
+    return fiftyone_wire.action_from_proto(message, seat)
 
 
 # --- entries -------------------------------------------------------------------------------
@@ -356,8 +393,28 @@ def update_for(entry: Entry, viewer: Viewer) -> event_pb2.TableUpdate:
 
 def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
     out: list[event_pb2.TableEvent] = []
+    query_deadline = next(
+        (
+            timestamp(e.deadline)
+            for e in entry.events
+            if isinstance(e, TurnStarted) and e.phase == "query"
+        ),
+        None,
+    )
     for event in entry.events:
-        if isinstance(event, GameEvents):
+        if isinstance(event, GameEvents) and isinstance(event.after, fiftyone_engine.State):
+            before = event.before if isinstance(event.before, fiftyone_engine.State) else None
+            out.extend(
+                fiftyone_wire.events_to_proto(
+                    [e for e in event.events if isinstance(e, fiftyone_engine.Event)],
+                    before,
+                    event.after,
+                    viewer,
+                    query_deadline=query_deadline,
+                    timed_out=event.timeout,
+                )
+            )
+        elif isinstance(event, GameEvents):
             game = _elevator(event.after)
             out.extend(
                 elevator_wire.events_to_proto(
@@ -477,7 +534,7 @@ def input_from_log(message: table_log_pb2.TableLogEntry, default_turn_seconds: f
     if which == "action_applied":
         applied = message.action_applied
         try:
-            action = elevator_wire.action_from_proto(applied.action, applied.seat)
+            action = _logged_action(applied.action, applied.seat)
         except WireError as error:
             raise ValueError(f"a logged action cannot be read: {error}") from error
         return PlayerAction(applied.seat, action, _SOURCE_BACK[applied.source], applied.request_id)

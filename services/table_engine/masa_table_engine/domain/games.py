@@ -9,18 +9,21 @@ objects; only the game adapter and the wire layer look inside.
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
-from masa_rules import elevator
+from masa_rules import elevator, fiftyone
 from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
 from masa_rules.errors import RuleViolation
+from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
+from masa_rules.ruleset import GameLength, RuleSet, RuleSetError
 from masa_rules.shuffle import DrawStream
 
-from masa_table_engine.domain.model import BotLevel, GameKind, TableConfig
+from masa_table_engine.domain.model import BotLevel, GameKind, Mode, TableConfig
 
-__all__ = ["ElevatorGame", "Game", "HandOutcome", "game_for"]
+__all__ = ["ElevatorGame", "FiftyOneGame", "Game", "HandOutcome", "fiftyone_rules", "game_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +44,27 @@ class Game(Protocol):
         ...
 
     def actor(self, state: object) -> int | None:
-        """The seat the game waits for, or None once the game is over."""
+        """The seat on turn (or the Elevator giver), or None once the game is over."""
+        ...
+
+    def waiting(self, state: object) -> tuple[int, ...]:
+        """Every seat that must act now: the actor, or the seats a 51 query asks (F-80)."""
         ...
 
     def phase(self, state: object) -> str:
-        """The step the actor is in, a TurnPhase name in lower case (``play``, ``give`` ...)."""
+        """The step the actor is in, a TurnPhase name in lower case (``play``, ``query`` ...)."""
+        ...
+
+    def same_turn(self, before: object, after: object) -> bool:
+        """Whether ``after`` is still the turn ``before`` was in (a 51 turn takes many actions)."""
+        ...
+
+    def query_seconds(self, state: object) -> float:
+        """The lobby's F-80 query window; 0 for a game without queries."""
+        ...
+
+    def timeout_action(self, state: object, seat: int) -> object | None:
+        """What ``seat``'s silence means when the query window closes (F-80: GIVE), if anything."""
         ...
 
     def legal(self, state: object, seat: int) -> list[object]: ...
@@ -91,8 +110,22 @@ class ElevatorGame:
         game = _elevator(state)
         return None if game.is_over else game.turn
 
+    def waiting(self, state: object) -> tuple[int, ...]:
+        actor = self.actor(state)
+        return () if actor is None else (actor,)
+
     def phase(self, state: object) -> str:
         return "give" if _elevator(state).phase is elevator.Phase.GIVE else "play"
+
+    def same_turn(self, before: object, after: object) -> bool:
+        # Every Elevator action (a play, a pass, a card given) is a turn of its own.
+        return False
+
+    def query_seconds(self, state: object) -> float:
+        return 0.0
+
+    def timeout_action(self, state: object, seat: int) -> object | None:
+        return None
 
     def legal(self, state: object, seat: int) -> list[object]:
         return list(elevator.legal_actions(_elevator(state), seat))
@@ -157,11 +190,159 @@ def _elevator(state: object) -> elevator.State:
     return state
 
 
-_GAMES: dict[GameKind, Game] = {GameKind.ELEVATOR: ElevatorGame()}
+_FIFTYONE_ACTIONS: Final = (
+    fiftyone.Draw,
+    fiftyone.TakeDiscard,
+    fiftyone.TakeBottom,
+    fiftyone.LayDown,
+    fiftyone.LayOff,
+    fiftyone.RetrieveJoker,
+    fiftyone.Discard,
+    fiftyone.DeclarePairs,
+    fiftyone.ShowPairs,
+    fiftyone.ClaimBottom,
+    fiftyone.Answer,
+)
+# Metrics labels, named as the proto actions are (masa.table.v1.Action).
+_FIFTYONE_NAMES: Final[dict[type, str]] = {
+    fiftyone.Draw: "draw_from_stock",
+    fiftyone.TakeDiscard: "take_discard",
+    fiftyone.TakeBottom: "take_bottom_card",
+    fiftyone.LayDown: "lay_down",
+    fiftyone.LayOff: "lay_off",
+    fiftyone.RetrieveJoker: "retrieve_joker",
+    fiftyone.Discard: "discard",
+    fiftyone.DeclarePairs: "declare_pairs",
+    fiftyone.ShowPairs: "show_gosterge",
+    fiftyone.ClaimBottom: "claim_bottom_card",
+    fiftyone.Answer: "answer_query",
+}
+_FIFTYONE_PHASES: Final = {
+    fiftyone.Phase.DRAW: "draw",
+    fiftyone.Phase.PLAY: "meld",
+    fiftyone.Phase.QUERY: "query",
+    fiftyone.Phase.OVER: "",
+}
+
+
+def fiftyone_rules(config: TableConfig) -> tuple[RuleSet, int | None]:
+    """The lobby's 51 rule set (P-2, §2.9) and the hands it plays (F-95) or caps (F-96).
+
+    ``hands_per_game`` sets the game length of classic and remi (an odd number, F-95); in
+    salon, whose game is an elimination, it caps the number of hands. Raises ``RuleViolation``
+    with the rule id for an option the preset does not allow.
+    """
+    options = config.options
+    changes: dict[str, object] = {}
+    if options.open_threshold is not None:
+        changes["open_threshold"] = options.open_threshold
+    if options.escalating_threshold is not None:
+        changes["escalating_threshold"] = options.escalating_threshold
+    hands = options.hands_per_game
+    try:
+        rules = RuleSet.preset_named(config.preset or "salon", **changes)
+        if hands is not None and rules.game_length is GameLength.HANDS:
+            rules = rules.with_options(hands_per_game=hands)
+    except RuleSetError as error:
+        raise RuleViolation(error.rule, str(error)) from None
+    return rules, hands
+
+
+class FiftyOneGame:
+    """51 (RULES.md §2) in every preset, 2-4 players and team mode (P-1)."""
+
+    kind = GameKind.FIFTYONE
+
+    def start(self, config: TableConfig, seed: bytes) -> tuple[object, list[object]]:
+        rules, hands = fiftyone_rules(config)
+        teams = config.mode is Mode.TEAMS
+        state, events = fiftyone.start(rules, len(config.seats), seed, teams=teams, hands=hands)
+        return state, list(events)
+
+    def actor(self, state: object) -> int | None:
+        game = _fiftyone(state)
+        return None if game.phase is fiftyone.Phase.OVER else game.turn.seat
+
+    def waiting(self, state: object) -> tuple[int, ...]:
+        return _fiftyone(state).to_act
+
+    def phase(self, state: object) -> str:
+        return _FIFTYONE_PHASES[_fiftyone(state).phase]
+
+    def same_turn(self, before: object, after: object) -> bool:
+        first, second = _fiftyone(before), _fiftyone(after)
+        return (first.hand_no, first.turn.number) == (second.hand_no, second.turn.number)
+
+    def query_seconds(self, state: object) -> float:
+        return float(_fiftyone(state).rules.query_seconds)
+
+    def timeout_action(self, state: object, seat: int) -> object | None:
+        return fiftyone.timeout_action(_fiftyone(state), seat)
+
+    def legal(self, state: object, seat: int) -> list[object]:
+        return list(fiftyone.legal_actions(_fiftyone(state), seat))
+
+    def apply(self, state: object, action: object) -> tuple[object, list[object]]:
+        if not isinstance(action, _FIFTYONE_ACTIONS):
+            raise RuleViolation("F-21", "not a 51 action")
+        after, events = fiftyone.apply(_fiftyone(state), action)
+        return after, list(events)
+
+    def seat_of(self, action: object) -> int:
+        if not isinstance(action, _FIFTYONE_ACTIONS):
+            raise TypeError(f"not a 51 action: {action!r}")
+        return action.seat
+
+    def name_of(self, action: object) -> str:
+        return _FIFTYONE_NAMES.get(type(action), "unknown")
+
+    def is_over(self, state: object) -> bool:
+        return _fiftyone(state).phase is fiftyone.Phase.OVER
+
+    def ends_hand(self, events: Sequence[object]) -> bool:
+        return any(isinstance(e, fiftyone.Event) and e.type == "hand_end" for e in events)
+
+    def choose(self, state: object, seat: int, level: BotLevel, salt: bytes) -> object:
+        game = _fiftyone(state)
+        if not fiftyone.legal_actions(game, seat):
+            raise RuleViolation("F-22", f"seat {seat} has nothing to do now")
+        policy = FIFTYONE_POLICIES["greedy" if level is BotLevel.NORMAL else "random"]
+        rng = random.Random(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
+        return policy(game, seat, rng)
+
+    def outcome(self, state: object) -> HandOutcome:
+        game = _fiftyone(state)
+        return HandOutcome(places=game.ranking, totals=game.totals, hands_played=game.hands_scored)
+
+    def state_to_json(self, state: object) -> dict[str, object]:
+        return fiftyone.state_to_json(_fiftyone(state))
+
+    def state_from_json(self, data: Mapping[str, object]) -> object:
+        return fiftyone.state_from_json(data)
+
+    def action_to_json(self, action: object) -> dict[str, object]:
+        if not isinstance(action, _FIFTYONE_ACTIONS):
+            raise TypeError(f"not a 51 action: {action!r}")
+        return fiftyone.action_to_json(action)
+
+    def action_from_json(self, data: Mapping[str, object]) -> object:
+        return fiftyone.action_from_json(data)
+
+
+def _fiftyone(state: object) -> fiftyone.State:
+    if not isinstance(state, fiftyone.State):
+        raise TypeError(f"not a 51 state: {type(state).__name__}")
+    return state
+
+
+_GAMES: dict[GameKind, Game] = {
+    GameKind.ELEVATOR: ElevatorGame(),
+    GameKind.FIFTYONE: FiftyOneGame(),
+}
 
 
 def game_for(kind: GameKind) -> Game:
-    """The adapter of ``kind``; raises ``RuleViolation`` (P-2) for a game not hosted yet."""
+    """The adapter of ``kind``; raises ``RuleViolation`` (P-2) for a game not hosted."""
     try:
         return _GAMES[kind]
     except KeyError:

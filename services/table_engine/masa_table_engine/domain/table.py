@@ -156,7 +156,7 @@ def _create(item: Created, at: float, timers: TimerPolicy) -> tuple[Table, Entry
         ranking=(),
     )
     events: list[TableEvent] = [GameEvents(tuple(dealt), game)]
-    table, more = _after_game_change(table, at)
+    table, more = _after_game_change(table, at, timers)
     events.extend(more)
     return table, Entry(item.table_id, 1, at, item, tuple(events))
 
@@ -187,39 +187,68 @@ def _act(
         raise IllegalAction("P-12", "this seat forfeited; a bot plays it to the end")
     if engine.seat_of(item.action) != item.seat:
         raise IllegalAction("P-2", "the action names another seat")
-    game, happened = engine.apply(table.game, item.action)
+    before = table.game
+    game, happened = engine.apply(before, item.action)
     events: list[TableEvent] = []
+    timed_out = table.timed_out
     if item.source is Source.PLAYER:
         # P-11: any own action takes control back and ends the run of timeouts.
         if status.autopilot:
             events.append(AutopilotChanged(item.seat, False, AutopilotReason.PLAYER_ACTION))
         status = replace(status, autopilot=False, consecutive_timeouts=0)
+        if timed_out == item.seat:
+            timed_out = None
+    # P-10: the autopilot plays the whole of a timed-out turn, which in 51 takes many actions.
+    if not engine.same_turn(before, game):
+        timed_out = None
     table = replace(
         table,
         game=game,
         seats=_with(table.seats, item.seat, status),
-        timed_out=None,
+        timed_out=timed_out,
     )
-    events.append(GameEvents(tuple(happened), game))
-    table, more = _after_game_change(table, at)
+    events.append(GameEvents(tuple(happened), game, before))
+    table, more = _after_game_change(table, at, timers, before)
     events.extend(more)
     return table, events
 
 
-def _after_game_change(table: Table, at: float) -> tuple[Table, list[TableEvent]]:
-    """Start the next turn's timer, or rank the seats when the game is over."""
+def _after_game_change(
+    table: Table, at: float, timers: TimerPolicy, before: object = None
+) -> tuple[Table, list[TableEvent]]:
+    """Start or keep the timer of the turn (or of the F-80 query), or rank the seats at the end.
+
+    A 51 turn is many actions: it keeps the deadline it started with (P-10), and a change of
+    step (draw, then meld) is announced with that same deadline. A query gets its own window
+    (F-80); when it closes the taker's turn starts afresh.
+    """
     engine = table.engine
-    if engine.is_over(table.game):
+    game = table.game
+    if engine.is_over(game):
         ranking = _ranking(table)
-        outcome = engine.outcome(table.game)
+        outcome = engine.outcome(game)
         finished = GameFinished(1, outcome.hands_played, ranking)
         return replace(table, finished=True, turn_deadline=None, ranking=ranking), [finished]
-    actor = engine.actor(table.game)
+    actor = engine.actor(game)
     if actor is None:
         return replace(table, turn_deadline=None), []
-    deadline = at + table.config.turn_seconds
-    started = TurnStarted(actor, engine.phase(table.game), deadline)
-    return replace(table, turn_deadline=deadline), [started]
+    phase = engine.phase(game)
+    same = before is not None and engine.same_turn(before, game)
+    before_phase = engine.phase(before) if same else None
+    if phase == "query":
+        if before_phase == "query" and table.turn_deadline is not None:
+            return table, []
+        deadline = at + min(engine.query_seconds(game), timers.query_seconds)
+    elif table.timed_out is not None:
+        # P-10: the autopilot finishes the timed-out turn; no clock runs meanwhile.
+        return replace(table, turn_deadline=None), []
+    elif same and before_phase != "query" and table.turn_deadline is not None:
+        if phase == before_phase:
+            return table, []
+        deadline = table.turn_deadline
+    else:
+        deadline = at + table.config.turn_seconds
+    return replace(table, turn_deadline=deadline), [TurnStarted(actor, phase, deadline)]
 
 
 def _ranking(table: Table) -> tuple[Standing, ...]:
@@ -264,6 +293,8 @@ def _timer(
         ]
     if table.actor != item.seat or table.turn_deadline is None:
         raise IllegalAction("P-10", f"seat {item.seat} is not on turn")
+    if item.kind is TimerKind.QUERY:
+        return _query_closed(table, at, timers)
     events: list[TableEvent] = []
     if table.config.seats[item.seat].kind is SeatKind.HUMAN and not status.forfeited:
         count = status.consecutive_timeouts + 1
@@ -281,6 +312,25 @@ def _timer(
         ),
         events,
     )
+
+
+def _query_closed(table: Table, at: float, timers: TimerPolicy) -> tuple[Table, list[TableEvent]]:
+    """F-80: the query window closed; every seat that has not answered gives the card."""
+    engine = table.engine
+    if engine.phase(table.game) != "query":
+        raise IllegalAction("F-80", "no query is open")
+    start = game = table.game
+    events: list[TableEvent] = []
+    for seat in engine.waiting(start):
+        action = engine.timeout_action(game, seat)
+        if action is None:
+            continue
+        before = game
+        game, happened = engine.apply(game, action)
+        events.append(GameEvents(tuple(happened), game, before, timeout=True))
+    table = replace(table, game=game)
+    table, more = _after_game_change(table, at, timers, start)
+    return table, [*events, *more]
 
 
 def _seat_changed(
@@ -312,15 +362,19 @@ def _with(seats: tuple[SeatStatus, ...], seat: int, status: SeatStatus) -> tuple
 
 
 def automated_seat(table: Table) -> tuple[int, Source] | None:
-    """The actor when a bot, the autopilot or a timed-out turn must play it now, else None."""
-    actor = table.actor
-    if actor is None:
+    """A seat the game waits for that a bot, the autopilot or a timed-out turn must play now.
+
+    Usually that is the actor; during a 51 query (F-80) it is any asked seat that is a bot,
+    forfeited or on autopilot, while asked players answer themselves or time out.
+    """
+    if table.finished:
         return None
-    status = table.seats[actor]
-    if table.config.seats[actor].kind is SeatKind.BOT or status.forfeited:
-        return actor, Source.BOT
-    if status.autopilot or table.timed_out == actor:
-        return actor, Source.AUTOPILOT
+    for seat in table.engine.waiting(table.game):
+        status = table.seats[seat]
+        if table.config.seats[seat].kind is SeatKind.BOT or status.forfeited:
+            return seat, Source.BOT
+        if status.autopilot or table.timed_out == seat:
+            return seat, Source.AUTOPILOT
     return None
 
 
@@ -338,13 +392,14 @@ def next_deadline(table: Table) -> float | None:
 
 
 def due_timers(table: Table, now: float) -> list[TimerFired]:
-    """The timers that have run out at ``now``, turn timer first."""
+    """The timers that have run out at ``now``, the turn's (or the F-80 query's) first."""
     if table.finished:
         return []
     due: list[TimerFired] = []
     actor = table.actor
     if table.turn_deadline is not None and table.turn_deadline <= now and actor is not None:
-        due.append(TimerFired(TimerKind.TURN, actor))
+        query = table.engine.phase(table.game) == "query"
+        due.append(TimerFired(TimerKind.QUERY if query else TimerKind.TURN, actor))
     for seat, status in enumerate(table.seats):
         deadline = status.protection_deadline
         protected = not status.connected and not status.forfeited
