@@ -1,9 +1,10 @@
 """BotService over real gRPC (a server on a free port): legal decisions for every seat of whole
-Elevator games, the service role required, bad observations refused with clear statuses."""
+Elevator games and of 51 hands in every preset, the service role required, bad observations
+refused with clear statuses."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 import grpc.aio
@@ -16,8 +17,11 @@ from masa_bot.bootstrap import bootstrap
 from masa_bot.settings import BotSettings
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, State, apply, legal_actions, new_game
+from masa_rules.ruleset import RuleSet
 from masa_wire import elevator as wire
+from masa_wire import fiftyone as wire51
 from prometheus_client import CollectorRegistry
 
 AUTH = AuthSettings()
@@ -118,14 +122,44 @@ async def test_an_observation_without_a_table_is_a_bad_request(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_a_51_observation_is_refused_clearly_until_the_wire_reads_it(
-    bot: bot_pb2_grpc.BotServiceStub,
+def fiftyone_view(state: fiftyone.State, seat: int, preset: int) -> view_pb2.SeatView:
+    config = game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_FIFTYONE,
+        preset=game_pb2.Preset.ValueType(preset),
+        seats=[game_pb2.SeatAssignment(seat=s) for s in range(state.players)],
+    )
+    table = view_pb2.TableView(
+        table=view_pb2.Table(config=config),
+        seats=[view_pb2.SeatState(seat=s) for s in range(state.players)],
+    )
+    wire51.fill_table_view(table, state)
+    return wire51.seat_view(table, state, seat)
+
+
+@pytest.mark.parametrize(
+    ("preset", "rules", "level"),
+    [
+        (game_pb2.PRESET_CLASSIC, RuleSet.classic, game_pb2.BOT_LEVEL_EASY),
+        (game_pb2.PRESET_SALON, RuleSet.salon, game_pb2.BOT_LEVEL_NORMAL),
+        (game_pb2.PRESET_REMI, RuleSet.remi, game_pb2.BOT_LEVEL_NORMAL),
+    ],
+)
+async def test_the_bot_plays_a_51_hand_over_grpc_with_legal_actions(
+    bot: bot_pb2_grpc.BotServiceStub, preset: int, rules: Callable[[], RuleSet], level: int
 ) -> None:
-    view = view_pb2.SeatView(table=view_pb2.TableView(fiftyone=view_pb2.FiftyOneTable()))
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await bot.Decide(
-            bot_pb2.DecideRequest(observation=bot_pb2.Observation(view=view)),
+    state = fiftyone.new_game(rules(), 4, f"grpc-51-{preset}")
+    for _ in range(120):
+        if state.phase is fiftyone.Phase.OVER or state.hands_scored:
+            break
+        seat = state.to_act[0]
+        answer = await bot.Decide(
+            bot_pb2.DecideRequest(
+                observation=bot_pb2.Observation(view=fiftyone_view(state, seat, preset)),
+                level=game_pb2.BotLevel.ValueType(level),
+                seed=3,
+            ),
             metadata=auth(SERVICE_TOKEN),
         )
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "51" in (caught.value.details() or "")
+        action = wire51.action_from_proto(answer.action, seat, state)
+        assert fiftyone.is_legal(state, action), answer.explanation
+        state, _ = fiftyone.apply(state, action)

@@ -20,9 +20,10 @@ from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
 from masa_wire import WireError
 from masa_wire import elevator as wire_elevator
+from masa_wire import fiftyone as wire_fiftyone
 
 from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator
+from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator, decide_fiftyone
 
 __all__ = ["SERVICE_NAME", "BotServicer", "auth_policy", "registration"]
 
@@ -84,9 +85,13 @@ def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
 
         return game, elevator
     if game == "fiftyone":
-        # The domain decides 51 (decide_fiftyone); what is missing is masa_wire's conversion of
-        # a 51 SeatView into an engine state, which the table-engine needs too.
-        raise BadRequest("51 observations are not read yet", reason="GAME_NOT_SUPPORTED")
+        fiftyone_state = wire_fiftyone.state_from_seat_view(view)
+
+        def fiftyone(level: Level) -> Decision[action_pb2.Action]:
+            chosen = decide_fiftyone(fiftyone_state, seat, level, seed)
+            return Decision(wire_fiftyone.action_to_proto(chosen.action), chosen.explanation)
+
+        return game, fiftyone
     raise BadRequest("the observation holds no Elevator or 51 table")
 
 
