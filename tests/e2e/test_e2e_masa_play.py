@@ -101,6 +101,47 @@ def test_masa_play_elevator_in_a_terminal(stack: dict[str, str]) -> None:
         terminal.expect(r"Elevator · table")
         terminal.send("quit")
         terminal.expect(r"bye")
+    except BaseException:
+        terminal.process.kill()
+        raise
+    finally:
+        code = terminal.close()
+    assert code == 0
+
+
+def test_masa_play_fiftyone_salon_in_a_terminal(stack: dict[str, str]) -> None:
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
+    terminal = Terminal(
+        [
+            str(Path(sys.executable).parent / "masa"),
+            "play",
+            "--game",
+            "fiftyone",
+            "--preset",
+            "salon",
+            "--player",
+            "pty51",
+            "--address",
+            stack["table-engine"],
+        ],
+        env,
+    )
+    try:
+        terminal.expect(r"51 salon · table \w+")
+        terminal.expect(r"to open: 51 points or 5 pairs")
+        hand = terminal.expect(r"your hand: ([^\n]+)\n").group(1).split()
+        # Seat 0 starts the first hand: it discards without drawing (F-20).
+        terminal.send("draw")
+        terminal.expect(r"not allowed \(F-2\d\)[^\n]*\n  rule F-2\d: \w")
+        terminal.send("open 2H")
+        terminal.expect(r"not a valid move \(F-10\)[^\n]*\n  rule F-10: a meld has at least 3")
+        terminal.send(f"discard {hand[0]}")
+        terminal.expect(rf"pty51 \(you\) discards {re.escape(hand[0])}")
+        terminal.send("quit")
+        terminal.expect(r"bye")
+    except BaseException:
+        terminal.process.kill()
+        raise
     finally:
         code = terminal.close()
     assert code == 0

@@ -35,14 +35,14 @@ class MasaCallError(Exception):
         return f"{self.code.name}{reason}: {self.message}"
 
     @property
+    def rule(self) -> str:
+        """The RULES.md id the error names (``F-30``), or ``""`` for a platform reason."""
+        return self.reason if self.reason[:2] in ("C-", "E-", "F-", "P-") else ""
+
+    @property
     def is_illegal_move(self) -> bool:
-        """A move the rules forbid now: the reason is a RULES.md id such as ``F-30``."""
-        return self.code is grpc.StatusCode.FAILED_PRECONDITION and self.reason[:2] in (
-            "C-",
-            "E-",
-            "F-",
-            "P-",
-        )
+        """A move the rules forbid now (a malformed one is INVALID_ARGUMENT, also with a rule)."""
+        return self.code is grpc.StatusCode.FAILED_PRECONDITION and bool(self.rule)
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> MasaCallError:

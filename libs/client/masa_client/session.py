@@ -170,10 +170,11 @@ class PlaySession:
 
 def _explain(error: MasaCallError) -> str:
     """A rejected move in words: the rule id, what happened, and what the rule says."""
-    if error.is_illegal_move:
-        about = meaning(error.reason)
-        return f"✗ not allowed ({error.reason}): {error.message}" + (
-            f"\n  rule {error.reason}: {about}" if about else ""
+    if error.rule:
+        what = "not allowed" if error.is_illegal_move else "not a valid move"
+        about = meaning(error.rule)
+        return f"✗ {what} ({error.rule}): {error.message}" + (
+            f"\n  rule {error.rule}: {about}" if about else ""
         )
     if error.code is grpc.StatusCode.ABORTED:
         return "✗ the table moved on before your move arrived; look again and retry"
