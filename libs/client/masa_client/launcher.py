@@ -299,8 +299,8 @@ def _print_next_steps(settings: RunSettings, engine: str | None, out: IO[str]) -
 masa is running. Logs: {settings.run_dir / "logs"}/. Press Ctrl-C to stop.
 
 Next:
-  uv run masa play --game elevator                    # a training table against 3 bots
-  uv run masa play --game fiftyone --preset salon     # once the table-engine hosts 51
+  uv run masa play --game fiftyone --preset salon     # a training table against 3 bots
+  uv run masa play --game elevator
   TOKEN=$(uv run masa token --player alice)
   grpcurl -plaintext -H "authorization: Bearer $TOKEN" {engine} list
 """,
