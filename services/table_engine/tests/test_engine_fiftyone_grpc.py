@@ -32,6 +32,8 @@ from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.fiftyone import Action, Discard, Draw, State, legal_actions
 from masa_rules.fiftyone.policies import greedy_policy
+from masa_table_engine.adapters.convert import input_from_log
+from masa_table_engine.domain.table import TimerPolicy, replay
 from masa_wire.cards import card_from_proto
 from masa_wire.fiftyone import action_to_proto, state_from_seat_view
 
@@ -119,6 +121,15 @@ async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> N
         assert by_seat[0].place != by_seat[1].place
         assert {s.team for s in finished.ranking if s.seat in (0, 2)} == {0}
         assert {s.team for s in finished.ranking if s.seat in (1, 3)} == {1}
+        # DESIGN.md §4: the log alone rebuilds the table, as a restarted node replays it.
+        entries = await log_entries(nats_server.url, table_id)
+        inputs = [input_from_log(entry, 30.0) for entry in entries]
+        times = [entry.occurred_at.ToNanoseconds() / 1e9 for entry in entries]
+        replayed = replay(inputs, times, TimerPolicy())
+        assert replayed.finished and replayed.sequence == len(entries)
+        assert [(s.seat, s.place, s.total) for s in replayed.ranking] == [
+            (s.seat, s.place, s.total) for s in finished.ranking
+        ]
 
 
 async def _status(error: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str]:
