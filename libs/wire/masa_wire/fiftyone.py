@@ -11,7 +11,8 @@ would show it:
 - at the end of a hand the engine scores every hand face up, so the cards left are public
   then, and the hand's seed is revealed (F-5).
 
-``LOG`` is the viewer of the internal table log, which records every hidden field.
+``LOG`` is the viewer of the internal table log, which records every hidden field an event
+can carry except the dealt hands, which the seed in the log recomputes (as for Elevator).
 
 Meld ids are positions on the table, as the engine's ``LayOff.meld`` names them; they start
 at 0 in every hand. A query's id is the number of the turn it belongs to (one query per turn
