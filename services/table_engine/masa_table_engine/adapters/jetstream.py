@@ -260,13 +260,26 @@ class KvOwnership:
         while True:
             await asyncio.sleep(self._renew_every)
             for table_id, lease in list(self._held.items()):
+                # Tables finish (and release their lease) while this loop awaits each renewal:
+                # a released lease is neither renewed, nor put back, nor reported lost.
+                if self._held.get(table_id) is not lease:
+                    continue
                 try:
-                    self._held[table_id] = await self._leases.renew(lease)
+                    renewed = await self._leases.renew(lease)
                 except LeaseLost:
-                    _log.error("lost the lease of table %s", table_id)
-                    self._held.pop(table_id, None)
+                    if self._held.get(table_id) is lease:
+                        _log.error("lost the lease of table %s", table_id)
+                        del self._held[table_id]
+                    continue
                 except Exception:
                     _log.warning("could not renew the lease of table %s", table_id, exc_info=True)
+                    continue
+                if self._held.get(table_id) is lease:
+                    self._held[table_id] = renewed
+                else:
+                    # Released during the renewal, whose new revision the release's delete
+                    # missed: give the renewed lease up too.
+                    await self._leases.release(renewed)
 
     async def close(self) -> None:
         if self._task is not None:
