@@ -290,7 +290,10 @@ def _write_state(settings: RunSettings, engine: str | None, running: Sequence[_R
             for child in running
         },
     }
-    (settings.run_dir / "run.json").write_text(json.dumps(state, indent=2))
+    # Written aside and renamed, so a reader polling for the file never sees half of it.
+    partial = settings.run_dir / "run.json.tmp"
+    partial.write_text(json.dumps(state, indent=2))
+    partial.replace(settings.run_dir / "run.json")
 
 
 def _print_next_steps(settings: RunSettings, engine: str | None, out: IO[str]) -> None:
