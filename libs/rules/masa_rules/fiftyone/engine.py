@@ -19,8 +19,6 @@ and it rejects any later play that would make it impossible, so a seat can alway
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from masa_rules.cards import Card, PhysicalCard
 from masa_rules.errors import IllegalAction
 from masa_rules.melds import (
@@ -67,6 +65,7 @@ from .state import (
     TableMeld,
     Turn,
     counts_opened,
+    evolve,
     next_seat,
     previous_seat,
 )
@@ -175,7 +174,7 @@ def _deal(state: State, hand_no: int, dealer: int) -> tuple[State, list[Event]]:
         for i in range(state.players)
     )
     committed = commitment(seed)
-    new = replace(
+    new = evolve(
         state,
         hand_no=hand_no,
         dealer=dealer,
@@ -344,7 +343,7 @@ def apply(state: State, action: Action) -> tuple[State, list[Event]]:
         new, events = _dispatch(state, action)
     except MeldError as exc:
         raise _illegal(exc.rule, exc.message) from None
-    return replace(new, action_count=state.action_count + 1), events
+    return evolve(new, action_count=state.action_count + 1), events
 
 
 def is_legal(state: State, action: Action) -> bool:
@@ -376,11 +375,11 @@ def _draw(state: State, action: Draw) -> tuple[State, list[Event]]:
     card = state.stock[0]
     bottom = state.bottom_card if card != state.bottom_card else None
     own = state.seats[seat]
-    new = replace(
+    new = evolve(
         state,
         stock=state.stock[1:],
         bottom_card=bottom,
-        seats=_set_seat(state, seat, replace(own, hand=tuple(sorted((*own.hand, card))))),
+        seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, card))))),
         phase=Phase.PLAY,
     )
     return new, [
@@ -398,7 +397,7 @@ def _exhausted(state: State, seat: int) -> tuple[State, list[Event]]:
     ):
         number = state.reshuffles + 1
         stock = reshuffled(state.hand_seed, number, state.discard[:-1])
-        new = replace(state, stock=stock, discard=state.discard[-1:], reshuffles=number)
+        new = evolve(state, stock=stock, discard=state.discard[-1:], reshuffles=number)
         drawn, events = _draw(new, Draw(seat))
         return drawn, [Event("reshuffle", {"number": number, "stock": len(stock)}), *events]
     replay = rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED and not any(
@@ -437,7 +436,7 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
             raise _illegal("F-70", "this seat is already in pair status")
         if own.opened or rules.pairs_to_open is None:
             raise _illegal("F-70", "only an unopened seat at a table with pair openings goes pairs")
-        own = replace(own, pair_status=True)
+        own = evolve(own, pair_status=True)
         events.append(Event("declare_pairs", {"seat": seat}))
     elif own.pair_status and not own.opened:
         rule = None  # F-31: a pair-goer takes without opening and without using the card.
@@ -456,7 +455,7 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
         if not _can_open_now(state, seat, hand, card.card):
             raise _illegal("F-30", f"{card.code} can be taken only to open with it this turn")
         rule, must_open = "F-30", True
-    state = replace(state, seats=_set_seat(state, seat, own))
+    state = evolve(state, seats=_set_seat(state, seat, own))
     if rule == "F-30" and rules.sorgu and len(own.hand) > rules.query_skip_max_hand:
         asked = tuple(
             s
@@ -465,7 +464,7 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
         )
         if asked:
             query = Query(seat, card, asked)
-            new = replace(state, phase=Phase.QUERY, query=query)
+            new = evolve(state, phase=Phase.QUERY, query=query)
             events.append(Event("query", {"taker": seat, "card": card.code, "asked": list(asked)}))
             return new, events
     return _give_discard(state, seat, rule, must_open, events)
@@ -476,13 +475,13 @@ def _give_discard(
 ) -> tuple[State, list[Event]]:
     card = state.discard[-1]
     own = state.seats[seat]
-    new = replace(
+    new = evolve(
         state,
         discard=state.discard[:-1],
-        seats=_set_seat(state, seat, replace(own, hand=tuple(sorted((*own.hand, card))))),
+        seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, card))))),
         phase=Phase.PLAY,
         query=None,
-        turn=replace(state.turn, took=card, took_rule=rule, must_open=must_open),
+        turn=evolve(state.turn, took=card, took_rule=rule, must_open=must_open),
     )
     events.append(Event("take_discard", {"seat": seat, "card": card.code}))
     return new, events
@@ -496,12 +495,12 @@ def _answer(state: State, action: Answer) -> tuple[State, list[Event]]:
     refused = query.refused if action.give else (*query.refused, action.seat)
     events = [Event("answer", {"seat": action.seat, "give": action.give})]
     if pending:
-        return replace(state, query=replace(query, pending=pending, refused=refused)), events
+        return evolve(state, query=evolve(query, pending=pending, refused=refused)), events
     seats = list(state.seats)
     for s in refused:
         # F-80: a seat that refuses goes into pair status (F-70).
-        seats[s] = replace(seats[s], pair_status=True)
-    state = replace(state, seats=tuple(seats))
+        seats[s] = evolve(seats[s], pair_status=True)
+    state = evolve(state, seats=tuple(seats))
     events.append(Event("query_over", {"taker": query.taker, "refused": list(refused)}))
     return _give_discard(state, query.taker, "F-30", True, events)
 
@@ -520,11 +519,11 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
             raise _illegal("F-34", "the claimed bottom card is taken on its own")
         if own.bottom_claim is None or own.bottom_claim >= state.turn.number:
             raise _illegal("F-34", "the bottom card is taken on a turn after claiming it")
-        new = replace(
+        new = evolve(
             state,
             stock=stock,
             bottom_card=None,
-            seats=_set_seat(state, seat, replace(own, hand=tuple(sorted((*own.hand, bottom))))),
+            seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, bottom))))),
             phase=Phase.PLAY,
         )
         return new, [Event("take_bottom", {"seat": seat, "card": bottom.code})]
@@ -563,8 +562,8 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
         )
     )
     discard = action.discard
-    own = replace(own, hand=(), opened=True, opening_total=total)
-    new = replace(
+    own = evolve(own, hand=(), opened=True, opening_total=total)
+    new = evolve(
         state,
         stock=stock,
         bottom_card=None,
@@ -617,7 +616,7 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
                     "F-43" if count >= (rules.pairs_to_open or 0) else "F-41",
                     f"a pair opening needs {needed} pairs, or {rules.pairs_with_meld} pairs and a meld",
                 )
-            own = replace(own, opened=True, opened_with_pairs=True, opening_total=count)
+            own = evolve(own, opened=True, opened_with_pairs=True, opening_total=count)
             high_pairs, pair_opened = max(high_pairs, count), True
         else:
             limit = threshold(state, seat)
@@ -629,22 +628,22 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
                 if total >= rules.open_threshold:
                     rule = "F-41" if rules.escalating_threshold and state.high_open else "F-42"
                 raise _illegal(rule, f"the opening is worth {total}, the threshold is {limit}")
-            own = replace(own, opened=True, opening_total=total)
+            own = evolve(own, opened=True, opening_total=total)
             high_open = max(high_open, total)
     elif own.opened_with_pairs and melds:
         raise _illegal("F-43", "a pair opener lays down pairs only, no new runs or sets")
     elif not own.opened_with_pairs and pairs:
         raise _illegal("F-43", "a seat that opened with melds lays down no pairs of its own")
     table = (*state.table, *(TableMeld(seat, m, c) for m, c in [*melds, *pairs]))
-    own = replace(own, hand=rest)
+    own = evolve(own, hand=rest)
     turn = state.turn
-    turn = replace(
+    turn = evolve(
         turn,
         opened_now=turn.opened_now or opening,
         took_used=turn.took_used or (turn.took is not None and turn.took in used),
         jokers=tuple(j for j in turn.jokers if j not in used),
     )
-    new = replace(
+    new = evolve(
         state,
         seats=_set_seat(state, seat, own),
         table=table,
@@ -675,7 +674,7 @@ def _maybe_empty(state: State, seat: int, events: list[Event]) -> tuple[State, l
     """F-21: a seat left without cards has not finished; its turn ends without a discard."""
     if state.seats[seat].hand:
         return state, events
-    passed = replace(state, last_discarder=None)
+    passed = evolve(state, last_discarder=None)
     events.append(Event("turn_passed", {"seat": seat}))
     return _next_turn(passed, events)
 
@@ -710,14 +709,14 @@ def _lay_off(state: State, action: LayOff) -> tuple[State, list[Event]]:
         )
         table[action.meld] = TableMeld(target.owner, meld, align(meld, [*target.cards, cards[0]]))
     turn = state.turn
-    turn = replace(
+    turn = evolve(
         turn,
         laid_off_others=turn.laid_off_others or target.owner != seat,
         took_used=turn.took_used or (turn.took in cards and turn.took_rule == "F-33"),
         jokers=tuple(j for j in turn.jokers if j not in cards),
     )
-    new = replace(
-        state, seats=_set_seat(state, seat, replace(own, hand=rest)), table=tuple(table), turn=turn
+    new = evolve(
+        state, seats=_set_seat(state, seat, evolve(own, hand=rest)), table=tuple(table), turn=turn
     )
     _check_obligations(new, seat)
     events = [
@@ -751,11 +750,11 @@ def _retrieve(state: State, action: RetrieveJoker) -> tuple[State, list[Event]]:
     hand = tuple(sorted((*rest, joker)))
     turn = state.turn
     must_open = turn.must_open or not own.opened
-    new = replace(
+    new = evolve(
         state,
-        seats=_set_seat(state, seat, replace(own, hand=hand)),
+        seats=_set_seat(state, seat, evolve(own, hand=hand)),
         table=tuple(table),
-        turn=replace(turn, must_open=must_open, jokers=(*turn.jokers, joker)),
+        turn=evolve(turn, must_open=must_open, jokers=(*turn.jokers, joker)),
     )
     # F-55: an unopened seat retrieves only while opening this turn.
     if not own.opened and not _can_open_now(new, seat, _faces(hand), None):
@@ -763,7 +762,7 @@ def _retrieve(state: State, action: RetrieveJoker) -> tuple[State, list[Event]]:
     if rules.retrieved_joker_must_be_used:
         _check_obligations(new, seat)
     else:
-        new = replace(new, turn=replace(new.turn, jokers=turn.jokers))
+        new = evolve(new, turn=evolve(new.turn, jokers=turn.jokers))
     event = Event(
         "retrieve_joker",
         {
@@ -836,14 +835,14 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
         else:
             penalty = rules.islek_penalty
     rest = tuple(c for c in own.hand if c != card)
-    own = replace(
+    own = evolve(
         own,
         hand=rest,
         locked=tuple(c for c in locked if c != card),
         islek_penalty=own.islek_penalty + penalty,
         free_islek_used=free_used,
     )
-    new = replace(
+    new = evolve(
         state,
         seats=_set_seat(state, seat, own),
         discard=(*state.discard, card),
@@ -871,9 +870,9 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
 def _next_turn(state: State, events: list[Event]) -> tuple[State, list[Event]]:
     seat = next_seat(state, state.turn.seat)
     own = state.seats[seat]
-    new = replace(
+    new = evolve(
         state,
-        seats=_set_seat(state, seat, replace(own, turns=own.turns + 1)),
+        seats=_set_seat(state, seat, evolve(own, turns=own.turns + 1)),
         turn=Turn(seat, state.turn.number + 1),
         phase=Phase.DRAW,
     )
@@ -887,7 +886,9 @@ def _declare_pairs(state: State, action: DeclarePairs) -> tuple[State, list[Even
         raise _illegal("F-70", f"{state.rules.preset} has no pair openings")
     if own.opened or own.pair_status:
         raise _illegal("F-70", "only an unopened seat not yet in pair status goes pairs")
-    new = replace(state, seats=_set_seat(state, action.seat, replace(own, pair_status=True)))
+    new = evolve(state, seats=_set_seat(state, action.seat, evolve(own, pair_status=True)))
+    # A seat that took the discard to open may not go pairs if it then could not open.
+    _check_obligations(new, action.seat)
     return new, [Event("declare_pairs", {"seat": action.seat})]
 
 
@@ -905,9 +906,10 @@ def _show_pairs(state: State, action: ShowPairs) -> tuple[State, list[Event]]:
     _remove(own.hand, cards)
     for first, second in action.pairs:
         pair_meld(first.card, second.card, rules)
-    new = replace(
-        state, seats=_set_seat(state, action.seat, replace(own, pair_status=True, shown_pairs=True))
+    new = evolve(
+        state, seats=_set_seat(state, action.seat, evolve(own, pair_status=True, shown_pairs=True))
     )
+    _check_obligations(new, action.seat)
     return new, [
         Event(
             "show_pairs",
@@ -928,8 +930,8 @@ def _claim_bottom(state: State, action: ClaimBottom) -> tuple[State, list[Event]
         raise _illegal("F-34", "the bottom card is already claimed")
     if action.shown not in own.hand or action.shown.card != bottom.card:
         raise _illegal("F-34", f"the claim shows a card identical to {bottom.code}")
-    new = replace(
-        state, seats=_set_seat(state, action.seat, replace(own, bottom_claim=state.turn.number))
+    new = evolve(
+        state, seats=_set_seat(state, action.seat, evolve(own, bottom_claim=state.turn.number))
     )
     return new, [Event("claim_bottom", {"seat": action.seat, "shown": action.shown.code})]
 
@@ -944,7 +946,7 @@ def _end_hand(
     scores = hand_scores(state, finisher, finish) if scored else (0,) * state.players
     totals = tuple(t + s for t, s in zip(state.totals, scores, strict=True))
     hands_scored = state.hands_scored + (1 if scored else 0)
-    scored_state = replace(state, totals=totals, hands_scored=hands_scored)
+    scored_state = evolve(state, totals=totals, hands_scored=hands_scored)
     out = eliminated_now(scored_state, totals, hands_scored) if scored else ()
     active = tuple(a and i not in out for i, a in enumerate(state.active))
     eliminated = (*state.eliminated, out) if out else state.eliminated
@@ -976,11 +978,11 @@ def _end_hand(
             },
         ),
     ]
-    new = replace(scored_state, active=active, eliminated=eliminated)
+    new = evolve(scored_state, active=active, eliminated=eliminated)
     if _game_over(new):
-        final = replace(new, phase=Phase.OVER, query=None)
+        final = evolve(new, phase=Phase.OVER, query=None)
         places = ranking(final)
-        final = replace(final, ranking=places)
+        final = evolve(final, ranking=places)
         events.append(
             Event("game_end", {"totals": list(totals), "ranking": [list(p) for p in places]})
         )

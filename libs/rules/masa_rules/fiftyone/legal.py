@@ -44,6 +44,7 @@ from .melding import (
     islek_faces,
     melds_with,
     opening_reaches,
+    pairs_bound,
 )
 from .state import Phase, State, counts_opened
 
@@ -64,6 +65,7 @@ def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
     if state.phase is Phase.QUERY:
         return [(Answer, lambda: [Answer(seat, True), Answer(seat, False)])]
     kinds: list[tuple[type, Maker]] = []
+    pending = _obligations_pending(state)
     if state.phase is Phase.DRAW:
         kinds.append((Draw, lambda: [Draw(seat)]))
         kinds.append(
@@ -78,7 +80,6 @@ def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
         )
         kinds.append((TakeBottom, lambda: _bottom_actions(state, seat)))
     else:
-        pending = _obligations_pending(state)
         kinds.append((Discard, lambda: [] if pending else _discards(state, seat)))
         kinds.append((LayDown, lambda: _lay_downs(state, seat)))
         kinds.append((LayOff, lambda: _filtered(state, _lay_offs(state, seat), check=pending)))
@@ -89,9 +90,13 @@ def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
     rules = state.rules
     if not own.opened:
         if not own.pair_status and rules.pairs_to_open is not None:
-            kinds.append((DeclarePairs, lambda: [DeclarePairs(seat)]))
+            kinds.append(
+                (DeclarePairs, lambda: _filtered(state, [DeclarePairs(seat)], check=pending))
+            )
             if rules.gosterge:
-                kinds.append((ShowPairs, lambda: _show_pairs(state, seat)))
+                kinds.append(
+                    (ShowPairs, lambda: _filtered(state, _show_pairs(state, seat), check=pending))
+                )
         if rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER and own.pair_status:
             kinds.append((ClaimBottom, lambda: _claims(state, seat)))
     return kinds
@@ -195,7 +200,7 @@ def _lay_downs(state: State, seat: int) -> list[Action]:
                     out += _openings_with(state, seat, took, limit)
         needed = pairs_needed(state)
         if needed is not None:
-            pairs = list(cached_pairs(hand, rules))
+            pairs = list(cached_pairs(hand, rules)) if pairs_bound(hand) >= needed else []
             if len(own.hand) - 2 * len(pairs) < 1:
                 pairs = pairs[:-1]
             if took is not None and not any(p.cards[0].stands_for == took.card for p in pairs):
@@ -321,8 +326,10 @@ def _retrievals(state: State, seat: int) -> list[Action]:
     for index, entry in enumerate(state.table):
         if not entry.meld.jokers:
             continue
+        rank = entry.meld.rank if entry.meld.kind is MeldKind.SET else None
+        stands = {p.stands_for for p in entry.meld.cards if p.is_joker}
         for card in own.hand:
-            if card.card.is_joker:
+            if card.card.is_joker or (card.card.rank is not rank and card.card not in stands):
                 continue
             try:
                 retrieve_joker(entry.meld, card.card, rules)

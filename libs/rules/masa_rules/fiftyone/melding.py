@@ -31,11 +31,16 @@ from .state import TableMeld
 __all__ = [
     "align",
     "cached_opening",
+    "cached_pairs",
+    "cached_pairs_with_meld",
     "can_open",
     "can_use",
     "islek_faces",
     "joker_fits_table",
     "melds_with",
+    "opening_bound",
+    "opening_reaches",
+    "pairs_bound",
     "read_meld",
 ]
 
@@ -107,10 +112,16 @@ def cached_pairs(cards: Sequence[Card], rules: RuleSet) -> tuple[Meld, ...]:
     return _pairs(_faces_key(cards), _rules_key(rules))
 
 
+def pairs_bound(cards: Sequence[Card]) -> int:
+    """An upper bound of the pairs a hand holds: its doubles plus one per joker (F-15)."""
+    faces = [c.index for c in cards if not c.is_joker]
+    return len(faces) - len(set(faces)) + (len(cards) - len(faces))
+
+
 def cached_pairs_with_meld(cards: Sequence[Card], rules: RuleSet) -> PairsWithMeld | None:
     """:func:`~masa_rules.solver.pairs_with_meld`, memoised, skipped when too few pairs exist."""
     needed = rules.pairs_with_meld
-    if needed is None or len(cached_pairs(cards, rules)) < needed:
+    if needed is None or pairs_bound(cards) < needed or len(cached_pairs(cards, rules)) < needed:
         return None
     return _pairs_with_meld(_faces_key(cards), _rules_key(rules))
 
@@ -168,8 +179,22 @@ def _card(suit: Suit, position: int) -> Card:
     return Card.from_index(int(suit) * 13 + int(rank) - 2)
 
 
+_LAST_ISLEK: list[tuple[Sequence[TableMeld], RuleSet, frozenset[int]]] = []
+
+
 def islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
-    """F-61: the natural faces that could be laid off on some run or set on the table."""
+    """F-61: the natural faces that could be laid off on some run or set on the table.
+
+    States share their table tuple until it changes, so the last answer is kept by identity.
+    """
+    if _LAST_ISLEK and _LAST_ISLEK[0][0] is table and _LAST_ISLEK[0][1] is rules:
+        return _LAST_ISLEK[0][2]
+    found = _islek_faces(table, rules)
+    _LAST_ISLEK[:] = [(table, rules, found)]
+    return found
+
+
+def _islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
     out: set[int] = set()
     lowest = LOW_ACE if rules.ace_low else 2
     for entry in table:
@@ -301,7 +326,7 @@ def can_open(
         return True
     if pairs_needed is None or rules.pairs_to_open is None:
         return False
-    pairs = cached_pairs(hand, rules)
+    pairs = cached_pairs(hand, rules) if pairs_bound(hand) >= pairs_needed else ()
     if len(pairs) >= pairs_needed and len(hand) - 2 * pairs_needed >= keep:
         if forced is None:
             return True

@@ -48,7 +48,7 @@ _WEIGHTS: dict[type, float] = {
     LayOff: 10.0,
     RetrieveJoker: 1.0,
     Draw: 6.0,
-    TakeDiscard: 1.0,
+    TakeDiscard: 3.0,
     Discard: 1.0,
     DeclarePairs: 0.05,
     ShowPairs: 0.5,

@@ -16,7 +16,8 @@ Glossary:
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from masa_rules.cards import PhysicalCard
 from masa_rules.melds import Meld
@@ -30,6 +31,7 @@ __all__ = [
     "TableMeld",
     "Turn",
     "counts_opened",
+    "evolve",
     "next_seat",
     "partner",
     "previous_seat",
@@ -146,6 +148,26 @@ class State:
         if self.phase is Phase.QUERY and self.query is not None:
             return self.query.pending
         return (self.turn.seat,)
+
+
+_T = TypeVar("_T")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def evolve(obj: _T, **changes: Any) -> _T:
+    """``dataclasses.replace`` for the frozen classes here, without its per-call checks.
+
+    The engine copies a state several times per action; this is about twice as fast.
+    """
+    cls = type(obj)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    new = object.__new__(cls)
+    set_field = object.__setattr__
+    for name in names:
+        set_field(new, name, changes[name] if name in changes else getattr(obj, name))
+    return new
 
 
 def partner(state: State, seat: int) -> int | None:
