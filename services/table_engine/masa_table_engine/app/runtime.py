@@ -109,6 +109,8 @@ class TableRuntime:
         self._settings = settings
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
+        # The deadline the driver sleeps until (None: until a change); see _wake_driver.
+        self._armed: float | None = None
         self._watchers: set[asyncio.Queue[Entry | None]] = set()
         self._connections: dict[int, int] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -161,7 +163,7 @@ class TableRuntime:
         self.table = table
         self._history.append(entry)
         self._remember(entry)
-        self._changed.set()
+        self._wake_driver()
         for queue in self._watchers:
             queue.put_nowait(entry)
         self._count(entry, name, time.perf_counter() - started)
@@ -172,6 +174,25 @@ class TableRuntime:
         if table.finished:
             await deps.ownership.release(table.table_id)
         return entry
+
+    def _wake_driver(self) -> None:
+        """Wake the driver when the new table needs it before the deadline it sleeps until.
+
+        That is when a bot, the autopilot or a timed-out turn must play, when the game is
+        over, or when a timer now runs out earlier. After most human moves none holds: the next
+        turn's deadline is later than the one armed, so the driver sleeps on and, should it
+        wake at the old deadline, finds nothing due and arms the new one. This saves a task
+        switch per accepted action.
+        """
+        table = self.table
+        deadline = next_deadline(table)
+        armed = self._armed
+        if (
+            table.finished
+            or automated_seat(table) is not None
+            or (deadline is not None and (armed is None or deadline < armed))
+        ):
+            self._changed.set()
 
     def _action_name(self, item: Input) -> str:
         if isinstance(item, PlayerAction):
@@ -302,9 +323,10 @@ class TableRuntime:
                 await asyncio.sleep(_RETRY_SECONDS)
                 continue
             deadline = next_deadline(self.table)
+            self._armed = deadline
             timeout = None if deadline is None else max(0.0, deadline - self._deps.clock())
             # asyncio.timeout, unlike wait_for, needs no extra task per wait; the driver waits
-            # once per accepted action, so that adds up.
+            # after every bot move and timer, so that adds up.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._changed.wait()
