@@ -1011,3 +1011,46 @@ def test_F97_the_final_ranking_is_in_the_game_end_event() -> None:
     )
     _after, events = apply(state, Discard(0, pc("2C")))
     assert events[-1].type == "game_end" and events[-1].data["ranking"] == [[0], [2], [1]]
+
+
+def test_F91_pairs_joker_and_hand_finish_multiply_to_eight() -> None:
+    hand = "2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6D 6D#1 XR"
+    state = build("classic", hands={0: hand, 1: "KD", 2: "9H"}, seats={1: {"opened": True}})
+    _, events = play(
+        state,
+        LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6D 6D#1")),
+        Discard(0, pc("XR")),
+    )
+    end = hand_end(events)
+    assert end["finish"] == {"by_hand": True, "joker": True, "pairs": True, "bottom_card": False}
+    assert end["scores"] == [0, 80, 800, 800]
+
+
+def test_F96_the_limit_rises_by_ten_each_hand() -> None:
+    seats = {s: {"opened": True} for s in range(4)}
+    # After hand 3 the limit is 131: a total of 130 stays, 132 leaves.
+    state = build(
+        "salon",
+        hands={0: "2C", 1: "2D", 2: "4D", 3: "5C"},
+        totals=(0, 128, 128, 0),
+        hands_scored=2,
+        seats=seats,
+    )
+    after, events = apply(state, Discard(0, pc("2C")))
+    assert hand_end(events)["totals"] == [0, 130, 132, 5]
+    assert hand_end(events)["eliminated"] == [2] and after.active == (True, True, False, True)
+    assert after.turn.seat != 2 and after.seats[2].hand == ()
+
+
+def test_F21_an_emptied_hand_finishes_later_by_drawing_and_discarding() -> None:
+    state = build(
+        "classic",
+        hands={0: "", 1: "KD"},
+        stock="9S",
+        seat=0,
+        phase=Phase.DRAW,
+        seats={0: {"opened": True}},
+    )
+    state, _ = apply(state, Draw(0))
+    _after, events = apply(state, Discard(0, pc("9S")))
+    assert hand_end(events)["finisher"] == 0
