@@ -53,7 +53,8 @@ Readings this engine had to choose (RULES.md leaves them open; each says how it 
 13. F-70/F-71: only an unopened seat goes pairs; remi has no pair openings and so no pair status.
 14. F-96: when every remaining seat exceeds the limit in the same hand, all leave and are ranked
     by total; in team mode ranking places hold both partners.
-15. F-5: the hand seed is revealed in a ``reveal`` event just before ``hand_end``, so that the
+15. F-80: a seat whose partner opened counts as opened (F-46) and is not asked.
+16. F-5: the hand seed is revealed in a ``reveal`` event just before ``hand_end``, so that the
     ``hand_end`` object stays exactly the simulator contract.
 """
 

@@ -406,24 +406,20 @@ def _exhausted(state: State, seat: int) -> tuple[State, list[Event]]:
     return _end_hand(state, None, Finish(), scored=not replay)
 
 
-def _previous_discard(state: State, seat: int) -> PhysicalCard:
-    if (
-        not state.discard
-        or state.last_discarder is None
-        or state.last_discarder != previous_seat(state, seat)
-    ):
+def _previous_discard(state: State, seat: int) -> tuple[PhysicalCard, int]:
+    """The top discard and who discarded it, if that is the previous player (F-21, F-30)."""
+    before = state.last_discarder
+    if not state.discard or before is None or before != previous_seat(state, seat):
         raise _illegal("F-30", "there is no discard of the previous player to take")
-    return state.discard[-1]
+    return state.discard[-1], before
 
 
 def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]]:
     _need_phase(state, Phase.DRAW)
     seat = action.seat
     rules = state.rules
-    card = _previous_discard(state, seat)
+    card, before = _previous_discard(state, seat)
     own = state.seats[seat]
-    before = state.last_discarder
-    assert before is not None
     goes_pairs = action.pairs or own.pair_status
     if state.seats[before].pair_status and not goes_pairs:
         raise _illegal("F-32", "the seat after a pair-goer takes discards only by going pairs")

@@ -43,6 +43,7 @@ from .melding import (
     cached_pairs_with_meld,
     islek_faces,
     melds_with,
+    opening_bound,
     opening_reaches,
     pairs_bound,
 )
@@ -216,7 +217,7 @@ def _lay_downs(state: State, seat: int) -> list[Action]:
     elif own.opened_with_pairs:
         for spec in _physical(cached_pairs(hand, rules), own.hand, took):
             out.append(LayDown(seat, (), ((spec[0][0], spec[1][0]),)))
-    else:
+    elif opening_bound(hand, rules) > 0:
         for spec in _physical(cached_opening(hand, rules).melds, own.hand, took):
             out.append(LayDown(seat, (spec,)))
     if own.opened and took is not None and took in own.hand and not took.card.is_joker:
