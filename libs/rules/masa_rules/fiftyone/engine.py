@@ -19,6 +19,8 @@ and it rejects any later play that would make it impossible, so a seat can alway
 
 from __future__ import annotations
 
+from typing import Any
+
 from masa_rules.cards import Card, PhysicalCard
 from masa_rules.errors import IllegalAction
 from masa_rules.melds import (
@@ -343,7 +345,12 @@ def apply(state: State, action: Action) -> tuple[State, list[Event]]:
         new, events = _dispatch(state, action)
     except MeldError as exc:
         raise _illegal(exc.rule, exc.message) from None
-    return evolve(new, action_count=state.action_count + 1), events
+    if new is state:
+        new = evolve(state)
+    # The handler's result is a fresh object nobody else holds yet: count the action in place
+    # rather than copying the whole state once more.
+    object.__setattr__(new, "action_count", state.action_count + 1)
+    return new, events
 
 
 def is_legal(state: State, action: Action) -> bool:
@@ -838,12 +845,8 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
         islek_penalty=own.islek_penalty + penalty,
         free_islek_used=free_used,
     )
-    new = evolve(
-        state,
-        seats=_set_seat(state, seat, own),
-        discard=(*state.discard, card),
-        last_discarder=seat,
-    )
+    seats = _set_seat(state, seat, own)
+    discard = (*state.discard, card)
     event_data: dict[str, object] = {
         "seat": seat,
         "card": card.code,
@@ -858,19 +861,26 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
             rules.hand_finish_forbids_layoff and turn.laid_off_others
         )
         finish = Finish(by_hand=by_hand, joker=card.card.is_joker, pairs=own.opened_with_pairs)
+        new = evolve(state, seats=seats, discard=discard, last_discarder=seat)
         ended, more = _end_hand(new, seat, finish, scored=True)
         return ended, events + more
-    return _next_turn(new, events)
+    return _next_turn(state, events, seats, discard=discard, last_discarder=seat)
 
 
-def _next_turn(state: State, events: list[Event]) -> tuple[State, list[Event]]:
+def _next_turn(
+    state: State, events: list[Event], seats: tuple[SeatState, ...] | None = None, **changes: Any
+) -> tuple[State, list[Event]]:
+    """Pass the turn to the next seat, applying ``seats`` and ``changes`` in the same copy."""
+    seats = seats if seats is not None else state.seats
     seat = next_seat(state, state.turn.seat)
-    own = state.seats[seat]
+    own = seats[seat]
+    seats = (*seats[:seat], evolve(own, turns=own.turns + 1), *seats[seat + 1 :])
     new = evolve(
         state,
-        seats=_set_seat(state, seat, evolve(own, turns=own.turns + 1)),
+        seats=seats,
         turn=Turn(seat, state.turn.number + 1),
         phase=Phase.DRAW,
+        **changes,
     )
     return new, events
 

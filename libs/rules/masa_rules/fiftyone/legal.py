@@ -58,6 +58,9 @@ Maker = Callable[[], list[Action]]
 def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
     """The kinds of action ``seat`` may have now, each with a function listing its instances.
 
+    A kind is labelled by an action class; ``TakeDiscard(pairs=True)`` is listed under
+    :class:`DeclarePairs`, since that is what it does.
+
     Listing some kinds takes the solver; a caller that needs one kind only (the random
     policy) calls that kind's function alone. A kind may turn out to have no instance.
     """
@@ -69,14 +72,12 @@ def legal_by_kind(state: State, seat: int) -> list[tuple[type, Maker]]:
     pending = _obligations_pending(state)
     if state.phase is Phase.DRAW:
         kinds.append((Draw, lambda: [Draw(seat)]))
+        kinds.append((TakeDiscard, lambda: [a for a in [TakeDiscard(seat)] if _may_take(state, a)]))
+        # Taking the discard to go pairs declares pairs (F-31, F-70): listed with DeclarePairs.
         kinds.append(
             (
-                TakeDiscard,
-                lambda: [
-                    a
-                    for a in (TakeDiscard(seat), TakeDiscard(seat, pairs=True))
-                    if _may_take(state, a)
-                ],
+                DeclarePairs,
+                lambda: [a for a in [TakeDiscard(seat, pairs=True)] if _may_take(state, a)],
             )
         )
         kinds.append((TakeBottom, lambda: _bottom_actions(state, seat)))
@@ -187,7 +188,7 @@ def _trim(melds: list[Meld], state: State, spare: int, limit: int) -> list[Meld]
 def _lay_downs(state: State, seat: int) -> list[Action]:
     rules = state.rules
     own = state.seats[seat]
-    hand = [c.card for c in own.hand]
+    hand = own.hand
     took = state.turn.took
     out: list[Action] = []
     if not own.opened:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import combinations
+from typing import cast
 
 from masa_rules.cards import Card, PhysicalCard, Rank, Suit
 from masa_rules.melds import HIGH_ACE, LOW_ACE, Meld, MeldError, MeldKind, default_reading
@@ -68,6 +69,8 @@ def read_meld(
     return meld, align(meld, [card for card, _ in spec])
 
 
+# Face indices 0..51 are naturals, 52 and 53 the jokers (masa_rules.cards).
+JOKER_INDEX = 52
 _RULES: list[RuleSet] = []
 
 
@@ -83,8 +86,18 @@ def _rules_key(rules: RuleSet) -> int:
     return len(_RULES) - 1
 
 
-def _faces_key(cards: Sequence[Card]) -> tuple[int, ...]:
-    return tuple(sorted(c.index for c in cards))
+Cards = Sequence[Card] | Sequence[PhysicalCard]
+
+
+def _indices(cards: Cards) -> list[int]:
+    """Face indices of faces or physical cards (a physical card's is a plain attribute)."""
+    if cards and isinstance(cards[0], PhysicalCard):
+        return [c.face_index for c in cast(Sequence[PhysicalCard], cards)]
+    return [c.index for c in cast(Sequence[Card], cards)]
+
+
+def _faces_key(cards: Cards) -> tuple[int, ...]:
+    return tuple(sorted(_indices(cards)))
 
 
 @lru_cache(maxsize=16384)
@@ -102,23 +115,23 @@ def _pairs_with_meld(faces: tuple[int, ...], key: int) -> PairsWithMeld | None:
     return pairs_with_meld([Card.from_index(f) for f in faces], _RULES[key])
 
 
-def cached_opening(cards: Sequence[Card], rules: RuleSet) -> Arrangement:
+def cached_opening(cards: Cards, rules: RuleSet) -> Arrangement:
     """:func:`~masa_rules.solver.best_opening`, memoised on the multiset of faces."""
     return _opening(_faces_key(cards), _rules_key(rules))
 
 
-def cached_pairs(cards: Sequence[Card], rules: RuleSet) -> tuple[Meld, ...]:
+def cached_pairs(cards: Cards, rules: RuleSet) -> tuple[Meld, ...]:
     """:func:`~masa_rules.solver.best_pairs`, memoised on the multiset of faces."""
     return _pairs(_faces_key(cards), _rules_key(rules))
 
 
-def pairs_bound(cards: Sequence[Card]) -> int:
+def pairs_bound(cards: Cards) -> int:
     """An upper bound of the pairs a hand holds: its doubles plus one per joker (F-15)."""
-    faces = [c.index for c in cards if not c.is_joker]
+    faces = [f for f in _indices(cards) if f < JOKER_INDEX]
     return len(faces) - len(set(faces)) + (len(cards) - len(faces))
 
 
-def cached_pairs_with_meld(cards: Sequence[Card], rules: RuleSet) -> PairsWithMeld | None:
+def cached_pairs_with_meld(cards: Cards, rules: RuleSet) -> PairsWithMeld | None:
     """:func:`~masa_rules.solver.pairs_with_meld`, memoised, skipped when too few pairs exist."""
     needed = rules.pairs_with_meld
     if needed is None or pairs_bound(cards) < needed or len(cached_pairs(cards, rules)) < needed:
@@ -126,48 +139,49 @@ def cached_pairs_with_meld(cards: Sequence[Card], rules: RuleSet) -> PairsWithMe
     return _pairs_with_meld(_faces_key(cards), _rules_key(rules))
 
 
-def opening_bound(cards: Sequence[Card], rules: RuleSet) -> int:
+def opening_bound(cards: Cards, rules: RuleSet) -> int:
     """An upper bound of the best opening's value, far cheaper than the solver.
 
     A natural counts only if some set (three suits of its rank) or some window of three run
     positions around it could be filled by the hand's naturals and jokers; a joker counts as
     the highest card value.
     """
-    counts = [0] * 52
+    counts: dict[int, int] = {}
     jokers = 0
-    for card in cards:
-        if card.is_joker:
+    for face in _indices(cards):
+        if face >= JOKER_INDEX:
             jokers += 1
         else:
-            counts[card.index] += 1
+            counts[face] = counts.get(face, 0) + 1
     total = 0
     low = rules.ace_low
-    for face in range(52):
-        n = counts[face]
-        if not n:
-            continue
+    for face, n in counts.items():
         suit, k = divmod(face, 13)
         value = rules.ace_high_value if k == 12 else min(k + 2, 10)
-        if (counts[k] > 0) + (counts[13 + k] > 0) + (counts[26 + k] > 0) + (
-            counts[39 + k] > 0
-        ) + jokers >= 3:
+        suits = (k in counts) + (13 + k in counts) + (26 + k in counts) + (39 + k in counts)
+        if suits + jokers >= 3 or _run_window(counts, suit * 13, k, jokers, low):
             total += value * n
-            continue
-        base = suit * 13
-        # Run positions 0..12 are ranks 2..A; with ace_low the ace also sits before the 2.
-        row = [counts[base + 12] > 0 and low, *(counts[base + i] > 0 for i in range(13))]
-        at = k + 1
-        for start in range(max(0, at - 2), min(at, 11) + 1):
-            if (row[start] + row[start + 1] + row[start + 2] + jokers >= 3) and start + 2 <= 13:
-                total += value * n
-                break
-        else:
-            if low and k == 12 and row[1] + row[2] + 1 + jokers >= 3:
-                total += value * n
     return total + jokers * max(rules.ace_high_value, 10)
 
 
-def opening_reaches(cards: Sequence[Card], rules: RuleSet, threshold: int) -> bool:
+def _run_window(counts: dict[int, int], base: int, k: int, jokers: int, low: bool) -> bool:
+    """Whether some three consecutive run positions around rank index ``k`` could be filled."""
+    # Positions 0..12 are ranks 2..A; with ace_low (F-11) the ace also sits before the 2.
+    positions = [(k, base + k)]
+    if low and k == 12:
+        positions.append((-1, base + 12))
+    for at, _ in positions:
+        for start in range(max(-1 if low else 0, at - 2), min(at, 10) + 1):
+            filled = 0
+            for p in range(start, start + 3):
+                face = base + (12 if p == -1 else p)
+                filled += face in counts
+            if filled + jokers >= 3:
+                return True
+    return False
+
+
+def opening_reaches(cards: Cards, rules: RuleSet, threshold: int) -> bool:
     """Whether the best opening of ``cards`` is worth at least ``threshold``."""
     return (
         opening_bound(cards, rules) >= threshold and cached_opening(cards, rules).value >= threshold
