@@ -148,36 +148,39 @@ def opening_bound(cards: Cards, rules: RuleSet) -> int:
     """
     counts: dict[int, int] = {}
     jokers = 0
+    # Per suit, bit p is run position p: 1..13 are ranks 2..A, 0 a low ace (F-11, ace_low).
+    rows = [0, 0, 0, 0]
+    suits_of_rank = [0] * 13
     for face in _indices(cards):
         if face >= JOKER_INDEX:
             jokers += 1
-        else:
-            counts[face] = counts.get(face, 0) + 1
+            continue
+        if face not in counts:
+            counts[face] = 0
+            suit, k = divmod(face, 13)
+            rows[suit] |= 1 << (k + 1)
+            suits_of_rank[k] += 1
+        counts[face] += 1
+    if rules.ace_low:
+        rows = [row | (row >> 13 & 1) for row in rows]
+    need = 3 - jokers
     total = 0
-    low = rules.ace_low
     for face, n in counts.items():
         suit, k = divmod(face, 13)
-        value = rules.ace_high_value if k == 12 else min(k + 2, 10)
-        suits = (k in counts) + (13 + k in counts) + (26 + k in counts) + (39 + k in counts)
-        if suits + jokers >= 3 or _run_window(counts, suit * 13, k, jokers, low):
-            total += value * n
+        if (
+            suits_of_rank[k] >= need
+            or _in_window(rows[suit], k + 1, need)
+            or (k == 12 and rules.ace_low and _in_window(rows[suit], 0, need))
+        ):
+            total += n * (rules.ace_high_value if k == 12 else min(k + 2, 10))
     return total + jokers * max(rules.ace_high_value, 10)
 
 
-def _run_window(counts: dict[int, int], base: int, k: int, jokers: int, low: bool) -> bool:
-    """Whether some three consecutive run positions around rank index ``k`` could be filled."""
-    # Positions 0..12 are ranks 2..A; with ace_low (F-11) the ace also sits before the 2.
-    positions = [(k, base + k)]
-    if low and k == 12:
-        positions.append((-1, base + 12))
-    for at, _ in positions:
-        for start in range(max(-1 if low else 0, at - 2), min(at, 10) + 1):
-            filled = 0
-            for p in range(start, start + 3):
-                face = base + (12 if p == -1 else p)
-                filled += face in counts
-            if filled + jokers >= 3:
-                return True
+def _in_window(row: int, position: int, need: int) -> bool:
+    """Whether three consecutive run positions around ``position`` hold ``need`` cards."""
+    for start in range(max(0, position - 2), min(position, 11) + 1):
+        if (row >> start & 7).bit_count() >= need:
+            return True
     return False
 
 

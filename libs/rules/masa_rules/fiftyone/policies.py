@@ -46,7 +46,7 @@ _WEIGHTS: dict[type, float] = {
     LayDown: 40.0,
     TakeBottom: 40.0,
     LayOff: 10.0,
-    RetrieveJoker: 1.0,
+    RetrieveJoker: 0.3,
     Draw: 6.0,
     TakeDiscard: 1.0,
     Discard: 1.0,

@@ -16,6 +16,7 @@ Glossary:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -151,7 +152,27 @@ class State:
 
 
 _T = TypeVar("_T")
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+
+
+def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    """A copy function with one line per field, generated the way dataclasses generate
+    ``__init__``: reading each slot by name is much faster than a loop over ``getattr``."""
+    lines = ["def copy(obj, changes):", "    new = new_object(cls)"]
+    for f in fields(cls):
+        name = f.name
+        lines.append(
+            f"    set_field(new, {name!r}, changes[{name!r}] if {name!r} in changes else obj.{name})"
+        )
+    lines.append("    return new")
+    namespace: dict[str, Any] = {
+        "new_object": object.__new__,
+        "cls": cls,
+        "set_field": object.__setattr__,
+    }
+    exec("\n".join(lines), namespace)
+    copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
+    return copy
 
 
 def evolve(obj: _T, **changes: Any) -> _T:
@@ -160,13 +181,10 @@ def evolve(obj: _T, **changes: Any) -> _T:
     The engine copies a state several times per action; this is about twice as fast.
     """
     cls = type(obj)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-    new = object.__new__(cls)
-    set_field = object.__setattr__
-    for name in names:
-        set_field(new, name, changes[name] if name in changes else getattr(obj, name))
+    copy = _COPIERS.get(cls)
+    if copy is None:
+        copy = _COPIERS[cls] = _copier(cls)
+    new: _T = copy(obj, changes)
     return new
 
 
