@@ -143,6 +143,10 @@ class RuleSet:
     elimination_base: int
     elimination_step: int
     team_elimination_factor: int
+    # F-61 (engine reading, a table choice): a joker that fits a meld on the table is işlek.
+    islek_joker: bool = False
+    # F-61 salon (engine reading, a table choice): the finisher and partner pay işlek penalties.
+    islek_penalty_for_finisher: bool = True
 
     def __post_init__(self) -> None:
         if self.open_threshold <= 0:
