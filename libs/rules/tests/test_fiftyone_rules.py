@@ -1054,3 +1054,21 @@ def test_F21_an_emptied_hand_finishes_later_by_drawing_and_discarding() -> None:
     state, _ = apply(state, Draw(0))
     _after, events = apply(state, Discard(0, pc("9S")))
     assert hand_end(events)["finisher"] == 0
+
+
+def test_F61_a_joker_is_islek_only_where_the_table_says_so() -> None:
+    table = [(1, "4S 5S 6S")]
+    plain = build("classic", hands={0: "XR 2C 3D"}, table=table)
+    assert is_legal(plain, Discard(0, pc("XR")))
+    strict = build(RuleSet.classic(islek_joker=True), hands={0: "XR 2C 3D"}, table=table)
+    rejects(strict, Discard(0, pc("XR")), "F-61")
+
+
+def test_F61_the_finishers_islek_penalty_is_a_table_choice() -> None:
+    seats = {0: {"opened": True, "islek_penalty": 51}, 1: {"opened": True}}
+    hands = {0: "2C", 1: "KD", 2: "5C", 3: "6C"}
+    paid = hand_end(apply(build("salon", hands=hands, seats=seats), Discard(0, pc("2C")))[1])
+    assert paid["scores"][0] == 51
+    rules = RuleSet.salon(islek_penalty_for_finisher=False)
+    free = hand_end(apply(build(rules, hands=hands, seats=seats), Discard(0, pc("2C")))[1])
+    assert free["scores"][0] == 0

@@ -29,12 +29,13 @@ Readings this engine had to choose (RULES.md leaves them open; each says how it 
 3. F-21/F-52: where ``last_card_layoff_allowed`` (classic, salon) a seat may lay down or off
    its last card; its turn then ends without a discard and it finishes later by drawing and
    discarding (F-21: "has not finished"). In remi the last card must stay for the discard.
-4. F-61: a joker is never işlek (every joker fits somewhere, which would make the rule forbid
-   every joker discard; seed 000 lists jokers as a finishing discard). A classic seat whose
-   every card is işlek (or a shown twin) may discard any of them: the rule cannot make a turn
-   impossible.
+4. F-61: a joker is not işlek (every joker fits somewhere, which would make the rule forbid
+   every joker discard; seed 000 lists jokers as a finishing discard). A real table choice:
+   ``RuleSet.islek_joker`` (default False in all presets). A classic seat whose every card is
+   işlek (or a shown twin) may discard any of them: the rule cannot make a turn impossible.
 5. F-61 salon: işlek penalties are paid by every seat, the finisher and partner included (it is
-   a fine for an act, not a hand score).
+   a fine for an act, not a hand score). A table choice: ``RuleSet.islek_penalty_for_finisher``
+   (default True).
 6. F-41: a pair opening of four pairs and a meld counts as five pairs for escalation.
 7. F-43/F-50: a seat that opened with melds may still lay a pair off on a pair opener's area
    (F-50 allows it to every opened seat; F-43 only forbids pairs "of their own").

@@ -782,11 +782,7 @@ def _retrieve(state: State, action: RetrieveJoker) -> tuple[State, list[Event]]:
 def _discardable(state: State, seat: int, islek: frozenset[int]) -> list[PhysicalCard]:
     """F-61 classic: the cards a seat may discard without the twin exception."""
     own = state.seats[seat]
-    return [
-        c
-        for c in own.hand
-        if c not in own.locked and (c.card.is_joker or c.face_index not in islek)
-    ]
+    return [c for c in own.hand if c not in own.locked and c.face_index not in islek]
 
 
 def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
@@ -806,7 +802,7 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
         raise _illegal("F-55", "the retrieved joker must be laid down or laid off first")
     finishing = len(own.hand) == 1
     islek_set = islek_faces(state.table, rules)
-    is_islek = not finishing and not card.card.is_joker and card.face_index in islek_set
+    is_islek = not finishing and card.face_index in islek_set
     penalty = 0
     locked = own.locked
     free_used = own.free_islek_used

@@ -144,13 +144,11 @@ def _discards(state: State, seat: int) -> list[Action]:
     if rules.islek is not IslekRule.ILLEGAL:
         return [Discard(seat, c) for c in hand]
     islek = islek_faces(state.table, rules)
-    allowed = [
-        c for c in hand if c not in own.locked and (c.card.is_joker or c.face_index not in islek)
-    ]
+    allowed = [c for c in hand if c not in own.locked and c.face_index not in islek]
     out: list[Action] = [Discard(seat, c) for c in (allowed or hand)]
     if not own.opened:
         for card in hand:
-            if card.card.is_joker or card.face_index not in islek or card in own.locked:
+            if card.face_index not in islek or card in own.locked:
                 continue
             out += [Discard(seat, card, t) for t in hand if t != card and t.card == card.card]
     return out

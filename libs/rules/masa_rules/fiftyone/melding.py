@@ -200,7 +200,9 @@ _LAST_ISLEK: list[tuple[Sequence[TableMeld], RuleSet, frozenset[int]]] = []
 
 
 def islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
-    """F-61: the natural faces that could be laid off on some run or set on the table.
+    """F-61: the faces that could be laid off on some run or set on the table.
+
+    Jokers are included only with ``islek_joker`` (a joker fits almost anywhere).
 
     States share their table tuple until it changes, so the last answer is kept by identity.
     """
@@ -213,6 +215,8 @@ def islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
 
 def _islek_faces(table: Sequence[TableMeld], rules: RuleSet) -> frozenset[int]:
     out: set[int] = set()
+    if rules.islek_joker and joker_fits_table(table, rules):
+        out.update((JOKER_INDEX, JOKER_INDEX + 1))
     lowest = LOW_ACE if rules.ace_low else 2
     for entry in table:
         meld = entry.meld

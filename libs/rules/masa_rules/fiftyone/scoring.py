@@ -72,7 +72,8 @@ def hand_scores(state: State, finisher: int | None, finish: Finish) -> tuple[int
             continue
         if finisher is not None and (i == finisher or partner(state, i) == finisher):
             base = _finisher_score(rules, finish) if i == finisher else 0
-            scores.append(base + seat.islek_penalty)
+            fine = seat.islek_penalty if rules.islek_penalty_for_finisher else 0
+            scores.append(base + fine)
             continue
         if counts_opened(state, i):
             base = hand_penalty([c.card for c in seat.hand], rules)
