@@ -81,6 +81,9 @@ class RuntimeSettings:
     bot_timeout_seconds: float
     # A pause before each bot move, so that people can follow a table; 0 in tests.
     bot_delay_seconds: float = 0.0
+    # How long a finished table stays in memory, answering reads and retries of its last
+    # moves; after that it lives on in JetStream only, as it does after a restart.
+    finished_retention_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,8 @@ class TableRuntime:
         self._background: set[asyncio.Task[None]] = set()
         self._driver: asyncio.Task[None] | None = None
         self.fenced = False
+        # When the game ended here (by the deps' clock), for Tables to forget the table later.
+        self.finished_at: float | None = None
 
     @property
     def game(self) -> str:
@@ -161,6 +166,8 @@ class TableRuntime:
             raise
         deps.metrics.persisted(time.perf_counter() - written)
         self.table = table
+        if table.finished:
+            self.finished_at = deps.clock()
         self._history.append(entry)
         self._remember(entry)
         self._wake_driver()

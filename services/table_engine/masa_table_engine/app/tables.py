@@ -69,6 +69,7 @@ class Tables:
 
     async def create(self, config: TableConfig) -> Table:
         """Start a table; raises ``RuleViolation`` for a configuration the rules refuse."""
+        self._forget_finished()
         table_id = self._new_id()
         item = Created(table_id, config, self._new_seed())
         table, entry = accept(None, item, self._deps.clock(), self._settings.timers)
@@ -119,6 +120,20 @@ class Tables:
                 await runtime.commit(SeatChanged(seat, SeatChange.DISCONNECTED))
         _log.info("recovered table %s at sequence %d", table_id, runtime.table.sequence)
         return True
+
+    def _forget_finished(self) -> None:
+        """Drop the tables that finished longer than the retention time ago.
+
+        Kept for ever, every table played would stay in memory with its whole history: the
+        process would grow without bound, and the garbage collector's full passes over it all
+        would stall every live table (for hundreds of milliseconds after a few thousand games).
+        Checked whenever a table is created, so the tables kept stay in proportion to the
+        tables started.
+        """
+        cutoff = self._deps.clock() - self._settings.finished_retention_seconds
+        for table_id, runtime in list(self._runtimes.items()):
+            if runtime.finished_at is not None and runtime.finished_at <= cutoff:
+                del self._runtimes[table_id]
 
     def _run(self, table: Table, history: list[Entry]) -> TableRuntime:
         runtime = TableRuntime(table, history, self._deps, self._settings)
