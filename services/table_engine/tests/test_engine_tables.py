@@ -1,0 +1,83 @@
+"""The node's tables in memory: a finished table is forgotten once its retention time has passed
+(it lives on in JetStream), so the process does not grow with every game played."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from masa_table_engine.app.ports import LoggedInput, NullMetrics
+from masa_table_engine.app.runtime import Deps, RuntimeSettings
+from masa_table_engine.app.tables import TableNotFound, Tables
+from masa_table_engine.domain.model import Entry, GameKind, SeatConfig, SeatKind, TableConfig
+from masa_table_engine.domain.table import Table, TimerPolicy
+
+
+class MemoryLog:
+    async def append(self, entry: Entry) -> None:
+        del entry
+
+    async def read(self, table_id: str, after_sequence: int) -> list[LoggedInput]:
+        del table_id, after_sequence
+        return []
+
+    async def save_snapshot(self, table: Table) -> None:
+        del table
+
+    async def load_snapshot(self, table_id: str) -> Table | None:
+        del table_id
+        return None
+
+    async def table_ids(self) -> list[str]:
+        return []
+
+
+class NoResults:
+    async def publish(self, table: Table, entry: Entry) -> None:
+        del table, entry
+
+
+class FreeOwnership:
+    async def claim(self, table_id: str) -> bool:
+        del table_id
+        return True
+
+    async def release(self, table_id: str) -> None:
+        del table_id
+
+
+async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() -> None:
+    now = 1000.0
+    deps = Deps(
+        log=MemoryLog(),
+        results=NoResults(),
+        decider=None,
+        metrics=NullMetrics(),
+        ownership=FreeOwnership(),
+        clock=lambda: now,
+    )
+    settings = RuntimeSettings(
+        timers=TimerPolicy(),
+        snapshot_every=20,
+        bot_timeout_seconds=1.0,
+        finished_retention_seconds=30.0,
+    )
+    tables = Tables(deps, settings)
+    bots = TableConfig(
+        GameKind.ELEVATOR, tuple(SeatConfig(s, SeatKind.BOT) for s in range(3)), 30.0
+    )
+    try:
+        first = await tables.create(bots)
+        # Bot seats only: the driver plays the whole game with the in-process policy.
+        async with asyncio.timeout(10):
+            while not tables.get(first.table_id).table.finished:
+                await asyncio.sleep(0.01)
+        now += 29.0
+        await tables.create(bots)
+        assert tables.get(first.table_id).table.finished
+        now += 2.0
+        await tables.create(bots)
+        with pytest.raises(TableNotFound):
+            tables.get(first.table_id)
+    finally:
+        await tables.close()
