@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
@@ -141,3 +142,21 @@ def test_outside_an_authenticated_call_there_is_no_principal() -> None:
     assert current_principal() is None
     with pytest.raises(Unauthenticated):
         require_principal()
+
+
+async def test_a_token_verified_once_is_refused_once_it_expires(serve: ServeFactory) -> None:
+    """The server remembers verified tokens, but never past their expiry."""
+    expires = int(time.time()) + 2
+    authorization = f"Bearer {jwt.encode(claims(exp=expires), 's' * 32)}"
+    metadata = (("authorization", authorization),)
+    async with (
+        serve(HANDLERS, interceptors=standard_interceptors(AUTH, policy=POLICY)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        who = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")
+        assert await who(b"", metadata=metadata) == b"ayse:player"
+        assert await who(b"", metadata=metadata) == b"ayse:player"
+        await asyncio.sleep(max(0.0, expires - time.time()) + 0.1)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await who(b"", metadata=metadata)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
