@@ -3,19 +3,28 @@
 Prints one JSON document. The set-up is the real one: a nats-server with JetStream (temporary
 store) and one ``python -m masa_table_engine`` process, each on free ports; this process is
 the load generator. It keeps ``TABLES`` Elevator tables running at once, every seat a human
-seat driven from here as a client would: read the actor's seat view (``GetTable`` with the
-player's token), rebuild a playable state from that view only (``masa_wire``), choose with the
-engines' greedy policy, and ``SubmitAction`` with the expected sequence. Every accepted action
-is persisted to JetStream by the engine before it answers. A finished table is replaced by a
-new one, so table creation is part of the load.
+seat played from here through ``SubmitAction`` (with its player's token, a request id and the
+expected sequence), moves chosen by the engines' greedy policy. Every accepted action is
+appended to JetStream by the engine before it answers. A finished table is replaced by a new
+one, so table creation is part of the load.
 
-Two phases, each measured over a fixed window after a warm-up:
+The client holds every seat of a table, so it keeps each table's state itself: it reads each
+seat's view once per game (hands included) and applies every accepted action with the
+engine's own rules, taking the secret stock cards from the answers (the drawer sees them) and
+the cards of a Kopile from that seat's view. So the engine serves one call per action, as it
+would for clients that follow their tables on watch streams.
 
-- ``paced``: every table acts on a fixed schedule, offering ``PACED_ACTIONS_PER_SECOND`` in
-  total. Latency is measured here, since a saturated closed loop only measures its own queue
-  (200 callers waiting in line); the issue's targets apply to this phase.
-- ``saturated``: every table acts as soon as its last action was answered, for the most one
-  engine process sustains.
+Phases, each measured over a fixed window after a warm-up:
+
+- ``paced``: every table acts on a fixed schedule, offering a total rate of half the target,
+  three quarters and the target. The latency target applies at the target rate: a saturated
+  closed loop only measures its own queue (200 callers waiting in line). A table whose
+  answers come later than its schedule falls behind it, so a rate the engine cannot keep
+  shows as fewer accepted actions than offered.
+- ``saturated``: every table acts as soon as its last action was answered: the most one
+  engine process sustains, to which the throughput target applies.
+- ``saturated_with_a_read``: the same with a ``GetTable`` of the actor's view before every
+  move.
 
 A bare ``grpc.aio`` echo server (its own process, no interceptors) is measured with the same
 client concurrency and unary calls, so the engine's figures can be compared with gRPC's own
@@ -61,14 +70,14 @@ from masa_wire.cards import card_from_proto, cards_from_proto
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 
 TABLES = 200
-PACED_ACTIONS_PER_SECOND = 1_200
+TARGET_ACTIONS_PER_SECOND = 1_000
+PACED_ACTIONS_PER_SECOND = (500, 750, TARGET_ACTIONS_PER_SECOND)
 WARMUP_SECONDS = float(os.environ.get("BENCH_WARMUP", "8"))
 WINDOW_SECONDS = float(os.environ.get("BENCH_WINDOW", "20"))
 ECHO_SECONDS = 10.0
 # Elevator seats 3 to 6 players; the tables cycle through every size.
 SEAT_COUNTS = (3, 4, 5, 6)
 TARGET_P99_MS = 20.0
-TARGET_ACTIONS_PER_SECOND = 1_000
 # Long enough that no timer fires during the run: the load is the clients' actions only.
 TURN_SECONDS = 600
 CALL_TIMEOUT_SECONDS = 10.0
@@ -324,7 +333,7 @@ class Driver:
 
 
 async def measure_engine(
-    address: str, metrics_url: str, pid: int, *, interval: float, reads: bool
+    address: str, metrics_url: str, pid: int, nats_pid: int, *, interval: float, reads: bool
 ) -> dict[str, Any]:
     """One phase: warm up, then count and time what completes within the window."""
     recorder = Recorder()
@@ -339,12 +348,12 @@ async def measure_engine(
         tasks = [asyncio.create_task(driver.run(stop)) for driver in drivers]
         try:
             await asyncio.sleep(WARMUP_SECONDS)
-            before = engine_counters(metrics_url, pid)
+            before = engine_counters(metrics_url, pid, nats_pid)
             own_cpu = time.process_time()
             recorder.start = time.perf_counter()
             recorder.end = recorder.start + WINDOW_SECONDS
             await asyncio.sleep(WINDOW_SECONDS)
-            after = engine_counters(metrics_url, pid)
+            after = engine_counters(metrics_url, pid, nats_pid)
             own_cpu = time.process_time() - own_cpu
             for task in tasks:
                 if task.done() and task.exception() is not None:
@@ -357,6 +366,7 @@ async def measure_engine(
     phase = recorder.phase
     engine_accepted = after["accepted"] - before["accepted"]
     cpu = after["cpu_seconds"] - before["cpu_seconds"]
+    nats_cpu = after["nats_cpu_seconds"] - before["nats_cpu_seconds"]
     return {
         "engine_calls_per_action": "GetTable + SubmitAction" if reads else "SubmitAction",
         "offered_actions_per_second": round(TABLES / interval) if interval else None,
@@ -368,6 +378,7 @@ async def measure_engine(
         "engine_cpu_ms_per_action": round(1000 * cpu / engine_accepted, 3)
         if engine_accepted
         else None,
+        "nats_server_cpu_percent": round(100 * nats_cpu / WINDOW_SECONDS, 1),
         "load_generator_cpu_percent": round(100 * own_cpu / WINDOW_SECONDS, 1),
         "submit_action_ms": percentiles(phase.submit_seconds),
         **({"get_table_ms": percentiles(phase.get_seconds)} if reads else {}),
@@ -378,7 +389,7 @@ async def measure_engine(
     }
 
 
-def engine_counters(metrics_url: str, pid: int) -> dict[str, float]:
+def engine_counters(metrics_url: str, pid: int, nats_pid: int) -> dict[str, float]:
     """Accepted actions by the engine's own count, and its CPU time so far."""
     with urllib.request.urlopen(metrics_url, timeout=5) as answer:
         text = answer.read().decode()
@@ -388,10 +399,28 @@ def engine_counters(metrics_url: str, pid: int) -> dict[str, float]:
             r'^masa_table_actions_total\{[^}]*result="accepted"[^}]*\} (\S+)$', text, re.M
         )
     )
+    return {
+        "accepted": accepted,
+        "cpu_seconds": cpu_seconds(pid),
+        "nats_cpu_seconds": cpu_seconds(nats_pid),
+    }
+
+
+def pid_of(marker: str) -> int:
+    """The process whose command line holds ``marker`` (the nats-server of our temp store)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+    raise LookupError(f"no process runs with {marker}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
     # utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
-    return {"accepted": accepted, "cpu_seconds": (int(fields[11]) + int(fields[12])) / ticks}
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentiles(samples: list[float]) -> dict[str, float | int]:
@@ -436,7 +465,7 @@ async def echo_server(port: int) -> None:
     await server.stop(0)
 
 
-async def measure_echo(address: str, payload: bytes) -> dict[str, Any]:
+async def measure_echo(address: str, payload: bytes, pid: int) -> dict[str, Any]:
     """Calls/s of ``TABLES`` callers that each call again as soon as answered."""
     latencies: list[float] = []
     calls = 0
@@ -459,9 +488,11 @@ async def measure_echo(address: str, payload: bytes) -> dict[str, Any]:
         tasks = [asyncio.create_task(caller()) for _ in range(TABLES)]
         try:
             await asyncio.sleep(2.0)
+            cpu = cpu_seconds(pid)
             start = time.perf_counter()
             end = start + ECHO_SECONDS
             await asyncio.sleep(ECHO_SECONDS)
+            cpu = cpu_seconds(pid) - cpu
         finally:
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -469,6 +500,8 @@ async def measure_echo(address: str, payload: bytes) -> dict[str, Any]:
         "concurrency": TABLES,
         "payload_bytes": len(payload),
         "calls_per_second": round(calls / ECHO_SECONDS, 1),
+        "server_cpu_percent": round(100 * cpu / ECHO_SECONDS, 1),
+        "server_cpu_ms_per_call": round(1000 * cpu / calls, 3) if calls else None,
         "latency_ms": percentiles(latencies),
     }
 
@@ -559,21 +592,27 @@ async def run(workdir: Path) -> dict[str, Any]:
             address = f"127.0.0.1:{grpc_port}"
             await wait_serving(address, engine)
             metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-            pace = TABLES / PACED_ACTIONS_PER_SECOND
-            paced = await measure_engine(
-                address, metrics_url, engine.pid, interval=pace, reads=False
-            )
+            nats_pid = pid_of(str(workdir / "nats" / "nats-server.conf"))
+            paced = [
+                await measure_engine(
+                    address, metrics_url, engine.pid, nats_pid, interval=TABLES / rate, reads=False
+                )
+                for rate in PACED_ACTIONS_PER_SECOND
+            ]
             saturated = await measure_engine(
-                address, metrics_url, engine.pid, interval=0.0, reads=False
+                address, metrics_url, engine.pid, nats_pid, interval=0.0, reads=False
             )
             with_reads = await measure_engine(
-                address, metrics_url, engine.pid, interval=pace, reads=True
+                address, metrics_url, engine.pid, nats_pid, interval=0.0, reads=True
             )
         echo_command = [sys.executable, __file__, "--echo-server", str(echo_port)]
-        with child(echo_command, dict(os.environ), workdir / "echo.log"):
-            echo = await measure_echo(f"127.0.0.1:{echo_port}", b"x" * payload_size())
-    p99 = paced["submit_action_ms"].get("p99", float("inf"))
-    throughput = paced["engine_accepted_actions_per_second"]
+        with child(echo_command, dict(os.environ), workdir / "echo.log") as echo_server:
+            echo = await measure_echo(
+                f"127.0.0.1:{echo_port}", b"x" * payload_size(), echo_server.pid
+            )
+    at_target = paced[-1]
+    p99 = at_target["submit_action_ms"].get("p99", float("inf"))
+    throughput = saturated["engine_accepted_actions_per_second"]
     return {
         "benchmark": "table_engine",
         "python": platform.python_version(),
@@ -586,19 +625,22 @@ async def run(workdir: Path) -> dict[str, Any]:
         "tables": TABLES,
         "game_mix": {"elevator": {"seats": list(SEAT_COUNTS)}},
         "persistence": "every action appended to JetStream before SubmitAction answers",
-        "clients": "every seat a human seat: GetTable as the player, greedy policy, SubmitAction",
+        "clients": "every seat a human seat played through SubmitAction (greedy policy)",
         "warmup_seconds": WARMUP_SECONDS,
         "targets": {
             "submit_action_p99_ms": TARGET_P99_MS,
             "actions_per_second": TARGET_ACTIONS_PER_SECOND,
         },
         "meets_targets": {
-            "submit_action_p99": p99 <= TARGET_P99_MS,
-            "actions_per_second": throughput >= TARGET_ACTIONS_PER_SECOND,
+            "submit_action_p99_at_target_rate": p99 <= TARGET_P99_MS,
+            # Within 2 %: a schedule's first and last moves can straddle the window's edges.
+            "target_rate_kept": at_target["engine_accepted_actions_per_second"]
+            >= 0.98 * TARGET_ACTIONS_PER_SECOND,
+            "actions_per_second_saturated": throughput >= TARGET_ACTIONS_PER_SECOND,
         },
         "paced": paced,
         "saturated": saturated,
-        "paced_with_a_read_per_action": with_reads,
+        "saturated_with_a_read": with_reads,
         "grpc_echo": echo,
     }
 
