@@ -35,6 +35,7 @@ from masa_rules.fiftyone import (
     TakeDiscard,
     apply,
     game_log,
+    is_legal,
     legal_actions,
     new_game,
     replay,
@@ -119,6 +120,7 @@ class RandomPlay(RuleBasedStateMachine):
         state = self.state
         snapshot = json.dumps(state_to_json(state))
         legal = {a for s in state.to_act for a in legal_actions(state, s)}
+        assert all(is_legal(state, a) for a in legal), "every listed action is accepted"
         for action in universe(state):
             if action in legal:
                 continue

@@ -1072,3 +1072,30 @@ def test_F61_the_finishers_islek_penalty_is_a_table_choice() -> None:
     rules = RuleSet.salon(islek_penalty_for_finisher=False)
     free = hand_end(apply(build(rules, hands=hands, seats=seats), Discard(0, pc("2C")))[1])
     assert free["scores"][0] == 0
+
+
+def test_F5_a_third_party_recomputes_a_cut_deal_from_the_revealed_seed() -> None:
+    """The procedure of :mod:`masa_rules.fiftyone.deal`, written out independently."""
+    state, events = start(RuleSet.classic(), 4, "verify")
+    seed = hand_seed("verify", 1)
+    assert hashlib.sha256(seed).hexdigest() == events[0].data["commitment"]
+    stream = DrawStream(seed)
+    deck = stream.shuffle(fiftyone_pack())
+    k = 2 + stream.below(len(deck) - 3)
+    deck = deck[k:] + deck[:k]
+    kept = []
+    while deck[0].card.is_joker and len(kept) < 2:
+        kept.append(deck.pop(0))
+    bottom = None if kept else deck.pop(0)
+    order = [0, 1, 2, 3]  # the starter first, the dealer (3) last; the cutter is seat 2
+    need = {s: 14 + (s == 0) - (len(kept) if s == 2 else 0) for s in order}
+    hands: dict[int, list[PhysicalCard]] = {s: list(kept) if s == 2 else [] for s in order}
+    while any(need.values()):
+        for s in order:
+            give = min(2, need[s])
+            hands[s] += deck[:give]
+            deck = deck[give:]
+            need[s] -= give
+    for s in order:
+        assert state.seats[s].hand == tuple(sorted(hands[s]))
+    assert state.stock == tuple(deck) + ((bottom,) if bottom else ())
