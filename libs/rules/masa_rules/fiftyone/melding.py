@@ -72,18 +72,19 @@ def read_meld(
 # Face indices 0..51 are naturals, 52 and 53 the jokers (masa_rules.cards).
 JOKER_INDEX = 52
 _RULES: list[RuleSet] = []
+_RULE_KEYS: dict[RuleSet, int] = {}
 
 
 def _rules_key(rules: RuleSet) -> int:
-    """A small key per RuleSet object: hashing all its options on every call is slow.
+    """A small int per distinct option set, so the memo keys stay cheap to hash and compare.
 
-    The list holds every RuleSet it has seen, so an id is never reused by another one.
+    One entry per distinct RuleSet value: tables with the same options share their memo.
     """
-    for index, known in enumerate(_RULES):
-        if known is rules:
-            return index
-    _RULES.append(rules)
-    return len(_RULES) - 1
+    key = _RULE_KEYS.get(rules)
+    if key is None:
+        key = _RULE_KEYS[rules] = len(_RULES)
+        _RULES.append(rules)
+    return key
 
 
 Cards = Sequence[Card] | Sequence[PhysicalCard]
