@@ -469,7 +469,7 @@ def test_F41_escalating_tables_need_one_more_than_the_highest_opening() -> None:
     assert is_legal(state, LayDown(0, (meld("10H JH QH KH"), meld("9S 9D 9C"))))
     five = "2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6C 6C#1 9D"
     state = build(rules, hands={0: five}, high_pairs=5)
-    rejects(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6C 6C#1")), "F-43")
+    rejects(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6C 6C#1")), "F-41")
 
 
 def test_F42_salon_threshold_is_101_after_a_pair_opening() -> None:
@@ -484,7 +484,7 @@ def test_F43_five_pairs_or_four_pairs_and_a_meld_open_regardless_of_points() -> 
     state = build(hands={0: "2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6D 6D#1 9S"})
     after, _ = apply(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 6D 6D#1")))
     assert after.seats[0].opened_with_pairs and after.pair_opened
-    rejects(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1")), "F-41")
+    rejects(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1")), "F-43")
     mixed = build(hands={0: "2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 7H 8H 9H KS"})
     assert is_legal(
         mixed, LayDown(0, (meld("7H 8H 9H"),), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1"))

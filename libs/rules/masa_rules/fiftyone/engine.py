@@ -614,11 +614,13 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
                 raise _illegal("F-43", f"{rules.preset} has no pair openings")
             count = len(pairs) + len(melds)
             shape_ok = not melds or (len(melds) == 1 and len(pairs) >= rules.pairs_with_meld)
-            if not shape_ok or count < needed:
+            if not shape_ok or count < (rules.pairs_to_open or 0):
                 raise _illegal(
-                    "F-43" if count >= (rules.pairs_to_open or 0) else "F-41",
-                    f"a pair opening needs {needed} pairs, or {rules.pairs_with_meld} pairs and a meld",
+                    "F-43",
+                    f"a pair opening is {rules.pairs_to_open} pairs, or {rules.pairs_with_meld} pairs and a meld",
                 )
+            if count < needed:
+                raise _illegal("F-41", f"this escalating table needs {needed} pairs to open")
             own = evolve(own, opened=True, opened_with_pairs=True, opening_total=count)
             high_pairs, pair_opened = max(high_pairs, count), True
         else:
