@@ -975,7 +975,7 @@ def _end_hand(
                 "opened_with_pairs": [s.opened_with_pairs for s in state.seats],
                 "pair_status": [s.pair_status for s in state.seats],
                 "islek_penalties": [s.islek_penalty for s in state.seats],
-                "hands_left": [[c.code for c in s.hand] for s in state.seats],
+                "hands_left": [[c.card.code for c in s.hand] for s in state.seats],
                 "scores": list(scores),
                 "totals": list(totals),
                 "eliminated": list(out),
