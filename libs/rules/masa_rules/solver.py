@@ -29,6 +29,7 @@ import enum
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import combinations
 from typing import Final, NamedTuple
 
@@ -59,6 +60,7 @@ __all__ = [
     "layoff_targets",
     "least_penalty",
     "max_pairs",
+    "opening_reaches",
     "pairs_with_meld",
 ]
 
@@ -140,9 +142,30 @@ _SET_FACES: Final = {
 }
 
 
+class _Values(NamedTuple):
+    """F-14 values by run position (index 0 unused) and by natural face, for one rule set."""
+
+    positions: tuple[int, ...]
+    faces: tuple[int, ...]
+
+
+@cache
+def _value_table(ace_low_value: int, ace_high_value: int) -> _Values:
+    rules = (ace_low_value, ace_high_value)
+    positions = tuple(
+        0 if p == 0 else rules[0] if p == LOW_ACE else rules[1] if p == HIGH_ACE else min(p, 10)
+        for p in range(HIGH_ACE + 1)
+    )
+    return _Values(positions, tuple(positions[face % 13 + 2] for face in range(52)))
+
+
+def _values(rules: RuleSet) -> _Values:
+    return _value_table(rules.ace_low_value, rules.ace_high_value)
+
+
 def _raw_shapes(counts: Sequence[int], jokers: int, rules: RuleSet) -> list[_RawShape]:
     """Every run and set the hand could form with at most ``jokers`` jokers."""
-    values = [_position_value(p, rules) if p else 0 for p in range(HIGH_ACE + 1)]
+    values = _values(rules).positions
     shapes: list[_RawShape] = []
     lowest = LOW_ACE if rules.ace_low else 2
     for suit in range(4):
@@ -191,16 +214,20 @@ class _Problem:
         self.jokers.sort(key=lambda c: c.index)
         # Either objective weighs a natural at its F-14 value with the ace high: its most in a
         # meld, and what it costs left in hand.
-        face_weight = [_position_value(face % 13 + 2, rules) for face in range(52)]
+        values = _values(rules)
+        face_weight = values.faces
         joker_count = len(self.jokers)
         # Natural-first spending is complete when maximising value; when minimising penalty a
         # joker may do better in a meld than a natural it displaces, and with one joker per meld
         # the placement matters, so those cases carry explicit joker positions.
         strict = joker_count > 0 and (objective is _Objective.PENALTY or joker_limit < joker_count)
-        raw = _raw_shapes(self.counts, min(joker_count, joker_limit), rules)
-        per_face: Counter[int] = Counter()
+        counts = self.counts
+        raw = _raw_shapes(counts, min(joker_count, joker_limit), rules)
+        per_face: dict[int, int] = {}
         for _, _, faces, _ in raw:
-            per_face.update(f for f in set(faces) if self.counts[f])
+            for face in faces:
+                if counts[face]:
+                    per_face[face] = per_face.get(face, 0) + 1
         order = sorted(per_face, key=lambda f: (per_face[f], -face_weight[f], f))
         bit_of = {face: i for i, face in enumerate(order)}
         self.card_weight = [face_weight[f] for f in order]
@@ -210,7 +237,7 @@ class _Problem:
                 self._strict_variants(faces, min(joker_count, joker_limit)) if strict else [()]
             )
             for joker_at in variants:
-                mask = mask2 = fixed = 0
+                mask = mask2 = fixed = weight = 0
                 for i, face in enumerate(faces):
                     if i in joker_at or face not in bit_of:
                         fixed += 1
@@ -218,10 +245,11 @@ class _Problem:
                     bit = 1 << bit_of[face]
                     if mask & bit:
                         mask2 |= bit
+                    else:
+                        weight += face_weight[face]
                     mask |= bit
                 key = (mask, mask2, fixed, value, joker_at)
                 if key not in shapes:
-                    weight = _bits_weight(mask, self.card_weight)
                     shapes[key] = _Shape(
                         kind, start, faces, value, mask, mask2, fixed, joker_at, weight
                     )
@@ -229,16 +257,18 @@ class _Problem:
         self.shapes = list(shapes.values())
         # Highest value first, so that good arrangements are found early and bound the rest.
         self.by_anchor: list[list[_Shape]] = [[] for _ in order]
-        for shape in sorted(self.shapes, key=lambda s: -s.value):
-            for bit in range(len(order)):
-                if shape.mask >> bit & 1:
-                    self.by_anchor[bit].append(shape)
+        for candidate in sorted(self.shapes, key=lambda s: -s.value):
+            mask = candidate.mask
+            while mask:
+                low = mask & -mask
+                self.by_anchor[low.bit_length() - 1].append(candidate)
+                mask ^= low
         self.one = self.two = self.rest = 0
         for face, bit in bit_of.items():
             self.one |= 1 << bit
-            if self.counts[face] >= 2:
+            if counts[face] >= 2:
                 self.two |= 1 << bit
-            self.rest += face_weight[face] * self.counts[face]
+            self.rest += face_weight[face] * counts[face]
         if objective is _Objective.VALUE:
             self.joker_weight = max((self._max_position_value(s) for s in self.shapes), default=0)
         else:
@@ -269,19 +299,24 @@ def _bits_weight(mask: int, weights: Sequence[int]) -> int:
     return total
 
 
-def _search(problem: _Problem) -> list[_Shape]:
-    """The shapes of an optimal arrangement (see the module docstring).
+_Memo = dict[tuple[int, int, int], tuple[int, bool, "_Shape | None"]]
+
+
+def _run(problem: _Problem, alpha: int, *, satisfice: bool = False) -> tuple[int, _Memo]:
+    """Search the hand; the result exceeds ``alpha`` exactly when the optimum does.
 
     ``best(state, alpha)`` returns the exact optimum of the remaining hand when it exceeds
     ``alpha``, and otherwise some upper bound no greater than ``alpha``; the memo remembers
-    which of the two it stored.
+    which of the two it stored. With ``satisfice`` the search stops at the first arrangement
+    above ``alpha``: every ancestor is then above its own floor too, so the whole search
+    unwinds at once (those nodes are not memoised, their value being only a lower bound).
     """
     by_anchor = problem.by_anchor
     weights = problem.card_weight
     joker_weight = problem.joker_weight
     value_mode = problem.objective is _Objective.VALUE
     strict = problem.strict
-    memo: dict[tuple[int, int, int], tuple[int, bool, _Shape | None]] = {}
+    memo: _Memo = {}
 
     def best(one: int, two: int, jokers: int, rest: int, alpha: int) -> int:
         if not one:
@@ -321,6 +356,8 @@ def _search(problem: _Problem) -> list[_Shape]:
             total = gain + best(one1, two1, jokers - need, rest - spent, floor)
             if total > result:
                 result, choice = total, shape
+                if satisfice and result > alpha:
+                    return result
         # One copy of the anchor stays in hand.
         floor = alpha if alpha > result else result
         rest -= weights[anchor]
@@ -333,7 +370,12 @@ def _search(problem: _Problem) -> list[_Shape]:
         memo[key] = (result, result > alpha, choice)
         return result
 
-    best(problem.one, problem.two, len(problem.jokers), problem.rest, -1)
+    return best(problem.one, problem.two, len(problem.jokers), problem.rest, alpha), memo
+
+
+def _search(problem: _Problem) -> list[_Shape]:
+    """The shapes of an optimal arrangement (see the module docstring)."""
+    _, memo = _run(problem, -1)
     chosen: list[_Shape] = []
     one, two, jokers = problem.one, problem.two, len(problem.jokers)
     while one:
@@ -400,6 +442,18 @@ def best_opening(hand: Sequence[Card], rules: RuleSet) -> Arrangement:
     """
     problem = _Problem(hand, rules, _Objective.VALUE, rules.max_jokers_per_meld_at_opening)
     return _materialise(problem, _search(problem))
+
+
+def opening_reaches(hand: Sequence[Card], rules: RuleSet, threshold: int) -> bool:
+    """Whether :func:`best_opening` is worth at least ``threshold``, decided faster.
+
+    The search starts with the threshold as its floor, so that hands far from it are pruned
+    at once, and stops at the first arrangement that reaches it.
+    """
+    if threshold <= 0:
+        return True
+    problem = _Problem(hand, rules, _Objective.VALUE, rules.max_jokers_per_meld_at_opening)
+    return _run(problem, threshold - 1, satisfice=True)[0] >= threshold
 
 
 def least_penalty(hand: Sequence[Card], rules: RuleSet) -> Arrangement:

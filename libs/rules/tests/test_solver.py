@@ -21,6 +21,7 @@ from masa_rules.solver import (
     layoff_targets,
     least_penalty,
     max_pairs,
+    opening_reaches,
     pairs_with_meld,
 )
 from oracle import oracle_best, oracle_max_pairs
@@ -196,3 +197,14 @@ def test_F55_joker_retrieval_options_from_run_set_and_pair() -> None:
     hand = parse_cards(["6H", "AC", "AD", "7H"])
     options = {(o.natural.code, o.meld_index) for o in joker_retrievals(hand, table, rules)}
     assert options == {("6H", 0), ("AC", 1), ("AD", 1)}
+
+
+@pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
+def test_F40_opening_reaches_agrees_with_the_best_opening(rules: RuleSet) -> None:
+    rng = random.Random(f"reaches-{rules.preset}")
+    for _ in range(300):
+        size = rng.choice([14, 15, 16, 22])
+        hand = rng.sample(PACK, size)
+        value = best_opening(hand, rules).value
+        for threshold in (1, value - 1, value, value + 1, 51, 81, 101):
+            assert opening_reaches(hand, rules, threshold) == (value >= threshold), threshold

@@ -24,7 +24,16 @@ from typing import cast
 from masa_rules.cards import Card, PhysicalCard, Rank, Suit
 from masa_rules.melds import HIGH_ACE, LOW_ACE, Meld, MeldError, MeldKind, default_reading
 from masa_rules.ruleset import RuleSet
-from masa_rules.solver import Arrangement, PairsWithMeld, best_opening, best_pairs, pairs_with_meld
+from masa_rules.solver import (
+    Arrangement,
+    PairsWithMeld,
+    best_opening,
+    best_pairs,
+    pairs_with_meld,
+)
+from masa_rules.solver import (
+    opening_reaches as solver_reaches,
+)
 
 from .actions import MeldSpec
 from .state import TableMeld
@@ -104,6 +113,11 @@ def _faces_key(cards: Cards) -> tuple[int, ...]:
 @lru_cache(maxsize=16384)
 def _opening(faces: tuple[int, ...], key: int) -> Arrangement:
     return best_opening([Card.from_index(f) for f in faces], _RULES[key])
+
+
+@lru_cache(maxsize=16384)
+def _reaches(faces: tuple[int, ...], key: int, threshold: int) -> bool:
+    return solver_reaches([Card.from_index(f) for f in faces], _RULES[key], threshold)
 
 
 @lru_cache(maxsize=16384)
@@ -187,9 +201,11 @@ def _in_window(row: int, position: int, need: int) -> bool:
 
 def opening_reaches(cards: Cards, rules: RuleSet, threshold: int) -> bool:
     """Whether the best opening of ``cards`` is worth at least ``threshold``."""
-    return (
-        opening_bound(cards, rules) >= threshold and cached_opening(cards, rules).value >= threshold
-    )
+    if opening_bound(cards, rules) < threshold:
+        return False
+    # A search that starts at the threshold and stops on reaching it is far cheaper than
+    # finding the best opening, which is computed only for the seats that can open.
+    return _reaches(_faces_key(cards), _rules_key(rules), threshold)
 
 
 def _card(suit: Suit, position: int) -> Card:
