@@ -55,6 +55,7 @@ __all__ = [
     "PairsWithMeld",
     "best_opening",
     "best_pairs",
+    "can_open",
     "hand_penalty",
     "joker_retrievals",
     "layoff_targets",
@@ -280,14 +281,20 @@ class _Problem:
         return max(_position_value(shape.start + i, self.rules) for i in range(len(shape.faces)))
 
     def _strict_variants(self, faces: tuple[int, ...], limit: int) -> list[tuple[int, ...]]:
-        """Joker positions for a candidate when jokers must be placed explicitly."""
-        out: list[tuple[int, ...]] = []
-        for size in range(min(limit, len(faces) - 1) + 1):
-            for chosen in combinations(range(len(faces)), size):
-                demand = Counter(f for i, f in enumerate(faces) if i not in chosen)
-                if all(self.counts[f] >= n for f, n in demand.items()):
-                    out.append(chosen)
-        return out
+        return _joker_placements(faces, self.counts, limit)
+
+
+def _joker_placements(
+    faces: tuple[int, ...], counts: Sequence[int], limit: int
+) -> list[tuple[int, ...]]:
+    """Joker positions (at most ``limit``) leaving naturals the hand holds everywhere else."""
+    out: list[tuple[int, ...]] = []
+    for size in range(min(limit, len(faces) - 1) + 1):
+        for chosen in combinations(range(len(faces)), size):
+            demand = Counter(f for i, f in enumerate(faces) if i not in chosen)
+            if all(counts[f] >= n for f, n in demand.items()):
+                out.append(chosen)
+    return out
 
 
 def _bits_weight(mask: int, weights: Sequence[int]) -> int:
@@ -454,6 +461,63 @@ def opening_reaches(hand: Sequence[Card], rules: RuleSet, threshold: int) -> boo
         return True
     problem = _Problem(hand, rules, _Objective.VALUE, rules.max_jokers_per_meld_at_opening)
     return _run(problem, threshold - 1, satisfice=True)[0] >= threshold
+
+
+def can_open(
+    hand: Sequence[Card],
+    rules: RuleSet,
+    threshold: int,
+    *,
+    forced: Card | None = None,
+    keep: int = 0,
+) -> bool:
+    """F-40, F-30, F-21: can melds worth ``threshold`` be laid down from ``hand`` in an
+    opening turn, with ``forced`` in one of them and at least ``keep`` cards left in hand?
+
+    Exact: every candidate meld holding ``forced`` is tried with every joker placement, the
+    rest of the hand then has to reach what is missing; cards are kept back one at a time.
+    """
+    if forced is None:
+        return _reaches_keeping(list(hand), rules, threshold, keep)
+    if forced not in hand:
+        return False
+    counts = [0] * 52
+    jokers = sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
+    for card in hand:
+        if not card.is_joker:
+            counts[card.index] += 1
+    limit = min(len(jokers), rules.max_jokers_per_meld_at_opening)
+    for _, _, faces, value in _raw_shapes(counts, limit, rules):
+        if not forced.is_joker and forced.index not in faces:
+            continue
+        for joker_at in _joker_placements(faces, counts, limit):
+            naturals = [f for i, f in enumerate(faces) if i not in joker_at]
+            if (forced.index not in naturals) if not forced.is_joker else not joker_at:
+                continue
+            rest = list(hand)
+            for face in naturals:
+                rest.remove(Card.from_index(face))
+            spent = [j for j in jokers if j != forced][: len(joker_at) - forced.is_joker]
+            for joker in ([forced] if forced.is_joker else []) + spent:
+                rest.remove(joker)
+            if _reaches_keeping(rest, rules, threshold - value, keep):
+                return True
+    return False
+
+
+def _reaches_keeping(hand: list[Card], rules: RuleSet, threshold: int, keep: int) -> bool:
+    if len(hand) < keep:
+        return False
+    if not opening_reaches(hand, rules, threshold):
+        return False
+    if keep == 0 or threshold <= 0:
+        return True
+    for card in dict.fromkeys(hand):
+        rest = list(hand)
+        rest.remove(card)
+        if _reaches_keeping(rest, rules, threshold, keep - 1):
+            return True
+    return False
 
 
 def least_penalty(hand: Sequence[Card], rules: RuleSet) -> Arrangement:

@@ -70,3 +70,32 @@ def oracle_max_pairs(hand: Sequence[Card], rules: RuleSet) -> int:
         return result
 
     return best(tuple(sorted(hand, key=lambda c: c.index)))
+
+
+def oracle_can_open(
+    hand: Sequence[Card], rules: RuleSet, threshold: int, forced: Card | None, keep: int
+) -> bool:
+    """F-30/F-40 by exhaustion: disjoint opening melds worth ``threshold``, holding ``forced``,
+    leaving at least ``keep`` cards."""
+    ordered = tuple(sorted(hand, key=lambda c: c.index))
+
+    @cache
+    def search(rest: tuple[Card, ...], value: int, used_forced: bool, left: int) -> bool:
+        if not rest:
+            return value >= threshold and (forced is None or used_forced) and left >= keep
+        first, others = rest[0], rest[1:]
+        if search(others, value, used_forced, left + 1):
+            return True
+        for size in range(2, len(others) + 1):
+            for combo in combinations(range(len(others)), size):
+                group = (first, *(others[i] for i in combo))
+                meld_value = _best_value(group, rules, True)
+                if meld_value is None:
+                    continue
+                remaining = tuple(c for i, c in enumerate(others) if i not in combo)
+                has = used_forced or (forced is not None and forced in group)
+                if search(remaining, value + meld_value, has, left):
+                    return True
+        return False
+
+    return search(ordered, 0, False, 0)

@@ -16,6 +16,7 @@ from masa_rules.solver import (
     Arrangement,
     best_opening,
     best_pairs,
+    can_open,
     hand_penalty,
     joker_retrievals,
     layoff_targets,
@@ -24,7 +25,7 @@ from masa_rules.solver import (
     opening_reaches,
     pairs_with_meld,
 )
-from oracle import oracle_best, oracle_max_pairs
+from oracle import oracle_best, oracle_can_open, oracle_max_pairs
 
 PRESETS = [RuleSet.classic(), RuleSet.salon(), RuleSet.remi()]
 PACK = [physical.card for physical in fiftyone_pack()]
@@ -208,3 +209,28 @@ def test_F40_opening_reaches_agrees_with_the_best_opening(rules: RuleSet) -> Non
         value = best_opening(hand, rules).value
         for threshold in (1, value - 1, value, value + 1, 51, 81, 101):
             assert opening_reaches(hand, rules, threshold) == (value >= threshold), threshold
+
+
+@pytest.mark.parametrize("rules", PRESETS, ids=lambda r: r.preset)
+def test_F30_can_open_with_the_taken_card_matches_the_oracle(rules: RuleSet) -> None:
+    rng = random.Random(f"forced-{rules.preset}")
+    pool = [c for c in PACK if c.is_joker or c.natural_rank() >= 8]
+    outcomes = []
+    for _ in range(600):
+        hand = rng.sample(pool, rng.randint(4, 9))
+        forced = rng.choice(hand)
+        keep = rng.choice([0, 1])
+        threshold = rng.choice([15, 20, 30, 51])
+        expected = oracle_can_open(hand, rules, threshold, forced, keep)
+        outcomes.append(expected)
+        assert can_open(hand, rules, threshold, forced=forced, keep=keep) == expected, (
+            [c.code for c in hand],
+            forced.code,
+            threshold,
+            keep,
+        )
+        assert can_open(hand, rules, threshold, keep=keep) == oracle_can_open(
+            hand, rules, threshold, None, keep
+        )
+    # Both answers occur often, so the comparison means something.
+    assert 60 < sum(outcomes) < 540

@@ -10,8 +10,10 @@ unable to finish its turn:
 - :func:`can_use`: can an opened seat still lay down or lay off a given card this turn (F-33,
   F-55)?
 
-Both search the natural-first melds that contain the card (:func:`melds_with`): a joker fills a
-position only where the hand has no natural for it.
+:func:`can_open` is exact (the solver's :func:`~masa_rules.solver.can_open` tries every meld
+holding the card with every joker placement). :func:`can_use` searches the natural-first melds
+that contain the card (:func:`melds_with`): a joker fills a position only where the hand has no
+natural for it, which loses nothing when any meld of any value will do.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from masa_rules.solver import (
     best_opening,
     best_pairs,
     pairs_with_meld,
+)
+from masa_rules.solver import (
+    can_open as solver_can_open,
 )
 from masa_rules.solver import (
     opening_reaches as solver_reaches,
@@ -332,13 +337,6 @@ def melds_with(
                 yield group
 
 
-def _without(hand: Sequence[Card], used: Sequence[Card]) -> list[Card]:
-    rest = list(hand)
-    for card in used:
-        rest.remove(card)
-    return rest
-
-
 def _value(group: Sequence[Card], rules: RuleSet, *, opening: bool) -> int | None:
     try:
         return default_reading(list(group), rules, opening=opening).value(rules)
@@ -389,42 +387,19 @@ def can_open(
 def _can_open_melds(
     hand: Sequence[Card], rules: RuleSet, threshold: int, forced: Card | None, keep: int
 ) -> bool:
-    best = cached_opening(hand, rules)
-    if best.value < threshold:
+    if not opening_reaches(hand, rules, threshold):
         return False
-    if forced is None or forced.is_joker:
-        return _keeps(best, hand, rules, threshold, keep)
-    if best.value >= threshold and forced in [p.card for m in best.melds for p in m.cards]:
-        return _keeps(best, hand, rules, threshold, keep)
-    for group in melds_with(forced, hand, rules, opening=True):
-        value = _value(group, rules, opening=True)
-        if value is None:
-            continue
-        rest = _without(hand, group)
-        if value >= threshold and len(rest) >= keep:
-            return True
-        other = cached_opening(rest, rules)
-        if value + other.value >= threshold and len(other.leftover) >= keep:
-            return True
-    return False
+    forced_index = -1 if forced is None else forced.index
+    return _can_open_exact(_faces_key(hand), _rules_key(rules), threshold, forced_index, keep)
 
 
-def _keeps(
-    best: Arrangement, hand: Sequence[Card], rules: RuleSet, threshold: int, keep: int
+@lru_cache(maxsize=4096)
+def _can_open_exact(
+    faces: tuple[int, ...], key: int, threshold: int, forced: int, keep: int
 ) -> bool:
-    """Whether an opening reaching ``threshold`` can leave ``keep`` cards in hand."""
-    if len(best.leftover) >= keep:
-        return True
-    # Drop the smallest melds that the threshold does not need.
-    total = best.value
-    left = 0
-    for meld in sorted(best.melds, key=lambda m: m.value(rules)):
-        if left >= keep:
-            break
-        if total - meld.value(rules) >= threshold:
-            total -= meld.value(rules)
-            left += len(meld.cards)
-    return left >= keep
+    hand = [Card.from_index(f) for f in faces]
+    taken = None if forced < 0 else Card.from_index(forced)
+    return solver_can_open(hand, _RULES[key], threshold, forced=taken, keep=keep)
 
 
 def can_use(
