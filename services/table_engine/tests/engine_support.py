@@ -149,3 +149,30 @@ async def get_view(
     return await stub.GetTable(
         table_pb2.GetTableRequest(table_id=table_id), metadata=metadata(player)
     )
+
+
+PRESETS = {
+    "classic": game_pb2.PRESET_CLASSIC,
+    "salon": game_pb2.PRESET_SALON,
+    "remi": game_pb2.PRESET_REMI,
+}
+
+
+def fiftyone_config(
+    preset: str,
+    seats: list[game_pb2.SeatAssignment],
+    *,
+    hands: int = 1,
+    teams: bool = False,
+    turn_seconds: float = 30.0,
+) -> game_pb2.TableConfig:
+    turn_time = duration_pb2.Duration()
+    turn_time.FromNanoseconds(round(turn_seconds * 1e9))
+    return game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_FIFTYONE,
+        preset=PRESETS[preset],
+        mode=game_pb2.MODE_TEAMS if teams else game_pb2.MODE_TRAINING,
+        options=game_pb2.GameOptions(fiftyone=game_pb2.FiftyOneOptions(hands_per_game=hands)),
+        seats=seats,
+        turn_time=turn_time,
+    )

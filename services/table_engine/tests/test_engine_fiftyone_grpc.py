@@ -12,7 +12,11 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
+    PRESETS as _PRESETS,
+)
+from engine_support import (
     create_table,
+    fiftyone_config,
     game_finished,
     get_view,
     log_entries,
@@ -24,7 +28,6 @@ from engine_support import (
     table_stub,
     wait_until,
 )
-from google.protobuf import duration_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import card_pb2, game_pb2
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc, view_pb2
@@ -37,33 +40,7 @@ from masa_table_engine.domain.table import TimerPolicy, replay
 from masa_wire.cards import card_from_proto
 from masa_wire.fiftyone import action_to_proto, state_from_seat_view
 
-_PRESETS = {
-    "classic": game_pb2.PRESET_CLASSIC,
-    "salon": game_pb2.PRESET_SALON,
-    "remi": game_pb2.PRESET_REMI,
-}
-
 Chooser = Callable[[State, int], Action | None]
-
-
-def fiftyone_config(
-    preset: str,
-    seats: list[game_pb2.SeatAssignment],
-    *,
-    hands: int = 1,
-    teams: bool = False,
-    turn_seconds: float = 30.0,
-) -> game_pb2.TableConfig:
-    turn_time = duration_pb2.Duration()
-    turn_time.FromNanoseconds(round(turn_seconds * 1e9))
-    return game_pb2.TableConfig(
-        game=game_pb2.GAME_KIND_FIFTYONE,
-        preset=_PRESETS[preset],
-        mode=game_pb2.MODE_TEAMS if teams else game_pb2.MODE_TRAINING,
-        options=game_pb2.GameOptions(fiftyone=game_pb2.FiftyOneOptions(hands_per_game=hands)),
-        seats=seats,
-        turn_time=turn_time,
-    )
 
 
 async def _finished(url: str, table_id: str) -> bool:

@@ -16,6 +16,7 @@ import pytest
 from engine_support import (
     create_table,
     elevator_config,
+    fiftyone_config,
     game_finished,
     log_entries,
     metadata,
@@ -27,6 +28,7 @@ from engine_support import (
     get_view as get,
 )
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from masa.common.v1 import game_pb2
 from masa.table.v1 import table_pb2
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import legal_actions
@@ -89,16 +91,22 @@ async def _serving(address: str) -> bool:
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def _crash_table(game: str) -> game_pb2.TableConfig:
+    seats = [seat(0, "ayse"), seat(1), seat(2), seat(3)]
+    if game == "elevator":
+        return elevator_config(seats, turn_seconds=0.2)
+    return fiftyone_config("salon", seats, turn_seconds=0.2)
+
+
+@pytest.mark.parametrize("game", ["elevator", "fiftyone"])
 async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lost(
-    nats_server: NatsServer, engine: EngineProcess
+    nats_server: NatsServer, engine: EngineProcess, game: str
 ) -> None:
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.start()
     await wait_until(lambda: _serving(address), what="the engine to serve")
     async with table_stub(address) as stub:
-        table_id = await create_table(
-            stub, elevator_config([seat(0, "ayse"), seat(1), seat(2), seat(3)], turn_seconds=0.2)
-        )
+        table_id = await create_table(stub, _crash_table(game))
         seen: dict[int, table_pb2.WatchTableResponse] = {}
         watch = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("ayse")
