@@ -25,6 +25,9 @@ Phases, each measured over a fixed window after a warm-up:
   engine process sustains, to which the throughput target applies.
 - ``saturated_with_a_read``: the same with a ``GetTable`` of the actor's view before every
   move.
+- ``paced_mixed``: the target rate again, with one table in four playing 51 (four seats, the
+  presets in turn, one hand). 51 moves start from the actor's view (``GetTable``), rebuilt
+  with ``masa_wire.fiftyone`` and played by the engines' greedy 51 policy.
 
 A bare ``grpc.aio`` echo server (its own process, no interceptors) is measured with the same
 client concurrency and unary calls, so the engine's figures can be compared with gRPC's own
@@ -39,6 +42,7 @@ import functools
 import json
 import os
 import platform
+import random
 import re
 import signal
 import subprocess
@@ -59,13 +63,16 @@ import masa_wire.elevator
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
 from masa.common.v1 import game_pb2
-from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc, view_pb2
+from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
 from masa_platform.auth import mint_token
 from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer, free_port
+from masa_rules import fiftyone
 from masa_rules.elevator import Action, Kopile, State, apply, legal_actions
 from masa_rules.elevator.policies import greedy_policy
+from masa_rules.fiftyone.policies import greedy_policy as fiftyone_greedy
 from masa_rules.shuffle import DrawStream
+from masa_wire import fiftyone as fiftyone_wire
 from masa_wire.cards import card_from_proto, cards_from_proto
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 
@@ -83,6 +90,12 @@ TURN_SECONDS = 600
 CALL_TIMEOUT_SECONDS = 10.0
 READY_TIMEOUT_SECONDS = 30.0
 
+GAME_ELEVATOR = "elevator"
+GAME_FIFTYONE = "fiftyone"
+# In the mixed phase one table in this many plays 51, each preset in turn.
+FIFTYONE_EVERY = 4
+FIFTYONE_PRESETS = (game_pb2.PRESET_CLASSIC, game_pb2.PRESET_SALON, game_pb2.PRESET_REMI)
+
 AUTH = AuthSettings()
 ECHO_METHOD = "/bench.Echo/Echo"
 
@@ -91,7 +104,9 @@ ECHO_METHOD = "/bench.Echo/Echo"
 class Phase:
     """What the clients saw over one measured window."""
 
-    submit_seconds: list[float] = field(default_factory=list)
+    submit_seconds: dict[str, list[float]] = field(
+        default_factory=lambda: {GAME_ELEVATOR: [], GAME_FIFTYONE: []}
+    )
     get_seconds: list[float] = field(default_factory=list)
     accepted: int = 0
     tables_created: int = 0
@@ -132,8 +147,10 @@ class Players:
         return (("authorization", f"Bearer {token}"),)
 
 
-def table_config(slot: int, game_no: int) -> tuple[game_pb2.TableConfig, list[str]]:
-    seats = SEAT_COUNTS[(slot + game_no) % len(SEAT_COUNTS)]
+def table_config(
+    slot: int, game_no: int, *, fiftyone: bool
+) -> tuple[game_pb2.TableConfig, list[str]]:
+    seats = 4 if fiftyone else SEAT_COUNTS[(slot + game_no) % len(SEAT_COUNTS)]
     players = [f"bench-{slot}-{seat}" for seat in range(seats)]
     turn_time = duration_pb2.Duration()
     turn_time.FromSeconds(TURN_SECONDS)
@@ -148,6 +165,10 @@ def table_config(slot: int, game_no: int) -> tuple[game_pb2.TableConfig, list[st
             for seat, player in enumerate(players)
         ],
     )
+    if fiftyone:
+        config.game = game_pb2.GAME_KIND_FIFTYONE
+        config.preset = FIFTYONE_PRESETS[(slot + game_no) % len(FIFTYONE_PRESETS)]
+        config.options.fiftyone.hands_per_game = 1
     return config, players
 
 
@@ -185,8 +206,11 @@ class Driver:
         recorder: Recorder,
         interval: float,
         reads: bool,
+        fiftyone: bool = False,
     ) -> None:
         self.slot = slot
+        # A 51 table's moves always start from the actor's view: the client keeps no copy.
+        self.fiftyone = fiftyone
         self.stub = stub
         self.players = players
         self.recorder = recorder
@@ -196,6 +220,9 @@ class Driver:
         self.names: list[str] = []
         self.state: State | None = None
         self.sequence = 0
+        # Every move gets a request id of its own; one the engine refused is not sent again
+        # under the same id, which the engine would answer from its de-duplication cache.
+        self.moves = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Play until ``stop``, one move every ``interval`` seconds (0: as fast as answered)."""
@@ -217,7 +244,7 @@ class Driver:
                 actor = await self.act(actor)
 
     async def create(self, game_no: int) -> None:
-        config, self.names = table_config(self.slot, game_no)
+        config, self.names = table_config(self.slot, game_no, fiftyone=self.fiftyone)
         created = await self.stub.CreateTable(
             table_pb2.CreateTableRequest(config=config),
             metadata=self.players.service,
@@ -237,6 +264,10 @@ class Driver:
 
     async def sync(self) -> int | None:
         """Rebuild the state from every seat's view; returns the seat on turn (None: over)."""
+        if self.reads or self.fiftyone:
+            table = (await self.view(0)).table
+            self.sequence = table.table.sequence
+            return int(table.turn_seat) if table.HasField("turn_seat") else None
         views = [await self.view(seat) for seat in range(len(self.names))]
         table = views[0].table
         self.sequence = table.table.sequence
@@ -254,60 +285,107 @@ class Driver:
         """One move of ``seat``, on turn now; returns the next seat on turn, None at the end."""
         phase = self.recorder.phase
         started = time.perf_counter()
-        if self.reads:
+        state = self.state
+        fiftyone_state: fiftyone.State | None = None
+        if self.reads or self.fiftyone:
             view = await self.view(seat)
             table = view.table
             if not table.HasField("turn_seat") or table.turn_seat != seat:
                 return await self.sync()
             self.sequence = table.table.sequence
-            state = state_from_seat_view(view)
-        elif self.state is not None:
-            state = self.state
-        else:
-            return await self.sync()
+            if self.fiftyone:
+                fiftyone_state = fiftyone_wire.state_from_seat_view(view)
+            else:
+                state = state_from_seat_view(view)
         read = time.perf_counter()
-        sequence = self.sequence
-        request_id = f"{self.table_id}/{sequence}"
-        action = choose(state, seat, request_id.encode())
-        if action is None:
-            # The client's copy has drifted from the table; read it again.
-            if self.recorder.measuring(time.perf_counter()):
-                phase.resyncs += 1
+        # The policies' randomness is seeded by the table and the move, so runs repeat.
+        salt = f"{self.table_id}/{self.sequence}/{self.moves}"
+        action: Action | None = None
+        if fiftyone_state is not None:
+            move = fiftyone_greedy(fiftyone_state, seat, random.Random(salt))
+            message = fiftyone_wire.action_to_proto(move)
+        else:
+            if state is not None:
+                action = choose(state, seat, salt.encode())
+            if state is None or action is None:
+                # The client's copy has drifted from the table; read it again.
+                if self.recorder.measuring(time.perf_counter()):
+                    phase.resyncs += 1
+                return await self.sync()
+            message = action_to_proto(action)
+        update = await self.submit(seat, message, read_seconds=read - started)
+        if update is None:
             return await self.sync()
+        if self.fiftyone:
+            update = await self.answer_queries(update)
+            if update is None:
+                return await self.sync()
+        if any(event.HasField("game_finished") for event in update.events):
+            return None
+        following = next(
+            (int(e.turn_started.seat) for e in update.events if e.HasField("turn_started")), None
+        )
+        if self.reads or state is None or action is None:
+            return following if following is not None else await self.sync()
+        return await self.follow(state, action, update, following)
+
+    async def submit(
+        self, seat: int, message: action_pb2.Action, *, read_seconds: float | None
+    ) -> event_pb2.TableUpdate | None:
+        """Submit ``seat``'s move and count it; None when the engine refused it."""
+        phase = self.recorder.phase
+        self.moves += 1
         sent = time.perf_counter()
         try:
             answer = await self.stub.SubmitAction(
                 table_pb2.SubmitActionRequest(
-                    request_id=request_id,
+                    request_id=f"{self.table_id}/{self.sequence}/{self.moves}",
                     table_id=self.table_id,
-                    expected_sequence=sequence,
-                    action=action_to_proto(action),
+                    expected_sequence=self.sequence,
+                    action=message,
                 ),
                 metadata=self.players.of(self.names[seat]),
                 timeout=CALL_TIMEOUT_SECONDS,
             )
         except grpc.aio.AioRpcError as error:
+            # A refused move means the client's copy has drifted: count it, and read it again.
             if self.recorder.measuring(time.perf_counter()):
                 phase.errors[error.code().name] += 1
-            return await self.sync()
+                phase.resyncs += 1
+            return None
         done = time.perf_counter()
         update = answer.update
-        kinds = [event.WhichOneof("kind") for event in update.events]
         if self.recorder.measuring(done):
-            if self.reads:
-                phase.get_seconds.append(read - started)
-            phase.submit_seconds.append(done - sent)
+            if read_seconds is not None and (self.reads or self.fiftyone):
+                phase.get_seconds.append(read_seconds)
+            phase.submit_seconds[GAME_FIFTYONE if self.fiftyone else GAME_ELEVATOR].append(
+                done - sent
+            )
             phase.accepted += 1
-            phase.games_finished += kinds.count("game_finished")
-        if "game_finished" in kinds:
-            return None
+            phase.games_finished += sum(1 for e in update.events if e.HasField("game_finished"))
         self.sequence = update.sequence
-        following = next(
-            (int(e.turn_started.seat) for e in update.events if e.HasField("turn_started")), None
-        )
-        if self.reads:
-            return following if following is not None else await self.sync()
-        return await self.follow(state, action, update, following)
+        return update
+
+    async def answer_queries(self, update: event_pb2.TableUpdate) -> event_pb2.TableUpdate | None:
+        """F-80: a 51 move that starts a query waits for the asked seats, which all give (as
+        the greedy policy does) until the query ends; returns the last update."""
+        asked = [
+            seat
+            for event in update.events
+            if event.HasField("query_started")
+            for seat in event.query_started.asked_seats
+        ]
+        for seat in asked:
+            give = action_pb2.Action(
+                answer_query=action_pb2.AnswerQuery(answer=action_pb2.QUERY_ANSWER_GIVE)
+            )
+            answered = await self.submit(seat, give, read_seconds=None)
+            if answered is None:
+                return None
+            update = answered
+            if any(event.HasField("query_ended") for event in update.events):
+                break
+        return update
 
     async def follow(
         self, state: State, action: Action, update: event_pb2.TableUpdate, following: int | None
@@ -333,7 +411,14 @@ class Driver:
 
 
 async def measure_engine(
-    address: str, metrics_url: str, pid: int, nats_pid: int, *, interval: float, reads: bool
+    address: str,
+    metrics_url: str,
+    pid: int,
+    nats_pid: int,
+    *,
+    interval: float,
+    reads: bool,
+    fiftyone_every: int = 0,
 ) -> dict[str, Any]:
     """One phase: warm up, then count and time what completes within the window."""
     recorder = Recorder()
@@ -342,7 +427,15 @@ async def measure_engine(
     async with grpc.aio.insecure_channel(address) as channel:
         stub = table_pb2_grpc.TableServiceStub(channel)
         drivers = [
-            Driver(slot, stub, players=players, recorder=recorder, interval=interval, reads=reads)
+            Driver(
+                slot,
+                stub,
+                players=players,
+                recorder=recorder,
+                interval=interval,
+                reads=reads,
+                fiftyone=bool(fiftyone_every) and slot % fiftyone_every == fiftyone_every - 1,
+            )
             for slot in range(TABLES)
         ]
         tasks = [asyncio.create_task(driver.run(stop)) for driver in drivers]
@@ -368,7 +461,13 @@ async def measure_engine(
     cpu = after["cpu_seconds"] - before["cpu_seconds"]
     nats_cpu = after["nats_cpu_seconds"] - before["nats_cpu_seconds"]
     return {
-        "engine_calls_per_action": "GetTable + SubmitAction" if reads else "SubmitAction",
+        "engine_calls_per_action": (
+            "GetTable + SubmitAction"
+            if reads
+            else "SubmitAction; GetTable + SubmitAction for 51 moves"
+            if fiftyone_every
+            else "SubmitAction"
+        ),
         "offered_actions_per_second": round(TABLES / interval) if interval else None,
         "window_seconds": WINDOW_SECONDS,
         "accepted_actions": phase.accepted,
@@ -380,7 +479,16 @@ async def measure_engine(
         else None,
         "nats_server_cpu_percent": round(100 * nats_cpu / WINDOW_SECONDS, 1),
         "load_generator_cpu_percent": round(100 * own_cpu / WINDOW_SECONDS, 1),
-        "submit_action_ms": percentiles(phase.submit_seconds),
+        "submit_action_ms": percentiles([s for g in phase.submit_seconds.values() for s in g]),
+        **(
+            {
+                "submit_action_ms_by_game": {
+                    game: percentiles(seconds) for game, seconds in phase.submit_seconds.items()
+                }
+            }
+            if fiftyone_every
+            else {}
+        ),
         **({"get_table_ms": percentiles(phase.get_seconds)} if reads else {}),
         "tables_created": phase.tables_created,
         "games_finished": phase.games_finished,
@@ -605,6 +713,15 @@ async def run(workdir: Path) -> dict[str, Any]:
             with_reads = await measure_engine(
                 address, metrics_url, engine.pid, nats_pid, interval=0.0, reads=True
             )
+            mixed = await measure_engine(
+                address,
+                metrics_url,
+                engine.pid,
+                nats_pid,
+                interval=TABLES / TARGET_ACTIONS_PER_SECOND,
+                reads=False,
+                fiftyone_every=FIFTYONE_EVERY,
+            )
         echo_command = [sys.executable, __file__, "--echo-server", str(echo_port)]
         with child(echo_command, dict(os.environ), workdir / "echo.log") as echo_server:
             echo = await measure_echo(
@@ -623,7 +740,13 @@ async def run(workdir: Path) -> dict[str, Any]:
             "load_average_1m_at_start": load_at_start,
         },
         "tables": TABLES,
-        "game_mix": {"elevator": {"seats": list(SEAT_COUNTS)}},
+        "game_mix": {
+            "elevator": {"seats": list(SEAT_COUNTS)},
+            "paced_mixed": {
+                "fiftyone_tables": TABLES // FIFTYONE_EVERY,
+                "fiftyone": {"seats": 4, "presets": ["classic", "salon", "remi"], "hands": 1},
+            },
+        },
         "persistence": "every action appended to JetStream before SubmitAction answers",
         "clients": "every seat a human seat played through SubmitAction (greedy policy)",
         "warmup_seconds": WARMUP_SECONDS,
@@ -641,6 +764,7 @@ async def run(workdir: Path) -> dict[str, Any]:
         "paced": paced,
         "saturated": saturated,
         "saturated_with_a_read": with_reads,
+        "paced_mixed": mixed,
         "grpc_echo": echo,
     }
 
