@@ -113,6 +113,15 @@ def hand_penalty(cards: Sequence[Card], rules: RuleSet) -> int:
     return sum(rules.joker_hand_penalty if c.is_joker else card_value(c, rules) for c in cards)
 
 
+def _split_hand(hand: Sequence[Card]) -> tuple[list[int], list[Card]]:
+    """Counts of each natural face, and the jokers in index order."""
+    counts = [0] * 52
+    for card in hand:
+        if not card.is_joker:
+            counts[card.index] += 1
+    return counts, sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
+
+
 def _face(suit: int, position: int) -> int:
     return suit * 13 + (12 if position == LOW_ACE else position - 2)
 
@@ -205,14 +214,7 @@ class _Problem:
     ) -> None:
         self.rules = rules
         self.objective = objective
-        self.counts = [0] * 52
-        self.jokers: list[Card] = []
-        for card in hand:
-            if card.is_joker:
-                self.jokers.append(card)
-            else:
-                self.counts[card.index] += 1
-        self.jokers.sort(key=lambda c: c.index)
+        self.counts, self.jokers = _split_hand(hand)
         # Either objective weighs a natural at its F-14 value with the ace high: its most in a
         # meld, and what it costs left in hand.
         values = _values(rules)
@@ -481,11 +483,7 @@ def can_open(
         return _reaches_keeping(list(hand), rules, threshold, keep)
     if forced not in hand:
         return False
-    counts = [0] * 52
-    jokers = sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
-    for card in hand:
-        if not card.is_joker:
-            counts[card.index] += 1
+    counts, jokers = _split_hand(hand)
     limit = min(len(jokers), rules.max_jokers_per_meld_at_opening)
     for _, _, faces, value in _raw_shapes(counts, limit, rules):
         if not forced.is_joker and forced.index not in faces:
@@ -568,11 +566,7 @@ def pairs_with_meld(hand: Sequence[Card], rules: RuleSet) -> PairsWithMeld | Non
     needed = rules.pairs_with_meld
     if needed is None:
         return None
-    counts = [0] * 52
-    jokers = sorted((c for c in hand if c.is_joker), key=lambda c: c.index)
-    for card in hand:
-        if not card.is_joker:
-            counts[card.index] += 1
+    counts, jokers = _split_hand(hand)
     limit = min(len(jokers), rules.max_jokers_per_meld_at_opening)
     for kind, start, faces, _ in _raw_shapes(counts, limit, rules):
         for joker_count in range(limit + 1):
