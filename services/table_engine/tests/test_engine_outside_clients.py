@@ -27,7 +27,7 @@ from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.events.v1 import table_log_pb2
 from masa_platform.auth import mint_token
 from masa_platform.testing import NatsServer, free_port
-from masa_rules.elevator import legal_actions
+from masa_rules.elevator import Pass, legal_actions
 from masa_table_engine.node import start_node
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 from prometheus_client import CollectorRegistry, generate_latest
@@ -129,6 +129,46 @@ async def test_bot_seats_ask_the_bot_service_with_the_seat_view_only(
             if e.WhichOneof("input") == "action_applied"
         }
         assert sources == {table_log_pb2.INPUT_SOURCE_BOT}
+    finally:
+        await server.stop(0)
+
+
+class PassingBot(bot_pb2_grpc.BotServiceServicer):
+    """A stand-in bot that always passes, often against E-8 (a seat must play after a pass)."""
+
+    async def Decide(
+        self, request: bot_pb2.DecideRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> bot_pb2.DecideResponse:
+        view = request.observation.view
+        return bot_pb2.DecideResponse(action=action_to_proto(Pass(view.seat)))
+
+
+async def test_a_bot_move_the_rules_refuse_is_replaced_and_the_game_goes_on(
+    nats_server: NatsServer,
+) -> None:
+    server = grpc.aio.server()
+    bot_pb2_grpc.add_BotServiceServicer_to_server(PassingBot(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        node_settings = settings(nats_server.url, "passer", bot_address=f"127.0.0.1:{port}")
+        async with running_node(node_settings) as node, table_stub(node.address) as stub:
+            table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
+
+            async def finished() -> bool:
+                return await game_finished(nats_server.url, table_id) is not None
+
+            await wait_until(finished, what="the game to finish")
+        applied = [
+            e.action_applied
+            for e in await log_entries(nats_server.url, table_id)
+            if e.WhichOneof("input") == "action_applied"
+        ]
+        by_source = {a.source for a in applied}
+        assert by_source == {table_log_pb2.INPUT_SOURCE_BOT, table_log_pb2.INPUT_SOURCE_FALLBACK}
+        # Only the bot's lawful passes were logged as its own; everything else was replaced.
+        bot_moves = [a for a in applied if a.source == table_log_pb2.INPUT_SOURCE_BOT]
+        assert all(a.action.WhichOneof("kind") == "pass_turn" for a in bot_moves)
     finally:
         await server.stop(0)
 

@@ -363,14 +363,19 @@ class TableRuntime:
         async with self._lock:
             if self.table.sequence != table.sequence:
                 return
-            engine = table.engine
-            if action is None or action not in engine.legal(table.game, seat):
-                config = table.config.seats[seat]
-                level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
-                salt = table.seed + table.sequence.to_bytes(8, "big")
-                action = engine.choose(table.game, seat, level, salt)
-                source = Source.FALLBACK
-            await self._commit(PlayerAction(seat, action, source))
+            if action is not None:
+                # The engine judges the bot's move like any other; a refused one is replaced.
+                try:
+                    await self._commit(PlayerAction(seat, action, source))
+                except RuleViolation as refused:
+                    _log.warning("bot move for table %s refused: %s", table.table_id, refused)
+                else:
+                    return
+            config = table.config.seats[seat]
+            level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
+            salt = table.seed + table.sequence.to_bytes(8, "big")
+            fallback = table.engine.choose(table.game, seat, level, salt)
+            await self._commit(PlayerAction(seat, fallback, Source.FALLBACK))
 
     async def _ask_bot(self, table: Table, seat: int) -> object | None:
         decider = self._deps.decider

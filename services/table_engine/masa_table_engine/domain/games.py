@@ -67,8 +67,6 @@ class Game(Protocol):
         """What ``seat``'s silence means when the query window closes (F-80: GIVE), if anything."""
         ...
 
-    def legal(self, state: object, seat: int) -> list[object]: ...
-
     def apply(self, state: object, action: object) -> tuple[object, list[object]]: ...
 
     def seat_of(self, action: object) -> int: ...
@@ -126,9 +124,6 @@ class ElevatorGame:
 
     def timeout_action(self, state: object, seat: int) -> object | None:
         return None
-
-    def legal(self, state: object, seat: int) -> list[object]:
-        return list(elevator.legal_actions(_elevator(state), seat))
 
     def apply(self, state: object, action: object) -> tuple[object, list[object]]:
         if not isinstance(action, elevator.Play | elevator.Pass | elevator.Give):
@@ -278,9 +273,6 @@ class FiftyOneGame:
 
     def timeout_action(self, state: object, seat: int) -> object | None:
         return fiftyone.timeout_action(_fiftyone(state), seat)
-
-    def legal(self, state: object, seat: int) -> list[object]:
-        return list(fiftyone.legal_actions(_fiftyone(state), seat))
 
     def apply(self, state: object, action: object) -> tuple[object, list[object]]:
         if not isinstance(action, _FIFTYONE_ACTIONS):
