@@ -19,6 +19,7 @@ Later services (ledger, matchmaking) are one more :class:`ServiceSpec` in :func:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -136,6 +137,11 @@ class _Stop(Exception):
     """A signal asked the launcher to stop."""
 
 
+_PR_SET_PDEATHSIG: Final = 1
+# Loaded before any fork: the child runs only the prctl call itself.
+_LIBC: Final = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+
+
 @dataclass
 class _Running:
     spec: ServiceSpec
@@ -203,8 +209,17 @@ def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:
             stderr=subprocess.STDOUT,
             # Its own session: the terminal's Ctrl-C reaches the launcher only (module doc).
             start_new_session=True,
+            # The launcher runs no other thread, so preexec_fn cannot deadlock here.
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
     return _Running(spec, process, log)
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if the launcher dies without stopping it (kill -9, crash),
+    so no service outlives the stack it belonged to."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _wait_ready(child: _Running, timeout: float, stop: threading.Event) -> None:

@@ -70,6 +70,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         stderr=subprocess.PIPE,
         text=True,
     )
+    pids: list[int] = []
     try:
         state = wait_for(tmp_path / ".masa" / "run.json", process)
         services = state["services"]
@@ -85,9 +86,50 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         if process.poll() is None:
             process.kill()
             process.communicate()
+        leftover = [pid for pid in pids if alive(pid)]
+        # A failed run must not leave services behind on the machine.
+        for pid in leftover:
+            os.kill(pid, signal.SIGKILL)
     assert process.returncode == 0, err
     assert "ready" in out
     assert "masa play" in out
     assert "stopped" in out
-    assert not [pid for pid in pids if alive(pid)]
+    assert leftover == []
     assert not (tmp_path / ".masa" / "run.json").exists()
+
+
+def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the launcher cannot stop its children itself; they must not outlive it."""
+    env = {
+        **os.environ,
+        "MASA_RUN_DIR": str(tmp_path / ".masa"),
+        "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_BOT_PORT": "0",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "masa_client.launcher"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    try:
+        state = wait_for(tmp_path / ".masa" / "run.json", process)  # type: ignore[arg-type]
+        services = state["services"]
+        assert isinstance(services, dict)
+        pids = [int(entry["pid"]) for entry in services.values()]
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        leftover = [pid for pid in pids if alive(pid)]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert pids
+    assert leftover == []
