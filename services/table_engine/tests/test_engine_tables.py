@@ -31,6 +31,10 @@ class MemoryLog:
     async def table_ids(self) -> list[str]:
         return []
 
+    async def owner_address(self, table_id: str) -> str | None:
+        del table_id
+        return None
+
 
 class NoResults:
     async def publish(self, table: Table, entry: Entry) -> None:

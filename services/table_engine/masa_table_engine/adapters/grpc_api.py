@@ -19,7 +19,7 @@ from typing import ClassVar
 import grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
-from masa_platform.errors import BadRequest, MasaError, NotFound, NotYourSeat
+from masa_platform.errors import BadRequest, MasaError, NotFound, NotYourSeat, TableMoved
 from masa_platform.handlers import Context
 from masa_rules.errors import RuleViolation
 
@@ -83,7 +83,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def GetTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.GetTableRequest, context: Context
     ) -> table_pb2.GetTableResponse:
-        runtime = self._runtime(request.table_id)
+        runtime = await self._runtime(request.table_id)
         table = runtime.table
         seat = table.config.seat_of(require_principal().subject)
         if seat is None:
@@ -95,7 +95,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def WatchTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.WatchTableRequest, context: Context
     ) -> AsyncIterator[table_pb2.WatchTableResponse]:
-        runtime = self._runtime(request.table_id)
+        runtime = await self._runtime(request.table_id)
         principal = require_principal()
         own = runtime.table.config.seat_of(principal.subject)
         viewer: int | None = None
@@ -124,7 +124,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def SubmitAction(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.SubmitActionRequest, context: Context
     ) -> table_pb2.SubmitActionResponse:
-        runtime = self._runtime(request.table_id)
+        runtime = await self._runtime(request.table_id)
         principal = require_principal()
         seat = self._acting_seat(
             runtime, principal, request.seat if request.HasField("seat") else None
@@ -152,7 +152,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def ResumeControl(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.ResumeControlRequest, context: Context
     ) -> table_pb2.ResumeControlResponse:
-        runtime = self._runtime(request.table_id)
+        runtime = await self._runtime(request.table_id)
         seat = self._acting_seat(runtime, require_principal(), None)
         try:
             await runtime.commit(SeatChanged(seat, SeatChange.RESUMED))
@@ -162,13 +162,16 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             seat_view=seat_view(runtime.table, seat, self.owner_address)
         )
 
-    def _runtime(self, table_id: str) -> TableRuntime:
+    async def _runtime(self, table_id: str) -> TableRuntime:
         if not table_id:
             raise BadRequest("table_id is required")
         try:
             return self._tables.get(table_id)
         except TableNotFound:
-            raise NotFound(f"no table {table_id!r}", reason="TABLE_NOT_FOUND") from None
+            owner = await self._tables.locate(table_id)
+        if owner is not None and owner != self.owner_address:
+            raise TableMoved(table_id, owner)
+        raise NotFound(f"no table {table_id!r}", reason="TABLE_NOT_FOUND")
 
     def _acting_seat(
         self, runtime: TableRuntime, principal: Principal, requested: int | None

@@ -150,7 +150,11 @@ class JetStreamLog:
         return found
 
     async def save_snapshot(self, table: Table) -> None:
-        payload = {"owner": self._node_id, "table": table_to_json(table)}
+        payload = {
+            "owner": self._node_id,
+            "address": self._owner_address,
+            "table": table_to_json(table),
+        }
         await self._snapshots.put(table.table_id, json.dumps(payload).encode())
 
     async def load_snapshot(self, table_id: str) -> Table | None:
@@ -158,6 +162,16 @@ class JetStreamLog:
         if entry is None:
             return None
         return table_from_json(json.loads(entry.value)["table"])
+
+    async def owner_address(self, table_id: str) -> str | None:
+        entry = await self._snapshots.get(table_id)
+        if entry is None:
+            return None
+        payload = json.loads(entry.value)
+        if payload.get("owner") == self._node_id:
+            return None
+        address = payload.get("address")
+        return address if isinstance(address, str) and address else None
 
     async def table_ids(self) -> list[str]:
         """The tables whose snapshot names this node as the owner."""

@@ -58,6 +58,11 @@ class LogStore(Protocol):
         """Every table with a snapshot, finished or not."""
         ...
 
+    async def owner_address(self, table_id: str) -> str | None:
+        """The address of the node whose snapshot of ``table_id`` names it as the owner, when
+        that is another node (DESIGN.md §3, TABLE_MOVED)."""
+        ...
+
 
 class ResultPublisher(Protocol):
     """Hand and game results for the ledger and matchmaking, idempotent on the entry."""

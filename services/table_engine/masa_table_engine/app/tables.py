@@ -63,6 +63,10 @@ class Tables:
             raise TableNotFound(table_id)
         return runtime
 
+    async def locate(self, table_id: str) -> str | None:
+        """Where a table this node does not hold is served, if another node owns it."""
+        return await self._deps.log.owner_address(table_id)
+
     @property
     def active(self) -> int:
         return sum(1 for runtime in self._runtimes.values() if not runtime.table.finished)
