@@ -61,6 +61,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         **os.environ,
         "MASA_RUN_DIR": str(tmp_path / ".masa"),
         "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_TABLE_ENGINE_2_PORT": "0",
         "MASA_BOT_PORT": "0",
     }
     process = subprocess.Popen(
@@ -75,7 +76,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         state = wait_for(tmp_path / ".masa" / "run.json", process)
         services = state["services"]
         assert isinstance(services, dict)
-        assert set(services) == {"nats", "bot", "table-engine"}
+        assert set(services) == {"nats", "bot", "table-engine", "table-engine-2"}
         pids = [int(entry["pid"]) for entry in services.values()]
         for entry in services.values():
             if entry["grpc"]:
@@ -104,22 +105,24 @@ def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:
         **os.environ,
         "MASA_RUN_DIR": str(tmp_path / ".masa"),
         "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_TABLE_ENGINE_2_PORT": "0",
         "MASA_BOT_PORT": "0",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "masa_client.launcher"],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pids: list[int] = []
     try:
-        state = wait_for(tmp_path / ".masa" / "run.json", process)  # type: ignore[arg-type]
+        state = wait_for(tmp_path / ".masa" / "run.json", process)
         services = state["services"]
         assert isinstance(services, dict)
         pids = [int(entry["pid"]) for entry in services.values()]
         process.kill()
-        process.wait()
+        process.communicate()
         deadline = time.monotonic() + DEADLINE_SECONDS
         while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -127,7 +130,7 @@ def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
+            process.communicate()
         for pid in pids:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 from dataclasses import replace
+from typing import Final
 
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
@@ -17,6 +19,10 @@ from masa_platform.server import wait_for_signal
 from masa_platform.settings import load_settings
 
 from masa_table_engine.node import EngineSettings, start_node
+
+_log = logging.getLogger(__name__)
+# How long, past the gRPC drain, leases and the NATS connection get to close cleanly.
+_GOODBYE_SECONDS: Final = 5.0
 
 
 async def serve(settings: EngineSettings) -> None:
@@ -27,7 +33,14 @@ async def serve(settings: EngineSettings) -> None:
     try:
         await wait_for_signal()
     finally:
-        await node.stop()
+        # Stopping releases leases and drains NATS; with NATS gone (the whole stack stopping
+        # at once) that would wait for a reconnect for ever. Every acknowledged action is
+        # already in JetStream, so a node that cannot say goodbye may simply leave.
+        try:
+            async with asyncio.timeout(platform.server.grace_seconds + _GOODBYE_SECONDS):
+                await node.stop()
+        except TimeoutError:
+            _log.warning("stopped without releasing leases or draining NATS: it did not answer")
         metrics.close()
 
 
