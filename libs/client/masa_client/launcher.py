@@ -11,7 +11,7 @@ Every child runs in its own session: a Ctrl-C in the terminal reaches the launch
 then stops the children in order (services drain before the bus they write to goes away).
 
 Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
-(50051), ``TABLE_ENGINE_2_PORT`` (50053, the second node) and ``BOT_PORT`` (50052), where 0 picks a free port (the NATS default), ``RUN_READY_SECONDS`` (60),
+(50051) and ``BOT_PORT`` (50052), where 0 picks a free port (the NATS default), ``RUN_READY_SECONDS`` (60),
 ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services.
 Later services (ledger, matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
 """
@@ -54,9 +54,6 @@ class RunSettings:
     nats_port: int = 0
     table_engine_port: int = 50051
     bot_port: int = 50052
-    # The second table-engine node (DESIGN.md §5); a table asked of the wrong node answers
-    # TABLE_MOVED, which the SDK follows.
-    table_engine_2_port: int = 50053
     run_ready_seconds: float = 60.0
     run_stop_seconds: float = 10.0
     log_level: str = "INFO"
@@ -92,10 +89,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     )
     nats_url = f"nats://{host}:{nats_port}"
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
-    engine_addresses = [
-        f"{host}:{port or free_port(host)}"
-        for port in (settings.table_engine_port, settings.table_engine_2_port)
-    ]
+    engine_address = f"{host}:{settings.table_engine_port or free_port(host)}"
 
     def python_service(
         name: str, module: str, address: str, extra: Mapping[str, str]
@@ -126,21 +120,15 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             nats_address=f"{host}:{nats_port}",
         ),
         python_service("bot", "masa_bot", bot_address, {}),
-        *(
-            python_service(
-                name,
-                "masa_table_engine",
-                address,
-                {
-                    "MASA_NODE_ID": f"table-engine-{index}",
-                    "MASA_BOT_ADDRESS": bot_address,
-                    "MASA_ADVERTISE_ADDRESS": address,
-                    "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
-                },
-            )
-            for index, (name, address) in enumerate(
-                zip(("table-engine", "table-engine-2"), engine_addresses, strict=True)
-            )
+        python_service(
+            "table-engine",
+            "masa_table_engine",
+            engine_address,
+            {
+                "MASA_BOT_ADDRESS": bot_address,
+                "MASA_ADVERTISE_ADDRESS": engine_address,
+                "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
+            },
         ),
     ]
 
