@@ -341,10 +341,6 @@ def is_pair(first: Card, second: Card, rules: RuleSet) -> bool:
     return first.is_joker or second.is_joker or first == second
 
 
-def _pair_face(meld: Meld) -> Card:
-    return meld.cards[0].stands_for
-
-
 def lay_off(
     meld: Meld,
     card: Card,

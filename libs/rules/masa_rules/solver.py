@@ -237,7 +237,7 @@ class _Problem:
         shapes: dict[tuple[int, int, int, int, tuple[int, ...]], _Shape] = {}
         for kind, start, faces, value in raw:
             variants = (
-                self._strict_variants(faces, min(joker_count, joker_limit)) if strict else [()]
+                _joker_placements(faces, counts, min(joker_count, joker_limit)) if strict else [()]
             )
             for joker_at in variants:
                 mask = mask2 = fixed = weight = 0
@@ -281,9 +281,6 @@ class _Problem:
         if shape.kind is MeldKind.SET:
             return _position_value(shape.start, self.rules)
         return max(_position_value(shape.start + i, self.rules) for i in range(len(shape.faces)))
-
-    def _strict_variants(self, faces: tuple[int, ...], limit: int) -> list[tuple[int, ...]]:
-        return _joker_placements(faces, self.counts, limit)
 
 
 def _joker_placements(
