@@ -9,7 +9,7 @@ authenticated :class:`Principal` is available to handlers through :func:`current
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ import grpc.aio
 import jwt
 
 from masa_platform.errors import PermissionDenied, Unauthenticated, abort_with
-from masa_platform.handlers import Context, WrappedHandlers, split_method, wrap_handler
+from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
 from masa_platform.settings import AuthSettings
 
 __all__ = [
@@ -195,27 +195,17 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
     raise Unauthenticated("missing authorization metadata")
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(WrappingInterceptor):
     """Authenticates every non-public call and enforces the policy's roles."""
 
     def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
         self._settings = settings
         self._policy = policy or AuthPolicy()
         self._tokens = _VerifiedTokens(settings)
-        self._wrapped = WrappedHandlers()
+        super().__init__()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or self._policy.is_public(method):
-            return handler
-        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
+    def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
+        return not self._policy.is_public(method)
 
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]

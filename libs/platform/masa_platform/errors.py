@@ -11,7 +11,7 @@ logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, NoReturn
 
@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from masa_rules.errors import RuleViolation
 
-from masa_platform.handlers import Context, WrappedHandlers, wrap_handler
+from masa_platform.handlers import Context, WrappingInterceptor, wrap_handler
 
 __all__ = [
     "DOMAIN",
@@ -165,28 +165,11 @@ def error_info(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo 
     return None
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
+class ErrorInterceptor(WrappingInterceptor):
     """Maps what a handler raises to a status with ``ErrorInfo``; logs unexpected errors."""
 
-    def __init__(self) -> None:
-        self._wrapped = WrappedHandlers()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
-
-    @staticmethod
     def _wrap(
-        method: str, handler: grpc.RpcMethodHandler[Any, Any]
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
         @asynccontextmanager
         async def mapped(context: Context) -> AsyncIterator[None]:

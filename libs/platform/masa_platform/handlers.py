@@ -9,14 +9,22 @@ health service's ``Watch`` does), and the wrapper keeps the shape it was given.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import grpc
 import grpc.aio
 
-__all__ = ["Around", "WrappedHandlers", "rpc_type", "split_method", "wrap_handler"]
+__all__ = [
+    "Around",
+    "WrappedHandlers",
+    "WrappingInterceptor",
+    "rpc_type",
+    "split_method",
+    "wrap_handler",
+]
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Around = Callable[[Context], AbstractAsyncContextManager[None]]
@@ -49,6 +57,40 @@ class WrappedHandlers:
         wrapped = build()
         self._built[method] = (handler, wrapped)
         return wrapped
+
+
+class WrappingInterceptor(grpc.aio.ServerInterceptor):
+    """A server interceptor that wraps each method's handler once (:class:`WrappedHandlers`).
+
+    Subclasses say which handlers they apply to and how they wrap one.
+    """
+
+    def __init__(self) -> None:
+        self._wrapped = WrappedHandlers()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or not self._applies(method, handler):
+            return handler
+        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
+
+    def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
+        """Whether this interceptor has anything to do around ``method``."""
+        del method, handler
+        return True
+
+    @abstractmethod
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        """The handler that runs this interceptor's code around ``handler``."""
 
 
 def rpc_type(handler: grpc.RpcMethodHandler[Any, Any]) -> str:

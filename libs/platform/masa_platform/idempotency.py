@@ -26,7 +26,7 @@ from masa_rules.errors import RuleViolation
 
 from masa_platform.auth import current_principal
 from masa_platform.errors import BadRequest, MasaError, RequestIdReused
-from masa_platform.handlers import Context, WrappedHandlers
+from masa_platform.handlers import Context, WrappingInterceptor
 
 __all__ = ["IdempotencyCache", "IdempotencyInterceptor", "request_id_of"]
 
@@ -143,26 +143,16 @@ def request_id_of(request: Any, context: Context) -> str:
     return request_id
 
 
-class IdempotencyInterceptor(grpc.aio.ServerInterceptor):
+class IdempotencyInterceptor(WrappingInterceptor):
     """De-duplicates unary calls that carry a request id; install it inside auth and errors."""
 
     def __init__(self, cache: IdempotencyCache | None = None) -> None:
         self._cache = cache or IdempotencyCache()
-        self._wrapped = WrappedHandlers()
+        super().__init__()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
+    def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
         # Only a single answer can be replayed; streams are reads and carry no request id.
-        if handler is None or handler.request_streaming or handler.response_streaming:
-            return handler
-        method = handler_call_details.method
-        return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
+        return not (handler.request_streaming or handler.response_streaming)
 
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,7 +21,13 @@ import grpc.aio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
-from masa_platform.handlers import Context, WrappedHandlers, rpc_type, split_method, wrap_handler
+from masa_platform.handlers import (
+    Context,
+    WrappingInterceptor,
+    rpc_type,
+    split_method,
+    wrap_handler,
+)
 
 __all__ = [
     "GrpcMetrics",
@@ -97,25 +103,12 @@ def set_build_info(service: str, version: str, registry: CollectorRegistry = REG
     return gauge
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):
+class MetricsInterceptor(WrappingInterceptor):
     """Counts and times every RPC; install it outermost so it sees every status."""
 
     def __init__(self, metrics: GrpcMetrics) -> None:
         self._metrics = metrics
-        self._wrapped = WrappedHandlers()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        full_method = handler_call_details.method
-        return self._wrapped.get(full_method, handler, lambda: self._wrap(full_method, handler))
+        super().__init__()
 
     def _wrap(
         self, full_method: str, handler: grpc.RpcMethodHandler[Any, Any]
