@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import platform
-import random
 import statistics
 import time
 
-from masa_rules.fiftyone import Action, Phase, State, apply, legal_actions, start
+from masa_rules.fiftyone import Action, HandEnded, Phase, State, apply, legal_actions, start
 from masa_rules.fiftyone.policies import POLICIES
+from masa_rules.policy import policy_stream
 from masa_rules.ruleset import RuleSet
 
 TABLES = [("classic", 4, False), ("salon", 4, False), ("remi", 3, False), ("classic", 4, True)]
@@ -28,7 +28,7 @@ def play(
     policy: str, seed: str, preset: str, players: int, teams: bool
 ) -> tuple[int, list[Action]]:
     state, _ = start(RuleSet.preset_named(preset), players, seed, teams=teams)
-    rng = random.Random(seed)
+    rng = policy_stream("fiftyone", seed)
     choose = POLICIES[policy]
     hands = 0
     actions: list[Action] = []
@@ -36,7 +36,7 @@ def play(
         action = choose(state, state.to_act[0], rng)
         actions.append(action)
         state, events = apply(state, action)
-        hands += sum(1 for e in events if e.type == "hand_end")
+        hands += sum(1 for e in events if isinstance(e, HandEnded))
     return hands, actions
 
 

@@ -42,7 +42,6 @@ import functools
 import json
 import os
 import platform
-import random
 import re
 import signal
 import subprocess
@@ -182,7 +181,7 @@ masa_wire.elevator.new_game = functools.cache(masa_wire.elevator.new_game)  # ty
 def choose(state: State, seat: int, salt: bytes) -> Action | None:
     """The engines' greedy policy, deterministic in ``salt``; None if ``seat`` has no move."""
     actions = legal_actions(state, seat)
-    return greedy_policy(state, actions, DrawStream(salt)) if actions else None
+    return greedy_policy(state, seat, DrawStream(salt)) if actions else None
 
 
 class Driver:
@@ -302,7 +301,7 @@ class Driver:
         salt = f"{self.table_id}/{self.sequence}/{self.moves}"
         action: Action | None = None
         if fiftyone_state is not None:
-            move = fiftyone_greedy(fiftyone_state, seat, random.Random(salt))
+            move = fiftyone_greedy(fiftyone_state, seat, DrawStream(salt.encode()))
             message = fiftyone_wire.action_to_proto(move)
         else:
             if state is not None:

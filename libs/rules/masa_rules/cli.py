@@ -24,7 +24,7 @@ from .cards import Card, CardError, parse_card
 from .errors import RuleViolation
 from .melds import MeldError, Placed, parse_placed, readings
 from .ruleset import RuleSet, RuleSetError
-from .solver import best_opening, max_pairs, pairs_with_meld
+from .solver import PairsWithMeld, best_opening, can_open, max_pairs, pairs_with_meld
 
 __all__ = ["main"]
 
@@ -96,17 +96,29 @@ def solve_answer(codes: Sequence[str], preset: str, threshold: int | None = None
         threshold = rules.open_threshold
     arrangement = best_opening(hand, rules)
     pairs = max_pairs(hand, rules)
-    with_meld = pairs_with_meld(hand, rules) is not None
-    pair_open = rules.pairs_to_open is not None and (pairs >= rules.pairs_to_open or with_meld)
+    with_meld = pairs_with_meld(hand, rules)
     return {
         "best_value": arrangement.value,
         "melds": [_codes(m.cards) for m in arrangement.melds],
         "leftover": [c.code for c in arrangement.leftover],
         "max_pairs": pairs,
-        "pairs_with_meld": with_meld,
-        "can_open": arrangement.value >= threshold or pair_open,
+        "pairs_with_meld": with_meld is not None,
+        "can_open": can_open(hand, rules, threshold) or _pairs_open(hand, rules, pairs, with_meld),
         "threshold": threshold,
     }
+
+
+def _pairs_open(
+    hand: Sequence[Card], rules: RuleSet, pairs: int, with_meld: PairsWithMeld | None
+) -> bool:
+    """F-43 and F-52: a pair opening that keeps a card to discard."""
+    if rules.pairs_to_open is None:
+        return False
+    if pairs >= rules.pairs_to_open and len(hand) > 2 * rules.pairs_to_open:
+        return True
+    return with_meld is not None and len(hand) > 2 * len(with_meld.pairs) + len(
+        with_meld.meld.cards
+    )
 
 
 def _batch(lines: TextIO, command: str, out: TextIO) -> None:

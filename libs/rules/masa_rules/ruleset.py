@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
+from masa_rules.errors import RuleViolation
+
 __all__ = [
     "BottomCardRule",
     "DeckExhausted",
@@ -21,12 +23,11 @@ __all__ = [
 ]
 
 
-class RuleSetError(ValueError):
+class RuleSetError(RuleViolation):
     """An option value the rule book does not allow. ``rule`` names the rule id."""
 
     def __init__(self, message: str, rule: str) -> None:
-        super().__init__(message)
-        self.rule = rule
+        super().__init__(rule, message)
 
 
 class OpenedTakeDiscard(enum.Enum):
@@ -108,8 +109,6 @@ class RuleSet:
     layoff_counts_toward_threshold: bool
     # F-44, F-62: a remi hand finish may not lay off on others' melds.
     hand_finish_forbids_layoff: bool
-    # F-52: remi forbids laying off the last card of a hand.
-    last_card_layoff_allowed: bool
     # F-55 (decision): a retrieved joker must be laid down or laid off in the same turn.
     retrieved_joker_must_be_used: bool
     # F-61: işlek discards.
@@ -147,6 +146,8 @@ class RuleSet:
     islek_joker: bool = False
     # F-61 salon (engine reading, a table choice): the finisher and partner pay işlek penalties.
     islek_penalty_for_finisher: bool = True
+    # F-64 (decision): full rounds without a card drawn from the stock that end a hand.
+    stall_rounds: int = 10
 
     def __post_init__(self) -> None:
         if self.open_threshold <= 0:
@@ -168,6 +169,8 @@ class RuleSet:
             raise RuleSetError("max_jokers_per_meld_at_opening must be 1 or 2", "F-13")
         if (self.pairs_to_open is None) != (self.pairs_with_meld is None):
             raise RuleSetError("pairs_to_open and pairs_with_meld come together", "F-43")
+        if self.stall_rounds < 1:
+            raise RuleSetError(f"stall_rounds must be positive, not {self.stall_rounds}", "F-64")
 
     @property
     def pair_opening(self) -> bool:
@@ -218,7 +221,6 @@ class RuleSet:
             bottom_card=BottomCardRule.CLAIM_BY_PAIR_GOER,
             layoff_counts_toward_threshold=False,
             hand_finish_forbids_layoff=False,
-            last_card_layoff_allowed=True,
             retrieved_joker_must_be_used=True,
             islek=IslekRule.ILLEGAL,
             islek_penalty=0,
@@ -289,7 +291,6 @@ class RuleSet:
             first_turn_free_take=True,
             bottom_card=BottomCardRule.HAND_FINISH_ONLY,
             hand_finish_forbids_layoff=True,
-            last_card_layoff_allowed=False,
             islek=IslekRule.ALLOWED,
             deck_exhausted=DeckExhausted.RESHUFFLE,
             reshuffles=1,

@@ -26,20 +26,23 @@ import hmac
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["DrawStream", "commitment", "game_seed_bytes", "hand_seed", "shuffled"]
+__all__ = ["DrawStream", "Seed", "commitment", "game_seed_bytes", "hand_seed", "shuffled"]
 
 T = TypeVar("T")
 _SPAN = 1 << 64
 
+# The seed of a game, in every game: bytes, or text or an integer standing for bytes (step 1).
+Seed = bytes | str | int
 
-def game_seed_bytes(seed: bytes | str | int) -> bytes:
+
+def game_seed_bytes(seed: Seed) -> bytes:
     """Normalise a game seed: bytes as given, text as UTF-8, an integer as its decimal text."""
     if isinstance(seed, bytes):
         return seed
     return str(seed).encode()
 
 
-def hand_seed(game_seed: bytes | str | int, hand_no: int) -> bytes:
+def hand_seed(game_seed: Seed, hand_no: int) -> bytes:
     """Step 1: the secret seed of hand ``hand_no`` (1-based)."""
     key = game_seed_bytes(game_seed)
     return hmac.new(key, b"masa/hand/" + str(hand_no).encode(), hashlib.sha256).digest()

@@ -61,6 +61,7 @@ __all__ = [
     "layoff_targets",
     "least_penalty",
     "max_pairs",
+    "opening_keeping",
     "opening_reaches",
     "pairs_with_meld",
 ]
@@ -468,21 +469,60 @@ def can_open(
     threshold: int,
     *,
     forced: Card | None = None,
-    keep: int = 0,
+    keep: int = 1,
 ) -> bool:
-    """F-40, F-30, F-21: can melds worth ``threshold`` be laid down from ``hand`` in an
+    """F-40, F-30, F-52: can melds worth ``threshold`` be laid down from ``hand`` in an
     opening turn, with ``forced`` in one of them and at least ``keep`` cards left in hand?
 
-    Exact: every candidate meld holding ``forced`` is tried with every joker placement, the
-    rest of the hand then has to reach what is missing; cards are kept back one at a time.
+    ``keep`` is 1 by F-52 (the last card is the finishing discard). Exact: every candidate
+    meld holding ``forced`` is tried with every joker placement, the rest of the hand then has
+    to reach what is missing; cards are kept back one at a time.
     """
     if forced is None:
         return _reaches_keeping(list(hand), rules, threshold, keep)
+    return _forced_opening(hand, rules, threshold, forced, keep) is not None
+
+
+def opening_keeping(
+    hand: Sequence[Card],
+    rules: RuleSet,
+    threshold: int,
+    *,
+    forced: Card | None = None,
+    keep: int = 1,
+) -> Arrangement | None:
+    """An opening :func:`can_open` accepts, or None: with ``forced``, the first found; without,
+    the best of those that keep ``keep`` cards (F-52: a card to discard).
+
+    >>> from masa_rules.cards import parse_cards
+    >>> hand = parse_cards("JS QS KS AS 10H JH QH KH AH".split())
+    >>> found = opening_keeping(hand, RuleSet.classic(), 51)
+    >>> found.value, [c.code for c in found.leftover]
+    (82, ['JS'])
+    """
+    if forced is None:
+        best = _best_keeping(list(hand), rules, keep)
+        return best if best is not None and best.value >= threshold else None
+    found = _forced_opening(hand, rules, threshold, forced, keep)
+    if found is None:
+        return None
+    first, rest = found
+    other = _best_keeping(rest, rules, keep)
+    if other is None:
+        return None
+    value = first.value(rules) + other.value
+    return Arrangement((first, *other.melds), other.leftover, value, other.penalty)
+
+
+def _forced_opening(
+    hand: Sequence[Card], rules: RuleSet, threshold: int, forced: Card, keep: int
+) -> tuple[Meld, list[Card]] | None:
+    """A meld holding ``forced`` whose rest of the hand reaches the threshold, and that rest."""
     if forced not in hand:
-        return False
+        return None
     counts, jokers = _split_hand(hand)
     limit = min(len(jokers), rules.max_jokers_per_meld_at_opening)
-    for _, _, faces, value in _raw_shapes(counts, limit, rules):
+    for kind, start, faces, value in _raw_shapes(counts, limit, rules):
         if not forced.is_joker and forced.index not in faces:
             continue
         for joker_at in _joker_placements(faces, counts, limit):
@@ -493,11 +533,48 @@ def can_open(
             for face in naturals:
                 rest.remove(Card.from_index(face))
             spent = [j for j in jokers if j != forced][: len(joker_at) - forced.is_joker]
-            for joker in ([forced] if forced.is_joker else []) + spent:
+            used = ([forced] if forced.is_joker else []) + spent
+            for joker in used:
                 rest.remove(joker)
             if _reaches_keeping(rest, rules, threshold - value, keep):
-                return True
-    return False
+                return _shape_meld(kind, start, faces, joker_at, used), rest
+    return None
+
+
+def _shape_meld(
+    kind: MeldKind, start: int, faces: Sequence[int], joker_at: Sequence[int], jokers: list[Card]
+) -> Meld:
+    spare = iter(jokers)
+    placed = [
+        Placed(next(spare), Card.from_index(face))
+        if i in joker_at
+        else Placed.natural(Card.from_index(face))
+        for i, face in enumerate(faces)
+    ]
+    if kind is MeldKind.SET:
+        placed.sort(key=lambda p: int(p.stands_for.natural_suit()))
+    return Meld(kind, tuple(placed), start)
+
+
+def _best_keeping(hand: list[Card], rules: RuleSet, keep: int) -> Arrangement | None:
+    """The best opening arrangement that leaves at least ``keep`` cards, None if none can.
+
+    Exact: an arrangement that keeps a card is an arrangement of the hand without that card.
+    """
+    if len(hand) < keep:
+        return None
+    best = best_opening(hand, rules)
+    if len(best.leftover) >= keep:
+        return best
+    found: Arrangement | None = None
+    for card in dict.fromkeys(hand):
+        rest = list(hand)
+        rest.remove(card)
+        other = _best_keeping(rest, rules, keep - 1)
+        if other is not None and (found is None or other.value > found.value):
+            leftover = (*other.leftover, card)
+            found = Arrangement(other.melds, leftover, other.value, hand_penalty(leftover, rules))
+    return found
 
 
 def _reaches_keeping(hand: list[Card], rules: RuleSet, threshold: int, keep: int) -> bool:

@@ -7,8 +7,10 @@ written with its copy (``8H#1``). Cards nobody was given fill the rest of the st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from masa_rules.cards import PhysicalCard, fiftyone_pack
@@ -117,3 +119,13 @@ def pc(code: str) -> PhysicalCard:
 
 def codes(cards: Iterable[PhysicalCard]) -> list[str]:
     return [c.code for c in cards]
+
+
+POSITIONS = Path(__file__).parent / "golden" / "positions"
+
+
+def position(name: str) -> dict[str, Any]:
+    """A position recorded from a simulated game: its ``state`` (JSON), the ``seat`` to act
+    and, where the position is about one, the ``action`` it was about to take."""
+    data: dict[str, Any] = json.loads((POSITIONS / f"{name}.json").read_text())
+    return data

@@ -52,12 +52,13 @@ def test_solve_reports_the_best_opening_and_pairs() -> None:
     assert high["can_open"] is False and high["threshold"] == 81
 
 
-def test_solve_can_open_with_five_pairs_regardless_of_points() -> None:
-    _, [answer], _ = run("solve", "2S", "2S", "3H", "3H", "4D", "4D", "5C", "5C", "6S", "6S")
+def test_F43_F52_solve_can_open_with_five_pairs_and_a_card_to_discard() -> None:
+    pairs = ["2S", "2S", "3H", "3H", "4D", "4D", "5C", "5C", "6S", "6S"]
+    _, [answer], _ = run("solve", *pairs, "9D")
     assert answer["max_pairs"] == 5 and answer["can_open"] is True
-    _, [remi], _ = run(
-        "solve", "--preset", "remi", "2S", "2S", "3H", "3H", "4D", "4D", "5C", "5C", "6S", "6S"
-    )
+    _, [exact], _ = run("solve", *pairs)
+    assert exact["max_pairs"] == 5 and exact["can_open"] is False
+    _, [remi], _ = run("solve", "--preset", "remi", *pairs, "9D")
     assert remi["can_open"] is False
 
 
@@ -96,7 +97,12 @@ def test_batch_answers_every_line_in_order_and_survives_bad_lines() -> None:
     assert lines[0]["valid"] is True and lines[0]["value"] == 6
     assert all("error" in line for line in lines[1:4])
     assert lines[4]["reason"] == "F-11"
-    code, lines, _ = run(
-        "solve", "--batch", stdin=json.dumps({"cards": ["QS", "KS", "AS"], "threshold": 30}) + "\n"
-    )
+    requests = [
+        {"cards": ["QS", "KS", "AS", "2D"], "threshold": 30},
+        # F-52: a hand that melds whole keeps no card to discard, so it cannot open.
+        {"cards": ["QS", "KS", "AS"], "threshold": 30},
+    ]
+    stdin = "".join(json.dumps(request) + "\n" for request in requests)
+    code, lines, _ = run("solve", "--batch", stdin=stdin)
     assert code == 0 and lines[0]["can_open"] is True and lines[0]["best_value"] == 31
+    assert lines[1]["can_open"] is False and lines[1]["best_value"] == 31

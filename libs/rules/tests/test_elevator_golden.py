@@ -32,7 +32,7 @@ GOLDEN = Path(__file__).parent / "golden" / "elevator"
 # name: (rules, players, seed, policy), picked for what the game shows.
 CASES = {
     "giver_gives_last_card_and_wins": (ElevatorRules(), 5, "golden-0", "random"),
-    "blocked_after_a_kopile": (ElevatorRules(), 3, "golden-0", "random"),
+    "kopile_repeats_with_an_empty_stock": (ElevatorRules(), 3, "golden-0", "random"),
     "kopile_with_a_short_stock": (ElevatorRules(), 4, "golden-23", "random"),
     "six_players_two_packs": (ElevatorRules(), 6, "golden-6", "random"),
     "five_players_greedy": (ElevatorRules(), 5, "golden-5", "greedy"),

@@ -391,7 +391,8 @@ def test_E11_without_rank_sums_equal_card_counts_share_a_place() -> None:
     assert play(state, 0, "9H").ranking == ((0,), (1, 2))
 
 
-def test_E11_a_blocked_hand_ends_and_is_ranked_when_nobody_can_ever_play() -> None:
+def test_E9_E11_nobody_played_since_the_starter_and_nobody_can_play_ranks_the_hand() -> None:
+    """The one blocked end E-9 keeps: no play since the starting card and an empty stock."""
     state = position([["3H", "KC"], ["4H"], ["5D", "6D"]], pile=["KS"])
     after, events = apply(state, Pass(0))
     assert after.is_over
@@ -399,11 +400,24 @@ def test_E11_a_blocked_hand_ends_and_is_ranked_when_nobody_can_ever_play() -> No
     assert after.ranking == ((1,), (2,), (0,))
     assert after.winner == 1
     assert isinstance(events[-1], HandEnded)
-    literal = position(
-        [["3H", "KC"], ["4H"], ["5D", "6D"]],
-        pile=["KS"],
-        rules=ElevatorRules(end_when_blocked=False),
-    )
-    for _ in range(30):
-        literal = passed(literal, literal.turn)
-    assert not literal.is_over  # the book read literally never ends here
+    # Someone could still play: the hand goes on, and that seat must play (E-8).
+    able = position([["3H", "KC"], ["4H"], ["5D", "AD"]], pile=["KS"])
+    able = passed(passed(able, 0), 1)
+    assert not able.is_over and legal_actions(able, 2) == [Play(2, cards("AD"))]
+
+
+def test_E9_kopile_repeats_until_a_giver_gives_away_the_last_card() -> None:
+    """Kopile applies again whenever the turn comes back to the last player with everyone
+    else passing, even when that player passed too: a blocked hand still ends with a seat
+    that holds no cards (the stock is empty and nobody can play on 9H)."""
+    state = position([["9H", "KD"], ["3C", "4C", "6S"], ["5S", "7C"]], pile=["8S"])
+    state = play(state, 0, "9H")
+    kopiles = 0
+    while not state.is_over:
+        actions = legal_actions(state, state.turn)
+        assert not any(isinstance(a, Play) for a in actions)
+        state, events = apply(state, actions[0])
+        kopiles += sum(isinstance(e, Kopile) for e in events)
+    assert kopiles == 2
+    assert state.end_reason == "out" and state.winner == 2 and state.hands[2] == ()
+    assert state.open_play == 0 and len(state.hands[0]) == 5

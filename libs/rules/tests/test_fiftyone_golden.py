@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,10 @@ from masa_rules.fiftyone import (
     start,
     state_to_json,
 )
-from masa_rules.fiftyone.events import Event
+from masa_rules.fiftyone.events import Event, HandEnded
 from masa_rules.fiftyone.policies import POLICIES
 from masa_rules.ruleset import RuleSet
+from masa_rules.shuffle import DrawStream
 
 GOLDEN = Path(__file__).parent / "golden" / "fiftyone"
 GAMES: list[Game] = [
@@ -58,7 +58,7 @@ def record(game: Game) -> dict[str, Any]:
     seed = f"golden/{name}".encode()
     rules = RuleSet.preset_named(preset)
     state, events = start(rules, players, seed, teams=teams, hands=hands)
-    rng = random.Random(name)
+    rng = DrawStream(name.encode())
     actions: list[Action] = []
     while state.phase is not Phase.OVER:
         action = POLICIES[policy](state, state.to_act[0], rng)
@@ -74,7 +74,7 @@ def record(game: Game) -> dict[str, Any]:
             "state_sha256": digest(state_to_json(state)),
             "totals": list(state.totals),
             "ranking": [list(p) for p in state.ranking],
-            "hand_ends": sum(1 for e in events if e.type == "hand_end"),
+            "hand_ends": sum(1 for e in events if isinstance(e, HandEnded)),
         },
     }
 

@@ -7,8 +7,8 @@ order, every policy picks the same action on it, and it shows the seat the very 
 
 from __future__ import annotations
 
-import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +18,7 @@ from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone import Phase, State, apply, legal_actions, new_game, seat_state, view
 from masa_rules.fiftyone.policies import POLICIES
 from masa_rules.ruleset import RuleSet
+from masa_rules.shuffle import DrawStream
 
 
 @st.composite
@@ -27,7 +28,7 @@ def positions(draw: st.DrawFn) -> State:
     teams = preset != "remi" and draw(st.booleans())
     players = 4 if preset == "salon" or teams else draw(st.integers(2, 4))
     state = new_game(getattr(RuleSet, preset)(), players, draw(st.text(max_size=8)), teams=teams)
-    rng = random.Random(draw(st.integers(0, 1 << 30)))
+    rng = DrawStream(draw(st.binary(min_size=1, max_size=8)))
     for _ in range(draw(st.integers(0, 160))):
         following = _step(state, rng)
         if following.phase is Phase.OVER:
@@ -36,7 +37,7 @@ def positions(draw: st.DrawFn) -> State:
     return state
 
 
-def _step(state: State, rng: random.Random) -> State:
+def _step(state: State, rng: DrawStream) -> State:
     seat = state.to_act[0]
     return apply(state, POLICIES["random"](state, seat, rng))[0]
 
@@ -65,8 +66,8 @@ def test_every_policy_picks_the_same_action_from_the_view(state: State, rng_seed
     for seat in state.to_act:
         mine = seat_state(view(state, seat))
         for policy in POLICIES.values():
-            real = policy(state, seat, random.Random(rng_seed))
-            assert policy(mine, seat, random.Random(rng_seed)) == real
+            real = policy(state, seat, DrawStream(rng_seed.to_bytes(4, "big")))
+            assert policy(mine, seat, DrawStream(rng_seed.to_bytes(4, "big"))) == real
 
 
 def test_a_spectator_view_cannot_be_rebuilt_into_a_seat() -> None:
@@ -77,7 +78,6 @@ def test_a_spectator_view_cannot_be_rebuilt_into_a_seat() -> None:
 
 
 def test_a_view_whose_counts_do_not_add_up_is_refused() -> None:
-    seen = view(new_game(RuleSet.classic(), 3, "counts"), 1)
-    seen["stock"] = 99
+    seen = replace(view(new_game(RuleSet.classic(), 3, "counts"), 1), stock=99)
     with pytest.raises(RuleViolation, match="add up"):
         seat_state(seen)

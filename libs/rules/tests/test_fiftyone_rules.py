@@ -6,34 +6,45 @@ import hashlib
 from typing import Any
 
 import pytest
-from fiftyone_support import build, codes, count_cards, pc
-from masa_rules.cards import PhysicalCard, fiftyone_pack
+from fiftyone_support import build, codes, count_cards, pc, position
+from masa_rules.cards import PhysicalCard, fiftyone_pack, parse_card
 from masa_rules.errors import IllegalAction
 from masa_rules.fiftyone import (
     Answer,
     ClaimBottom,
+    DeclaredPairs,
     DeclarePairs,
     Discard,
     Draw,
     Event,
+    GameEnded,
+    HandEnded,
+    HandEndReason,
+    LaidDown,
     LayDown,
     LayOff,
     Phase,
     RetrieveJoker,
+    Revealed,
     ShowPairs,
     State,
     TakeBottom,
     TakeDiscard,
+    TookDiscard,
+    action_from_json,
     apply,
+    event_json,
     is_legal,
     legal_actions,
     new_game,
     start,
+    state_from_json,
     timeout_action,
 )
 from masa_rules.fiftyone.deal import deal_cards
+from masa_rules.fiftyone.policies import greedy_policy, random_policy
 from masa_rules.melds import check_meld
-from masa_rules.ruleset import RuleSet
+from masa_rules.ruleset import RuleSet, RuleSetError
 from masa_rules.shuffle import DrawStream, commitment, hand_seed
 
 
@@ -42,8 +53,6 @@ def meld(text: str) -> tuple[tuple[PhysicalCard, Any], ...]:
     out = []
     for code in text.split():
         face, _, note = code.partition("=")
-        from masa_rules.cards import parse_card
-
         out.append((pc(face), parse_card(note) if note else None))
     return tuple(out)
 
@@ -61,7 +70,12 @@ def rejects(state: State, action: Any, rule: str) -> None:
 
 
 def hand_end(events: list[Event]) -> dict[str, Any]:
-    return dict(next(e for e in events if e.type == "hand_end").data)
+    return event_json(next(e for e in events if isinstance(e, HandEnded)))
+
+
+def kinds(events: list[Event]) -> list[str]:
+    """The JSON type of each event, in order."""
+    return [str(event_json(e)["type"]) for e in events]
 
 
 def play(state: State, *actions: Any) -> tuple[State, list[Event]]:
@@ -111,7 +125,7 @@ def test_F3_starter_gets_fifteen_and_the_dealer_rotates() -> None:
 
 def test_F4_the_cut_places_the_bottom_card_face_up_at_the_bottom() -> None:
     state, events = start(RuleSet.classic(), 4, "f4")
-    deal = events[0].data
+    deal = event_json(events[0])
     assert deal["cutter"] == 2  # the seat before the dealer (3)
     assert state.bottom_card is not None and state.stock[-1] == state.bottom_card
     assert deal["bottom_card"] == state.bottom_card.code
@@ -148,7 +162,9 @@ def test_F4_the_bottom_card_is_drawn_last() -> None:
 def test_F5_the_commitment_is_published_and_the_seed_revealed() -> None:
     state, events = start(RuleSet.salon(), 4, "f5")
     seed = hand_seed("f5", 1)
-    assert events[0].data["commitment"] == hashlib.sha256(seed).hexdigest() == commitment(seed)
+    assert (
+        event_json(events[0])["commitment"] == hashlib.sha256(seed).hexdigest() == commitment(seed)
+    )
     # A third party recomputes the deal from the revealed seed alone.
     deck = DrawStream(seed).shuffle(fiftyone_pack())
     assert state.seats[0].hand == tuple(
@@ -165,7 +181,7 @@ def test_F5_the_commitment_is_published_and_the_seed_revealed() -> None:
     )
     one = build("salon", hands={0: "2C", 1: "3C"}, seat=0)
     _, ended = apply(one, Discard(0, pc("2C")))
-    reveal = next(e for e in ended if e.type == "reveal").data
+    reveal = event_json(next(e for e in ended if isinstance(e, Revealed)))
     assert hashlib.sha256(bytes.fromhex(str(reveal["seed"]))).hexdigest() == reveal["commitment"]
 
 
@@ -201,6 +217,37 @@ def test_F13_remi_allows_one_joker_per_meld_at_opening() -> None:
     rejects(state, LayDown(0, (meld("XR XB 9H"), meld("10S JS QS KS"))), "F-13")
     classic = build("classic", hands={0: "XR XB 9H 10S JS QS KS 2C"})
     assert is_legal(classic, LayDown(0, (meld("XR=JH XB=10H 9H"), meld("10S JS QS KS"))))
+
+
+def test_F13_remi_opening_melds_keep_one_joker_to_the_end_of_the_opening_turn() -> None:
+    """F-13: a joker retrieved while opening goes elsewhere, not as a second joker on a meld
+    laid down this turn (issue 8, seed ref130: 9H 10H XR=JH QH got XB in the same turn)."""
+    state = build(
+        "remi",
+        3,
+        hands={1: "9H 10H XR QH 8C 8D 8S 4S 2D 6C"},
+        table=[(0, "3S XB=4S 5S"), (2, "10D JD QD")],
+        seat=1,
+    )
+    opening = (meld("9H 10H XR=JH QH"), meld("8C 8D 8S"))
+    state, _ = apply(state, LayDown(1, opening))
+    state, _ = apply(state, RetrieveJoker(1, 0, pc("4S")))
+    onto_own = LayOff(1, 2, (pc("XB"),), parse_card("KH"))
+    rejects(state, onto_own, "F-13")
+    assert onto_own not in legal_actions(state, 1)
+    assert not any(
+        isinstance(a, LayOff) and a.meld == 2 and pc("XB") in a.cards
+        for a in legal_actions(state, 1)
+    )
+    state, _ = apply(state, LayOff(1, 1, (pc("XB"),), parse_card("KD")))
+    assert state.table[1].meld.jokers == 1
+
+
+def test_F13_the_seed_ref130_position_refuses_the_second_joker() -> None:
+    data = position("second_joker_on_an_opening_meld")
+    state = state_from_json(data["state"])
+    rejects(state, action_from_json(data["action"]), "F-13")
+    assert action_from_json(data["action"]) not in legal_actions(state, data["seat"])
 
 
 def test_F14_card_values_and_jokers_worth_their_card() -> None:
@@ -249,12 +296,14 @@ def test_F21_take_one_card_then_discard_one() -> None:
     assert state.turn.seat == 2
 
 
-def test_F21_a_seat_that_lays_off_its_last_card_has_not_finished() -> None:
-    state = build("classic", hands={0: "JH"}, table=[(0, "8H 9H 10H")], seats={0: {"opened": True}})
-    state, events = apply(state, LayOff(0, 0, (pc("JH"),)))
-    assert [e.type for e in events] == ["lay_off", "turn_passed"]
-    assert state.turn.seat == 1 and state.seats[0].hand == ()
-    assert not any(e.type == "hand_end" for e in events)
+@pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
+def test_F21_F52_a_hand_is_finished_only_by_discarding_its_last_card(preset: str) -> None:
+    """F-52 in every preset: the last card is never laid off, it is the finishing discard."""
+    state = build(preset, hands={0: "JH"}, table=[(0, "8H 9H 10H")], seats={0: {"opened": True}})
+    rejects(state, LayOff(0, 0, (pc("JH"),)), "F-52")
+    assert legal_actions(state, 0) == [Discard(0, pc("JH"))]
+    ended, events = apply(state, Discard(0, pc("JH")))
+    assert hand_end(events)["finisher"] == 0 and ended.hands_scored == 1
 
 
 def test_F22_only_the_seat_whose_turn_it_is_acts() -> None:
@@ -316,7 +365,7 @@ def test_F31_a_pair_goer_takes_the_discard_without_opening() -> None:
     assert is_legal(state, Discard(1, pc("3S")))
     going = build(hands={1: "3S 7C 9H"}, discard="4H", seat=1, phase=Phase.DRAW)
     state, events = apply(going, TakeDiscard(1, pairs=True))
-    assert state.seats[1].pair_status and events[0].type == "declare_pairs"
+    assert state.seats[1].pair_status and isinstance(events[0], DeclaredPairs)
 
 
 def test_F32_seat_after_pair_goer_cannot_take_discard() -> None:
@@ -362,7 +411,7 @@ def test_F33_an_opened_seat_must_use_the_taken_discard_in_classic() -> None:
         seats={1: {"opened": True}},
     )
     state, _ = apply(remi, TakeDiscard(1))
-    assert is_legal(state, Discard(1, pc("KD")))
+    assert is_legal(state, Discard(1, pc("9H")))
 
 
 def test_F33r_remi_first_turn_takes_freely_later_turns_must_open() -> None:
@@ -384,12 +433,14 @@ def test_F33r_remi_first_turn_takes_freely_later_turns_must_open() -> None:
         "remi", 3, hands={1: "JD QD KD AD 9S 9H 9C 3S"}, discard="4H", seat=1, phase=Phase.DRAW
     )
     state, _ = apply(opener, TakeDiscard(1))
-    rejects(state, Discard(1, pc("4H")), "F-33r")
+    rejects(state, Discard(1, pc("3S")), "F-33r")
     state, _ = apply(state, LayDown(1, (meld("JD QD KD AD"), meld("9S 9H 9C"))))
-    assert is_legal(state, Discard(1, pc("4H")))
+    assert is_legal(state, Discard(1, pc("3S")))
 
 
-def test_F34_a_pair_goer_claims_the_bottom_card_and_takes_it_a_round_later() -> None:
+def test_F34_a_pair_goer_claims_the_bottom_card_and_takes_it_on_any_later_turn() -> None:
+    """F-34 (reading in the book): once claimed, the bottom card may be taken on any later
+    turn of the claimant's, instead of drawing."""
     state = build(
         "classic", hands={1: "9S 2C 3D"}, bottom="9S", seat=1, seats={1: {"pair_status": True}}
     )
@@ -446,6 +497,75 @@ def test_F35_remi_bottom_card_only_with_a_hand_finish() -> None:
         seats={1: {"opened": True}},
     )
     assert not any(isinstance(a, TakeBottom) for a in legal_actions(opened, 1))
+
+
+@pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
+def test_F36_a_taken_discard_is_not_discarded_again_in_the_same_turn(preset: str) -> None:
+    players = 4 if preset == "salon" else 3
+    table = [(0, "4S 5S 6S")]
+    state = build(
+        preset,
+        players,
+        hands={1: "9H 2C 3D"},
+        discard="7S",
+        seat=1,
+        phase=Phase.DRAW,
+        table=table,
+        seats={1: {"opened": True}},
+    )
+    state, _ = apply(state, TakeDiscard(1))
+    rejects(state, Discard(1, pc("7S")), "F-36")
+    assert not any(isinstance(a, Discard) and a.card == pc("7S") for a in legal_actions(state, 1))
+    if preset == "remi":
+        # Remi's free take: the card need not be used, but another card is discarded.
+        assert is_legal(state, Discard(1, pc("9H")))
+
+
+def test_F36_a_seat_keeps_a_card_to_discard_besides_the_taken_one() -> None:
+    state = build(
+        "remi",
+        3,
+        hands={1: "8C 9C 10C"},
+        discard="KD",
+        seat=1,
+        phase=Phase.DRAW,
+        seats={1: {"opened": True}},
+    )
+    state, _ = apply(state, TakeDiscard(1))
+    rejects(state, LayDown(1, (meld("8C 9C 10C"),)), "F-36")
+    assert legal_actions(state, 1) == [
+        Discard(1, pc("8C")),
+        Discard(1, pc("9C")),
+        Discard(1, pc("10C")),
+    ]
+
+
+def test_F31_F55_a_pair_goer_may_retrieve_a_joker_with_the_taken_discard() -> None:
+    """Seed ref34 (classic, 3 players, hand 12): the taken 8S went into a joker retrieval, and
+    listing the seat's lay-downs raised StopIteration."""
+    data = position("pair_goer_retrieves_with_the_taken_discard")
+    state = state_from_json(data["state"])
+    seat = data["seat"]
+    assert state.turn.took is not None and state.turn.took not in state.seats[seat].hand
+    actions = legal_actions(state, seat)
+    assert actions and all(is_legal(state, a) for a in actions)
+    for policy in (random_policy, greedy_policy):
+        assert is_legal(state, policy(state, seat, DrawStream(b"ref34")))
+
+
+def test_F33r_F52_a_seat_that_must_open_is_offered_an_opening_keeping_a_card() -> None:
+    """Seed ref125 (remi, 2 players, hand 2): after an F-33r take the only opening that keeps
+    a card to discard is worth exactly 51, and it was not offered (IndexError in greedy)."""
+    data = position("must_open_keeping_a_card_to_discard")
+    state = state_from_json(data["state"])
+    seat = data["seat"]
+    (opening,) = legal_actions(state, seat)
+    assert isinstance(opening, LayDown)
+    after, events = apply(state, opening)
+    laid = next(e for e in events if isinstance(e, LaidDown))
+    assert laid.opening and laid.value == 51 == laid.threshold
+    assert after.seats[seat].hand and state.turn.took not in after.seats[seat].hand
+    assert isinstance(greedy_policy(state, seat, DrawStream(b"ref125")), LayDown)
 
 
 # --------------------------------------------------------------------------- 2.5 opening
@@ -575,16 +695,27 @@ def test_F51_a_set_of_four_is_closed() -> None:
     rejects(state, LayOff(0, 0, (pc("9S"),)), "F-51")
 
 
-def test_F52_remi_last_card_cannot_be_laid_off() -> None:
-    state = build("remi", 3, hands={0: "7S"}, table=[(1, "4S 5S 6S")], seats={0: {"opened": True}})
-    rejects(state, LayOff(0, 0, (pc("7S"),)), "F-52")
-    assert legal_actions(state, 0) == [Discard(0, pc("7S"))]
+@pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
+def test_F52_the_last_card_is_never_laid_off_or_laid_down(preset: str) -> None:
+    players = 4 if preset == "salon" else 3
+    layoff = build(
+        preset, players, hands={0: "7S"}, table=[(1, "4S 5S 6S")], seats={0: {"opened": True}}
+    )
+    rejects(layoff, LayOff(0, 0, (pc("7S"),)), "F-52")
+    assert legal_actions(layoff, 0) == [Discard(0, pc("7S"))]
+    whole = build(preset, players, hands={0: "8C 9C 10C"}, seats={0: {"opened": True}})
+    rejects(whole, LayDown(0, (meld("8C 9C 10C"),)), "F-52")
+    assert not any(isinstance(a, LayDown) for a in legal_actions(whole, 0))
+    # Classic and salon used to let a seat empty its hand and sit at 0 cards for rounds.
+    opening = build(preset, players, hands={0: "JS QS KS AS 10H JH QH KH AH"})
+    rejects(opening, LayDown(0, (meld("JS QS KS AS"), meld("10H JH QH KH AH"))), "F-52")
+    assert legal_actions(opening, 0)
 
 
 def test_F55_retrieve_a_joker_from_a_run() -> None:
     state = build(hands={0: "8H 5C 5D"}, table=[(1, "7H XR=8H 9H")], seats={0: {"opened": True}})
     state, events = apply(state, RetrieveJoker(0, 0, pc("8H")))
-    assert events[0].data["joker"] == "XR" and pc("XR") in state.seats[0].hand
+    assert event_json(events[0])["joker"] == "XR" and pc("XR") in state.seats[0].hand
     rejects(state, Discard(0, pc("5C")), "F-55")
     state, _ = apply(state, LayOff(0, 0, (pc("XR"),), stands_for=pc("10H").card))
     assert state.turn.jokers == () and is_legal(state, Discard(0, pc("5C")))
@@ -659,6 +790,18 @@ def test_F61_classic_islek_discard_is_illegal() -> None:
     assert is_legal(last, Discard(0, pc("7S")))
 
 
+def test_F61_a_hand_of_islek_cards_only_may_discard_one() -> None:
+    """F-61 (reading in the book): when every card a seat may discard is işlek, discarding one
+    is allowed (the rule cannot make a turn impossible); in salon it is still fined."""
+    table = [(1, "4S 5S 6S"), (2, "9H 9D 9C")]
+    state = build("classic", hands={0: "7S 3S 9S"}, table=table, seats={0: {"opened": True}})
+    discards = [a for a in legal_actions(state, 0) if isinstance(a, Discard)]
+    assert discards == [Discard(0, pc("3S")), Discard(0, pc("7S")), Discard(0, pc("9S"))]
+    salon = build("salon", hands={0: "7S 3S 9S"}, table=table, seats={0: {"opened": True}})
+    _after, events = apply(salon, Discard(0, pc("7S")))
+    assert event_json(events[0])["penalty"] == 51
+
+
 def test_F61_classic_twin_exception_locks_the_shown_twin() -> None:
     state = build("classic", hands={0: "7S 7S#1 2C 3D"}, table=[(1, "4S 5S 6S")])
     action = Discard(0, pc("7S"), pc("7S#1"))
@@ -681,25 +824,31 @@ def test_F61_classic_twin_exception_locks_the_shown_twin() -> None:
 def test_F61_salon_islek_costs_51_with_one_free_in_pair_status() -> None:
     state = build("salon", hands={0: "7S 2C 3D"}, table=[(1, "4S 5S 6S")])
     after, events = apply(state, Discard(0, pc("7S")))
-    assert events[0].data["penalty"] == 51 and after.seats[0].islek_penalty == 51
+    assert event_json(events[0])["penalty"] == 51 and after.seats[0].islek_penalty == 51
     paired = build(
         "salon", hands={0: "7S 8S 2C 3D"}, table=[(1, "4S 5S 6S")], seats={0: {"pair_status": True}}
     )
     after, events = apply(paired, Discard(0, pc("7S")))
-    assert events[0].data["penalty"] == 0 and after.seats[0].free_islek_used == 1
+    assert event_json(events[0])["penalty"] == 0 and after.seats[0].free_islek_used == 1
     again = build(
         "salon",
         hands={0: "7S 2C"},
         table=[(1, "4S 5S 6S")],
         seats={0: {"pair_status": True, "free_islek_used": 1}},
     )
-    assert apply(again, Discard(0, pc("7S")))[1][0].data["penalty"] == 51
+    assert event_json(apply(again, Discard(0, pc("7S")))[1][0])["penalty"] == 51
 
 
 def test_F61_remi_islek_is_allowed_without_penalty() -> None:
     state = build("remi", 3, hands={0: "7S 2C 3D"}, table=[(1, "4S 5S 6S")])
     _after, events = apply(state, Discard(0, pc("7S")))
-    assert events[0].data == {"seat": 0, "card": "7S", "islek": True, "penalty": 0}
+    assert event_json(events[0]) == {
+        "type": "discard",
+        "seat": 0,
+        "card": "7S",
+        "islek": True,
+        "penalty": 0,
+    }
 
 
 def test_F62_remi_hand_finish_scores_minus_80_and_doubles_the_others() -> None:
@@ -753,7 +902,7 @@ def test_F63_deck_exhaustion_per_preset(
     )
     assert state.stock == ()
     after, events = apply(state, Draw(1))
-    types = [e.type for e in events]
+    types = kinds(events)
     if expect == "reshuffle":
         assert types[0] == "reshuffle" and len(after.seats[1].hand) == 3 and len(after.discard) == 1
         empty = build(
@@ -769,6 +918,75 @@ def test_F63_deck_exhaustion_per_preset(
         assert after.hands_scored == 1 and end["scores"][1] > 0
 
 
+def hand_back_and_forth(state: State, turns: int) -> tuple[State, list[Event]]:
+    """Each seat takes the discard and discards another card: no card from the stock."""
+    events: list[Event] = []
+    for _ in range(turns):
+        seat = state.turn.seat
+        state, more = apply(state, TakeDiscard(seat))
+        events += more
+        card = next(c for c in state.seats[seat].hand if c != state.turn.took)
+        state, more = apply(state, Discard(seat, card))
+        events += more
+    return state, events
+
+
+@pytest.mark.parametrize(
+    ("preset", "players", "seats", "scored"),
+    [
+        ("remi", 2, {0: {"opened": True}, 1: {"opened": True}}, True),
+        ("classic", 2, {0: {"pair_status": True}, 1: {"pair_status": True}}, False),
+        ("salon", 4, {s: {"pair_status": True} for s in range(4)}, True),
+    ],
+)
+def test_F64_stall_rounds_without_a_stock_draw_end_the_hand_as_F63(
+    preset: str, players: int, seats: dict[int, dict[str, bool]], scored: bool
+) -> None:
+    """Two seats could hand discards back and forth for ever (seed ref31, remi greedy, hand 7):
+    after ``stall_rounds`` full rounds without a card from the stock the hand ends as F-63
+    ends it: no finisher, scored, and a classic hand nobody opened is replayed."""
+    rules = RuleSet.preset_named(preset, stall_rounds=2)
+    hands = {s: f"{rank}S {rank}H {rank}C" for s, rank in zip(range(players), "2345", strict=False)}
+    state = build(rules, players, hands=hands, discard="KD", seat=0, phase=Phase.DRAW, seats=seats)
+    almost, events = hand_back_and_forth(state, 2 * players - 1)
+    assert almost.hand_no == state.hand_no and almost.turns_without_draw == 2 * players - 1
+    assert not any(isinstance(e, HandEnded) for e in events)
+    after, events = hand_back_and_forth(almost, 1)
+    end = next(e for e in events if isinstance(e, HandEnded))
+    assert end.reason is HandEndReason.STALLED and end.finisher is None
+    assert end.replayed is not scored and after.hands_scored == (1 if scored else 0)
+    assert after.hand_no == state.hand_no + 1 or after.phase is Phase.OVER
+
+
+def test_F64_a_card_drawn_from_the_stock_restarts_the_count() -> None:
+    rules = RuleSet.remi(stall_rounds=1)
+    seats = {0: {"opened": True}, 1: {"opened": True}}
+    state = build(
+        rules,
+        2,
+        hands={0: "2S 2H 2C", 1: "3S 3H 3C"},
+        discard="KD",
+        seat=0,
+        phase=Phase.DRAW,
+        seats=seats,
+    )
+    state, _ = hand_back_and_forth(state, 1)
+    state, _ = apply(state, Draw(1))
+    state, _ = apply(state, Discard(1, state.seats[1].hand[0]))
+    assert state.turns_without_draw == 0 and state.hand_no == 1
+    state, _ = hand_back_and_forth(state, 1)
+    assert state.turns_without_draw == 1
+    _after, events = hand_back_and_forth(state, 1)
+    assert next(e for e in events if isinstance(e, HandEnded)).reason is HandEndReason.STALLED
+
+
+def test_F64_stall_rounds_is_a_positive_option() -> None:
+    assert RuleSet.classic().stall_rounds == RuleSet.remi().stall_rounds == 10
+    with pytest.raises(RuleSetError) as info:
+        RuleSet.remi(stall_rounds=0)
+    assert info.value.rule == "F-64"
+
+
 # --------------------------------------------------------------------------- 2.8 pairs, sorgu
 
 
@@ -782,6 +1000,31 @@ def test_F70_declaring_pairs_allows_only_a_pair_opening_and_doubles_a_loss() -> 
     rejects(remi, DeclarePairs(0), "F-70")
     loser = build(hands={0: "2C", 1: "3C"}, seats={1: {"pair_status": True}})
     assert hand_end(apply(loser, Discard(0, pc("2C")))[1])["scores"][1] == 200
+
+
+@pytest.mark.parametrize("preset", ["classic", "salon"])
+def test_F70_opening_with_pairs_puts_the_seat_in_pair_status(preset: str) -> None:
+    hands = {0: "2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 9D 9D#1 KS"}
+    state = build(preset, hands=hands)
+    assert not state.seats[0].pair_status
+    state, _ = apply(state, LayDown(0, (), pairs("2C 2C#1 3C 3C#1 4C 4C#1 5C 5C#1 9D 9D#1")))
+    assert state.seats[0].opened_with_pairs and state.seats[0].pair_status
+    # A losing pair opener pays double (F-91).
+    loser = build(
+        preset,
+        hands={0: "2C", 1: "KS"},
+        seats={0: {"opened": True}, 1: {"opened": True, "opened_with_pairs": True}},
+    )
+    paired = build(
+        preset,
+        hands={0: "2C", 1: "KS"},
+        seats={
+            0: {"opened": True},
+            1: {"opened": True, "opened_with_pairs": True, "pair_status": True},
+        },
+    )
+    single = hand_end(apply(loser, Discard(0, pc("2C")))[1])["scores"][1]
+    assert hand_end(apply(paired, Discard(0, pc("2C")))[1])["scores"][1] == 2 * single == 20
 
 
 def test_F71_salon_gosterge_shows_four_pairs() -> None:
@@ -805,7 +1048,7 @@ def test_F80_sorgu_asks_the_unopened_and_refusal_puts_them_in_pair_status() -> N
         seats={3: {"opened": True}},
     )
     state, events = apply(state, TakeDiscard(1))
-    assert state.phase is Phase.QUERY and events[-1].data["asked"] == [0, 2]
+    assert state.phase is Phase.QUERY and event_json(events[-1])["asked"] == [0, 2]
     assert state.to_act == (0, 2)
     assert legal_actions(state, 0) == [Answer(0, True), Answer(0, False)]
     rejects(state, Draw(1), "F-80")
@@ -814,14 +1057,14 @@ def test_F80_sorgu_asks_the_unopened_and_refusal_puts_them_in_pair_status() -> N
     state, events = apply(state, timeout_action(state, 0) or Answer(0, True))
     assert state.phase is Phase.PLAY and pc("KD") in state.seats[1].hand
     assert state.seats[2].pair_status and not state.seats[0].pair_status
-    assert events[-1].type == "take_discard"
+    assert isinstance(events[-1], TookDiscard)
 
 
 def test_F80_sorgu_is_skipped_when_the_taker_holds_two_cards_or_less() -> None:
     table = [(3, "9D 10D JD")]
     state = build(
         "salon",
-        hands={1: "QD AD", 0: "5C"},
+        hands={1: "QD AD 5S", 0: "5C"},
         table=table,
         discard="KD",
         seat=1,
@@ -830,10 +1073,15 @@ def test_F80_sorgu_is_skipped_when_the_taker_holds_two_cards_or_less() -> None:
     )
     state, _ = apply(state, TakeDiscard(1))
     assert state.phase is Phase.PLAY
+    # F-52: a two-card taker could only open with all three cards, so it cannot take to open;
+    # the skip matters where a table raises query_skip_max_hand.
     low = RuleSet.salon(open_threshold=30, allowed_thresholds=())
-    small = build(low, hands={1: "QD AD", 0: "5C"}, discard="KD", seat=1, phase=Phase.DRAW)
+    two = build(low, hands={1: "QD AD", 0: "5C"}, discard="KD", seat=1, phase=Phase.DRAW)
+    rejects(two, TakeDiscard(1), "F-30")
+    wide = low.with_options(query_skip_max_hand=3)
+    small = build(wide, hands={1: "QD AD 5S", 0: "5C"}, discard="KD", seat=1, phase=Phase.DRAW)
     small, events = apply(small, TakeDiscard(1))
-    assert small.phase is Phase.PLAY and [e.type for e in events] == ["take_discard"]
+    assert small.phase is Phase.PLAY and kinds(events) == ["take_discard"]
 
 
 # --------------------------------------------------------------------------- 2.10 scoring
@@ -847,7 +1095,9 @@ def test_F90_classic_scores_cards_in_hand_and_100_unopened() -> None:
     assert end["scores"] == [0, 11 + 25 + 5, 100, 100] and not end["kafa"]
 
 
-def test_F90_salon_kafa_scores_200_for_the_unopened() -> None:
+def test_F90_salon_kafa_when_nobody_but_the_finisher_opened_or_is_in_pair_status() -> None:
+    """F-90 (reading in the book): kafa scores 200 for the unopened when no seat but the
+    finisher opened and no seat but the finisher is in pair status."""
     state = build("salon", hands={0: "2C", 1: "AS", 2: "KD", 3: "9H"}, seats={0: {"opened": True}})
     end = hand_end(apply(state, Discard(0, pc("2C")))[1])
     assert end["kafa"] and end["scores"] == [0, 200, 200, 200]
@@ -951,7 +1201,7 @@ def test_F95_a_game_is_a_fixed_number_of_hands_and_ties_share_a_place() -> None:
     )
     after, events = apply(state, Discard(0, pc("2C")))
     assert after.phase is Phase.OVER
-    game_end = events[-1].data
+    game_end = event_json(events[-1])
     assert game_end["ranking"] == [[0], [3], [1, 2]]
     assert RuleSet.classic(hands_per_game=9).hands_per_game == 9
 
@@ -1010,7 +1260,7 @@ def test_F97_the_final_ranking_is_in_the_game_end_event() -> None:
         seats={1: {"opened": True}},
     )
     _after, events = apply(state, Discard(0, pc("2C")))
-    assert events[-1].type == "game_end" and events[-1].data["ranking"] == [[0], [2], [1]]
+    assert isinstance(events[-1], GameEnded) and events[-1].ranking == ((0,), (2,), (1,))
 
 
 def test_F91_pairs_joker_and_hand_finish_multiply_to_eight() -> None:
@@ -1056,7 +1306,8 @@ def test_F21_an_emptied_hand_finishes_later_by_drawing_and_discarding() -> None:
     assert hand_end(events)["finisher"] == 0
 
 
-def test_F61_a_joker_is_islek_only_where_the_table_says_so() -> None:
+def test_F61_a_joker_is_never_islek_unless_the_table_says_so() -> None:
+    """F-61 (reading in the book): a joker fits every meld, so it is never işlek by default."""
     table = [(1, "4S 5S 6S")]
     plain = build("classic", hands={0: "XR 2C 3D"}, table=table)
     assert is_legal(plain, Discard(0, pc("XR")))
@@ -1064,7 +1315,9 @@ def test_F61_a_joker_is_islek_only_where_the_table_says_so() -> None:
     rejects(strict, Discard(0, pc("XR")), "F-61")
 
 
-def test_F61_the_finishers_islek_penalty_is_a_table_choice() -> None:
+def test_F61_F90_islek_fines_are_charged_to_the_finisher_too() -> None:
+    """F-61, F-90 (reading in the book): a fine is for the act, so the finisher pays its own;
+    ``islek_penalty_for_finisher`` lets a table choose otherwise."""
     seats = {0: {"opened": True, "islek_penalty": 51}, 1: {"opened": True}}
     hands = {0: "2C", 1: "KD", 2: "5C", 3: "6C"}
     paid = hand_end(apply(build("salon", hands=hands, seats=seats), Discard(0, pc("2C")))[1])
@@ -1078,7 +1331,7 @@ def test_F5_a_third_party_recomputes_a_cut_deal_from_the_revealed_seed() -> None
     """The procedure of :mod:`masa_rules.fiftyone.deal`, written out independently."""
     state, events = start(RuleSet.classic(), 4, "verify")
     seed = hand_seed("verify", 1)
-    assert hashlib.sha256(seed).hexdigest() == events[0].data["commitment"]
+    assert hashlib.sha256(seed).hexdigest() == event_json(events[0])["commitment"]
     stream = DrawStream(seed)
     deck = stream.shuffle(fiftyone_pack())
     k = 2 + stream.below(len(deck) - 3)

@@ -44,7 +44,7 @@ def _games(players: int, seeds: int) -> list[list[tuple[State, list[Event]]]]:
         state = new_game(ElevatorRules(), players, f"wire-{number}")
         steps: list[tuple[State, list[Event]]] = [(state, [dealt(state)])]
         while not state.is_over:
-            action = random_policy(state, legal_actions(state, state.turn), rng)
+            action = random_policy(state, state.turn, rng)
             state, events = apply(state, action)
             steps.append((state, list(events)))
         games.append(steps)

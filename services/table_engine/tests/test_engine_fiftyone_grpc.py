@@ -5,7 +5,6 @@ window timing out as GIVE, and the turn timer, autopilot and seat protection (P-
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -35,6 +34,7 @@ from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.fiftyone import Action, Discard, Draw, State, legal_actions
 from masa_rules.fiftyone.policies import greedy_policy
+from masa_rules.shuffle import DrawStream
 from masa_table_engine.adapters.convert import input_from_log
 from masa_table_engine.domain.table import TimerPolicy, replay
 from masa_wire.cards import card_from_proto
@@ -163,7 +163,7 @@ async def _play(
     return received
 
 
-def _greedy(rng: random.Random) -> Chooser:
+def _greedy(rng: DrawStream) -> Chooser:
     def choose(state: State, own: int) -> Action | None:
         return greedy_policy(state, own, rng) if legal_actions(state, own) else None
 
@@ -224,7 +224,7 @@ async def test_a_human_51_seat_plays_through_grpc_and_never_sees_hidden_cards(
             refused.append((code, reason, unchanged))
 
         received = await _play(
-            stub, table_id, "ayse", 0, _greedy(random.Random(5)), on_turn=illegal_once
+            stub, table_id, "ayse", 0, _greedy(DrawStream(b"5")), on_turn=illegal_once
         )
         watched = [message async for message in spectator]
         assert refused == [(grpc.StatusCode.FAILED_PRECONDITION, "F-21", True)]

@@ -37,12 +37,12 @@ def rules_to_json(rules: ElevatorRules) -> Json:
         "joker_on_joker_any_colour": rules.joker_on_joker_any_colour,
         "kopile_forces_round": rules.kopile_forces_round,
         "rank_by_sum": rules.rank_by_sum,
-        "end_when_blocked": rules.end_when_blocked,
     }
 
 
 def rules_from_json(data: Mapping[str, object]) -> ElevatorRules:
-    """Options missing from ``data`` take their defaults."""
+    """Options missing from ``data`` take their defaults; others are ignored (older logs wrote
+    ``end_when_blocked``, which E-9's repeated Kopile made unnecessary)."""
     base = ElevatorRules()
     decks = data.get("decks", base.decks)
     return ElevatorRules(
@@ -54,7 +54,6 @@ def rules_from_json(data: Mapping[str, object]) -> ElevatorRules:
         ),
         kopile_forces_round=_bool(data.get("kopile_forces_round", base.kopile_forces_round)),
         rank_by_sum=_bool(data.get("rank_by_sum", base.rank_by_sum)),
-        end_when_blocked=_bool(data.get("end_when_blocked", base.end_when_blocked)),
     )
 
 

@@ -13,29 +13,29 @@ Multi-hand games (E-3) are kept simple: a game is one hand. A match of several h
 ``new_game`` once per hand with ``hand_no`` counting up from 1 and ``leader`` set to the
 previous winner; the first hand is led by seat 0, the seat after the dealer.
 
-Termination. Every hand ends after finitely many actions under the default rules:
+Termination (E-9, E-10). Every hand ends, and it ends with a seat that holds no cards, except
+in the one case E-9 keeps: nobody has played since the starting card, the stock is empty and
+nobody can play, when the hand is ranked by E-11 (``"blocked"``). With ``C`` cards in the pack
+and ``p`` players:
 
 - Cards never leave the pile and the stock is never refilled, so there are at most ``C`` plays
-  (``C`` cards in the pack, each play puts at least one on the pile for good) and at most ``C``
-  passes that draw a card.
-- A Kopile needs an open play and closes it, so there are at most ``C`` Kopiles and at most
-  ``(players - 1) * C`` gives.
-- That leaves passes with an empty stock. Take a stretch of actions without a play while the
-  stock is empty. Within it, only the first pass after the last play may be voluntary (E-8:
-  every later one follows a pass, and a Kopile leaves the drawer without a previous play), and
-  it holds at most one Kopile (which closes the open play; only a play opens another), so at
-  most ``players - 1`` passes and ``players - 1`` gives come before the Kopile or its absence
-  is settled. Whether a card can go on the pile depends on the pile only, not on whose hand
-  it is in, and gives only move cards between hands. So if no hand holds a playable card,
-  none ever will: once no Kopile is pending, ``end_when_blocked`` ends the hand. Otherwise
-  the holders of playable cards are fixed after the Kopile's gives, and within the next
-  ``players`` turns, all forced, one of them must play, ending the stretch. A stretch is
-  therefore at most ``3 * players`` actions long.
+  (each puts at least one card on the pile for good), and while the stock holds cards at most
+  ``C`` passes and Kopiles (each draws at least one card), with at most ``p - 2`` gives each.
+- Take a stretch of actions between two plays during which the stock is empty, and let ``L``
+  be the seat that made the last play. Within ``p - 1`` passes the turn comes back to ``L``
+  with everyone else passing, so Kopile applies (E-9: it repeats, even when ``L`` passed
+  too); after it, ``L`` and the ``p - 1`` others pass again (a play ends the stretch) and
+  Kopile applies again. Each round of ``p`` passes and ``p - 1`` gives takes one card from
+  every opponent, and a giver who gives away their last card wins at once. So a stretch holds
+  at most ``h`` rounds, ``h < C`` the smallest opponent hand: at most ``2p + C(2p - 1)``
+  actions. There are at most ``C + 1`` such stretches.
+- Before the first play with an empty stock, every pass is forced (E-8 allows a voluntary
+  pass only after a play) and changes no hand and no pile: if nobody can play, the hand ends
+  ``"blocked"`` at once; otherwise a seat that can play must, within ``p`` turns.
 
-Hence a hand takes at most ``C + C + (players - 1) * C + 3 * players * (C + 1)`` actions;
-``tests/test_elevator_properties.py`` checks this bound against adversarial play. The book
-read literally (``end_when_blocked=False``) can loop forever: with an empty stock and no
-playable card anywhere, every turn is a forced pass that changes nothing.
+Hence a hand takes at most ``C + pC + (C + 1)(2p + C(2p - 1)) + p`` actions;
+``tests/test_elevator_properties.py`` checks this bound against adversarial play, and the
+termination test plays 2,000 games to a winner with no cards.
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ from masa_rules.elevator.ranking import rank_seats, rank_sum
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.elevator.state import Direction, Phase, State
 from masa_rules.errors import IllegalAction, RuleViolation
-from masa_rules.shuffle import hand_seed
+from masa_rules.shuffle import Seed, hand_seed
 
 __all__ = ["apply", "dealt", "legal_actions", "new_game"]
 
 
 def new_game(
-    rules: ElevatorRules, players: int, seed: str, *, hand_no: int = 1, leader: int = 0
+    rules: ElevatorRules, players: int, seed: Seed, *, hand_no: int = 1, leader: int = 0
 ) -> State:
     """Deal hand ``hand_no`` of the game with secret ``seed`` to ``players`` seats (E-1..E-3).
 
@@ -183,7 +183,7 @@ def _play(state: State, action: Play) -> tuple[State, list[Event]]:
     )
     if not left:
         return _finish(after, seat, "out", events)
-    return _end_if_blocked(after, events)
+    return after, events
 
 
 def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
@@ -208,6 +208,8 @@ def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
         forced_turns=max(0, state.forced_turns - 1),
         action_count=state.action_count + 1,
     )
+    # E-9: Kopile whenever the turn comes back to the seat that made the last play, everyone
+    # else having passed since; it repeats, even when that seat passed too.
     if state.open_play == following:
         return _kopile(after, following, events)
     return _end_if_blocked(after, events)
@@ -225,15 +227,12 @@ def _kopile(state: State, seat: int, events: list[Event]) -> tuple[State, list[E
         stock=state.stock[owed:],
         phase=Phase.GIVE if givers else Phase.PLAY,
         turn=givers[0] if givers else seat,
-        open_play=None,
         after_play=False,
         forced_turns=state.players if state.rules.kopile_forces_round else 0,
         receiver=seat if givers else None,
         givers=givers,
     )
-    if givers:
-        return after, events
-    return _end_if_blocked(after, events)
+    return after, events
 
 
 def _give(state: State, action: Give) -> tuple[State, list[Event]]:
@@ -263,19 +262,13 @@ def _give(state: State, action: Give) -> tuple[State, list[Event]]:
     if not left:
         # E-9: a giver who gives away their last card wins at once.
         return _finish(after, seat, "out", events)
-    if givers:
-        return after, events
-    return _end_if_blocked(after, events)
+    return after, events
 
 
 def _end_if_blocked(state: State, events: list[Event]) -> tuple[State, list[Event]]:
-    """The termination decision (``end_when_blocked``): see the module docstring."""
-    if (
-        not state.rules.end_when_blocked
-        or state.stock
-        or state.open_play is not None
-        or state.phase is not Phase.PLAY
-    ):
+    """E-9: nobody has played since the starting card, the stock is empty and nobody can
+    play: no pass can change that, so the hand ends and is ranked by E-11."""
+    if state.stock or state.open_play is not None:
         return state, events
     top, direction = state.pile[-1], state.direction
     joker_any = state.rules.joker_on_joker_any_colour

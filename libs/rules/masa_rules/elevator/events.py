@@ -73,9 +73,9 @@ class Gave:
 class HandEnded:
     """E-11: the result, and the revealed hand seed that proves the deal (F-5).
 
-    ``reason`` is ``"out"`` when ``winner`` has no cards left, or ``"blocked"`` when the
-    termination decision ended a hand nobody could play on; ``winner`` is then the seat alone
-    in first place, or None when that place is shared.
+    ``reason`` is ``"out"`` when ``winner`` has no cards left, or ``"blocked"`` when nobody had
+    played since the starting card, the stock was empty and nobody could play (E-9);
+    ``winner`` is then the seat alone in first place, or None when that place is shared.
     """
 
     reason: str

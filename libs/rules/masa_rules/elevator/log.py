@@ -20,6 +20,7 @@ from masa_rules.elevator.engine import apply, dealt, new_game
 from masa_rules.elevator.events import Event
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.elevator.state import State
+from masa_rules.shuffle import Seed, game_seed_bytes
 
 __all__ = ["GameLog", "log_from_json", "log_to_json", "replay", "replay_events"]
 
@@ -30,7 +31,7 @@ class GameLog:
 
     rules: ElevatorRules
     players: int
-    seed: str
+    seed: Seed
     actions: tuple[Action, ...]
     hand_no: int = 1
     leader: int = 0
@@ -69,7 +70,7 @@ def log_to_json(log: GameLog) -> dict[str, object]:
     return {
         "rules": rules_to_json(log.rules),
         "players": log.players,
-        "seed": log.seed,
+        "seed_hex": game_seed_bytes(log.seed).hex(),
         "hand_no": log.hand_no,
         "leader": log.leader,
         "actions": [action_to_json(action) for action in log.actions],
@@ -78,12 +79,12 @@ def log_to_json(log: GameLog) -> dict[str, object]:
 
 def log_from_json(data: Mapping[str, object]) -> GameLog:
     rules, actions = data.get("rules", {}), data.get("actions")
-    players, seed = data.get("players"), data.get("seed")
+    players, seed = data.get("players"), _seed(data)
     hand_no, leader = data.get("hand_no", 1), data.get("leader", 0)
     if not isinstance(rules, Mapping) or not isinstance(actions, list):
         raise ValueError("a log needs rules and a list of actions")
-    if not isinstance(players, int) or not isinstance(seed, str):
-        raise ValueError("a log needs players (an integer) and seed (a string)")
+    if not isinstance(players, int):
+        raise ValueError("a log needs players (an integer)")
     if not isinstance(hand_no, int) or not isinstance(leader, int):
         raise ValueError("hand_no and leader must be integers")
     return GameLog(
@@ -94,3 +95,13 @@ def log_from_json(data: Mapping[str, object]) -> GameLog:
         hand_no=hand_no,
         leader=leader,
     )
+
+
+def _seed(data: Mapping[str, object]) -> bytes | str:
+    """The game seed: ``seed_hex``, or a text ``seed`` as older logs wrote it."""
+    seed_hex, text = data.get("seed_hex"), data.get("seed")
+    if isinstance(seed_hex, str):
+        return bytes.fromhex(seed_hex)
+    if isinstance(text, str):
+        return text
+    raise ValueError("a log needs its seed (seed_hex)")

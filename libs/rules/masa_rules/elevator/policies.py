@@ -1,23 +1,24 @@
 """Simple players for simulations and bots: ``random`` and ``greedy``.
 
-A policy picks one of the legal actions it is given. Randomness comes only from the
+Each is a :data:`~masa_rules.policy.Policy`, ``(state, seat, rng) -> action``, choosing among
+the seat's legal actions. Randomness comes only from the
 :class:`~masa_rules.shuffle.DrawStream` passed in, so a seeded game plays the same every time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Final
 
 from masa_rules.cards import Rank
 from masa_rules.elevator.actions import Action, Give, Pass, Play
+from masa_rules.elevator.engine import legal_actions
 from masa_rules.elevator.moves import POINTS, RANK, is_joker
 from masa_rules.elevator.state import State
+from masa_rules.errors import RuleViolation
+from masa_rules.policy import Policy
 from masa_rules.shuffle import DrawStream
 
-__all__ = ["POLICIES", "Policy", "greedy_policy", "random_policy"]
-
-Policy = Callable[[State, Sequence[Action], DrawStream], Action]
+__all__ = ["POLICIES", "greedy_policy", "random_policy"]
 
 # The random policy passes voluntarily once in this many chances: often enough to exercise
 # E-8 and Kopile, rarely enough that games still look like games.
@@ -26,8 +27,16 @@ _VOLUNTARY_PASS_ODDS: Final = 8
 _ENDGAME_HAND: Final = 2
 
 
-def random_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> Action:
+def _legal(state: State, seat: int) -> list[Action]:
+    actions = legal_actions(state, seat)
+    if not actions:
+        raise RuleViolation("E-3", f"seat {seat} has nothing to do now")
+    return actions
+
+
+def random_policy(state: State, seat: int, rng: DrawStream) -> Action:
     """Uniform among the plays; a voluntary pass only once in eight chances."""
+    actions = _legal(state, seat)
     plays = [action for action in actions if isinstance(action, Play)]
     if plays and len(plays) < len(actions):
         if rng.below(_VOLUNTARY_PASS_ODDS) == 0:
@@ -36,7 +45,7 @@ def random_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> A
     return actions[rng.below(len(actions))]
 
 
-def greedy_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> Action:
+def greedy_policy(state: State, seat: int, rng: DrawStream) -> Action:
     """Shed as many cards as possible, keeping jokers, aces and 2s for when they are needed.
 
     Ordinary plays come first, the most cards, then the smallest step from the top (leaving
@@ -44,6 +53,7 @@ def greedy_policy(state: State, actions: Sequence[Action], rng: DrawStream) -> A
     only if a voluntary pass is not allowed or the hand is nearly empty. A giver parts with
     its highest-ranking ordinary card, which also lowers its E-11 rank sum.
     """
+    actions = _legal(state, seat)
     if isinstance(actions[0], Give):
         gives = [action for action in actions if isinstance(action, Give)]
         return min(
@@ -70,4 +80,7 @@ def _special(face: int) -> bool:
     return RANK[face] in (0, Rank.ACE, Rank.TWO)
 
 
-POLICIES: Final[dict[str, Policy]] = {"random": random_policy, "greedy": greedy_policy}
+POLICIES: Final[dict[str, Policy[State, Action]]] = {
+    "random": random_policy,
+    "greedy": greedy_policy,
+}

@@ -57,11 +57,6 @@ class ElevatorRules:
     # E-11 (decision): ties on cards left are broken by the sum of ranks left; False lets
     # every seat with the same number of cards share the place.
     rank_by_sum: bool = True
-    # Termination (decision): when the stock is empty, no Kopile is pending and no seat holds a
-    # card that could go on the pile, every future turn would be a pass that changes nothing.
-    # The hand then ends at once and is ranked by E-11. False plays the book literally; such a
-    # hand never ends, so a table would need its own timeout.
-    end_when_blocked: bool = True
 
     def __post_init__(self) -> None:
         if self.decks not in (None, 1, 2):

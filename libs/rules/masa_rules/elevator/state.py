@@ -6,8 +6,8 @@ Glossary:
 - *stock*: the face-down rest of the pack; position 0 is drawn first.
 - *direction*: ascending (play strictly higher) or descending (strictly lower), E-4/E-6.
 - *free*: the top is a joker (E-7, or the starting joker of E-2), so any card may follow.
-- *open play*: the last play that every seat since has passed on; when the turn comes back to
-  its player, Kopile (E-9) applies.
+- *open play*: the seat that made the last play; whenever the turn comes back to it with every
+  other seat passing since, Kopile (E-9) applies, again and again until someone plays.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class State:
     phase: Phase
     # The seat to play or pass (PLAY), the next giver (GIVE), or the last actor (OVER).
     turn: int
-    # E-9: the seat of the open play, None once it has been answered or punished.
+    # E-9: the seat that made the last play, None until the first play of the hand.
     open_play: int | None
     # E-8: the previous turn was a play, so a voluntary pass is allowed.
     after_play: bool

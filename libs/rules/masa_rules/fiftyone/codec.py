@@ -32,13 +32,36 @@ from .actions import (
     TakeBottom,
     TakeDiscard,
 )
-from .engine import apply, start
-from .events import Event
+from .engine import apply, meld_codes, start
+from .events import (
+    Answered,
+    ClaimedBottom,
+    Deal,
+    DeclaredPairs,
+    Discarded,
+    Drew,
+    Event,
+    GameEnded,
+    HandEnded,
+    LaidDown,
+    LaidOff,
+    QueryEnded,
+    QueryStarted,
+    Reshuffled,
+    RetrievedJoker,
+    Revealed,
+    ShowedPairs,
+    TookBottom,
+    TookDiscard,
+)
 from .state import Phase, Query, SeatState, State, TableMeld, Turn
+from .view import PublicSeat, View
 
 __all__ = [
+    "ALL",
     "action_from_json",
     "action_to_json",
+    "event_json",
     "game_log",
     "replay",
     "replay_events",
@@ -46,9 +69,12 @@ __all__ = [
     "rules_to_json",
     "state_from_json",
     "state_to_json",
+    "view_json",
 ]
 
 JSON = Any
+# The log and the simulator see private data too; a seat number or None (spectator) does not.
+ALL = -1
 
 
 def rules_to_json(rules: RuleSet) -> dict[str, JSON]:
@@ -295,14 +321,7 @@ def state_to_json(state: State) -> dict[str, JSON]:
             "opened_now": turn.opened_now,
             "laid_off_others": turn.laid_off_others,
         },
-        "query": None
-        if query is None
-        else {
-            "taker": query.taker,
-            "card": query.card.code,
-            "pending": list(query.pending),
-            "refused": list(query.refused),
-        },
+        "query": None if query is None else _query_json(query),
         "hand_seed_hex": state.hand_seed.hex(),
         "commitment": state.commitment,
         "reshuffles": state.reshuffles,
@@ -311,6 +330,7 @@ def state_to_json(state: State) -> dict[str, JSON]:
         "pair_opened": state.pair_opened,
         "action_count": state.action_count,
         "ranking": [list(p) for p in state.ranking],
+        "turns_without_draw": state.turns_without_draw,
     }
 
 
@@ -378,6 +398,8 @@ def state_from_json(data: Mapping[str, JSON]) -> State:
         pair_opened=data["pair_opened"],
         action_count=data["action_count"],
         ranking=tuple(tuple(p) for p in data["ranking"]),
+        # Snapshots written before F-64 have no count: the guard starts from zero.
+        turns_without_draw=int(data.get("turns_without_draw", 0)),
     )
 
 
@@ -422,3 +444,271 @@ def replay_events(log: Mapping[str, JSON]) -> tuple[State, list[Event]]:
 def replay(log: Mapping[str, JSON]) -> State:
     """Rebuild the exact state of a game from its log."""
     return replay_events(log)[0]
+
+
+# --------------------------------------------------------------------------- events
+
+
+def event_json(event: Event, seat: int | None = ALL) -> dict[str, JSON]:
+    """The event as one JSON object, as ``seat`` (``ALL`` for the log, ``None`` spectator) sees it.
+
+    A dealt hand and a drawn card are shown to their seat (and the log) only (P-20); the deal
+    lists ``None`` for each hand the viewer may not see.
+
+    >>> e = Drew(1, 40, PhysicalCard.parse("8H"))
+    >>> event_json(e, 1), event_json(e, 2)
+    ({'type': 'draw', 'seat': 1, 'stock': 40, 'card': '8H'}, {'type': 'draw', 'seat': 1, 'stock': 40})
+    """
+    if isinstance(event, Deal):
+        return _deal_json(event, seat)
+    if isinstance(event, Drew):
+        drew: dict[str, JSON] = {"type": "draw", "seat": event.seat, "stock": event.stock}
+        if _sees(seat, event.seat):
+            drew["card"] = event.card.code
+        return drew
+    return _public_json(event)
+
+
+def _sees(viewer: int | None, owner: int) -> bool:
+    return viewer == ALL or (viewer is not None and viewer == owner)
+
+
+_HandEvent = Reshuffled | Revealed | HandEnded | GameEnded
+_TakeEvent = TookDiscard | TookBottom | ClaimedBottom | QueryStarted | Answered | QueryEnded
+_MeldEvent = LaidDown | LaidOff | RetrievedJoker | DeclaredPairs | ShowedPairs | Discarded
+_PublicEvent = _HandEvent | _TakeEvent | _MeldEvent
+
+
+def _public_json(event: _PublicEvent) -> dict[str, JSON]:
+    if isinstance(event, _HandEvent):
+        return _hand_json(event)
+    if isinstance(event, _TakeEvent):
+        return _take_json(event)
+    return _meld_json(event)
+
+
+def _hand_json(event: _HandEvent) -> dict[str, JSON]:
+    match event:
+        case Reshuffled(number=number, stock=stock):
+            return {"type": "reshuffle", "number": number, "stock": stock}
+        case Revealed(hand=hand, seed=seed, commitment=committed):
+            return {"type": "reveal", "hand": hand, "seed": seed.hex(), "commitment": committed}
+        case HandEnded():
+            return _hand_end_json(event)
+        case GameEnded(totals=totals, ranking=places):
+            return {
+                "type": "game_end",
+                "totals": list(totals),
+                "ranking": [list(p) for p in places],
+            }
+
+
+def _take_json(event: _TakeEvent) -> dict[str, JSON]:
+    match event:
+        case TookDiscard(seat=seat, card=card):
+            return {"type": "take_discard", "seat": seat, "card": card.code}
+        case TookBottom(seat=seat, card=card):
+            return {"type": "take_bottom", "seat": seat, "card": card.code}
+        case ClaimedBottom(seat=seat, shown=shown):
+            return {"type": "claim_bottom", "seat": seat, "shown": shown.code}
+        case QueryStarted(taker=taker, card=card, asked=asked):
+            return {"type": "query", "taker": taker, "card": card.code, "asked": list(asked)}
+        case Answered(seat=seat, give=give):
+            return {"type": "answer", "seat": seat, "give": give}
+        case QueryEnded(taker=taker, refused=refused):
+            return {"type": "query_over", "taker": taker, "refused": list(refused)}
+
+
+def _meld_json(event: _MeldEvent) -> dict[str, JSON]:
+    match event:
+        case LaidDown():
+            return _laid_down_json(event)
+        case LaidOff(seat=seat, meld=meld, cards=cards, result=result):
+            return {
+                "type": "lay_off",
+                "seat": seat,
+                "meld": meld,
+                "cards": _cards(cards),
+                "result": meld_codes(result),
+            }
+        case RetrievedJoker():
+            return _retrieved_json(event)
+        case DeclaredPairs(seat=seat):
+            return {"type": "declare_pairs", "seat": seat}
+        case ShowedPairs(seat=seat, pairs=pairs):
+            return {"type": "show_pairs", "seat": seat, "pairs": [_cards(p) for p in pairs]}
+        case Discarded():
+            return _discarded_json(event)
+
+
+def _deal_json(event: Deal, seat: int | None) -> dict[str, JSON]:
+    return {
+        "type": "deal",
+        "hand": event.hand,
+        "dealer": event.dealer,
+        "starter": event.starter,
+        "cutter": event.cutter,
+        "cutter_jokers": _cards(event.cutter_jokers),
+        "bottom_card": event.bottom_card.code if event.bottom_card else None,
+        "stock": event.stock,
+        "commitment": event.commitment,
+        "hands": [
+            _cards(hand) if _sees(seat, owner) else None for owner, hand in enumerate(event.hands)
+        ],
+    }
+
+
+def _laid_down_json(event: LaidDown) -> dict[str, JSON]:
+    return {
+        "type": "lay_down",
+        "seat": event.seat,
+        "melds": [meld_codes(m) for m in event.melds if m.meld.kind is not MeldKind.PAIR],
+        "pairs": [meld_codes(m) for m in event.melds if m.meld.kind is MeldKind.PAIR],
+        "opening": event.opening,
+        "value": event.value,
+    }
+
+
+def _retrieved_json(event: RetrievedJoker) -> dict[str, JSON]:
+    return {
+        "type": "retrieve_joker",
+        "seat": event.seat,
+        "meld": event.meld,
+        "card": event.card.code,
+        "joker": event.joker.code,
+        "result": meld_codes(event.result),
+    }
+
+
+def _discarded_json(event: Discarded) -> dict[str, JSON]:
+    out: dict[str, JSON] = {
+        "type": "discard",
+        "seat": event.seat,
+        "card": event.card.code,
+        "islek": event.islek,
+        "penalty": event.penalty,
+    }
+    if event.twin is not None:
+        out["twin"] = event.twin.code
+    return out
+
+
+def _hand_end_json(event: HandEnded) -> dict[str, JSON]:
+    finish = event.finish
+    return {
+        "type": "hand_end",
+        "hand": event.hand,
+        "finisher": event.finisher,
+        "finish": {
+            "by_hand": finish.by_hand,
+            "joker": finish.joker,
+            "pairs": finish.pairs,
+            "bottom_card": finish.bottom_card,
+        },
+        "kafa": event.kafa,
+        "opened": list(event.opened),
+        "opened_with_pairs": list(event.opened_with_pairs),
+        "pair_status": list(event.pair_status),
+        "islek_penalties": list(event.islek_penalties),
+        "hands_left": [[c.card.code for c in hand] for hand in event.hands_left],
+        "scores": list(event.scores),
+        "totals": list(event.totals),
+        "eliminated": list(event.eliminated),
+    }
+
+
+# --------------------------------------------------------------------------- views
+
+
+def view_json(seen: View) -> dict[str, JSON]:
+    """A view as one JSON object; the viewing seat's hand and thresholds only when it has one.
+
+    >>> from masa_rules.fiftyone.engine import new_game
+    >>> from masa_rules.fiftyone.view import view
+    >>> seen = view_json(view(new_game(RuleSet.salon(), 4, "doc"), 0))
+    >>> seen["phase"], seen["stock"], len(seen["hand"]), seen["threshold"]
+    ('play', 49, 15, 51)
+    """
+    turn = seen.turn
+    query = seen.query
+    out: dict[str, JSON] = {
+        "preset": seen.rules.preset,
+        "rules": rules_to_json(seen.rules),
+        "hands_limit": seen.hands_limit,
+        "players": seen.players,
+        "teams": seen.teams,
+        "hand_no": seen.hand_no,
+        "dealer": seen.dealer,
+        "phase": seen.phase.value,
+        "turn": turn.seat,
+        "to_act": list(seen.to_act),
+        "commitment": seen.commitment,
+        "stock": seen.stock,
+        "bottom_card": seen.bottom_card.code if seen.bottom_card else None,
+        "discard": _cards(seen.discard),
+        "last_discarder": seen.last_discarder,
+        "table": [
+            {
+                "owner": m.owner,
+                "kind": m.meld.kind.value,
+                "start": m.meld.start,
+                "cards": meld_codes(m),
+            }
+            for m in seen.table
+        ],
+        "seats": [_public_seat_json(i, s) for i, s in enumerate(seen.seats)],
+        "taken_discard": turn.took.code if turn.took else None,
+        "opened_this_turn": turn.opened_now,
+        "turn_state": {
+            "number": turn.number,
+            "took_rule": turn.took_rule,
+            "took_used": turn.took_used,
+            "must_open": turn.must_open,
+            "jokers": _cards(turn.jokers),
+            "laid_off_others": turn.laid_off_others,
+        },
+        "query": None if query is None else _query_json(query),
+        "totals": list(seen.totals),
+        "hands_scored": seen.hands_scored,
+        "ranking": [list(p) for p in seen.ranking],
+        "eliminated": [list(g) for g in seen.eliminated],
+        "reshuffles": seen.reshuffles,
+        "high_open": seen.high_open,
+        "high_pairs": seen.high_pairs,
+        "pair_opened": seen.pair_opened,
+        "turns_without_draw": seen.turns_without_draw,
+        "action_count": seen.action_count,
+    }
+    if seen.seat is not None and seen.hand is not None:
+        out["seat"] = seen.seat
+        out["hand"] = _cards(seen.hand)
+        out["threshold"] = seen.threshold
+        out["pairs_needed"] = seen.pairs_needed
+    return out
+
+
+def _public_seat_json(index: int, seat: PublicSeat) -> dict[str, JSON]:
+    return {
+        "seat": index,
+        "active": seat.active,
+        "cards": seat.cards,
+        "opened": seat.opened,
+        "opened_with_pairs": seat.opened_with_pairs,
+        "opening_total": seat.opening_total,
+        "pair_status": seat.pair_status,
+        "shown_pairs": seat.shown_pairs,
+        "shown_twins": _cards(seat.shown_twins),
+        "islek_penalty": seat.islek_penalty,
+        "bottom_claim": seat.bottom_claim,
+        "free_islek_used": seat.free_islek_used,
+        "turns": seat.turns,
+    }
+
+
+def _query_json(query: Query) -> dict[str, JSON]:
+    return {
+        "taker": query.taker,
+        "card": query.card.code,
+        "pending": list(query.pending),
+        "refused": list(query.refused),
+    }

@@ -39,7 +39,7 @@ from masa_rules.ruleset import (
     OpenedTakeDiscard,
     RuleSet,
 )
-from masa_rules.shuffle import commitment, game_seed_bytes, hand_seed
+from masa_rules.shuffle import Seed, commitment, game_seed_bytes, hand_seed
 
 from .actions import (
     Action,
@@ -56,9 +56,31 @@ from .actions import (
     TakeDiscard,
 )
 from .deal import deal_cards, reshuffled
-from .events import Event
+from .events import (
+    Answered,
+    ClaimedBottom,
+    Deal,
+    DeclaredPairs,
+    Discarded,
+    Drew,
+    Event,
+    Finish,
+    GameEnded,
+    HandEnded,
+    HandEndReason,
+    LaidDown,
+    LaidOff,
+    QueryEnded,
+    QueryStarted,
+    Reshuffled,
+    RetrievedJoker,
+    Revealed,
+    ShowedPairs,
+    TookBottom,
+    TookDiscard,
+)
 from .melding import align, can_open, can_use, islek_faces, read_meld
-from .scoring import Finish, eliminated_now, hand_scores, is_kafa, ranking
+from .scoring import eliminated_now, hand_scores, is_kafa, ranking
 from .state import (
     Phase,
     Query,
@@ -73,8 +95,10 @@ from .state import (
 )
 
 __all__ = [
+    "KEEP",
     "apply",
     "is_legal",
+    "joker_may_go",
     "meld_codes",
     "new_game",
     "pairs_needed",
@@ -82,6 +106,11 @@ __all__ = [
     "threshold",
     "timeout_action",
 ]
+
+
+# F-52: the cards a seat keeps after laying down or off, in every preset: the last card of a
+# hand is always the finishing discard.
+KEEP = 1
 
 
 def _illegal(rule: str, message: str) -> IllegalAction:
@@ -94,7 +123,7 @@ def _illegal(rule: str, message: str) -> IllegalAction:
 def start(
     rules: RuleSet,
     players: int,
-    seed: bytes | str | int,
+    seed: Seed,
     *,
     teams: bool = False,
     hands: int | None = None,
@@ -148,7 +177,7 @@ def start(
 def new_game(
     rules: RuleSet,
     players: int,
-    seed: bytes | str | int,
+    seed: Seed,
     *,
     teams: bool = False,
     hands: int | None = None,
@@ -195,24 +224,20 @@ def _deal(state: State, hand_no: int, dealer: int) -> tuple[State, list[Event]]:
         high_open=0,
         high_pairs=0,
         pair_opened=False,
+        turns_without_draw=0,
     )
-    events = [
-        Event(
-            "deal",
-            {
-                "hand": hand_no,
-                "dealer": dealer,
-                "starter": starter,
-                "cutter": deal.cutter,
-                "cutter_jokers": [c.code for c in deal.cutter_jokers],
-                "bottom_card": deal.bottom_card.code if deal.bottom_card else None,
-                "stock": len(deal.stock),
-                "commitment": committed,
-            },
+    events: list[Event] = [
+        Deal(
+            hand=hand_no,
+            dealer=dealer,
+            starter=starter,
+            cutter=deal.cutter,
+            cutter_jokers=tuple(deal.cutter_jokers),
+            bottom_card=deal.bottom_card,
+            stock=len(deal.stock),
+            commitment=committed,
+            hands=tuple(seat.hand for seat in seats),
         )
-    ]
-    events += [
-        Event("dealt", {"seat": s}, {"cards": [c.code for c in deal.hands[s]]}, to=s) for s in order
     ]
     return new, events
 
@@ -242,15 +267,6 @@ def pairs_needed(state: State) -> int | None:
     if rules.escalating_threshold and state.high_pairs:
         needed = max(needed, state.high_pairs + 1)
     return needed
-
-
-def _keep(rules: RuleSet) -> int:
-    """F-21, F-52: the cards a seat must keep after laying down or off (0 where allowed)."""
-    return 0 if rules.last_card_layoff_allowed else 1
-
-
-def _keep_rule(rules: RuleSet) -> str:
-    return "F-21" if rules.last_card_layoff_allowed else "F-52"
 
 
 def _faces(cards: tuple[PhysicalCard, ...] | list[PhysicalCard]) -> list[Card]:
@@ -285,23 +301,57 @@ def _open_args(state: State, seat: int) -> tuple[int | None, int | None]:
 
 def _can_open_now(state: State, seat: int, hand: list[Card], forced: Card | None) -> bool:
     limit, needed = _open_args(state, seat)
-    keep = _keep(state.rules)
     return can_open(
-        hand, state.rules, threshold=limit, pairs_needed=needed, forced=forced, keep=keep
+        hand, state.rules, threshold=limit, pairs_needed=needed, forced=forced, keep=KEEP
     )
 
 
-def _usable(state: State, seat: int, card: Card, hand: list[Card], *, layoff: bool) -> bool:
+def _can_still_open(state: State, seat: int) -> bool:
+    """F-33r, F-55: can the seat still open this turn, keeping a card it may discard?
+
+    F-36: a taken discard still in hand is not that card, so either the opening holds it or
+    it is made from the rest of the hand, which then keeps a card of its own.
+    """
     own = state.seats[seat]
+    hand = _faces(own.hand)
+    took = state.turn.took
+    if took is None or took not in own.hand:
+        return _can_open_now(state, seat, hand, None)
+    rest = list(hand)
+    rest.remove(took.card)
+    return _can_open_now(state, seat, rest, None) or _can_open_now(state, seat, hand, took.card)
+
+
+def joker_may_go(state: State, seat: int, entry: TableMeld) -> bool:
+    """F-13: in the turn a seat opens, a meld it laid down holds at most
+    ``max_jokers_per_meld_at_opening`` jokers to the end of the turn."""
+    limit = state.rules.max_jokers_per_meld_at_opening
+    return not (state.turn.opened_now and entry.owner == seat and entry.meld.jokers >= limit)
+
+
+def _joker_targets(state: State, seat: int) -> tuple[TableMeld, ...]:
+    """The table melds a joker of ``seat`` may be laid off on now (F-13)."""
+    return tuple(m for m in state.table if joker_may_go(state, seat, m))
+
+
+def _usable(state: State, seat: int, card: Card, hand: list[Card], *, layoff: bool) -> bool:
+    """F-33, F-55: can ``card`` still be laid down or off this turn, keeping a card to discard?
+
+    F-36: a taken discard still in hand (other than ``card``) cannot be that card, so it is
+    not counted as one; this errs on the safe side when it could share a meld with ``card``.
+    """
+    own = state.seats[seat]
+    took = state.turn.took
+    spare_took = took is not None and took in own.hand and took.card != card
     return can_use(
         card,
         hand,
-        state.table,
+        _joker_targets(state, seat) if card.is_joker else state.table,
         state.rules,
         melds=own.opened and not own.opened_with_pairs,
         pairs=own.opened and own.opened_with_pairs,
         layoff=layoff and counts_opened(state, seat),
-        keep=_keep(state.rules),
+        keep=KEEP + spare_took,
     )
 
 
@@ -310,6 +360,8 @@ def _check_obligations(state: State, seat: int) -> None:
     turn = state.turn
     own = state.seats[seat]
     hand = _faces(own.hand)
+    if turn.took is not None and own.hand == (turn.took,):
+        raise _illegal("F-36", f"keep a card to discard: the taken {turn.took.code} is not one")
     if turn.took is not None and turn.took_rule in ("F-30", "F-33") and not turn.took_used:
         if turn.took not in own.hand:
             raise _illegal(turn.took_rule, f"the taken {turn.took.code} must be laid down")
@@ -321,7 +373,7 @@ def _check_obligations(state: State, seat: int) -> None:
             ok = _usable(state, seat, turn.took.card, hand, layoff=True)
         if not ok:
             raise _illegal(turn.took_rule, f"the taken {turn.took.code} could no longer be used")
-    if turn.must_open and not own.opened and not _can_open_now(state, seat, hand, None):
+    if turn.must_open and not own.opened and not _can_still_open(state, seat):
         raise _illegal(turn.took_rule or "F-55", "this seat must still open this turn")
     for joker in turn.jokers:
         if joker not in own.hand:
@@ -389,9 +441,7 @@ def _draw(state: State, action: Draw) -> tuple[State, list[Event]]:
         seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, card))))),
         phase=Phase.PLAY,
     )
-    return new, [
-        Event("draw", {"seat": seat, "stock": len(new.stock)}, {"card": card.code}, to=seat)
-    ]
+    return new, [Drew(seat, len(new.stock), card)]
 
 
 def _exhausted(state: State, seat: int) -> tuple[State, list[Event]]:
@@ -406,11 +456,17 @@ def _exhausted(state: State, seat: int) -> tuple[State, list[Event]]:
         stock = reshuffled(state.hand_seed, number, state.discard[:-1])
         new = evolve(state, stock=stock, discard=state.discard[-1:], reshuffles=number)
         drawn, events = _draw(new, Draw(seat))
-        return drawn, [Event("reshuffle", {"number": number, "stock": len(stock)}), *events]
-    replay = rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED and not any(
+        return drawn, [Reshuffled(number, len(stock)), *events]
+    return _no_finisher(state, HandEndReason.STOCK_EXHAUSTED)
+
+
+def _no_finisher(state: State, reason: HandEndReason) -> tuple[State, list[Event]]:
+    """F-63 (and F-64, which ends a hand the same way): no finisher; a classic hand nobody
+    opened is replayed, any other is scored."""
+    replay = state.rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED and not any(
         s.opened for s in state.seats
     )
-    return _end_hand(state, None, Finish(), scored=not replay)
+    return _end_hand(state, None, Finish(), scored=not replay, reason=reason)
 
 
 def _previous_discard(state: State, seat: int) -> tuple[PhysicalCard, int]:
@@ -440,7 +496,7 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
         if own.opened or rules.pairs_to_open is None:
             raise _illegal("F-70", "only an unopened seat at a table with pair openings goes pairs")
         own = evolve(own, pair_status=True)
-        events.append(Event("declare_pairs", {"seat": seat}))
+        events.append(DeclaredPairs(seat, with_take=True))
     elif own.pair_status and not own.opened:
         rule = None  # F-31: a pair-goer takes without opening and without using the card.
     elif counts_opened(state, seat):
@@ -451,7 +507,11 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
     elif rules.first_turn_free_take and own.turns <= 1:
         rule = None  # F-33r: the first turn takes freely.
     elif rules.first_turn_free_take:
-        if not _can_open_now(state, seat, hand, None):
+        # F-36: the opening holds the taken card or leaves another card to discard.
+        if not (
+            _can_open_now(state, seat, _faces(own.hand), None)
+            or _can_open_now(state, seat, hand, card.card)
+        ):
             raise _illegal("F-33r", "an unopened seat takes the discard only to open this turn")
         rule, must_open = "F-33r", True
     else:
@@ -468,7 +528,7 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
         if asked:
             query = Query(seat, card, asked)
             new = evolve(state, phase=Phase.QUERY, query=query)
-            events.append(Event("query", {"taker": seat, "card": card.code, "asked": list(asked)}))
+            events.append(QueryStarted(seat, card, asked))
             return new, events
     return _give_discard(state, seat, rule, must_open, events)
 
@@ -486,7 +546,7 @@ def _give_discard(
         query=None,
         turn=evolve(state.turn, took=card, took_rule=rule, must_open=must_open),
     )
-    events.append(Event("take_discard", {"seat": seat, "card": card.code}))
+    events.append(TookDiscard(seat, card))
     return new, events
 
 
@@ -496,7 +556,7 @@ def _answer(state: State, action: Answer) -> tuple[State, list[Event]]:
         raise _illegal("F-80", "there is no query to answer")
     pending = tuple(s for s in query.pending if s != action.seat)
     refused = query.refused if action.give else (*query.refused, action.seat)
-    events = [Event("answer", {"seat": action.seat, "give": action.give})]
+    events: list[Event] = [Answered(action.seat, action.give)]
     if pending:
         return evolve(state, query=evolve(query, pending=pending, refused=refused)), events
     seats = list(state.seats)
@@ -504,7 +564,7 @@ def _answer(state: State, action: Answer) -> tuple[State, list[Event]]:
         # F-80: a seat that refuses goes into pair status (F-70).
         seats[s] = evolve(seats[s], pair_status=True)
     state = evolve(state, seats=tuple(seats))
-    events.append(Event("query_over", {"taker": query.taker, "refused": list(refused)}))
+    events.append(QueryEnded(query.taker, refused))
     return _give_discard(state, query.taker, "F-30", True, events)
 
 
@@ -529,7 +589,7 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
             seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, bottom))))),
             phase=Phase.PLAY,
         )
-        return new, [Event("take_bottom", {"seat": seat, "card": bottom.code})]
+        return new, [TookBottom(seat, bottom)]
     if rules.bottom_card is not BottomCardRule.HAND_FINISH_ONLY:
         raise _illegal("F-23", f"{rules.preset} has no bottom card to take")
     # F-35: the bottom card only with a hand finish in the same turn, made in this one action.
@@ -544,7 +604,7 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
         raise _illegal("F-35", "a hand finish lays down every card but the discard")
     table = list(state.table)
     total = 0
-    events: list[Event] = [Event("take_bottom", {"seat": seat, "card": bottom.code})]
+    events: list[Event] = [TookBottom(seat, bottom)]
     for spec in action.melds:
         meld, cards = read_meld(spec, rules, opening=True)
         total += meld.value(rules)
@@ -552,18 +612,8 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
     limit = threshold(state, seat)
     if limit is None or total < limit:
         raise _illegal("F-40", f"the opening is worth {total}, the threshold is {limit}")
-    events.append(
-        Event(
-            "lay_down",
-            {
-                "seat": seat,
-                "melds": [meld_codes(m) for m in table[len(state.table) :]],
-                "pairs": [],
-                "opening": True,
-                "value": total,
-            },
-        )
-    )
+    first = len(state.table)
+    events.append(LaidDown(seat, first, tuple(table[first:]), True, total, limit))
     discard = action.discard
     own = evolve(own, hand=(), opened=True, opening_total=total)
     new = evolve(
@@ -576,9 +626,7 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
         last_discarder=seat,
         high_open=max(state.high_open, total),
     )
-    events.append(
-        Event("discard", {"seat": seat, "card": discard.code, "islek": False, "penalty": 0})
-    )
+    events.append(Discarded(seat, discard, islek=False, penalty=0, twin=None, finishing=True))
     finish = Finish(by_hand=True, joker=discard.card.is_joker, bottom_card=True)
     ended, more = _end_hand(new, seat, finish, scored=True)
     return ended, events + more
@@ -595,8 +643,8 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
         c for pair in action.pairs for c in pair
     ]
     rest = _remove(own.hand, used)
-    if len(rest) < _keep(rules):
-        raise _illegal(_keep_rule(rules), "a hand is finished only by a discard: keep a card")
+    if len(rest) < KEEP:
+        raise _illegal("F-52", "a hand is finished only by a discard: keep a card")
     opening = not own.opened
     melds = [
         read_meld(spec, rules, opening=opening or state.turn.opened_now) for spec in action.melds
@@ -605,8 +653,8 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
     for first, second in action.pairs:
         meld = pair_meld(first.card, second.card, rules)
         pairs.append((meld, align(meld, [first, second])))
-    events: list[Event] = []
     high_open, high_pairs, pair_opened = state.high_open, state.high_pairs, state.pair_opened
+    needed_now = 0
     if opening:
         if pairs:
             needed = pairs_needed(state)
@@ -621,7 +669,11 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
                 )
             if count < needed:
                 raise _illegal("F-41", f"this escalating table needs {needed} pairs to open")
-            own = evolve(own, opened=True, opened_with_pairs=True, opening_total=count)
+            needed_now = needed
+            # F-70 (reading): opening with pairs is where going pairs leads: pair status.
+            own = evolve(
+                own, opened=True, opened_with_pairs=True, opening_total=count, pair_status=True
+            )
             high_pairs, pair_opened = max(high_pairs, count), True
         else:
             limit = threshold(state, seat)
@@ -633,6 +685,7 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
                 if total >= rules.open_threshold:
                     rule = "F-41" if rules.escalating_threshold and state.high_open else "F-42"
                 raise _illegal(rule, f"the opening is worth {total}, the threshold is {limit}")
+            needed_now = limit
             own = evolve(own, opened=True, opening_total=total)
             high_open = max(high_open, total)
     elif own.opened_with_pairs and melds:
@@ -658,30 +711,10 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
         pair_opened=pair_opened,
     )
     _check_obligations(new, seat)
-    events.append(
-        Event(
-            "lay_down",
-            {
-                "seat": seat,
-                "melds": [
-                    meld_codes(m) for m in table[len(state.table) : len(state.table) + len(melds)]
-                ],
-                "pairs": [meld_codes(m) for m in table[len(state.table) + len(melds) :]],
-                "opening": opening,
-                "value": own.opening_total if opening else sum(m.value(rules) for m, _ in melds),
-            },
-        )
-    )
-    return _maybe_empty(new, seat, events)
-
-
-def _maybe_empty(state: State, seat: int, events: list[Event]) -> tuple[State, list[Event]]:
-    """F-21: a seat left without cards has not finished; its turn ends without a discard."""
-    if state.seats[seat].hand:
-        return state, events
-    passed = evolve(state, last_discarder=None)
-    events.append(Event("turn_passed", {"seat": seat}))
-    return _next_turn(passed, events)
+    at = len(state.table)
+    value = own.opening_total if opening else sum(m.value(rules) for m, _ in melds)
+    events: list[Event] = [LaidDown(seat, at, table[at:], opening, value, needed_now)]
+    return new, events
 
 
 def _lay_off(state: State, action: LayOff) -> tuple[State, list[Event]]:
@@ -696,15 +729,17 @@ def _lay_off(state: State, action: LayOff) -> tuple[State, list[Event]]:
     target = state.table[action.meld]
     cards = list(action.cards)
     rest = _remove(own.hand, cards)
-    if len(rest) < _keep(rules):
-        raise _illegal(_keep_rule(rules), "the last card of a hand is the finishing discard")
+    if len(rest) < KEEP:
+        raise _illegal("F-52", "the last card of a hand is the finishing discard")
     table = list(state.table)
+    at = action.meld
     if target.meld.kind is MeldKind.PAIR:
         if len(cards) != 2:
             raise _illegal("F-50", "a pair opener's area takes a whole pair")
         pair = pair_meld(cards[0].card, cards[1].card, rules)
         if pair.cards[0].stands_for != target.meld.cards[0].stands_for:
             raise _illegal("F-50", "only a pair identical to one in the area is laid off there")
+        at = len(table)
         table.append(TableMeld(target.owner, pair, align(pair, cards)))
     else:
         if len(cards) != 1:
@@ -712,6 +747,11 @@ def _lay_off(state: State, action: LayOff) -> tuple[State, list[Event]]:
         meld = lay_off(
             target.meld, cards[0].card, rules, stands_for=action.stands_for, at_end=action.at_end
         )
+        if meld.jokers > target.meld.jokers and not joker_may_go(state, seat, target):
+            raise _illegal(
+                "F-13",
+                "a meld laid down in the opening turn keeps its joker limit to the turn's end",
+            )
         table[action.meld] = TableMeld(target.owner, meld, align(meld, [*target.cards, cards[0]]))
     turn = state.turn
     turn = evolve(
@@ -724,18 +764,7 @@ def _lay_off(state: State, action: LayOff) -> tuple[State, list[Event]]:
         state, seats=_set_seat(state, seat, evolve(own, hand=rest)), table=tuple(table), turn=turn
     )
     _check_obligations(new, seat)
-    events = [
-        Event(
-            "lay_off",
-            {
-                "seat": seat,
-                "meld": action.meld,
-                "cards": [c.code for c in cards],
-                "result": meld_codes(new.table[action.meld]),
-            },
-        )
-    ]
-    return _maybe_empty(new, seat, events)
+    return new, [LaidOff(seat, action.meld, tuple(cards), at, new.table[at])]
 
 
 def _retrieve(state: State, action: RetrieveJoker) -> tuple[State, list[Event]]:
@@ -768,23 +797,15 @@ def _retrieve(state: State, action: RetrieveJoker) -> tuple[State, list[Event]]:
         _check_obligations(new, seat)
     else:
         new = evolve(new, turn=evolve(new.turn, jokers=turn.jokers))
-    event = Event(
-        "retrieve_joker",
-        {
-            "seat": seat,
-            "meld": action.meld,
-            "card": action.card.code,
-            "joker": joker.code,
-            "result": meld_codes(table[action.meld]),
-        },
-    )
-    return new, [event]
+    return new, [RetrievedJoker(seat, action.meld, action.card, joker, table[action.meld])]
 
 
 def _discardable(state: State, seat: int, islek: frozenset[int]) -> list[PhysicalCard]:
-    """F-61 classic: the cards a seat may discard without the twin exception."""
+    """F-61 classic: the cards a seat may discard without the twin exception (F-36: never
+    the discard it took this turn)."""
     own = state.seats[seat]
-    return [c for c in own.hand if c not in own.locked and c.face_index not in islek]
+    took = state.turn.took
+    return [c for c in own.hand if c != took and c not in own.locked and c.face_index not in islek]
 
 
 def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
@@ -796,6 +817,8 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
     card = action.card
     if card not in own.hand:
         raise _illegal("C-4", f"{card.code} is not in the hand")
+    if card == turn.took:
+        raise _illegal("F-36", f"{card.code} was taken from the discard pile this turn")
     if turn.took is not None and turn.took_rule in ("F-30", "F-33") and not turn.took_used:
         raise _illegal(turn.took_rule, f"the taken {turn.took.code} must be used this turn")
     if turn.must_open and not own.opened:
@@ -845,15 +868,7 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
     )
     seats = _set_seat(state, seat, own)
     discard = (*state.discard, card)
-    event_data: dict[str, object] = {
-        "seat": seat,
-        "card": card.code,
-        "islek": is_islek,
-        "penalty": penalty,
-    }
-    if action.twin is not None:
-        event_data["twin"] = action.twin.code
-    events = [Event("discard", event_data)]
+    events: list[Event] = [Discarded(seat, card, is_islek, penalty, action.twin, finishing)]
     if finishing:
         by_hand = turn.opened_now and not (
             rules.hand_finish_forbids_layoff and turn.laid_off_others
@@ -868,8 +883,17 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
 def _next_turn(
     state: State, events: list[Event], seats: tuple[SeatState, ...] | None = None, **changes: Any
 ) -> tuple[State, list[Event]]:
-    """Pass the turn to the next seat, applying ``seats`` and ``changes`` in the same copy."""
+    """Pass the turn to the next seat, applying ``seats`` and ``changes`` in the same copy.
+
+    F-64: when ``stall_rounds`` full rounds have passed without a card drawn from the stock,
+    the hand ends instead, as F-63 ends it.
+    """
     seats = seats if seats is not None else state.seats
+    stalled = 0 if _drew_from_stock(state.turn) else state.turns_without_draw + 1
+    if stalled >= state.rules.stall_rounds * sum(state.active):
+        ended = evolve(state, seats=seats, turns_without_draw=stalled, **changes)
+        more = _no_finisher(ended, HandEndReason.STALLED)
+        return more[0], events + more[1]
     seat = next_seat(state, state.turn.seat)
     own = seats[seat]
     seats = (*seats[:seat], evolve(own, turns=own.turns + 1), *seats[seat + 1 :])
@@ -878,9 +902,17 @@ def _next_turn(
         seats=seats,
         turn=Turn(seat, state.turn.number + 1),
         phase=Phase.DRAW,
+        turns_without_draw=stalled,
         **changes,
     )
     return new, events
+
+
+def _drew_from_stock(turn: Turn) -> bool:
+    """F-64: whether the turn took its card from the stock (a draw, or the claimed bottom
+    card): every turn but the starter's first (F-20) takes a card, and only a discard taken
+    is not the stock's."""
+    return turn.number > 1 and turn.took is None
 
 
 def _declare_pairs(state: State, action: DeclarePairs) -> tuple[State, list[Event]]:
@@ -893,7 +925,7 @@ def _declare_pairs(state: State, action: DeclarePairs) -> tuple[State, list[Even
     new = evolve(state, seats=_set_seat(state, action.seat, evolve(own, pair_status=True)))
     # A seat that took the discard to open may not go pairs if it then could not open.
     _check_obligations(new, action.seat)
-    return new, [Event("declare_pairs", {"seat": action.seat})]
+    return new, [DeclaredPairs(action.seat)]
 
 
 def _show_pairs(state: State, action: ShowPairs) -> tuple[State, list[Event]]:
@@ -914,12 +946,7 @@ def _show_pairs(state: State, action: ShowPairs) -> tuple[State, list[Event]]:
         state, seats=_set_seat(state, action.seat, evolve(own, pair_status=True, shown_pairs=True))
     )
     _check_obligations(new, action.seat)
-    return new, [
-        Event(
-            "show_pairs",
-            {"seat": action.seat, "pairs": [[a.code, b.code] for a, b in action.pairs]},
-        )
-    ]
+    return new, [ShowedPairs(action.seat, action.pairs)]
 
 
 def _claim_bottom(state: State, action: ClaimBottom) -> tuple[State, list[Event]]:
@@ -937,14 +964,19 @@ def _claim_bottom(state: State, action: ClaimBottom) -> tuple[State, list[Event]
     new = evolve(
         state, seats=_set_seat(state, action.seat, evolve(own, bottom_claim=state.turn.number))
     )
-    return new, [Event("claim_bottom", {"seat": action.seat, "shown": action.shown.code})]
+    return new, [ClaimedBottom(action.seat, action.shown)]
 
 
 # --------------------------------------------------------------------------- end of a hand
 
 
 def _end_hand(
-    state: State, finisher: int | None, finish: Finish, *, scored: bool
+    state: State,
+    finisher: int | None,
+    finish: Finish,
+    *,
+    scored: bool,
+    reason: HandEndReason = HandEndReason.OUT,
 ) -> tuple[State, list[Event]]:
     """F-60, F-63, F-90..F-97: score the hand, eliminate, then deal the next or end the game."""
     scores = hand_scores(state, finisher, finish) if scored else (0,) * state.players
@@ -954,32 +986,25 @@ def _end_hand(
     out = eliminated_now(scored_state, totals, hands_scored) if scored else ()
     active = tuple(a and i not in out for i, a in enumerate(state.active))
     eliminated = (*state.eliminated, out) if out else state.eliminated
-    events = [
-        Event(
-            "reveal",
-            {"hand": state.hand_no, "seed": state.hand_seed.hex(), "commitment": state.commitment},
-        ),
-        Event(
-            "hand_end",
-            {
-                "hand": state.hand_no,
-                "finisher": finisher,
-                "finish": {
-                    "by_hand": finish.by_hand,
-                    "joker": finish.joker,
-                    "pairs": finish.pairs,
-                    "bottom_card": finish.bottom_card,
-                },
-                "kafa": is_kafa(state, finisher),
-                "opened": [s.opened for s in state.seats],
-                "opened_with_pairs": [s.opened_with_pairs for s in state.seats],
-                "pair_status": [s.pair_status for s in state.seats],
-                "islek_penalties": [s.islek_penalty for s in state.seats],
-                "hands_left": [[c.card.code for c in s.hand] for s in state.seats],
-                "scores": list(scores),
-                "totals": list(totals),
-                "eliminated": list(out),
-            },
+    seats = state.seats
+    events: list[Event] = [
+        Revealed(state.hand_no, state.hand_seed, state.commitment),
+        HandEnded(
+            hand=state.hand_no,
+            reason=reason,
+            finisher=finisher,
+            finish=finish,
+            kafa=is_kafa(state, finisher),
+            replayed=not scored,
+            opened=tuple(s.opened for s in seats),
+            opened_with_pairs=tuple(s.opened_with_pairs for s in seats),
+            pair_status=tuple(s.pair_status for s in seats),
+            islek_penalties=tuple(s.islek_penalty for s in seats),
+            hands_left=tuple(s.hand for s in seats),
+            scores=scores,
+            totals=totals,
+            eliminated=out,
+            seed=state.hand_seed,
         ),
     ]
     new = evolve(scored_state, active=active, eliminated=eliminated)
@@ -987,9 +1012,7 @@ def _end_hand(
         final = evolve(new, phase=Phase.OVER, query=None)
         places = ranking(final)
         final = evolve(final, ranking=places)
-        events.append(
-            Event("game_end", {"totals": list(totals), "ranking": [list(p) for p in places]})
-        )
+        events.append(GameEnded(totals, places))
         return final, events
     dealt, more = _deal(new, state.hand_no + 1, next_seat(new, state.dealer))
     return dealt, events + more

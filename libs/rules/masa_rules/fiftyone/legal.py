@@ -14,7 +14,6 @@ from masa_rules.melds import (
     Meld,
     MeldError,
     MeldKind,
-    default_reading,
     layoff_options,
     pair_meld,
     retrieve_joker,
@@ -36,9 +35,10 @@ from .actions import (
     TakeBottom,
     TakeDiscard,
 )
-from .engine import is_legal, pairs_needed, threshold
+from .engine import KEEP, is_legal, joker_may_go, pairs_needed, threshold
 from .melding import (
     cached_opening,
+    cached_opening_keeping,
     cached_pairs,
     cached_pairs_with_meld,
     islek_faces,
@@ -138,10 +138,9 @@ def _obligations_pending(state: State) -> bool:
 def _discards(state: State, seat: int) -> list[Action]:
     rules = state.rules
     own = state.seats[seat]
-    hand = own.hand
-    if len(hand) == 1:
-        return [Discard(seat, hand[0])]
-    if rules.islek is not IslekRule.ILLEGAL:
+    # F-36: never the discard taken this turn.
+    hand = [c for c in own.hand if c != state.turn.took]
+    if len(own.hand) == 1 or rules.islek is not IslekRule.ILLEGAL:
         return [Discard(seat, c) for c in hand]
     islek = islek_faces(state.table, rules)
     allowed = [c for c in hand if c not in own.locked and c.face_index not in islek]
@@ -150,7 +149,7 @@ def _discards(state: State, seat: int) -> list[Action]:
         for card in hand:
             if card.face_index not in islek or card in own.locked:
                 continue
-            out += [Discard(seat, card, t) for t in hand if t != card and t.card == card.card]
+            out += [Discard(seat, card, t) for t in own.hand if t != card and t.card == card.card]
     return out
 
 
@@ -170,59 +169,75 @@ def _physical(
     return out
 
 
-def _trim(melds: list[Meld], state: State, spare: int, limit: int) -> list[Meld]:
-    """Keep a card in hand (F-21) by leaving out the smallest melds the threshold can spare."""
-    rules = state.rules
-    keep = 0 if rules.last_card_layoff_allowed else 1
-    if spare >= keep:
-        return melds
-    total = sum(m.value(rules) for m in melds)
-    for meld in sorted(melds, key=lambda m: m.value(rules)):
-        if total - meld.value(rules) >= limit:
-            return [m for m in melds if m is not meld]
-    return melds
-
-
 def _lay_downs(state: State, seat: int) -> list[Action]:
     rules = state.rules
     own = state.seats[seat]
     hand = own.hand
-    took = state.turn.took
+    # The taken discard may since have gone into a joker retrieval (F-55).
+    took = state.turn.took if state.turn.took in hand else None
     out: list[Action] = []
     if not own.opened:
-        limit = threshold(state, seat)
-        if limit is not None and opening_reaches(hand, rules, limit):
-            best = cached_opening(hand, rules)
-            if best.value >= limit:
-                melds = _trim(list(best.melds), state, len(best.leftover), limit)
-                out.append(LayDown(seat, tuple(_physical(melds, own.hand, took))))
-                if took is not None and not took.card.is_joker:
-                    out += _openings_with(state, seat, took, limit)
-        needed = pairs_needed(state)
-        if needed is not None:
-            pairs = list(cached_pairs(hand, rules)) if pairs_bound(hand) >= needed else []
-            if len(own.hand) - 2 * len(pairs) < 1:
-                pairs = pairs[:-1]
-            if took is not None and not any(p.cards[0].stands_for == took.card for p in pairs):
-                pairs = _pair_with(pairs, took.card, rules)
-            if len(pairs) >= needed:
-                specs = _physical(pairs, own.hand, took)
-                out.append(LayDown(seat, (), tuple((s[0][0], s[1][0]) for s in specs)))
-            found = cached_pairs_with_meld(hand, rules)
-            if found is not None and (rules.pairs_with_meld or 0) + 1 >= needed:
-                specs = _physical([*found.pairs, found.meld], own.hand, took)
-                pair_specs = tuple((s[0][0], s[1][0]) for s in specs[:-1])
-                out.append(LayDown(seat, (specs[-1],), pair_specs))
+        out += _meld_openings(state, seat, took)
+        out += _pair_openings(state, seat, took)
     elif own.opened_with_pairs:
-        for spec in _physical(cached_pairs(hand, rules), own.hand, took):
+        for spec in _physical(cached_pairs(hand, rules), hand, took):
             out.append(LayDown(seat, (), ((spec[0][0], spec[1][0]),)))
     elif opening_bound(hand, rules) > 0:
-        for spec in _physical(cached_opening(hand, rules).melds, own.hand, took):
+        for spec in _physical(cached_opening(hand, rules).melds, hand, took):
             out.append(LayDown(seat, (spec,)))
-    if own.opened and took is not None and took in own.hand and not took.card.is_joker:
+    if own.opened and took is not None and not took.card.is_joker:
         out += _uses_of(state, seat, took)
     unique = list(dict.fromkeys(out))
     return [a for a in unique if is_legal(state, a)]
+
+
+def _meld_openings(state: State, seat: int, took: PhysicalCard | None) -> list[Action]:
+    """F-40, F-52, F-36: the best opening that keeps a card to discard, and with a taken
+    discard in hand also an opening that holds it (F-30 needs one; F-33r takes either)."""
+    rules = state.rules
+    hand = state.seats[seat].hand
+    limit = threshold(state, seat)
+    if limit is None or not opening_reaches(hand, rules, limit):
+        return []
+    if took is None:
+        found = [cached_opening_keeping(hand, rules, limit)]
+    else:
+        rest = [c for c in hand if c != took]
+        found = [
+            cached_opening_keeping(rest, rules, limit),
+            cached_opening_keeping(hand, rules, limit, took.card),
+        ]
+    return [
+        LayDown(seat, tuple(_physical(opening.melds, hand, took)))
+        for opening in found
+        if opening is not None
+    ]
+
+
+def _pair_openings(state: State, seat: int, took: PhysicalCard | None) -> list[Action]:
+    """F-43: the most pairs (keeping a card to discard, F-52, which is not the taken discard,
+    F-36), and four pairs with a meld."""
+    rules = state.rules
+    hand = state.seats[seat].hand
+    needed = pairs_needed(state)
+    if needed is None:
+        return []
+    out: list[Action] = []
+    pairs = list(cached_pairs(hand, rules)) if pairs_bound(hand) >= needed else []
+    if took is not None and not any(p.cards[0].stands_for == took.card for p in pairs):
+        pairs = _pair_with(pairs, took.card, rules)
+    paired = took is None or any(p.cards[0].stands_for == took.card for p in pairs)
+    if len(hand) - 2 * len(pairs) - (0 if paired else 1) < KEEP:
+        pairs = pairs[:-1]
+    if len(pairs) >= needed:
+        specs = _physical(pairs, hand, took)
+        out.append(LayDown(seat, (), tuple((s[0][0], s[1][0]) for s in specs)))
+    found = cached_pairs_with_meld(hand, rules)
+    if found is not None and (rules.pairs_with_meld or 0) + 1 >= needed:
+        specs = _physical([*found.pairs, found.meld], hand, took)
+        pair_specs = tuple((s[0][0], s[1][0]) for s in specs[:-1])
+        out.append(LayDown(seat, (specs[-1],), pair_specs))
+    return out
 
 
 def _pair_with(pairs: list[Meld], card: Card, rules: RuleSet) -> list[Meld]:
@@ -258,64 +273,60 @@ def _group_spec(
     return tuple(spec)
 
 
-def _openings_with(state: State, seat: int, took: PhysicalCard, limit: int) -> list[Action]:
-    """F-30: an opening that contains the taken card when the best arrangement leaves it out."""
-    rules = state.rules
-    own = state.seats[seat]
-    hand = [c.card for c in own.hand]
-    for group in melds_with(took.card, hand, rules, opening=True):
-        rest = list(hand)
-        for card in group:
-            rest.remove(card)
-        try:
-            first = default_reading(group, rules, opening=True)
-        except MeldError:
-            continue
-        other = cached_opening(rest, rules)
-        if first.value(rules) + other.value >= limit:
-            melds = [first, *other.melds]
-            return [LayDown(seat, tuple(_physical(melds, own.hand, took)))]
-    return []
-
-
 def _lay_offs(state: State, seat: int) -> list[Action]:
-    rules = state.rules
+    """F-50: every lay-off that keeps a card to discard (F-52) other than the taken one (F-36)."""
     if not counts_opened(state, seat):
         return []
-    own = state.seats[seat]
-    keep = 0 if rules.last_card_layoff_allowed else 1
+    hand = state.seats[seat].hand
+    spare = sum(1 for c in hand if c != state.turn.took)
     out: list[Action] = []
-    if len(own.hand) - 1 >= keep:
-        islek = islek_faces(state.table, rules)
-        for card in own.hand:
-            if not card.card.is_joker and card.face_index not in islek:
-                continue
-            for index, entry in enumerate(state.table):
-                if entry.meld.kind is MeldKind.PAIR:
-                    continue
-                options = layoff_options(entry.meld, card.card, rules)
-                if not card.card.is_joker:
-                    if options:
-                        out.append(LayOff(seat, index, (card,)))
-                    continue
-                for result in options:
-                    placed = (
-                        result.cards[0] if result.start != entry.meld.start else result.cards[-1]
-                    )
-                    if entry.meld.kind is MeldKind.SET:
-                        placed = next(p for p in result.cards if p.card == card.card)
-                    out.append(LayOff(seat, index, (card,), stands_for=placed.stands_for))
-    if len(own.hand) - 2 >= keep:
-        for index, entry in enumerate(state.table):
-            if entry.meld.kind is not MeldKind.PAIR:
-                continue
-            face = entry.meld.cards[0].stands_for
-            naturals = [c for c in own.hand if c.card == face]
-            jokers = [c for c in own.hand if c.card.is_joker]
-            if len(naturals) == 2:
-                out.append(LayOff(seat, index, (naturals[0], naturals[1])))
-            for natural in naturals:
-                out += [LayOff(seat, index, (natural, j)) for j in jokers]
+    for card in hand:
+        if spare - (card != state.turn.took) >= KEEP:
+            out += _single_lay_offs(state, seat, card)
+    if spare - 2 >= KEEP:
+        out += _pair_lay_offs(state, seat)
+    return out
+
+
+def _single_lay_offs(state: State, seat: int, card: PhysicalCard) -> list[Action]:
+    """One card on a run or set; a joker at each place it fits (F-13: not on a meld laid down
+    this opening turn that holds its jokers already)."""
+    rules = state.rules
+    face = card.card
+    if not face.is_joker and card.face_index not in islek_faces(state.table, rules):
+        return []
+    out: list[Action] = []
+    for index, entry in enumerate(state.table):
+        if entry.meld.kind is MeldKind.PAIR:
+            continue
+        if face.is_joker and not joker_may_go(state, seat, entry):
+            continue
+        options = layoff_options(entry.meld, face, rules)
+        if not face.is_joker:
+            out += [LayOff(seat, index, (card,))] if options else []
+            continue
+        for result in options:
+            placed = result.cards[0] if result.start != entry.meld.start else result.cards[-1]
+            if entry.meld.kind is MeldKind.SET:
+                placed = next(p for p in result.cards if p.card == face)
+            out.append(LayOff(seat, index, (card,), stands_for=placed.stands_for))
+    return out
+
+
+def _pair_lay_offs(state: State, seat: int) -> list[Action]:
+    """F-50: a pair identical to one in a pair opener's area (twins, or a natural and a joker)."""
+    hand = state.seats[seat].hand
+    out: list[Action] = []
+    for index, entry in enumerate(state.table):
+        if entry.meld.kind is not MeldKind.PAIR:
+            continue
+        face = entry.meld.cards[0].stands_for
+        naturals = [c for c in hand if c.card == face]
+        jokers = [c for c in hand if c.card.is_joker]
+        if len(naturals) == 2:
+            out.append(LayOff(seat, index, (naturals[0], naturals[1])))
+        for natural in naturals:
+            out += [LayOff(seat, index, (natural, j)) for j in jokers]
     return out
 
 

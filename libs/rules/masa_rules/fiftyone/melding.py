@@ -37,6 +37,9 @@ from masa_rules.solver import (
     can_open as solver_can_open,
 )
 from masa_rules.solver import (
+    opening_keeping as solver_opening_keeping,
+)
+from masa_rules.solver import (
     opening_reaches as solver_reaches,
 )
 
@@ -46,6 +49,7 @@ from .state import TableMeld
 __all__ = [
     "align",
     "cached_opening",
+    "cached_opening_keeping",
     "cached_pairs",
     "cached_pairs_with_meld",
     "can_open",
@@ -138,6 +142,23 @@ def _pairs_with_meld(faces: tuple[int, ...], key: int) -> PairsWithMeld | None:
 def cached_opening(cards: Cards, rules: RuleSet) -> Arrangement:
     """:func:`~masa_rules.solver.best_opening`, memoised on the multiset of faces."""
     return _opening(_faces_key(cards), _rules_key(rules))
+
+
+@lru_cache(maxsize=4096)
+def _opening_keeping(
+    faces: tuple[int, ...], key: int, threshold: int, forced: int
+) -> Arrangement | None:
+    hand = [Card.from_index(f) for f in faces]
+    taken = None if forced < 0 else Card.from_index(forced)
+    return solver_opening_keeping(hand, _RULES[key], threshold, forced=taken)
+
+
+def cached_opening_keeping(
+    cards: Cards, rules: RuleSet, threshold: int, forced: Card | None = None
+) -> Arrangement | None:
+    """:func:`~masa_rules.solver.opening_keeping` (F-52: a card stays to discard), memoised."""
+    forced_index = -1 if forced is None else forced.index
+    return _opening_keeping(_faces_key(cards), _rules_key(rules), threshold, forced_index)
 
 
 def cached_pairs(cards: Cards, rules: RuleSet) -> tuple[Meld, ...]:

@@ -1,24 +1,24 @@
 """Built-in 51 policies for the simulator, bots and the autopilot.
 
-A policy is ``(state, seat, rng) -> action``. It reads only what :func:`~masa_rules.fiftyone.view.view`
-shows that seat: its own hand, the table, the discard pile and the public counters, plus the
-legal actions, which depend on nothing else.
+Each is a :data:`~masa_rules.policy.Policy`: ``(state, seat, rng) -> action``. It reads only
+what :func:`~masa_rules.fiftyone.view.view` shows that seat: its own hand, the table, the
+discard pile and the public counters, plus the legal actions, which depend on nothing else.
 
 - ``random``: a weighted draw among the legal actions, favouring opening, laying off and
   finishing so that games end.
-- ``greedy``: opens as soon as it can, lays off whatever it can, and discards the card that
-  least hurts its best arrangement.
+- ``greedy``: opens as soon as it can, lays off whatever it can, takes a discard only when
+  that makes its best arrangement strictly better after the discard it then makes, and
+  discards the card that least hurts its best arrangement.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
-
-from masa_rules.cards import PhysicalCard
+from masa_rules.cards import Card, PhysicalCard
 from masa_rules.errors import RuleViolation
 from masa_rules.melds import card_value
+from masa_rules.policy import Policy, weighted_index
 from masa_rules.ruleset import IslekRule
+from masa_rules.shuffle import DrawStream
 
 from .actions import (
     Action,
@@ -38,26 +38,25 @@ from .legal import legal_actions, legal_by_kind
 from .melding import cached_opening, islek_faces
 from .state import Phase, State
 
-__all__ = ["POLICIES", "Policy", "greedy_policy", "random_policy"]
+__all__ = ["POLICIES", "greedy_policy", "random_policy"]
 
-Policy = Callable[[State, int, random.Random], Action]
-
-_WEIGHTS: dict[type, float] = {
-    LayDown: 40.0,
-    TakeBottom: 40.0,
-    LayOff: 10.0,
-    RetrieveJoker: 0.3,
-    Draw: 6.0,
-    TakeDiscard: 1.0,
-    Discard: 1.0,
-    DeclarePairs: 0.1,
-    ShowPairs: 0.5,
-    ClaimBottom: 2.0,
-    Answer: 1.0,
+# Relative weights of the kinds of action (tenths).
+_WEIGHTS: dict[type, int] = {
+    LayDown: 400,
+    TakeBottom: 400,
+    LayOff: 100,
+    RetrieveJoker: 3,
+    Draw: 60,
+    TakeDiscard: 10,
+    Discard: 10,
+    DeclarePairs: 1,
+    ShowPairs: 5,
+    ClaimBottom: 20,
+    Answer: 10,
 }
 
 
-def random_policy(state: State, seat: int, rng: random.Random) -> Action:
+def random_policy(state: State, seat: int, rng: DrawStream) -> Action:
     """A weighted choice: a kind of action by its weight, then one of its instances uniformly.
 
     Kinds are listed lazily (rejection sampling): a kind that turns out empty is dropped and
@@ -66,10 +65,10 @@ def random_policy(state: State, seat: int, rng: random.Random) -> Action:
     kinds = legal_by_kind(state, seat)
     weights = [_WEIGHTS[kind] for kind, _ in kinds]
     while kinds:
-        index = rng.choices(range(len(kinds)), weights)[0]
+        index = weighted_index(rng, weights)
         actions = kinds[index][1]()
         if actions:
-            return rng.choice(actions)
+            return actions[rng.below(len(actions))]
         del kinds[index], weights[index]
     raise RuleViolation("F-21", f"seat {seat} has no legal action")
 
@@ -78,9 +77,12 @@ def _first(actions: list[Action], kind: type) -> Action | None:
     return next((a for a in actions if isinstance(a, kind)), None)
 
 
-def greedy_policy(state: State, seat: int, rng: random.Random) -> Action:
-    """Open at once, lay off everything, discard the least useful card."""
+def greedy_policy(state: State, seat: int, rng: DrawStream) -> Action:
+    """Open at once, lay off everything, take a discard only when it pays, discard the least
+    useful card."""
     actions = legal_actions(state, seat)
+    if not actions:
+        raise RuleViolation("F-21", f"seat {seat} has no legal action")
     if state.phase is Phase.QUERY:
         return Answer(seat, True)
     for kind in (TakeBottom, LayDown, LayOff):
@@ -89,19 +91,31 @@ def greedy_policy(state: State, seat: int, rng: random.Random) -> Action:
             return found
     if state.phase is Phase.DRAW:
         take = next((a for a in actions if isinstance(a, TakeDiscard) and not a.pairs), None)
-        return take if take is not None and _helps(state, seat) else Draw(seat)
+        return take if take is not None and _take_pays(state, seat) else Draw(seat)
     discards = [a for a in actions if isinstance(a, Discard) and a.twin is None]
     if not discards:
-        return rng.choice(actions)
+        return actions[rng.below(len(actions))]
     return _best_discard(state, seat, discards)
 
 
-def _helps(state: State, seat: int) -> bool:
-    """Whether the top discard raises the value of the seat's best arrangement."""
+def _take_pays(state: State, seat: int) -> bool:
+    """Whether taking the top discard makes the best arrangement strictly better once another
+    card is discarded (F-36: never the taken one). Drawing instead can always keep the hand's
+    arrangement (the drawn card is discarded), so taking must beat it."""
+    rules = state.rules
     faces = [c.card for c in state.seats[seat].hand]
     top = state.discard[-1].card
-    before = cached_opening(faces, state.rules).value
-    return cached_opening([*faces, top], state.rules).value > before
+    before = cached_opening(faces, rules).value
+    return any(
+        cached_opening(_swapped(faces, out, top), rules).value > before
+        for out in dict.fromkeys(faces)
+    )
+
+
+def _swapped(faces: list[Card], out: Card, top: Card) -> list[Card]:
+    rest = list(faces)
+    rest.remove(out)
+    return [*rest, top]
 
 
 def _best_discard(state: State, seat: int, discards: list[Discard]) -> Discard:
@@ -141,4 +155,4 @@ def _best_discard(state: State, seat: int, discards: list[Discard]) -> Discard:
     return max(candidates, key=lambda a: score(a.card))
 
 
-POLICIES: dict[str, Policy] = {"random": random_policy, "greedy": greedy_policy}
+POLICIES: dict[str, Policy[State, Action]] = {"random": random_policy, "greedy": greedy_policy}

@@ -12,24 +12,13 @@ finish.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from masa_rules.ruleset import GameLength, RuleSet
 from masa_rules.solver import hand_penalty
 
+from .events import Finish
 from .state import State, counts_opened, partner
 
 __all__ = ["Finish", "eliminated_now", "elimination_limit", "hand_scores", "is_kafa", "ranking"]
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """F-60: the kinds of a finish, which combine."""
-
-    by_hand: bool = False
-    joker: bool = False
-    pairs: bool = False
-    bottom_card: bool = False
 
 
 def is_kafa(state: State, finisher: int | None) -> bool:

@@ -3,19 +3,21 @@
 
 Every event is yielded as a JSON object in order (private data included: the simulator is the
 whole table). After each hand comes the ``hand_end`` object, and last ``game_end`` with the
-totals and the ranking. The same arguments always give the same objects.
+totals and the ranking. The same arguments always give the same objects: the policies draw
+from :func:`~masa_rules.policy.policy_stream` of the game seed.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
 from masa_rules.errors import RuleViolation
+from masa_rules.policy import policy_stream
 from masa_rules.ruleset import RuleSet
+from masa_rules.shuffle import Seed
 
+from .codec import event_json
 from .engine import apply, start
-from .events import event_json
 from .policies import POLICIES
 from .state import Phase
 
@@ -25,7 +27,7 @@ __all__ = ["simulate"]
 def simulate(
     preset: str,
     players: int,
-    seed: str,
+    seed: Seed,
     *,
     teams: bool = False,
     hands: int | None = None,
@@ -43,7 +45,7 @@ def simulate(
         raise RuleViolation("P-10", f"unknown policy {policy!r}; use random or greedy") from None
     rules = RuleSet.preset_named(preset)
     state, events = start(rules, players, seed, teams=teams, hands=hands)
-    rng = random.Random(f"masa/fiftyone/simulate/{policy}/{seed}")
+    rng = policy_stream("fiftyone", seed)
     for event in events:
         yield event_json(event)
     while state.phase is not Phase.OVER:

@@ -140,6 +140,8 @@ class State:
     pair_opened: bool
     action_count: int
     ranking: tuple[tuple[int, ...], ...] = ()
+    # F-64: turns in a row, this hand, that drew no card from the stock.
+    turns_without_draw: int = 0
 
     @property
     def to_act(self) -> tuple[int, ...]:

@@ -34,7 +34,7 @@ def decide_elevator(state: State, seat: int, level: Level, seed: bytes) -> Decis
     actions = legal_actions(state, seat)
     if not actions:
         raise NothingToDecide(f"seat {seat} has nothing to do now")
-    action = _POLICY[level](state, actions, DrawStream(seed))
+    action = _POLICY[level](state, seat, DrawStream(seed))
     return Decision(action, _explain(action, state, level))
 
 

@@ -10,13 +10,13 @@ it. Among the safe discards it keeps the best arrangement's value and sheds the 
 
 from __future__ import annotations
 
-import random
 from typing import Final
 
 from masa_rules.fiftyone import Action, Discard, State, legal_actions
 from masa_rules.fiftyone.melding import cached_opening, islek_faces
 from masa_rules.fiftyone.policies import greedy_policy, random_policy
 from masa_rules.melds import card_value
+from masa_rules.shuffle import DrawStream
 
 from masa_bot.domain.choice import Decision, Level, NothingToDecide
 
@@ -31,7 +31,7 @@ def decide_fiftyone(state: State, seat: int, level: Level, seed: bytes) -> Decis
     actions = legal_actions(state, seat)
     if not actions:
         raise NothingToDecide(f"seat {seat} has nothing to do now")
-    rng = random.Random(seed)
+    rng = DrawStream(seed)
     if level is Level.EASY:
         action = random_policy(state, seat, rng)
         return Decision(action, f"{type(action).__name__}: a weighted random legal move")

@@ -403,11 +403,9 @@ def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
     )
     for event in entry.events:
         if isinstance(event, GameEvents) and isinstance(event.after, fiftyone_engine.State):
-            before = event.before if isinstance(event.before, fiftyone_engine.State) else None
             out.extend(
                 fiftyone_wire.events_to_proto(
                     [e for e in event.events if isinstance(e, fiftyone_engine.Event)],
-                    before,
                     event.after,
                     viewer,
                     query_deadline=query_deadline,

@@ -9,7 +9,6 @@ objects; only the game adapter and the wire layer look inside.
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -18,7 +17,8 @@ from masa_rules import elevator, fiftyone
 from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
 from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
-from masa_rules.ruleset import GameLength, RuleSet, RuleSetError
+from masa_rules.lobby import LobbyOptions, lobby_rules
+from masa_rules.ruleset import RuleSet
 from masa_rules.shuffle import DrawStream
 
 from masa_table_engine.domain.model import BotLevel, GameKind, Mode, TableConfig
@@ -154,7 +154,7 @@ class ElevatorGame:
             raise RuleViolation("E-3", f"seat {seat} has nothing to do now")
         policy = ELEVATOR_POLICIES["greedy" if level is BotLevel.NORMAL else "random"]
         rng = DrawStream(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
-        return policy(game, actions, rng)
+        return policy(game, seat, rng)
 
     def outcome(self, state: object) -> HandOutcome:
         game = _elevator(state)
@@ -221,26 +221,18 @@ _FIFTYONE_PHASES: Final = {
 
 
 def fiftyone_rules(config: TableConfig) -> tuple[RuleSet, int | None]:
-    """The lobby's 51 rule set (P-2, §2.9) and the hands it plays (F-95) or caps (F-96).
-
-    ``hands_per_game`` sets the game length of classic and remi (an odd number, F-95); in
-    salon, whose game is an elimination, it caps the number of hands. Raises ``RuleViolation``
-    with the rule id for an option the preset does not allow.
-    """
+    """The lobby's 51 rule set and the hands it plays (F-95) or caps (F-96): the table's
+    options read by :func:`masa_rules.lobby.lobby_rules`, which raises ``RuleViolation`` with
+    the rule id for an option the preset does not allow."""
     options = config.options
-    changes: dict[str, object] = {}
-    if options.open_threshold is not None:
-        changes["open_threshold"] = options.open_threshold
-    if options.escalating_threshold is not None:
-        changes["escalating_threshold"] = options.escalating_threshold
-    hands = options.hands_per_game
-    try:
-        rules = RuleSet.preset_named(config.preset or "salon", **changes)
-        if hands is not None and rules.game_length is GameLength.HANDS:
-            rules = rules.with_options(hands_per_game=hands)
-    except RuleSetError as error:
-        raise RuleViolation(error.rule, str(error)) from None
-    return rules, hands
+    return lobby_rules(
+        LobbyOptions(
+            preset=config.preset or "salon",
+            open_threshold=options.open_threshold,
+            escalating_threshold=options.escalating_threshold,
+            hands_per_game=options.hands_per_game,
+        )
+    )
 
 
 class FiftyOneGame:
@@ -292,14 +284,14 @@ class FiftyOneGame:
         return _fiftyone(state).phase is fiftyone.Phase.OVER
 
     def ends_hand(self, events: Sequence[object]) -> bool:
-        return any(isinstance(e, fiftyone.Event) and e.type == "hand_end" for e in events)
+        return any(isinstance(e, fiftyone.HandEnded) for e in events)
 
     def choose(self, state: object, seat: int, level: BotLevel, salt: bytes) -> object:
         game = _fiftyone(state)
         if not fiftyone.legal_actions(game, seat):
             raise RuleViolation("F-22", f"seat {seat} has nothing to do now")
         policy = FIFTYONE_POLICIES["greedy" if level is BotLevel.NORMAL else "random"]
-        rng = random.Random(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
+        rng = DrawStream(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
         return policy(game, seat, rng)
 
     def outcome(self, state: object) -> HandOutcome:

@@ -197,9 +197,6 @@ class GameEvents:
 
     events: tuple[object, ...]
     after: object
-    # The state the events were applied to (None for the first deal): 51 events name melds
-    # by their place on the table before the action.
-    before: object = None
     # F-80: answers the table gave for seats whose query window ran out.
     timeout: bool = False
 

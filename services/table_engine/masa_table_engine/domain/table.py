@@ -207,7 +207,7 @@ def _act(
         seats=_with(table.seats, item.seat, status),
         timed_out=timed_out,
     )
-    events.append(GameEvents(tuple(happened), game, before))
+    events.append(GameEvents(tuple(happened), game))
     table, more = _after_game_change(table, at, timers, before)
     events.extend(more)
     return table, events
@@ -325,9 +325,8 @@ def _query_closed(table: Table, at: float, timers: TimerPolicy) -> tuple[Table, 
         action = engine.timeout_action(game, seat)
         if action is None:
             continue
-        before = game
         game, happened = engine.apply(game, action)
-        events.append(GameEvents(tuple(happened), game, before, timeout=True))
+        events.append(GameEvents(tuple(happened), game, timeout=True))
     table = replace(table, game=game)
     table, more = _after_game_change(table, at, timers, start)
     return table, [*events, *more]
