@@ -49,7 +49,11 @@ def _codes(placed: Sequence[Placed]) -> list[str]:
 def meld_answer(
     codes: Sequence[str], preset: str, *, opening: bool = False, all_readings: bool = False
 ) -> dict[str, Any]:
-    """The JSON answer of ``masa-rules meld`` for one group of cards."""
+    """The JSON answer of ``masa-rules meld`` for one group of cards.
+
+    >>> meld_answer(["QS", "KS", "AS"], "salon")
+    {'valid': True, 'kind': 'run', 'value': 31, 'cards': ['QS', 'KS', 'AS']}
+    """
     rules = _rules(preset)
     try:
         items = [parse_placed(code) for code in codes]

@@ -1,4 +1,9 @@
-"""The one error type of the rules library: every rejection names the RULES.md id it enforces."""
+"""The one error type of the rules library: every rejection names the RULES.md id it enforces.
+
+>>> error = RuleViolation("F-36", "a taken discard is not discarded again this turn")
+>>> error.rule, str(error)
+('F-36', 'F-36: a taken discard is not discarded again this turn')
+"""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from fiftyone_support import count_cards
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from masa_rules.cards import PhysicalCard
 from masa_rules.errors import IllegalAction
 from masa_rules.fiftyone import (
@@ -106,10 +106,9 @@ class RandomPlay(RuleBasedStateMachine):
         self.state = new_game(self.rules, players, self.setup[1], teams=teams, hands=1)
         self.actions = []
 
+    @precondition(lambda self: self.state.phase is not Phase.OVER)
     @rule(pick=st.integers(0, 10**6))
     def act(self, pick: int) -> None:
-        if self.state.phase is Phase.OVER:
-            return
         seat = self.state.to_act[0]
         actions = legal_actions(self.state, seat)
         assert actions, "a seat that must act always has a legal action"

@@ -2,6 +2,11 @@
 
 Every action names the seat that submits it, so that the engine can reject a seat acting out
 of turn (E-3) without trusting the caller.
+
+>>> eights = (PhysicalCard.parse("8H"), PhysicalCard.parse("8S"))
+>>> play = Play(2, eights)
+>>> play.seat, play.cards[-1].code  # the last card ends on top
+(2, '8S')
 """
 
 from __future__ import annotations

@@ -33,7 +33,12 @@ class Deal:
 
 
 def deal(rules: ElevatorRules, players: int, seed: bytes, leader: int) -> Deal:
-    """Deal a hand of ``players`` seats from ``seed`` (steps 1-4 of the module docstring)."""
+    """Deal a hand of ``players`` seats from ``seed`` (steps 1-4 of the module docstring).
+
+    >>> dealt = deal(ElevatorRules(), 3, b"doc", leader=0)
+    >>> [len(hand) for hand in dealt.hands], len(dealt.stock)
+    ([7, 7, 7], 32)
+    """
     order = DrawStream(seed).shuffle(elevator_pack(rules.pack_count(players)))
     dealt = players * rules.hand_size
     hands = tuple(

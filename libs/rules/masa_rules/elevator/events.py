@@ -3,6 +3,9 @@
 Events are the engine's complete record. Some carry private facts (the hands in
 :class:`Dealt`, the card drawn in :class:`Passed`); a table service shows each seat only what
 :func:`~masa_rules.elevator.view.view` would show it.
+
+>>> Kopile(seat=0, drew=(), givers=(1, 2)).givers  # an empty stock: seats 1 and 2 give
+(1, 2)
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Because the deal comes from the seed and ``apply`` is a pure function, the log is all a table
 needs to rebuild a game after a crash, and all an auditor needs to check one.
+
+>>> log = GameLog(ElevatorRules(), 3, "doc", ())
+>>> log.seed, log_from_json(log_to_json(log)) == log, replay(log).action_count
+(b'doc', True, 0)
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ class GameLog:
 
     rules: ElevatorRules
     players: int
+    # The game seed, kept as bytes (F-5: a text or integer seed stands for its bytes).
     seed: Seed
     actions: tuple[Action, ...]
     hand_no: int = 1
     leader: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seed", game_seed_bytes(self.seed))
 
     def extended(self, actions: Iterable[Action]) -> GameLog:
         """This log with more actions appended."""

@@ -64,7 +64,14 @@ def can_start(
 def can_play(
     hand: Sequence[PhysicalCard], top: PhysicalCard, direction: Direction, joker_any: bool
 ) -> bool:
-    """Whether any card of ``hand`` may go on ``top`` (E-8: a player able to play)."""
+    """Whether any card of ``hand`` may go on ``top`` (E-8: a player able to play).
+
+    >>> top, up = PhysicalCard.parse("8S"), Direction.ASCENDING
+    >>> can_play([PhysicalCard.parse("9H")], top, up, False)  # E-4: red, and higher
+    True
+    >>> can_play([PhysicalCard.parse("9C"), PhysicalCard.parse("7D")], top, up, False)
+    False
+    """
     return any(can_start(card, top, direction, joker_any) for card in hand)
 
 

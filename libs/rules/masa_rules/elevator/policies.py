@@ -3,6 +3,11 @@
 Each is a :data:`~masa_rules.policy.Policy`, ``(state, seat, rng) -> action``, choosing among
 the seat's legal actions. Randomness comes only from the
 :class:`~masa_rules.shuffle.DrawStream` passed in, so a seeded game plays the same every time.
+
+>>> from masa_rules.elevator.position import position
+>>> state = position([["9H", "KD", "XR"], ["3C"], ["4D"]], pile=["8S"])
+>>> [card.code for card in greedy_policy(state, 0, DrawStream(b"doc")).cards]
+['9H']
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ Glossary:
 - *free*: the top is a joker (E-7, or the starting joker of E-2), so any card may follow.
 - *open play*: the seat that made the last play; whenever the turn comes back to it with every
   other seat passing since, Kopile (E-9) applies, again and again until someone plays.
+
+>>> from masa_rules.elevator import ElevatorRules, new_game
+>>> state = new_game(ElevatorRules(), 3, "doc")
+>>> state.top == state.pile[-1], state.open_play, state.is_over
+(True, None, False)
 """
 
 from __future__ import annotations

@@ -16,7 +16,14 @@ __all__ = ["view"]
 
 
 def view(state: State, seat: int | None) -> dict[str, object]:
-    """The JSON-able picture of ``state`` for ``seat`` (None: a spectator)."""
+    """The JSON-able picture of ``state`` for ``seat`` (None: a spectator).
+
+    >>> from masa_rules.elevator.engine import new_game
+    >>> from masa_rules.elevator.rules import ElevatorRules
+    >>> seen = view(new_game(ElevatorRules(), 3, "doc"), None)
+    >>> seen["hand_sizes"], "hand" in seen, seen["seed"]
+    ([7, 7, 7], False, None)
+    """
     over = state.phase is Phase.OVER
     seen: dict[str, object] = {
         "rules": rules_to_json(state.rules),

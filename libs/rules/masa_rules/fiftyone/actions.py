@@ -3,6 +3,11 @@
 Every action names the seat that takes it and the physical cards it uses (C-4), so that a log
 of actions replays a game exactly. A meld is a tuple of (physical card, annotation) where the
 annotation is the card a joker stands for (C-2), or ``None`` to let the engine pick.
+
+>>> from masa_rules.cards import parse_card
+>>> run = ((PhysicalCard.parse("7H"), None), (PhysicalCard.parse("XR"), parse_card("8H")))
+>>> LayDown(0, melds=(run,)).melds[0][1][1].code  # the joker stands for 8H
+'8H'
 """
 
 from __future__ import annotations

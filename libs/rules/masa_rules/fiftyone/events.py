@@ -8,6 +8,10 @@ the card of :class:`Drew` belong to their seat; everything else is played face u
 Meld positions (``first``, ``meld``, ``at``) are indices into the table after the action, the
 numbers :class:`~masa_rules.fiftyone.actions.LayOff` and
 :class:`~masa_rules.fiftyone.actions.RetrieveJoker` name melds by.
+
+>>> from masa_rules.fiftyone.codec import event_json
+>>> event_json(TookDiscard(seat=1, card=PhysicalCard.parse("7S")))
+{'type': 'take_discard', 'seat': 1, 'card': '7S'}
 """
 
 from __future__ import annotations

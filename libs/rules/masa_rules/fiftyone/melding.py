@@ -183,6 +183,10 @@ def cached_pairs_with_meld(cards: Cards, rules: RuleSet) -> PairsWithMeld | None
 def opening_bound(cards: Cards, rules: RuleSet) -> int:
     """An upper bound of the best opening's value, far cheaper than the solver.
 
+    >>> from masa_rules.cards import parse_cards
+    >>> opening_bound(parse_cards(["8H", "9H", "10H", "2C"]), RuleSet.salon())  # 2C fits nothing
+    27
+
     A natural counts only if some set (three suits of its rank) or some window of three run
     positions around it could be filled by the hand's naturals and jokers; a joker counts as
     the highest card value.

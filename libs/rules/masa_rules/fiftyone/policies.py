@@ -9,6 +9,12 @@ discard pile and the public counters, plus the legal actions, which depend on no
 - ``greedy``: opens as soon as it can, lays off whatever it can, takes a discard only when
   that makes its best arrangement strictly better after the discard it then makes, and
   discards the card that least hurts its best arrangement.
+
+>>> from masa_rules.fiftyone.engine import new_game
+>>> from masa_rules.ruleset import RuleSet
+>>> state = new_game(RuleSet.classic(), 2, "doc")
+>>> type(greedy_policy(state, state.turn.seat, DrawStream(b"doc"))).__name__
+'Discard'
 """
 
 from __future__ import annotations

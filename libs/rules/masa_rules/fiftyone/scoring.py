@@ -78,7 +78,11 @@ def hand_scores(state: State, finisher: int | None, finish: Finish) -> tuple[int
 
 
 def elimination_limit(rules: RuleSet, hands_scored: int) -> int:
-    """F-96: the limit after hand ``n``: 111, 121, 131, ..."""
+    """F-96: the limit after hand ``n``: 111, 121, 131, ...
+
+    >>> [elimination_limit(RuleSet.salon(), n) for n in (1, 2, 3)]
+    [111, 121, 131]
+    """
     return rules.elimination_base + rules.elimination_step * (hands_scored - 1)
 
 

@@ -11,6 +11,11 @@ Glossary:
   *treated as opened* (F-46) for taking discards, laying off and scoring: see :func:`counts_opened`.
 - *turn*: who is to act and what this turn has already done, so that the obligations of
   F-30..F-33r (use the taken discard) and F-55 (use the retrieved joker) can be enforced.
+
+>>> from masa_rules.fiftyone.engine import new_game
+>>> state = new_game(RuleSet.classic(), 4, "doc", teams=True)
+>>> state.to_act, next_seat(state, 3), partner(state, 1)
+((0,), 0, 3)
 """
 
 from __future__ import annotations
