@@ -249,3 +249,21 @@ def test_a_legal_action_list_converts() -> None:
     seat = state.turn.seat
     for action in legal_actions(state, seat):
         assert action_from_proto(action_to_proto(action), seat, state) == action
+
+
+def test_F64_a_stalled_hand_reports_its_reason_and_the_count_is_public() -> None:
+    """The starter discards, the next seat takes it on its first turn (F-33r) and discards
+    another card: with stall_rounds=1 two turns without a stock draw end the hand."""
+    state, _ = start(RuleSet.remi(stall_rounds=1), 2, "stall", hands=1)
+    starter = state.turn.seat
+    state, _ = apply(state, Discard(starter, state.seats[starter].hand[0]))
+    table = view_pb2.TableView(seats=[view_pb2.SeatState(seat=s) for s in range(2)])
+    fill_table_view(table, state)
+    assert table.fiftyone.turns_without_stock_draw == 1
+    taker = state.turn.seat
+    state, _ = apply(state, TakeDiscard(taker))
+    keep = next(c for c in state.seats[taker].hand if c != state.turn.took)
+    after, events = apply(state, Discard(taker, keep))
+    (finished,) = [e for e in events_to_proto(events, after, LOG) if e.HasField("hand_finished")]
+    assert finished.hand_finished.end_reason == event_pb2.HAND_END_REASON_STALLED
+    assert not finished.hand_finished.HasField("finisher_seat")

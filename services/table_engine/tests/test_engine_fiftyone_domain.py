@@ -111,12 +111,16 @@ def test_bot_games_of_every_preset_finish_replay_and_snapshot(
 
 
 def test_lobby_options_the_preset_forbids_are_refused_with_the_rule() -> None:
-    """F-2, F-40, F-95: seats, thresholds and game length come from the lobby and are checked."""
+    """F-2, F-40, F-41, F-95, F-96: seats, thresholds and game length come from the lobby and
+    are checked by masa_rules.lobby."""
     bad = [
         (_config("salon", 3), "F-2"),
         (_config("remi", 4, mode=Mode.TEAMS), "F-2"),
         (_config("classic", options=GameOptions(open_threshold=70)), "F-40"),
+        (_config("remi", 3, options=GameOptions(escalating_threshold=True)), "F-41"),
         (_config("classic", options=GameOptions(hands_per_game=4)), "F-95"),
+        (_config("classic", options=GameOptions(hands_per_game=99)), "F-95"),
+        (_config("salon", options=GameOptions(hands_per_game=1000)), "F-96"),
     ]
     for config, rule in bad:
         with pytest.raises(RuleViolation) as error:
