@@ -54,7 +54,7 @@ async def _play_out(client: TableClient, table_id: str) -> table_pb2.TableEvent:
         if not refused_once:
             await _an_illegal_move_is_refused(client, table_id, sequence)
             refused_once = True
-        action = greedy_policy(state, actions, rng)
+        action = greedy_policy(state, view.seat, rng)
         try:
             await client.submit_action(table_id, wire.action_to_proto(action), sequence)
         except MasaCallError as error:
