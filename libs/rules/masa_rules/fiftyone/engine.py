@@ -360,8 +360,7 @@ def _check_obligations(state: State, seat: int) -> None:
     turn = state.turn
     own = state.seats[seat]
     hand = _faces(own.hand)
-    if turn.took is not None and own.hand == (turn.took,):
-        raise _illegal("F-36", f"keep a card to discard: the taken {turn.took.code} is not one")
+    _check_a_card_to_discard(state, seat)
     if turn.took is not None and turn.took_rule in ("F-30", "F-33") and not turn.took_used:
         if turn.took not in own.hand:
             raise _illegal(turn.took_rule, f"the taken {turn.took.code} must be laid down")
@@ -380,6 +379,13 @@ def _check_obligations(state: State, seat: int) -> None:
             raise _illegal("F-55", f"the retrieved {joker.code} must be laid down or laid off")
         if own.opened and not _usable(state, seat, joker.card, hand, layoff=True):
             raise _illegal("F-55", f"the retrieved {joker.code} could no longer be used")
+
+
+def _check_a_card_to_discard(state: State, seat: int) -> None:
+    """F-36, F-52: the seat keeps a card it may discard, which the taken discard is not."""
+    took = state.turn.took
+    if took is not None and state.seats[seat].hand == (took,):
+        raise _illegal("F-36", f"keep a card to discard: the taken {took.code} is not one")
 
 
 # --------------------------------------------------------------------------- apply

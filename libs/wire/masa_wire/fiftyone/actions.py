@@ -47,6 +47,10 @@ _END: Final = {meld_pb2.MELD_END_LOW: False, meld_pb2.MELD_END_HIGH: True}
 
 def action_to_proto(action: Action) -> action_pb2.Action:
     """The proto form of an engine action."""
+    if isinstance(action, LayDown | LayOff | RetrieveJoker):
+        return _meld_action_to_proto(action)
+    if isinstance(action, DeclarePairs | ShowPairs | ClaimBottom | Answer):
+        return _declaration_to_proto(action)
     match action:
         case Draw():
             return action_pb2.Action(draw_from_stock=action_pb2.DrawFromStock())
@@ -54,6 +58,15 @@ def action_to_proto(action: Action) -> action_pb2.Action:
             return action_pb2.Action(take_discard=action_pb2.TakeDiscard(pairs=pairs))
         case TakeBottom():
             return action_pb2.Action(take_bottom_card=_take_bottom(action))
+        case Discard(card=card, twin=twin):
+            discard = action_pb2.Discard(card=card_to_proto(card))
+            if twin is not None:
+                discard.twin.CopyFrom(card_to_proto(twin))
+            return action_pb2.Action(discard=discard)
+
+
+def _meld_action_to_proto(action: LayDown | LayOff | RetrieveJoker) -> action_pb2.Action:
+    match action:
         case LayDown(melds=melds, pairs=pairs):
             proposed = [*map(proposed_meld, melds), *map(proposed_pair, pairs)]
             return action_pb2.Action(lay_down=action_pb2.LayDown(melds=proposed))
@@ -62,12 +75,6 @@ def action_to_proto(action: Action) -> action_pb2.Action:
         case RetrieveJoker(meld=meld, card=card):
             retrieve = action_pb2.RetrieveJoker(meld_id=meld, natural=card_to_proto(card))
             return action_pb2.Action(retrieve_joker=retrieve)
-        case Discard(card=card, twin=twin):
-            discard = action_pb2.Discard(card=card_to_proto(card))
-            if twin is not None:
-                discard.twin.CopyFrom(card_to_proto(twin))
-            return action_pb2.Action(discard=discard)
-    return _declaration_to_proto(action)
 
 
 def _declaration_to_proto(
