@@ -106,3 +106,44 @@ def test_batch_answers_every_line_in_order_and_survives_bad_lines() -> None:
     code, lines, _ = run("solve", "--batch", stdin=stdin)
     assert code == 0 and lines[0]["can_open"] is True and lines[0]["best_value"] == 31
     assert lines[1]["can_open"] is False and lines[1]["best_value"] == 31
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--preset", "remi", "--players", "2", "--seed", "ref31", "--policy", "greedy"],
+        ["--preset", "classic", "--players", "3", "--seed", "ref34", "--policy", "random"],
+        [
+            "--preset",
+            "remi",
+            "--players",
+            "2",
+            "--hands",
+            "3",
+            "--seed",
+            "ref125",
+            "--policy",
+            "greedy",
+        ],
+        [
+            "--preset",
+            "remi",
+            "--players",
+            "2",
+            "--hands",
+            "3",
+            "--seed",
+            "ref130",
+            "--policy",
+            "random",
+        ],
+    ],
+    ids=["ref31", "ref34", "ref125", "ref130"],
+)
+def test_F13_F52_F55_F64_the_issue_8_simulations_end_with_a_ranking(args: list[str]) -> None:
+    """The commands issue 8 reported never ending (ref31) or crashing (ref34, ref125) or
+    breaking F-13 (ref130). The policies now draw another stream, so these are other games;
+    the positions those games reached are tests of their own (test_fiftyone_rules.py)."""
+    code, lines, err = run("simulate", "--game", "fiftyone", *args)
+    assert code == 0, err
+    assert lines[-1]["type"] == "game_end" and lines[-1]["ranking"]
