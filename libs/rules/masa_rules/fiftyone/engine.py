@@ -7,14 +7,19 @@ defined per kind):
   LayOff (one card or one pair, each joker placement), RetrieveJoker, DeclarePairs, ClaimBottom
   and Answer is listed;
 - LayDown and ShowPairs (and remi's TakeBottom, which carries a whole hand finish) are listed
-  by canonical instances: whenever an opening is possible, the solver's best arrangement (and
-  a pair opening when one is possible), and for an opened seat each meld or pair of its best
-  arrangement; whenever gösterge is possible, one set of pairs;
+  by canonical instances: whenever an opening is possible, the best arrangement that keeps a
+  card to discard (F-52; not the discard taken this turn, F-36), with a taken discard in hand
+  also an opening that holds it (F-30), and a pair opening when one is possible; for an
+  opened seat each meld or pair of its best arrangement; whenever gösterge is possible, one
+  set of pairs;
 - :func:`is_legal` judges any concrete action exactly: it is :func:`apply` without the result.
 
 Before it lets a seat take on an obligation (use the taken discard, F-30/F-33; open this turn,
-F-33r; use a retrieved joker, F-55) the engine checks that the obligation can still be met,
-and it rejects any later play that would make it impossible, so a seat can always end its turn.
+F-33r; use a retrieved joker, F-55) the engine checks that the obligation can still be met
+while a card to discard stays in hand (F-36, F-52), and it rejects any later play that would
+make it impossible, so a seat can always end its turn; the termination test plays 2,000 games
+to the end on that promise. A hand ends by a finishing discard (F-60), an empty stock (F-63)
+or ``stall_rounds`` rounds without a stock draw (F-64).
 """
 
 from __future__ import annotations
