@@ -1,0 +1,1 @@
+"""The ledger's adapters: SQL stores, gRPC, the JetStream consumer and relay, Prometheus."""

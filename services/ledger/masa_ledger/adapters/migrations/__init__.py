@@ -1,0 +1,1 @@
+"""Versioned schema migrations, one directory per SQL dialect (``NNNN_name.sql``)."""

@@ -1,0 +1,615 @@
+"""The ledger's SQL, shared by the PostgreSQL and SQLite stores.
+
+Both stores run the same statements (written with ``%s`` placeholders; SQLite's ``?`` is
+substituted) through a small :class:`Executor`, so one implementation of every query and of
+the invariant check serves both databases. What differs lives in the stores: connections,
+transactions, row locks (``FOR UPDATE`` on PostgreSQL; SQLite has one writer at a time), and
+which driver errors mean "run the transaction again".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from importlib import resources
+from typing import Any, Protocol, TypeVar
+
+from masa_ledger.app.ports import (
+    AccountChange,
+    CheckFacts,
+    HoldFilter,
+    InboxOutcome,
+    OutboxMessage,
+    OutboxRow,
+    TransferFilter,
+    Tx,
+)
+from masa_ledger.domain.errors import Conflict, Unavailable
+from masa_ledger.domain.model import (
+    Account,
+    AccountKind,
+    GameKey,
+    Hold,
+    HoldState,
+    PayoutRule,
+    SeatPayout,
+    Settlement,
+    SettlementState,
+    Transfer,
+    TransferKind,
+)
+
+__all__ = ["Executor", "SqlStore", "SqlTx", "migrations"]
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+_log = logging.getLogger(__name__)
+
+# Enough for a burst of transactions on the same accounts to get through one by one.
+MAX_ATTEMPTS = 30
+
+ACCOUNT_COLUMNS = (
+    "account_id, kind, player_id, table_id, game_no, stake, balance, held, pending_stakes, "
+    "created_us"
+)
+HOLD_COLUMNS = (
+    "hold_id, player_id, amount, lobby_id, ticket_id, ttl_us, state, created_us, expire_us, "
+    "table_id, game_no, closed_us, reason"
+)
+TRANSFER_COLUMNS = (
+    "transfer_id, kind, debit_account_id, credit_account_id, amount, created_us, table_id, "
+    "game_no, hold_id, reason"
+)
+SETTLEMENT_COLUMNS = (
+    "table_id, game_no, state, pot, rake, forfeited, payouts, hold_ids, rule, event_id, reason, "
+    "closed_us"
+)
+
+
+class Executor(Protocol):
+    """Runs statements inside the current transaction of one connection."""
+
+    async def fetch(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+
+    async def execute(self, sql: str, params: Sequence[object] = ()) -> None: ...
+
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
+
+
+def migrations(dialect: str) -> list[tuple[int, str, str]]:
+    """The migrations of a dialect as (version, name, sql), in version order."""
+    folder = resources.files("masa_ledger.adapters.migrations").joinpath(dialect)
+    found: list[tuple[int, str, str]] = []
+    for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        version, _, name = entry.name.removesuffix(".sql").partition("_")
+        found.append((int(version), name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _seconds(us: int | None) -> float | None:
+    return None if us is None else us / 1_000_000
+
+
+def _marks(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def account_from_row(row: Row) -> Account:
+    return Account(
+        account_id=row[0],
+        kind=AccountKind(row[1]),
+        player_id=row[2],
+        table_id=row[3],
+        game_no=int(row[4]),
+        stake=int(row[5]),
+        balance=int(row[6]),
+        held=int(row[7]),
+        pending_stakes=int(row[8]),
+        created_at=_seconds(row[9]),
+    )
+
+
+def hold_from_row(row: Row) -> Hold:
+    return Hold(
+        hold_id=row[0],
+        player_id=row[1],
+        amount=int(row[2]),
+        lobby_id=row[3],
+        ticket_id=row[4],
+        ttl_seconds=int(row[5]) / 1_000_000,
+        state=HoldState(row[6]),
+        created_at=int(row[7]) / 1_000_000,
+        expire_at=int(row[8]) / 1_000_000,
+        table_id=row[9],
+        game_no=int(row[10]),
+        closed_at=_seconds(row[11]),
+        reason=row[12],
+    )
+
+
+def transfer_from_row(row: Row) -> Transfer:
+    return Transfer(
+        transfer_id=row[0],
+        kind=TransferKind(row[1]),
+        debit_account_id=row[2],
+        credit_account_id=row[3],
+        amount=int(row[4]),
+        created_at=int(row[5]) / 1_000_000,
+        table_id=row[6],
+        game_no=int(row[7]),
+        hold_id=row[8] or "",
+        reason=row[9],
+    )
+
+
+def settlement_from_row(row: Row, transfers: Sequence[Transfer] = ()) -> Settlement:
+    rule = json.loads(row[8])
+    return Settlement(
+        key=GameKey(row[0], int(row[1])),
+        state=SettlementState(row[2]),
+        pot=int(row[3]),
+        rake=int(row[4]),
+        forfeited=int(row[5]),
+        payouts=tuple(SeatPayout(*item) for item in json.loads(row[6])),
+        hold_ids=tuple(json.loads(row[7])),
+        event_id=row[9],
+        reason=row[10],
+        closed_at=int(row[11]) / 1_000_000,
+        rule=PayoutRule(rule["rake_basis_points"], tuple(rule["place_shares"])),
+        transfers=tuple(transfers),
+    )
+
+
+class SqlTx(Tx):
+    """:class:`~masa_ledger.app.ports.Tx` over an executor; ``for_update`` is the row-lock
+    clause of the dialect (empty where the whole database has one writer)."""
+
+    def __init__(self, executor: Executor, *, for_update: str) -> None:
+        self._ex = executor
+        self._for_update = for_update
+
+    async def lock_accounts(
+        self, account_ids: Collection[str], *, create: Sequence[Account] = ()
+    ) -> dict[str, Account]:
+        if create:
+            rows = [
+                (
+                    a.account_id,
+                    a.kind.value,
+                    a.player_id,
+                    a.table_id,
+                    a.game_no,
+                    a.stake,
+                    _us(a.created_at or 0.0),
+                )
+                for a in sorted(create, key=lambda a: a.account_id)
+            ]
+            await self._ex.execute_many(
+                "INSERT INTO accounts (account_id, kind, player_id, table_id, game_no, stake, "
+                "created_us) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (account_id) DO NOTHING",
+                rows,
+            )
+        ids = sorted(set(account_ids))
+        if not ids:
+            return {}
+        rows = await self._ex.fetch(
+            f"SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE account_id IN ({_marks(len(ids))}) "
+            f"ORDER BY account_id{self._for_update}",
+            ids,
+        )
+        return {row[0]: account_from_row(row) for row in rows}
+
+    async def holds(self, hold_ids: Collection[str], *, lock: bool = False) -> dict[str, Hold]:
+        ids = sorted(set(hold_ids))
+        if not ids:
+            return {}
+        rows = await self._ex.fetch(
+            f"SELECT {HOLD_COLUMNS} FROM holds WHERE hold_id IN ({_marks(len(ids))}) "
+            f"ORDER BY hold_id{self._for_update if lock else ''}",
+            ids,
+        )
+        return {row[0]: hold_from_row(row) for row in rows}
+
+    async def holds_of_game(self, key: GameKey) -> list[Hold]:
+        rows = await self._ex.fetch(
+            f"SELECT {HOLD_COLUMNS} FROM holds WHERE table_id = %s AND game_no = %s "
+            "ORDER BY hold_id",
+            (key.table_id, key.game_no),
+        )
+        return [hold_from_row(row) for row in rows]
+
+    async def transfer(self, transfer_id: str) -> Transfer | None:
+        rows = await self._ex.fetch(
+            f"SELECT {TRANSFER_COLUMNS} FROM transfers WHERE transfer_id = %s", (transfer_id,)
+        )
+        return transfer_from_row(rows[0]) if rows else None
+
+    async def settlement(self, key: GameKey) -> Settlement | None:
+        rows = await self._ex.fetch(
+            f"SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE table_id = %s AND game_no = %s",
+            (key.table_id, key.game_no),
+        )
+        return settlement_from_row(rows[0]) if rows else None
+
+    async def inbox_has(self, event_id: str) -> bool:
+        rows = await self._ex.fetch("SELECT 1 FROM inbox WHERE event_id = %s", (event_id,))
+        return bool(rows)
+
+    async def insert_holds(self, holds: Sequence[Hold]) -> None:
+        await self._ex.execute_many(
+            f"INSERT INTO holds (account_id, {HOLD_COLUMNS}) VALUES ({_marks(14)})",
+            [
+                (
+                    h.account_id,
+                    h.hold_id,
+                    h.player_id,
+                    h.amount,
+                    h.lobby_id,
+                    h.ticket_id,
+                    _us(h.ttl_seconds),
+                    h.state.value,
+                    _us(h.created_at),
+                    _us(h.expire_at),
+                    h.table_id,
+                    h.game_no,
+                    None if h.closed_at is None else _us(h.closed_at),
+                    h.reason,
+                )
+                for h in holds
+            ],
+        )
+
+    async def update_holds(self, holds: Sequence[Hold]) -> None:
+        await self._ex.execute_many(
+            "UPDATE holds SET state = %s, table_id = %s, game_no = %s, closed_us = %s, "
+            "reason = %s WHERE hold_id = %s",
+            [
+                (
+                    h.state.value,
+                    h.table_id,
+                    h.game_no,
+                    None if h.closed_at is None else _us(h.closed_at),
+                    h.reason,
+                    h.hold_id,
+                )
+                for h in holds
+            ],
+        )
+
+    async def insert_transfers(self, transfers: Sequence[Transfer]) -> None:
+        await self._ex.execute_many(
+            f"INSERT INTO transfers ({TRANSFER_COLUMNS}) VALUES ({_marks(10)})",
+            [
+                (
+                    t.transfer_id,
+                    t.kind.value,
+                    t.debit_account_id,
+                    t.credit_account_id,
+                    t.amount,
+                    _us(t.created_at),
+                    t.table_id,
+                    t.game_no,
+                    t.hold_id or None,
+                    t.reason,
+                )
+                for t in transfers
+            ],
+        )
+
+    async def change_accounts(self, changes: Mapping[str, AccountChange]) -> None:
+        rows = [
+            (change.balance, change.held, change.pending_stakes, account_id)
+            for account_id, change in sorted(changes.items())
+            if change != AccountChange()
+        ]
+        await self._ex.execute_many(
+            "UPDATE accounts SET balance = balance + %s, held = held + %s, "
+            "pending_stakes = pending_stakes + %s WHERE account_id = %s",
+            rows,
+        )
+
+    async def insert_settlement(self, settlement: Settlement) -> None:
+        s = settlement
+        await self._ex.execute(
+            f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({_marks(12)})",
+            (
+                s.key.table_id,
+                s.key.game_no,
+                s.state.value,
+                s.pot,
+                s.rake,
+                s.forfeited,
+                json.dumps([[p.seat, p.player_id, p.place, p.amount] for p in s.payouts]),
+                json.dumps(list(s.hold_ids)),
+                json.dumps(
+                    {
+                        "rake_basis_points": s.rule.rake_basis_points,
+                        "place_shares": list(s.rule.place_shares),
+                    }
+                ),
+                s.event_id,
+                s.reason,
+                _us(s.closed_at),
+            ),
+        )
+
+    async def insert_inbox(
+        self, event_id: str, key: GameKey, outcome: InboxOutcome, at: float, detail: str = ""
+    ) -> None:
+        await self._ex.execute(
+            "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            (event_id, key.table_id, key.game_no, outcome.value, detail[:1000], _us(at)),
+        )
+
+    async def insert_outbox(self, messages: Sequence[OutboxMessage], at: float) -> None:
+        await self._ex.execute_many(
+            "INSERT INTO outbox (event_id, subject, payload, created_us) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING",
+            [(m.event_id, m.subject, m.payload, _us(at)) for m in messages],
+        )
+
+
+class SqlStore:
+    """The store's reads, the retry of conflicting transactions and the invariant check; the
+    subclasses provide connections and transactions."""
+
+    for_update = ""
+
+    async def _in_transaction(self, work: Callable[[Executor], Awaitable[T]], *, write: bool) -> T:
+        """Run ``work`` in one transaction on one connection; map driver errors to
+        :class:`Conflict` (run it again) and :class:`Unavailable`."""
+        raise NotImplementedError
+
+    async def transact(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                return await self._in_transaction(
+                    lambda ex: work(SqlTx(ex, for_update=self.for_update)), write=True
+                )
+            except Conflict as conflict:
+                # Full jitter, so that the transactions that collided do not collide again.
+                delay = random.uniform(0, min(0.05, 0.001 * 2**attempt))
+                _log.debug("transaction conflict, again in %.3f s: %s", delay, conflict)
+                await asyncio.sleep(delay)
+        raise Unavailable(f"a transaction still conflicted after {MAX_ATTEMPTS} attempts")
+
+    async def _fetch(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        async def run(ex: Executor) -> list[Row]:
+            return await ex.fetch(sql, params)
+
+        return await self._in_transaction(run, write=False)
+
+    async def account(self, account_id: str) -> Account | None:
+        rows = await self._fetch(
+            f"SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE account_id = %s", (account_id,)
+        )
+        return account_from_row(rows[0]) if rows else None
+
+    async def hold(self, hold_id: str) -> Hold | None:
+        rows = await self._fetch(f"SELECT {HOLD_COLUMNS} FROM holds WHERE hold_id = %s", (hold_id,))
+        return hold_from_row(rows[0]) if rows else None
+
+    async def settlement(self, key: GameKey) -> Settlement | None:
+        async def run(ex: Executor) -> Settlement | None:
+            rows = await ex.fetch(
+                f"SELECT {SETTLEMENT_COLUMNS} FROM settlements "
+                "WHERE table_id = %s AND game_no = %s",
+                (key.table_id, key.game_no),
+            )
+            if not rows:
+                return None
+            transfers = await ex.fetch(
+                f"SELECT {TRANSFER_COLUMNS} FROM transfers WHERE table_id = %s AND game_no = %s "
+                "ORDER BY seq",
+                (key.table_id, key.game_no),
+            )
+            return settlement_from_row(rows[0], [transfer_from_row(t) for t in transfers])
+
+        return await self._in_transaction(run, write=False)
+
+    async def list_transfers(
+        self, where: TransferFilter, *, before_seq: int | None, limit: int
+    ) -> list[tuple[int, Transfer]]:
+        conditions = ["(debit_account_id = %s OR credit_account_id = %s)"]
+        params: list[object] = [where.account_id, where.account_id]
+        if where.kind is not None:
+            conditions.append("kind = %s")
+            params.append(where.kind.value)
+        if where.table_id:
+            conditions.append("table_id = %s")
+            params.append(where.table_id)
+        if where.game_no:
+            conditions.append("game_no = %s")
+            params.append(where.game_no)
+        if before_seq is not None:
+            conditions.append("seq < %s")
+            params.append(before_seq)
+        rows = await self._fetch(
+            f"SELECT seq, {TRANSFER_COLUMNS} FROM transfers WHERE {' AND '.join(conditions)} "
+            "ORDER BY seq DESC LIMIT %s",
+            [*params, limit],
+        )
+        return [(int(row[0]), transfer_from_row(row[1:])) for row in rows]
+
+    async def list_holds(
+        self, where: HoldFilter, *, before_seq: int | None, limit: int
+    ) -> list[tuple[int, Hold]]:
+        conditions = ["player_id = %s"]
+        params: list[object] = [where.player_id]
+        if where.state is not None:
+            conditions.append("state = %s")
+            params.append(where.state.value)
+        if where.table_id:
+            conditions.append("table_id = %s")
+            params.append(where.table_id)
+        if where.game_no:
+            conditions.append("game_no = %s")
+            params.append(where.game_no)
+        if before_seq is not None:
+            conditions.append("seq < %s")
+            params.append(before_seq)
+        rows = await self._fetch(
+            f"SELECT seq, {HOLD_COLUMNS} FROM holds WHERE {' AND '.join(conditions)} "
+            "ORDER BY seq DESC LIMIT %s",
+            [*params, limit],
+        )
+        return [(int(row[0]), hold_from_row(row[1:])) for row in rows]
+
+    async def due_holds(self, now: float, limit: int) -> list[Hold]:
+        rows = await self._fetch(
+            f"SELECT {HOLD_COLUMNS} FROM holds WHERE state = 'held' AND expire_us <= %s "
+            "ORDER BY expire_us LIMIT %s",
+            (_us(now), limit),
+        )
+        return [hold_from_row(row) for row in rows]
+
+    async def outbox_batch(self, limit: int) -> list[OutboxRow]:
+        rows = await self._fetch(
+            "SELECT seq, event_id, subject, payload, created_us FROM outbox "
+            "WHERE published_us IS NULL ORDER BY seq LIMIT %s",
+            (limit,),
+        )
+        return [OutboxRow(int(r[0]), r[1], r[2], bytes(r[3]), int(r[4]) / 1_000_000) for r in rows]
+
+    async def mark_published(self, seqs: Sequence[int], at: float) -> None:
+        if not seqs:
+            return
+
+        async def run(ex: Executor) -> None:
+            await ex.execute(
+                f"UPDATE outbox SET published_us = %s WHERE seq IN ({_marks(len(seqs))})",
+                [_us(at), *seqs],
+            )
+
+        await self._in_transaction(run, write=True)
+
+    async def oldest_unpublished(self) -> float | None:
+        rows = await self._fetch("SELECT MIN(created_us) FROM outbox WHERE published_us IS NULL")
+        return _seconds(rows[0][0]) if rows else None
+
+    async def prune(self, *, published_before: float, received_before: float) -> int:
+        async def run(ex: Executor) -> int:
+            outbox = await ex.fetch(
+                "DELETE FROM outbox WHERE published_us IS NOT NULL AND published_us < %s "
+                "RETURNING seq",
+                (_us(published_before),),
+            )
+            inbox = await ex.fetch(
+                "DELETE FROM inbox WHERE received_us < %s RETURNING event_id",
+                (_us(received_before),),
+            )
+            return len(outbox) + len(inbox)
+
+        return await self._in_transaction(run, write=True)
+
+    async def check(self) -> CheckFacts:
+        async def run(ex: Executor) -> CheckFacts:
+            violations: dict[str, list[str]] = {}
+            for name, sql in CHECKS.items():
+                rows = await ex.fetch(sql)
+                violations[name] = [" ".join(str(v) for v in row) for row in rows[:20]]
+            totals: dict[str, int] = {}
+            for name, sql in TOTALS.items():
+                rows = await ex.fetch(sql)
+                totals[name] = int(rows[0][0] or 0)
+            return CheckFacts(violations, totals)
+
+        return await self._in_transaction(run, write=False)
+
+
+# Each query lists the rows that break one invariant; an empty answer means it holds.
+CHECKS: dict[str, str] = {
+    # P-31: chips are only moved, never made or lost; the issuer is negative by what it issued.
+    "balances_sum_to_zero": (
+        "SELECT 'sum of balances', SUM(balance) FROM accounts HAVING SUM(balance) <> 0"
+    ),
+    # Every balance is what its transfers say it is.
+    "balances_match_transfers": (
+        "SELECT a.account_id, a.balance, COALESCE(c.total, 0) - COALESCE(d.total, 0) "
+        "FROM accounts a "
+        "LEFT JOIN (SELECT credit_account_id AS id, SUM(amount) AS total FROM transfers "
+        "GROUP BY credit_account_id) c ON c.id = a.account_id "
+        "LEFT JOIN (SELECT debit_account_id AS id, SUM(amount) AS total FROM transfers "
+        "GROUP BY debit_account_id) d ON d.id = a.account_id "
+        "WHERE a.balance <> COALESCE(c.total, 0) - COALESCE(d.total, 0)"
+    ),
+    # Only the issuer may be negative, and no wallet reserves more than it has.
+    "no_negative_balances": (
+        "SELECT account_id, balance, held FROM accounts "
+        "WHERE kind <> 'issuer' AND (balance < 0 OR held < 0 OR held > balance)"
+    ),
+    # A wallet's reserved chips are its pending holds.
+    "held_matches_pending_holds": (
+        "SELECT a.account_id, a.held, COALESCE(h.total, 0) FROM accounts a "
+        "LEFT JOIN (SELECT account_id, SUM(amount) AS total FROM holds "
+        "WHERE state IN ('held', 'bound') GROUP BY account_id) h ON h.account_id = a.account_id "
+        "WHERE a.held <> COALESCE(h.total, 0)"
+    ),
+    # Every escrow equals the holds bound to it, and pays out all it receives.
+    "escrow_matches_bound_holds": (
+        "SELECT a.account_id, a.balance, a.pending_stakes, COALESCE(h.total, 0) FROM accounts a "
+        "LEFT JOIN (SELECT table_id, game_no, SUM(amount) AS total FROM holds "
+        "WHERE state = 'bound' GROUP BY table_id, game_no) h "
+        "ON h.table_id = a.table_id AND h.game_no = a.game_no "
+        "WHERE a.kind = 'escrow' AND (a.balance <> 0 OR a.pending_stakes <> COALESCE(h.total, 0))"
+    ),
+    # No hold is bound to, posted into or voided with a game it does not belong to.
+    "holds_follow_their_game": (
+        "SELECT h.hold_id, h.state, s.state FROM holds h "
+        "LEFT JOIN settlements s ON s.table_id = h.table_id AND s.game_no = h.game_no "
+        "WHERE (h.state = 'bound' AND s.state IS NOT NULL) "
+        "OR (h.state = 'posted' AND (s.state IS NULL OR s.state <> 'settled')) "
+        "OR (h.state = 'voided' AND (s.state IS NULL OR s.state <> 'voided'))"
+    ),
+    # No hold is both posted and voided: a posted hold has its one stake transfer, and no other
+    # hold has any.
+    "holds_posted_or_voided_once": (
+        "SELECT h.hold_id, h.state FROM holds h LEFT JOIN transfers t ON t.hold_id = h.hold_id "
+        "WHERE (h.state = 'posted') <> (t.transfer_id IS NOT NULL)"
+    ),
+    # No game is settled twice: a settled game's stakes and payouts each add up to its pot
+    # once, and a voided or open game moved no chips.
+    "games_settled_once": (
+        "SELECT t.table_id, t.game_no, COALESCE(s.state, 'open'), COALESCE(s.pot, 0), "
+        "t.staked, t.paid FROM (SELECT table_id, game_no, "
+        "SUM(CASE WHEN kind = 'stake' THEN amount ELSE 0 END) AS staked, "
+        "SUM(CASE WHEN kind <> 'stake' THEN amount ELSE 0 END) AS paid "
+        "FROM transfers WHERE table_id <> '' GROUP BY table_id, game_no) t "
+        "LEFT JOIN settlements s ON s.table_id = t.table_id AND s.game_no = t.game_no "
+        "WHERE s.state IS NULL OR s.state <> 'settled' OR t.staked <> s.pot OR t.paid <> s.pot"
+    ),
+    # A settled game's recorded pot is what was staked into it (also when nothing was).
+    "settlements_match_stakes": (
+        "SELECT s.table_id, s.game_no, s.state, s.pot, COALESCE(h.total, 0) FROM settlements s "
+        "LEFT JOIN (SELECT table_id, game_no, SUM(amount) AS total FROM holds "
+        "WHERE state IN ('posted', 'voided') GROUP BY table_id, game_no) h "
+        "ON h.table_id = s.table_id AND h.game_no = s.game_no "
+        "WHERE s.pot <> COALESCE(h.total, 0)"
+    ),
+}
+
+TOTALS: dict[str, str] = {
+    "accounts": "SELECT COUNT(*) FROM accounts",
+    "transfers": "SELECT COUNT(*) FROM transfers",
+    "holds": "SELECT COUNT(*) FROM holds",
+    "settlements": "SELECT COUNT(*) FROM settlements",
+    "chips_issued": "SELECT -balance FROM accounts WHERE account_id = 'issuer'",
+    "chips_in_wallets": "SELECT SUM(balance) FROM accounts WHERE kind = 'player'",
+    "chips_held": "SELECT SUM(held) FROM accounts WHERE kind = 'player'",
+    "chips_in_escrow": "SELECT SUM(pending_stakes) FROM accounts WHERE kind = 'escrow'",
+    "chips_of_the_house": "SELECT balance FROM accounts WHERE account_id = 'house'",
+    "pending_holds": "SELECT COUNT(*) FROM holds WHERE state IN ('held', 'bound')",
+    "unpublished_events": "SELECT COUNT(*) FROM outbox WHERE published_us IS NULL",
+}

@@ -1,0 +1,151 @@
+"""The ledger on SQLite: the embedded default (``make run``), WAL and ``synchronous=FULL``.
+
+SQLite lets one transaction write at a time, so writes are serialised here by one lock around
+one connection (``BEGIN IMMEDIATE`` takes the database's write lock up front, which also keeps
+a second process, such as ``masa-ledger check``, from deadlocking with this one). Statements
+run on the event loop, each in microseconds; the commit, which waits for the disk, runs in a
+worker thread. Reads use a second connection and never wait for a write (WAL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from masa_ledger.adapters.sql import Executor, Row, SqlStore, migrations
+from masa_ledger.domain.errors import Conflict, Unavailable
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_BUSY_TIMEOUT_MS = 5000
+
+
+class _SqliteExecutor(Executor):
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    async def fetch(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        return self._connection.execute(sql.replace("%s", "?"), tuple(params)).fetchall()
+
+    async def execute(self, sql: str, params: Sequence[object] = ()) -> None:
+        self._connection.execute(sql.replace("%s", "?"), tuple(params))
+
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        if rows:
+            self._connection.executemany(sql.replace("%s", "?"), [tuple(row) for row in rows])
+
+
+class SqliteStore(SqlStore):
+    """Open with :meth:`open`, which applies the migrations that are not applied yet."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer = self._connect()
+        self._reader = self._connect()
+        self._write_lock = asyncio.Lock()
+        self._read_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path) -> SqliteStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(path)
+        await store._migrate()
+        return store
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=_BUSY_TIMEOUT_MS / 1000,
+        )
+        connection.execute("PRAGMA journal_mode = WAL")
+        # Every commit reaches the disk before it is acknowledged: a crash loses no chips.
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        return connection
+
+    async def _migrate(self) -> None:
+        async with self._write_lock:
+            self._writer.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_us INTEGER NOT NULL)"
+            )
+            for version, name, sql in migrations("sqlite"):
+                done = self._writer.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                ).fetchone()
+                if done:
+                    continue
+                # One script, one transaction: a migration is applied whole or not at all.
+                await asyncio.to_thread(
+                    self._writer.executescript,
+                    f"BEGIN IMMEDIATE;\n{sql}\nINSERT INTO schema_migrations VALUES "
+                    f"({version}, '{name}', {round(time.time() * 1e6)});\nCOMMIT;",
+                )
+
+    async def _in_transaction(self, work: Callable[[Executor], Awaitable[T]], *, write: bool) -> T:
+        lock, connection = (
+            (self._write_lock, self._writer) if write else (self._read_lock, self._reader)
+        )
+        async with lock:
+            try:
+                connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.OperationalError as error:
+                raise _mapped(error) from error
+            try:
+                result = await work(_SqliteExecutor(connection))
+                if write:
+                    await _commit(connection)
+                else:
+                    connection.execute("COMMIT")
+            except BaseException as error:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                if isinstance(error, sqlite3.OperationalError):
+                    raise _mapped(error) from error
+                raise
+            return result
+
+    async def ping(self) -> None:
+        try:
+            await self._fetch("SELECT 1")
+        except sqlite3.Error as error:
+            raise Unavailable(f"sqlite: {error}") from error
+
+    async def close(self) -> None:
+        async with self._write_lock, self._read_lock:
+            self._writer.close()
+            self._reader.close()
+
+
+async def _commit(connection: sqlite3.Connection) -> None:
+    """COMMIT in a worker thread (it waits for the disk). A cancelled caller still waits for
+    the commit to end, so that nothing touches the connection while it runs."""
+    done = asyncio.get_running_loop().run_in_executor(None, connection.execute, "COMMIT")
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            cancelled = True
+            if not done.done():
+                continue
+        break
+    done.result()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+def _mapped(error: sqlite3.OperationalError) -> Exception:
+    text = str(error).lower()
+    if "locked" in text or "busy" in text:
+        return Conflict(str(error))
+    return Unavailable(f"sqlite: {error}")

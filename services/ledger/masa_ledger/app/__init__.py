@@ -1,0 +1,1 @@
+"""The ledger's use cases and the ports they need; no I/O of their own."""

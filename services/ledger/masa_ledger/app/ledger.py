@@ -1,0 +1,841 @@
+"""The ledger's use cases: grant, hold, bind, release, expire, settle, void, and the reads.
+
+Each write validates its input first (nothing is read for a malformed request), then runs as
+one store transaction: it locks what it changes in the global order (see :mod:`.ports`),
+checks the rules against what it locked, and writes the change together with the events the
+outbox will publish. A refusal raises before anything is written, so the transaction rolls
+back and the ledger stays as it was. Every write is idempotent on the ids the caller chose:
+the same request again answers as the first time and moves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from masa_ledger.app.paging import decode_token, encode_token, page_size
+from masa_ledger.app.ports import (
+    AccountChange,
+    EncodeEvent,
+    HoldFilter,
+    InboxOutcome,
+    LedgerMetrics,
+    ResultLog,
+    Store,
+    TransferFilter,
+    Tx,
+)
+from masa_ledger.domain.errors import BadInput, LedgerError, NotFound, Refused, RequestIdReused
+from masa_ledger.domain.events import (
+    ChipsGranted,
+    GameSettled,
+    GameVoided,
+    HoldPlaced,
+    HoldsBound,
+    HoldVoidCause,
+    HoldVoided,
+    LedgerEvent,
+)
+from masa_ledger.domain.model import (
+    HOUSE,
+    ISSUER,
+    Account,
+    AccountKind,
+    GameAbandonment,
+    GameKey,
+    GameResult,
+    Hold,
+    HoldState,
+    PayoutRule,
+    Settlement,
+    SettlementState,
+    Transfer,
+    TransferKind,
+    wallet_id,
+)
+from masa_ledger.domain.payout import split_pot
+from masa_ledger.domain.validation import (
+    MAX_BALANCE,
+    MAX_HOLDS_PER_GAME,
+    check_amount,
+    check_game,
+    check_hold_ids,
+    check_id,
+    check_player_id,
+    check_rule,
+    check_table_id,
+    check_text,
+)
+
+__all__ = ["HoldPolicy", "Ledger", "Page", "StakeRequest"]
+
+ItemT = TypeVar("ItemT")
+ValueT = TypeVar("ValueT")
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldPolicy:
+    """How long an unbound hold lives: the default, and the most a caller may ask for."""
+
+    default_ttl_seconds: float = 600.0
+    max_ttl_seconds: float = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class StakeRequest:
+    """One stake to hold; ``hold_id`` is the request_id that placed it."""
+
+    hold_id: str
+    player_id: str
+    amount: int
+    lobby_id: str = ""
+    ticket_id: str = ""
+    # None takes the policy's default.
+    ttl_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[ItemT]):
+    items: tuple[ItemT, ...]
+    next_page_token: str
+
+
+class Ledger:
+    """The use cases over one store. ``on_commit`` is called after every transaction that wrote
+    outbox rows (the relay uses it to publish at once)."""
+
+    def __init__(
+        self,
+        store: Store,
+        encode: EncodeEvent,
+        metrics: LedgerMetrics,
+        *,
+        results: ResultLog | None = None,
+        policy: HoldPolicy = HoldPolicy(),
+        clock: Callable[[], float] = time.time,
+        on_commit: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._encode = encode
+        self._metrics = metrics
+        self._results = results
+        self._policy = policy
+        self._clock = clock
+        self._on_commit = on_commit
+
+    # --- writes ----------------------------------------------------------------------------
+
+    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> Transfer:
+        """P-31: issue chips from the issuing account; the transfer id derives from the
+        request id, so a retry returns the first transfer."""
+        check_id("request_id", request_id)
+        check_player_id("player_id", player_id)
+        check_amount("amount", amount)
+        check_text("reason", reason)
+        wallet = wallet_id(player_id)
+        transfer_id = f"grant:{request_id}"
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[Transfer, bool]:
+            existing = await tx.transfer(transfer_id)
+            if existing is not None:
+                same = (existing.kind, existing.credit_account_id, existing.amount) == (
+                    TransferKind.GRANT,
+                    wallet,
+                    amount,
+                ) and existing.reason == reason
+                if not same:
+                    raise RequestIdReused(
+                        f"request_id {request_id!r} granted other chips before",
+                        metadata={"request_id": request_id},
+                    )
+                return existing, False
+            opened = Account(wallet, AccountKind.PLAYER, player_id=player_id, created_at=now)
+            accounts = await tx.lock_accounts([ISSUER, wallet], create=[opened])
+            if accounts[wallet].balance + amount > MAX_BALANCE:
+                raise Refused(
+                    f"the grant would take {player_id}'s balance past {MAX_BALANCE}",
+                    reason="BALANCE_LIMIT",
+                    metadata={"player_id": player_id},
+                )
+            transfer = Transfer(
+                transfer_id, TransferKind.GRANT, ISSUER, wallet, amount, now, reason=reason
+            )
+            await tx.insert_transfers([transfer])
+            await tx.change_accounts(
+                {ISSUER: AccountChange(balance=-amount), wallet: AccountChange(balance=amount)}
+            )
+            await self._publish(tx, [ChipsGranted(transfer, player_id)], now)
+            return transfer, True
+
+        return await self._write("grant", work)
+
+    async def hold_stakes(self, stakes: Sequence[StakeRequest]) -> list[Hold]:
+        """P-30: reserve the stakes of a group of players, all or nothing.
+
+        A player who cannot pay (or has no wallet) makes the whole call FAILED_PRECONDITION,
+        reason INSUFFICIENT_FUNDS, naming every short player, and nothing is held for anyone.
+        A hold placed before under the same id is returned as it is, if the request is the same.
+        """
+        if not 1 <= len(stakes) <= MAX_HOLDS_PER_GAME:
+            raise BadInput(
+                f"hold 1 to {MAX_HOLDS_PER_GAME} stakes at once", metadata={"field": "stakes"}
+            )
+        now = self._clock()
+        wanted = [self._new_hold(stake, now) for stake in stakes]
+        if len({hold.hold_id for hold in wanted}) != len(wanted):
+            raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
+        if len({hold.player_id for hold in wanted}) != len(wanted):
+            raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+
+        async def work(tx: Tx) -> tuple[list[Hold], bool]:
+            existing = await tx.holds([hold.hold_id for hold in wanted])
+            for hold in wanted:
+                found = existing.get(hold.hold_id)
+                if found is not None and not found.same_request(hold):
+                    raise RequestIdReused(
+                        f"request_id {hold.hold_id!r} placed another hold before",
+                        metadata={"request_id": hold.hold_id},
+                    )
+            new = [hold for hold in wanted if hold.hold_id not in existing]
+            if new:
+                accounts = await tx.lock_accounts([hold.account_id for hold in new])
+                short = [
+                    hold
+                    for hold in new
+                    if (account := accounts.get(hold.account_id)) is None
+                    or account.available < hold.amount
+                ]
+                if short:
+                    raise _insufficient(short, accounts)
+                await tx.insert_holds(new)
+                await tx.change_accounts(
+                    {hold.account_id: AccountChange(held=hold.amount) for hold in new}
+                )
+                await self._publish(tx, [HoldPlaced(hold) for hold in new], now)
+            return [existing.get(hold.hold_id, hold) for hold in wanted], bool(new)
+
+        return await self._write("hold", work)
+
+    async def bind_holds(
+        self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]
+    ) -> tuple[Account, list[Hold]]:
+        """Make held stakes the pending stakes of one game's escrow, all or nothing.
+
+        Each hold must be held (not bound, posted, voided or past its expiry) and hold exactly
+        ``stake``. Binding the same holds to the same game again answers as the first time; any
+        other set of holds, or another stake, for a game bound already is ESCROW_MISMATCH.
+        """
+        check_game(table_id, game_no)
+        check_amount("stake", stake)
+        ids = check_hold_ids(hold_ids)
+        key = GameKey(table_id, game_no)
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[tuple[Account, list[Hold]], bool]:
+            found = await tx.holds(ids)
+            for hold_id in ids:
+                if hold_id not in found:
+                    raise NotFound(
+                        f"no hold {hold_id!r}",
+                        reason="HOLD_NOT_FOUND",
+                        metadata={"hold_id": hold_id},
+                    )
+            opened = Account(
+                key.escrow_id,
+                AccountKind.ESCROW,
+                table_id=table_id,
+                game_no=game_no,
+                stake=stake,
+                created_at=now,
+            )
+            wallets = {hold.account_id for hold in found.values()}
+            accounts = await tx.lock_accounts([key.escrow_id, *wallets], create=[opened])
+            escrow = accounts[key.escrow_id]
+            closed = await tx.settlement(key)
+            if closed is not None:
+                raise Refused(
+                    f"game {key} was {closed.state.value} already",
+                    reason="GAME_CLOSED",
+                    metadata=_game_metadata(key, state=closed.state.value),
+                )
+            holds = await tx.holds(ids, lock=True)
+            bound = [hold for hold in await tx.holds_of_game(key) if hold.state is HoldState.BOUND]
+            if bound:
+                if {hold.hold_id for hold in bound} == set(ids) and escrow.stake == stake:
+                    return (escrow, [holds[hold_id] for hold_id in ids]), False
+                raise Refused(
+                    f"game {key} is bound to other holds or another stake",
+                    reason="ESCROW_MISMATCH",
+                    metadata=_game_metadata(key, stake=str(escrow.stake)),
+                )
+            if escrow.stake != stake:
+                raise Refused(
+                    f"game {key} was opened with a stake of {escrow.stake}",
+                    reason="ESCROW_MISMATCH",
+                    metadata=_game_metadata(key, stake=str(escrow.stake)),
+                )
+            for hold_id in ids:
+                _check_bindable(holds[hold_id], key, stake, now)
+            total = sum(holds[hold_id].amount for hold_id in ids)
+            changed = [
+                replace(holds[hold_id], state=HoldState.BOUND, table_id=table_id, game_no=game_no)
+                for hold_id in ids
+            ]
+            await tx.update_holds(changed)
+            await tx.change_accounts({key.escrow_id: AccountChange(pending_stakes=total)})
+            await self._publish(tx, [HoldsBound(key, stake, ids, now)], now)
+            return (replace(escrow, pending_stakes=escrow.pending_stakes + total), changed), True
+
+        return await self._write("bind", work)
+
+    async def release_hold(self, hold_id: str, reason: str) -> Hold:
+        """Void a hold that is not bound (a cancelled ticket); a released hold is returned as
+        it is."""
+        check_id("hold_id", hold_id)
+        check_text("reason", reason)
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[Hold, bool]:
+            hold = await self._existing_hold(tx, hold_id)
+            await tx.lock_accounts([hold.account_id])
+            hold = (await tx.holds([hold_id], lock=True))[hold_id]
+            if hold.state is HoldState.RELEASED:
+                return hold, False
+            if hold.state is not HoldState.HELD:
+                raise _not_held(hold)
+            released = replace(hold, state=HoldState.RELEASED, closed_at=now, reason=reason)
+            await tx.update_holds([released])
+            await tx.change_accounts({hold.account_id: AccountChange(held=-hold.amount)})
+            await self._publish(tx, [HoldVoided(released, HoldVoidCause.RELEASED)], now)
+            return released, True
+
+        return await self._write("release", work)
+
+    async def expire_due(self, limit: int = 500) -> int:
+        """Void unbound holds past their expiry; returns how many. Run periodically."""
+        now = self._clock()
+        due = await self._store.due_holds(now, limit)
+        if not due:
+            return 0
+
+        async def work(tx: Tx) -> tuple[int, bool]:
+            await tx.lock_accounts({hold.account_id for hold in due})
+            locked = await tx.holds([hold.hold_id for hold in due], lock=True)
+            expired = [
+                replace(hold, state=HoldState.EXPIRED, closed_at=now, reason="expired")
+                for hold in locked.values()
+                if hold.state is HoldState.HELD and hold.expire_at <= now
+            ]
+            if not expired:
+                return 0, False
+            changes: dict[str, AccountChange] = {}
+            for hold in expired:
+                before = changes.get(hold.account_id, AccountChange())
+                changes[hold.account_id] = AccountChange(held=before.held - hold.amount)
+            await tx.update_holds(expired)
+            await tx.change_accounts(changes)
+            await self._publish(
+                tx, [HoldVoided(hold, HoldVoidCause.EXPIRED) for hold in expired], now
+            )
+            return len(expired), True
+
+        count = await self._write("expire", work)
+        if count:
+            self._metrics.holds_expired(count)
+        return count
+
+    async def settle(self, result: GameResult, *, from_event: bool) -> tuple[Settlement, bool]:
+        """Post a finished game's stakes into its escrow and pay the pot by the ranking, once.
+
+        The result's holds must be exactly the holds bound to the game, each of its player and
+        of the game's stake (RESULT_MISMATCH otherwise: the ledger pays nothing it cannot
+        match). A game settled or voided already is answered with that settlement and
+        ``False``. ``from_event`` records the event in the inbox in the same transaction.
+        """
+        _check_result(result)
+        key = result.key
+        started = time.perf_counter()
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
+            closed = await self._closed(tx, key, result.event_id, from_event, now)
+            if closed is not None:
+                return (closed, False), False
+            bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
+            _match(result, bound)
+            pot = sum(hold.amount for hold in bound)
+            split = split_pot(pot, result.standings, result.rule, teams=result.teams)
+            escrow = key.escrow_id
+            transfers = [
+                Transfer(
+                    f"stake:{hold.hold_id}",
+                    TransferKind.STAKE,
+                    hold.account_id,
+                    escrow,
+                    hold.amount,
+                    now,
+                    key.table_id,
+                    key.game_no,
+                    hold_id=hold.hold_id,
+                )
+                for hold in bound
+            ]
+            transfers += [
+                Transfer(
+                    f"payout:{key}:{payout.seat}",
+                    TransferKind.PAYOUT,
+                    escrow,
+                    wallet_id(payout.player_id),
+                    payout.amount,
+                    now,
+                    key.table_id,
+                    key.game_no,
+                )
+                for payout in split.payouts
+            ]
+            for kind, amount in (
+                (TransferKind.RAKE, split.rake),
+                (TransferKind.FORFEIT, split.forfeited),
+            ):
+                if amount:
+                    transfers.append(
+                        Transfer(
+                            f"{kind.value}:{key}",
+                            kind,
+                            escrow,
+                            HOUSE,
+                            amount,
+                            now,
+                            key.table_id,
+                            key.game_no,
+                        )
+                    )
+            changes = _net(transfers)
+            for hold in bound:
+                before = changes.get(hold.account_id, AccountChange())
+                changes[hold.account_id] = replace(before, held=before.held - hold.amount)
+            changes[escrow] = replace(changes.get(escrow, AccountChange()), pending_stakes=-pot)
+            await tx.lock_accounts(sorted(set(changes) - {escrow}))
+            settlement = Settlement(
+                key,
+                SettlementState.SETTLED,
+                pot,
+                split.rake,
+                split.forfeited,
+                split.payouts,
+                tuple(hold.hold_id for hold in bound),
+                result.event_id,
+                "",
+                now,
+                result.rule,
+                tuple(transfers),
+            )
+            await tx.insert_settlement(settlement)
+            await tx.insert_transfers(transfers)
+            await tx.change_accounts(changes)
+            await tx.update_holds(
+                [replace(hold, state=HoldState.POSTED, closed_at=now) for hold in bound]
+            )
+            if from_event:
+                await tx.insert_inbox(result.event_id, key, InboxOutcome.SETTLED, now)
+            await self._publish(tx, [GameSettled(settlement)], now)
+            return (settlement, True), True
+
+        settled, applied = await self._write("settle", work)
+        if applied:
+            self._metrics.settlement_seconds(time.perf_counter() - started)
+        return settled, applied
+
+    async def void(
+        self, key: GameKey, reason: str, *, event_id: str = "", from_event: bool = False
+    ) -> tuple[Settlement, bool]:
+        """P-30: void a game that cannot be completed: every hold bound to it is voided and no
+        chips move. A game settled or voided already is answered with that settlement."""
+        check_game(key.table_id, key.game_no)
+        check_text("reason", reason)
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
+            closed = await self._closed(tx, key, event_id, from_event, now)
+            if closed is not None:
+                return (closed, False), False
+            bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
+            pot = sum(hold.amount for hold in bound)
+            changes: dict[str, AccountChange] = {}
+            for hold in bound:
+                before = changes.get(hold.account_id, AccountChange())
+                changes[hold.account_id] = AccountChange(held=before.held - hold.amount)
+            await tx.lock_accounts(sorted(changes))
+            changes[key.escrow_id] = AccountChange(pending_stakes=-pot)
+            settlement = Settlement(
+                key,
+                SettlementState.VOIDED,
+                pot,
+                0,
+                0,
+                (),
+                tuple(hold.hold_id for hold in bound),
+                event_id,
+                reason,
+                now,
+                PayoutRule(),
+            )
+            await tx.insert_settlement(settlement)
+            await tx.change_accounts(changes)
+            await tx.update_holds(
+                [replace(h, state=HoldState.VOIDED, closed_at=now, reason=reason) for h in bound]
+            )
+            if from_event:
+                await tx.insert_inbox(event_id, key, InboxOutcome.VOIDED, now)
+            await self._publish(tx, [GameVoided(settlement)], now)
+            return (settlement, True), True
+
+        return await self._write("void", work)
+
+    async def settle_from_log(self, key: GameKey) -> tuple[Settlement, bool]:
+        """An admin's SettleGame: settle (or void) the game from what the table-engine
+        published for it, never from anything the caller says."""
+        check_game(key.table_id, key.game_no)
+        if self._results is None:
+            raise Refused("this ledger reads no table log", reason="UNAVAILABLE")
+        result = await self._results.game_result(key)
+        if result is None:
+            raise Refused(
+                f"the table log has no result for game {key}",
+                reason="GAME_NOT_FINISHED",
+                metadata=_game_metadata(key),
+            )
+        if isinstance(result, GameAbandonment):
+            return await self.void(key, result.reason, event_id=result.event_id)
+        return await self.settle(result, from_event=False)
+
+    async def on_result(self, result: GameResult | GameAbandonment) -> InboxOutcome:
+        """A GameFinished or GameAbandoned from the bus, exactly once per event and per game.
+
+        A result the ledger cannot pay (it does not match the game's holds, or it is malformed)
+        is recorded as rejected in the inbox and logged: redelivering it would change nothing,
+        and an operator settles or voids the game by hand. Anything else that fails (the
+        database is down) raises, and the event is delivered again.
+        """
+        try:
+            if isinstance(result, GameAbandonment):
+                settlement, applied = await self.void(
+                    result.key, result.reason, event_id=result.event_id, from_event=True
+                )
+            else:
+                settlement, applied = await self.settle(result, from_event=True)
+        except (BadInput, Refused) as error:
+            _log.error(
+                "refused to settle a table result; settle or void the game by hand",
+                extra={
+                    "event_id": result.event_id,
+                    "game": str(result.key),
+                    "reason": error.reason,
+                },
+            )
+            await self._reject(result, error)
+            return InboxOutcome.REJECTED
+        if not applied:
+            return InboxOutcome.ALREADY_CLOSED
+        if settlement.state is SettlementState.VOIDED:
+            return InboxOutcome.VOIDED
+        return InboxOutcome.SETTLED
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def wallet(self, player_id: str) -> Account:
+        """A player's wallet; a player never granted chips has an empty one."""
+        check_player_id("player_id", player_id)
+        account_id = wallet_id(player_id)
+        found = await self._store.account(account_id)
+        return found or Account(account_id, AccountKind.PLAYER, player_id=player_id)
+
+    async def account(self, account_id: str) -> Account:
+        _check_account_id(account_id)
+        found = await self._store.account(account_id)
+        if found is None:
+            raise NotFound(
+                f"no account {account_id!r}",
+                reason="ACCOUNT_NOT_FOUND",
+                metadata={"account_id": account_id},
+            )
+        return found
+
+    async def hold(self, hold_id: str) -> Hold:
+        check_id("hold_id", hold_id)
+        found = await self._store.hold(hold_id)
+        if found is None:
+            raise NotFound(
+                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
+            )
+        return found
+
+    async def settlement(self, key: GameKey) -> Settlement:
+        check_game(key.table_id, key.game_no)
+        found = await self._store.settlement(key)
+        if found is None:
+            raise NotFound(
+                f"game {key} was neither settled nor voided",
+                reason="SETTLEMENT_NOT_FOUND",
+                metadata=_game_metadata(key),
+            )
+        return found
+
+    async def transfers(self, where: TransferFilter, *, size: int, token: str) -> Page[Transfer]:
+        _check_game_filter(where.table_id, where.game_no)
+        filters = json.dumps(
+            [where.account_id, where.kind and where.kind.value, where.table_id, where.game_no]
+        )
+        limit = page_size(size)
+        rows = await self._store.list_transfers(
+            where, before_seq=decode_token(token, filters), limit=limit + 1
+        )
+        return _page(rows, limit, filters)
+
+    async def holds(self, where: HoldFilter, *, size: int, token: str) -> Page[Hold]:
+        _check_game_filter(where.table_id, where.game_no)
+        filters = json.dumps(
+            [where.player_id, where.state and where.state.value, where.table_id, where.game_no]
+        )
+        limit = page_size(size)
+        rows = await self._store.list_holds(
+            where, before_seq=decode_token(token, filters), limit=limit + 1
+        )
+        return _page(rows, limit, filters)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _new_hold(self, stake: StakeRequest, now: float) -> Hold:
+        check_id("request_id", stake.hold_id)
+        check_player_id("player_id", stake.player_id)
+        check_amount("amount", stake.amount)
+        check_id("lobby_id", stake.lobby_id, required=False)
+        check_id("ticket_id", stake.ticket_id, required=False)
+        ttl = self._policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
+        if not 0 < ttl <= self._policy.max_ttl_seconds:
+            raise BadInput(
+                f"ttl must be more than 0 and at most {self._policy.max_ttl_seconds:g} s",
+                metadata={"field": "ttl"},
+            )
+        return Hold(
+            hold_id=stake.hold_id,
+            player_id=stake.player_id,
+            amount=stake.amount,
+            lobby_id=stake.lobby_id,
+            ticket_id=stake.ticket_id,
+            ttl_seconds=ttl,
+            state=HoldState.HELD,
+            created_at=now,
+            expire_at=now + ttl,
+        )
+
+    async def _existing_hold(self, tx: Tx, hold_id: str) -> Hold:
+        found = (await tx.holds([hold_id])).get(hold_id)
+        if found is None:
+            raise NotFound(
+                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
+            )
+        return found
+
+    async def _closed(
+        self, tx: Tx, key: GameKey, event_id: str, from_event: bool, now: float
+    ) -> Settlement | None:
+        """Lock the game (its escrow, opened if it was never bound) and return its settlement
+        if it has one; an event seen before, or a closed game, is recorded in the inbox."""
+        if from_event and await tx.inbox_has(event_id):
+            closed = await tx.settlement(key)
+            if closed is not None:
+                return closed
+        escrow = Account(
+            key.escrow_id,
+            AccountKind.ESCROW,
+            table_id=key.table_id,
+            game_no=key.game_no,
+            created_at=now,
+        )
+        await tx.lock_accounts([key.escrow_id], create=[escrow])
+        closed = await tx.settlement(key)
+        if closed is not None and from_event and not await tx.inbox_has(event_id):
+            await tx.insert_inbox(event_id, key, InboxOutcome.ALREADY_CLOSED, now)
+        return closed
+
+    async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
+        now = self._clock()
+
+        async def work(tx: Tx) -> tuple[None, bool]:
+            if await tx.inbox_has(result.event_id):
+                return None, False
+            detail = f"{error.reason}: {error.message}"
+            await tx.insert_inbox(result.event_id, result.key, InboxOutcome.REJECTED, now, detail)
+            return None, True
+
+        await self._write("settle_rejected", work)
+
+    async def _publish(self, tx: Tx, events: Sequence[LedgerEvent], now: float) -> None:
+        await tx.insert_outbox([self._encode(event) for event in events], now)
+
+    async def _write(
+        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
+    ) -> ValueT:
+        """Run ``work`` (which returns its value and whether it changed anything) in one
+        transaction, and count it: ok, replayed (nothing to change), refused or error."""
+        try:
+            value, changed = await self._store.transact(work)
+        except LedgerError:
+            self._metrics.operation(kind, "refused")
+            raise
+        except Exception:
+            self._metrics.operation(kind, "error")
+            raise
+        self._metrics.operation(kind, "ok" if changed else "replayed")
+        if changed:
+            self._on_commit()
+        return value
+
+
+def _page(rows: Sequence[tuple[int, ItemT]], limit: int, filters: str) -> Page[ItemT]:
+    items = tuple(item for _, item in rows[:limit])
+    token = encode_token(rows[limit - 1][0], filters) if len(rows) > limit else ""
+    return Page(items, token)
+
+
+def _insufficient(short: Sequence[Hold], accounts: dict[str, Account]) -> Refused:
+    first = short[0]
+    available = accounts[first.account_id].available if first.account_id in accounts else 0
+    names = ", ".join(hold.player_id for hold in short)
+    return Refused(
+        f"not enough chips to stake: {names}",
+        reason="INSUFFICIENT_FUNDS",
+        metadata={
+            "player_id": first.player_id,
+            "available": str(available),
+            "required": str(first.amount),
+            "short_player_ids": json.dumps([hold.player_id for hold in short]),
+        },
+    )
+
+
+def _not_held(hold: Hold) -> Refused:
+    metadata = {"hold_id": hold.hold_id, "state": hold.state.name}
+    if hold.table_id:
+        metadata |= {"table_id": hold.table_id, "game_no": str(hold.game_no)}
+    return Refused(
+        f"hold {hold.hold_id!r} is {hold.state.value}", reason="HOLD_NOT_HELD", metadata=metadata
+    )
+
+
+def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
+    if hold.state in (HoldState.BOUND, HoldState.POSTED):
+        raise Refused(
+            f"hold {hold.hold_id!r} is bound to game {hold.table_id}:{hold.game_no}",
+            reason="HOLD_ALREADY_BOUND",
+            metadata={
+                "hold_id": hold.hold_id,
+                "table_id": hold.table_id,
+                "game_no": str(hold.game_no),
+            },
+        )
+    if hold.state is not HoldState.HELD:
+        raise _not_held(hold)
+    if hold.expire_at <= now:
+        raise _not_held(replace(hold, state=HoldState.EXPIRED))
+    if hold.amount != stake:
+        raise Refused(
+            f"hold {hold.hold_id!r} holds {hold.amount}, the stake of game {key} is {stake}",
+            reason="STAKE_MISMATCH",
+            metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
+        )
+
+
+def _check_result(result: GameResult) -> None:
+    key = result.key
+    check_game(key.table_id, key.game_no)
+    check_id("event_id", result.event_id)
+    check_rule(result.rule)
+    if result.stake < 0:
+        raise BadInput("the stake is negative", metadata={"field": "stake"})
+    seats = [standing.seat for standing in result.standings]
+    holds = [standing.hold_id for standing in result.standings if standing.hold_id]
+    if len(set(seats)) != len(seats) or len(set(holds)) != len(holds):
+        raise BadInput("the ranking names a seat or a hold twice", metadata={"field": "ranking"})
+    for standing in result.standings:
+        if standing.place < 1:
+            raise BadInput("places start at 1", metadata={"field": "ranking"})
+        if standing.hold_id and not standing.player_id:
+            raise BadInput("a seat with a hold has no player", metadata={"field": "ranking"})
+
+
+def _match(result: GameResult, bound: Sequence[Hold]) -> None:
+    """The result pays the game's bound holds exactly: the same holds, players and stake."""
+    by_id = {hold.hold_id: hold for hold in bound}
+    staked = {s.hold_id: s for s in result.standings if s.hold_id}
+    problems: list[str] = []
+    if set(staked) != set(by_id):
+        problems.append(
+            f"{len(set(staked) - set(by_id))} result holds are not bound to the game and "
+            f"{len(set(by_id) - set(staked))} bound holds are not in the result"
+        )
+    for hold_id, standing in staked.items():
+        hold = by_id.get(hold_id)
+        if hold is None:
+            continue
+        if hold.player_id != standing.player_id:
+            problems.append(f"hold {hold_id} is not seat {standing.seat}'s player's")
+        if hold.amount != result.stake:
+            problems.append(f"hold {hold_id} holds {hold.amount}, the stake is {result.stake}")
+    if problems:
+        raise Refused(
+            f"the result of game {result.key} does not match its holds: {'; '.join(problems)}",
+            reason="RESULT_MISMATCH",
+            metadata=_game_metadata(result.key),
+        )
+
+
+def _net(transfers: Sequence[Transfer]) -> dict[str, AccountChange]:
+    changes: dict[str, AccountChange] = {}
+    for transfer in transfers:
+        for account_id, delta in (
+            (transfer.debit_account_id, -transfer.amount),
+            (transfer.credit_account_id, transfer.amount),
+        ):
+            before = changes.get(account_id, AccountChange())
+            changes[account_id] = replace(before, balance=before.balance + delta)
+    return changes
+
+
+def _game_metadata(key: GameKey, **more: str) -> dict[str, str]:
+    return {"table_id": key.table_id, "game_no": str(key.game_no), **more}
+
+
+def _check_game_filter(table_id: str, game_no: int) -> None:
+    if table_id:
+        check_table_id("table_id", table_id)
+    if game_no and not table_id:
+        raise BadInput("game_no filters only with table_id", metadata={"field": "game_no"})
+    if game_no < 0:
+        raise BadInput("game_no must not be negative", metadata={"field": "game_no"})
+
+
+def _check_account_id(account_id: str) -> None:
+    if account_id in (HOUSE, ISSUER):
+        return
+    kind, _, rest = account_id.partition(":")
+    if kind == "player":
+        check_player_id("account_id", rest)
+        return
+    if kind == "escrow":
+        table_id, _, game = rest.rpartition(":")
+        if game.isdigit():
+            check_game(table_id, int(game))
+            return
+    raise BadInput(
+        "account_id is 'player:<player_id>', 'escrow:<table_id>:<game_no>', 'house' or 'issuer'",
+        metadata={"field": "account_id"},
+    )

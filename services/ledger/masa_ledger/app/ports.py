@@ -1,0 +1,229 @@
+"""What the use cases need from the outside: a transactional store, the table results, metrics.
+
+The store has two implementations (PostgreSQL and SQLite) behind these protocols, and one test
+suite runs against both. A transaction's work is a coroutine function that receives a
+:class:`Tx`; the store commits when it returns and rolls back when it raises, and runs it again
+after a :class:`~masa_ledger.domain.errors.Conflict` (a deadlock, a serialization failure, a
+concurrent insert of the same id). Work must therefore have no effect outside the transaction.
+
+Locks are taken in one global order, so that two transactions never wait for each other in a
+circle: accounts first, in account-id order, then holds, in hold-id order. Every transaction
+that changes a game first locks that game's escrow account, which makes the escrow row the
+game's mutex for binding, settling and voiding.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from masa_ledger.domain.events import LedgerEvent
+from masa_ledger.domain.model import (
+    Account,
+    GameAbandonment,
+    GameKey,
+    GameResult,
+    Hold,
+    HoldState,
+    Settlement,
+    Transfer,
+    TransferKind,
+)
+
+__all__ = [
+    "AccountChange",
+    "CheckFacts",
+    "EncodeEvent",
+    "HoldFilter",
+    "InboxOutcome",
+    "LedgerMetrics",
+    "OutboxMessage",
+    "OutboxRow",
+    "ResultLog",
+    "Store",
+    "TransferFilter",
+    "Tx",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class AccountChange:
+    """Amounts added to an account's columns (negative to take away)."""
+
+    balance: int = 0
+    held: int = 0
+    pending_stakes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    event_id: str
+    subject: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    seq: int
+    event_id: str
+    subject: str
+    payload: bytes
+    created_at: float
+
+
+class InboxOutcome(enum.Enum):
+    """What became of a consumed table result."""
+
+    SETTLED = "settled"
+    VOIDED = "voided"
+    # The game was settled or voided before (by an admin call, or by another event).
+    ALREADY_CLOSED = "already_closed"
+    # The result does not match what the ledger holds for the game; an operator must look.
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class TransferFilter:
+    account_id: str
+    kind: TransferKind | None = None
+    table_id: str = ""
+    game_no: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HoldFilter:
+    player_id: str
+    state: HoldState | None = None
+    table_id: str = ""
+    game_no: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckFacts:
+    """What the invariant check found: violations by check name, and totals."""
+
+    violations: Mapping[str, Sequence[str]]
+    totals: Mapping[str, int] = field(default_factory=dict)
+
+
+class Tx(Protocol):
+    """One transaction of the store."""
+
+    async def lock_accounts(
+        self, account_ids: Collection[str], *, create: Sequence[Account] = ()
+    ) -> dict[str, Account]:
+        """Create the accounts of ``create`` that do not exist, then lock every account of
+        ``account_ids`` that exists, in account-id order; missing ones are left out."""
+        ...
+
+    async def holds(self, hold_ids: Collection[str], *, lock: bool = False) -> dict[str, Hold]:
+        """The holds that exist among ``hold_ids``; with ``lock``, locked in hold-id order."""
+        ...
+
+    async def holds_of_game(self, key: GameKey) -> list[Hold]:
+        """Every hold ever bound to the game (bound, posted or voided), by hold id."""
+        ...
+
+    async def transfer(self, transfer_id: str) -> Transfer | None: ...
+
+    async def settlement(self, key: GameKey) -> Settlement | None:
+        """The game's settlement, without its transfers."""
+        ...
+
+    async def inbox_has(self, event_id: str) -> bool: ...
+
+    async def insert_holds(self, holds: Sequence[Hold]) -> None: ...
+
+    async def update_holds(self, holds: Sequence[Hold]) -> None:
+        """Write the state, game, close time and reason of existing holds."""
+        ...
+
+    async def insert_transfers(self, transfers: Sequence[Transfer]) -> None: ...
+
+    async def change_accounts(self, changes: Mapping[str, AccountChange]) -> None: ...
+
+    async def insert_settlement(self, settlement: Settlement) -> None: ...
+
+    async def insert_inbox(
+        self, event_id: str, key: GameKey, outcome: InboxOutcome, at: float, detail: str = ""
+    ) -> None: ...
+
+    async def insert_outbox(self, messages: Sequence[OutboxMessage], at: float) -> None: ...
+
+
+class Store(Protocol):
+    """The ledger's database."""
+
+    async def transact(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``work`` in a transaction, again after a conflict; commit when it returns."""
+        ...
+
+    async def account(self, account_id: str) -> Account | None: ...
+
+    async def hold(self, hold_id: str) -> Hold | None: ...
+
+    async def settlement(self, key: GameKey) -> Settlement | None:
+        """The game's settlement with its transfers."""
+        ...
+
+    async def list_transfers(
+        self, where: TransferFilter, *, before_seq: int | None, limit: int
+    ) -> list[tuple[int, Transfer]]:
+        """Transfers newest first (by store sequence), below ``before_seq`` when it is set."""
+        ...
+
+    async def list_holds(
+        self, where: HoldFilter, *, before_seq: int | None, limit: int
+    ) -> list[tuple[int, Hold]]: ...
+
+    async def due_holds(self, now: float, limit: int) -> list[Hold]:
+        """Held (unbound) holds whose expiry has passed, oldest expiry first."""
+        ...
+
+    async def outbox_batch(self, limit: int) -> list[OutboxRow]:
+        """Unpublished outbox rows, oldest first."""
+        ...
+
+    async def mark_published(self, seqs: Sequence[int], at: float) -> None: ...
+
+    async def oldest_unpublished(self) -> float | None:
+        """When the oldest unpublished outbox row was written; None when all are out."""
+        ...
+
+    async def prune(self, *, published_before: float, received_before: float) -> int:
+        """Forget outbox rows published and inbox rows received before the given times (the
+        settlements stay the permanent idempotency record); returns the rows removed."""
+        ...
+
+    async def check(self) -> CheckFacts:
+        """Evaluate every invariant over the whole database."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`~masa_ledger.domain.errors.Unavailable` if the database is down."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+EncodeEvent = Callable[[LedgerEvent], OutboxMessage]
+
+
+class ResultLog(Protocol):
+    """The table-engine's published results (the table log), read by admin calls."""
+
+    async def game_result(self, key: GameKey) -> GameResult | GameAbandonment | None: ...
+
+
+class LedgerMetrics(Protocol):
+    """Where the use cases count what they do (Prometheus in the service)."""
+
+    def operation(self, kind: str, result: str) -> None: ...
+
+    def settlement_seconds(self, seconds: float) -> None: ...
+
+    def holds_expired(self, count: int) -> None: ...

@@ -1,0 +1,1 @@
+"""The ledger's pure core: values, validation and the split of a pot (no I/O)."""
