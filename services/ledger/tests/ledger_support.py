@@ -71,7 +71,9 @@ async def postgres_schema() -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def open_store(backend: str, directory: Path, *, pool_size: int = 10) -> AsyncIterator[SqlStore]:
+async def open_store(
+    backend: str, directory: Path, *, pool_size: int = 10
+) -> AsyncIterator[SqlStore]:
     if backend == "sqlite":
         store: SqlStore = await SqliteStore.open(directory / f"ledger-{uuid.uuid4().hex[:8]}.db")
         try:
@@ -95,7 +97,10 @@ def make_ledger(store: SqlStore, clock: Clock, **kwargs: object) -> tuple[Ledger
 
 async def hold_for(ledger: Ledger, players: Sequence[str], amount: int, prefix: str) -> list[Hold]:
     return await ledger.hold_stakes(
-        [StakeRequest(f"{prefix}-{player}", player, amount, "lobby-1", f"t-{player}") for player in players]
+        [
+            StakeRequest(f"{prefix}-{player}", player, amount, "lobby-1", f"t-{player}")
+            for player in players
+        ]
     )
 
 
@@ -105,7 +110,7 @@ def result(
     ranking: Sequence[tuple[int, str, int, str]],
     *,
     forfeited: Sequence[int] = (),
-    rule: PayoutRule = PayoutRule(),
+    rule: PayoutRule | None = None,
     teams: bool = False,
     event_id: str | None = None,
 ) -> GameResult:
@@ -118,6 +123,6 @@ def result(
             Standing(seat, player, place, seat in forfeited, seat % 2 if teams else 0, hold_id)
             for seat, player, place, hold_id in ranking
         ),
-        rule=rule,
+        rule=rule or PayoutRule(),
         teams=teams,
     )

@@ -9,15 +9,36 @@ Migrations run under an advisory lock, so several instances may start at once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TypeVar
 
 import psycopg
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from masa_ledger.adapters.sql import Executor, Row, SqlStore, migrations
+from masa_ledger.adapters.sql import (
+    ACCOUNT_COLUMNS,
+    NEW_HOLD_COLUMNS,
+    SETTLEMENT_COLUMNS,
+    TRANSFER_COLUMNS,
+    Executor,
+    Row,
+    SqlStore,
+    SqlTx,
+    account_change_rows,
+    account_from_row,
+    hold_update_rows,
+    inbox_row,
+    migrations,
+    new_account_rows,
+    new_hold_rows,
+    outbox_rows,
+    settlement_row,
+    transfer_rows,
+)
+from masa_ledger.app.ports import Change
 from masa_ledger.domain.errors import Conflict, Unavailable
+from masa_ledger.domain.model import Account
 
 __all__ = ["PostgresStore"]
 
@@ -49,10 +70,126 @@ class _PgExecutor(Executor):
                 await cursor.executemany(sql, [tuple(row) for row in rows])
 
 
+_NEW_ACCOUNT_COLUMNS = "account_id, kind, player_id, table_id, game_no, stake, created_us"
+_NEW_ACCOUNT_TYPES = ("text", "text", "text", "text", "bigint", "bigint", "bigint")
+# The types of each column of the rows apply() writes, for unnest(): one array per column.
+_NEW_HOLD_TYPES = (
+    "text",
+    "text",
+    "text",
+    "bigint",
+    "text",
+    "text",
+    "bigint",
+    "text",
+    "bigint",
+    "bigint",
+    "text",
+    "bigint",
+    "bigint",
+    "text",
+)
+_TRANSFER_TYPES = (
+    "text",
+    "text",
+    "text",
+    "text",
+    "bigint",
+    "bigint",
+    "text",
+    "bigint",
+    "text",
+    "text",
+)
+
+
+class _PgTx(SqlTx):
+    """Writes a whole change in one statement: each part is a data-modifying CTE fed by
+    unnest() of one array per column, so the cost does not grow with the number of rows."""
+
+    async def lock_accounts(
+        self, account_ids: Collection[str], *, create: Sequence[Account] = ()
+    ) -> dict[str, Account]:
+        ids = sorted(set(account_ids))
+        if not create or {a.account_id for a in create} != set(ids):
+            return await super().lock_accounts(account_ids, create=create)
+        # Only accounts that may be new: one upsert that creates the missing ones and locks
+        # and returns them all (the no-op update takes the row lock), in account-id order.
+        rows = await self._ex.fetch(
+            f"INSERT INTO accounts ({_NEW_ACCOUNT_COLUMNS}) "
+            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _NEW_ACCOUNT_TYPES)}) "
+            "ORDER BY 1 ON CONFLICT (account_id) DO UPDATE SET kind = accounts.kind "
+            f"RETURNING {ACCOUNT_COLUMNS}",
+            [list(column) for column in zip(*new_account_rows(create), strict=True)],
+        )
+        return {row[0]: account_from_row(row) for row in rows}
+
+    async def apply(self, change: Change) -> None:
+        parts: list[str] = []
+        params: list[object] = []
+
+        def add(sql: str, rows: Sequence[Sequence[object]], types: Sequence[str]) -> None:
+            if not rows:
+                return
+            arrays = ", ".join(f"%s::{kind}[]" for kind in types)
+            parts.append(sql.format(rows=f"unnest({arrays})"))
+            params.extend(list(column) for column in zip(*rows, strict=True))
+
+        add(
+            f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) SELECT * FROM {{rows}}",
+            new_hold_rows(change.new_holds),
+            _NEW_HOLD_TYPES,
+        )
+        add(
+            "UPDATE holds h SET state = u.state, table_id = u.table_id, game_no = u.game_no, "
+            "closed_us = u.closed_us, reason = u.reason "
+            "FROM {rows} AS u(hold_id, state, table_id, game_no, closed_us, reason) "
+            "WHERE h.hold_id = u.hold_id",
+            hold_update_rows(change.holds),
+            ("text", "text", "text", "bigint", "bigint", "text"),
+        )
+        add(
+            f"INSERT INTO transfers ({TRANSFER_COLUMNS}) SELECT * FROM {{rows}}",
+            transfer_rows(change.transfers),
+            _TRANSFER_TYPES,
+        )
+        if change.settlement is not None:
+            parts.append(
+                f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})"
+            )
+            params.extend(settlement_row(change.settlement))
+        add(
+            "UPDATE accounts a SET balance = a.balance + c.balance, held = a.held + c.held, "
+            "pending_stakes = a.pending_stakes + c.pending_stakes, "
+            "closed = COALESCE(c.closed, a.closed) "
+            "FROM {rows} AS c(account_id, balance, held, pending_stakes, closed) "
+            "WHERE a.account_id = c.account_id",
+            account_change_rows(change.accounts),
+            ("text", "bigint", "bigint", "bigint", "text"),
+        )
+        if change.inbox is not None:
+            parts.append(
+                "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
+            )
+            params.extend(inbox_row(change.inbox, change.at))
+        add(
+            "INSERT INTO outbox (event_id, subject, payload, created_us) "
+            "SELECT * FROM {rows} ON CONFLICT (event_id) DO NOTHING",
+            outbox_rows(change.outbox, change.at),
+            ("text", "text", "bytea", "bigint"),
+        )
+        if not parts:
+            return
+        ctes = ", ".join(f"w{index} AS ({part})" for index, part in enumerate(parts))
+        await self._ex.execute(f"WITH {ctes} SELECT 1", params)
+
+
 class PostgresStore(SqlStore):
     """Open with :meth:`open`, which applies the migrations that are not applied yet."""
 
     for_update = " FOR UPDATE"
+    tx_class = _PgTx
 
     def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]]) -> None:
         self._pool = pool
@@ -74,30 +211,37 @@ class PostgresStore(SqlStore):
         return store
 
     async def _migrate(self) -> None:
-        async def run(ex: Executor) -> None:
-            await ex.execute("SELECT pg_advisory_xact_lock(hashtext('masa_ledger_migrations'))")
-            await ex.execute(
+        # A migration is many statements in one text, which only the simple query protocol
+        # takes: no parameters and no pipeline here.
+        async with self._pool.connection() as connection, connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('masa_ledger_migrations'))"
+            )
+            await connection.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_us BIGINT NOT NULL)"
             )
-            applied = {
-                int(row[0]) for row in await ex.fetch("SELECT version FROM schema_migrations")
-            }
+            cursor = await connection.execute("SELECT version FROM schema_migrations")
+            applied = {int(row[0]) for row in await cursor.fetchall()}
             for version, name, sql in migrations("postgres"):
                 if version in applied:
                     continue
-                await ex.execute(sql)
-                await ex.execute(
+                await connection.execute(sql)
+                await connection.execute(
                     "INSERT INTO schema_migrations VALUES "
                     "(%s, %s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)",
                     (version, name),
                 )
 
-        await self._in_transaction(run, write=True)
-
     async def _in_transaction(self, work: Callable[[Executor], Awaitable[T]], *, write: bool) -> T:
         try:
-            async with self._pool.connection() as connection, connection.transaction():
+            async with (
+                self._pool.connection() as connection,
+                # Pipeline mode: statements whose answer is not needed yet (the writes, the
+                # commit) go out together, so a transaction costs one round trip per read.
+                connection.pipeline(),
+                connection.transaction(),
+            ):
                 if not write:
                     await connection.execute(
                         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"

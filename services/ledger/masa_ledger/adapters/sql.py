@@ -19,9 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 from masa_ledger.app.ports import (
     AccountChange,
+    Change,
     CheckFacts,
     HoldFilter,
-    InboxOutcome,
+    InboxEntry,
     OutboxMessage,
     OutboxRow,
     TransferFilter,
@@ -54,7 +55,7 @@ MAX_ATTEMPTS = 30
 
 ACCOUNT_COLUMNS = (
     "account_id, kind, player_id, table_id, game_no, stake, balance, held, pending_stakes, "
-    "created_us"
+    "closed, created_us"
 )
 HOLD_COLUMNS = (
     "hold_id, player_id, amount, lobby_id, ticket_id, ttl_us, state, created_us, expire_us, "
@@ -115,7 +116,8 @@ def account_from_row(row: Row) -> Account:
         balance=int(row[6]),
         held=int(row[7]),
         pending_stakes=int(row[8]),
-        created_at=_seconds(row[9]),
+        closed=SettlementState(row[9]) if row[9] else None,
+        created_at=_seconds(row[10]),
     )
 
 
@@ -182,23 +184,11 @@ class SqlTx(Tx):
         self, account_ids: Collection[str], *, create: Sequence[Account] = ()
     ) -> dict[str, Account]:
         if create:
-            rows = [
-                (
-                    a.account_id,
-                    a.kind.value,
-                    a.player_id,
-                    a.table_id,
-                    a.game_no,
-                    a.stake,
-                    _us(a.created_at or 0.0),
-                )
-                for a in sorted(create, key=lambda a: a.account_id)
-            ]
             await self._ex.execute_many(
                 "INSERT INTO accounts (account_id, kind, player_id, table_id, game_no, stake, "
                 "created_us) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (account_id) DO NOTHING",
-                rows,
+                new_account_rows(create),
             )
         ids = sorted(set(account_ids))
         if not ids:
@@ -246,119 +236,139 @@ class SqlTx(Tx):
         rows = await self._ex.fetch("SELECT 1 FROM inbox WHERE event_id = %s", (event_id,))
         return bool(rows)
 
-    async def insert_holds(self, holds: Sequence[Hold]) -> None:
-        await self._ex.execute_many(
-            f"INSERT INTO holds (account_id, {HOLD_COLUMNS}) VALUES ({_marks(14)})",
-            [
-                (
-                    h.account_id,
-                    h.hold_id,
-                    h.player_id,
-                    h.amount,
-                    h.lobby_id,
-                    h.ticket_id,
-                    _us(h.ttl_seconds),
-                    h.state.value,
-                    _us(h.created_at),
-                    _us(h.expire_at),
-                    h.table_id,
-                    h.game_no,
-                    None if h.closed_at is None else _us(h.closed_at),
-                    h.reason,
-                )
-                for h in holds
-            ],
-        )
+    async def apply(self, change: Change) -> None:
+        raise NotImplementedError
 
-    async def update_holds(self, holds: Sequence[Hold]) -> None:
-        await self._ex.execute_many(
-            "UPDATE holds SET state = %s, table_id = %s, game_no = %s, closed_us = %s, "
-            "reason = %s WHERE hold_id = %s",
-            [
-                (
-                    h.state.value,
-                    h.table_id,
-                    h.game_no,
-                    None if h.closed_at is None else _us(h.closed_at),
-                    h.reason,
-                    h.hold_id,
-                )
-                for h in holds
-            ],
-        )
 
-    async def insert_transfers(self, transfers: Sequence[Transfer]) -> None:
-        await self._ex.execute_many(
-            f"INSERT INTO transfers ({TRANSFER_COLUMNS}) VALUES ({_marks(10)})",
-            [
-                (
-                    t.transfer_id,
-                    t.kind.value,
-                    t.debit_account_id,
-                    t.credit_account_id,
-                    t.amount,
-                    _us(t.created_at),
-                    t.table_id,
-                    t.game_no,
-                    t.hold_id or None,
-                    t.reason,
-                )
-                for t in transfers
-            ],
+def new_account_rows(accounts: Sequence[Account]) -> list[tuple[object, ...]]:
+    """Rows of (account_id, kind, player_id, table_id, game_no, stake, created_us), by id."""
+    return [
+        (
+            a.account_id,
+            a.kind.value,
+            a.player_id,
+            a.table_id,
+            a.game_no,
+            a.stake,
+            _us(a.created_at or 0.0),
         )
+        for a in sorted(accounts, key=lambda a: a.account_id)
+    ]
 
-    async def change_accounts(self, changes: Mapping[str, AccountChange]) -> None:
-        rows = [
-            (change.balance, change.held, change.pending_stakes, account_id)
-            for account_id, change in sorted(changes.items())
-            if change != AccountChange()
-        ]
-        await self._ex.execute_many(
-            "UPDATE accounts SET balance = balance + %s, held = held + %s, "
-            "pending_stakes = pending_stakes + %s WHERE account_id = %s",
-            rows,
-        )
 
-    async def insert_settlement(self, settlement: Settlement) -> None:
-        s = settlement
-        await self._ex.execute(
-            f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({_marks(12)})",
-            (
-                s.key.table_id,
-                s.key.game_no,
-                s.state.value,
-                s.pot,
-                s.rake,
-                s.forfeited,
-                json.dumps([[p.seat, p.player_id, p.place, p.amount] for p in s.payouts]),
-                json.dumps(list(s.hold_ids)),
-                json.dumps(
-                    {
-                        "rake_basis_points": s.rule.rake_basis_points,
-                        "place_shares": list(s.rule.place_shares),
-                    }
-                ),
-                s.event_id,
-                s.reason,
-                _us(s.closed_at),
-            ),
+def new_hold_rows(holds: Sequence[Hold]) -> list[tuple[object, ...]]:
+    """Rows of ``INSERT INTO holds ({NEW_HOLD_COLUMNS})``."""
+    return [
+        (
+            h.account_id,
+            h.hold_id,
+            h.player_id,
+            h.amount,
+            h.lobby_id,
+            h.ticket_id,
+            _us(h.ttl_seconds),
+            h.state.value,
+            _us(h.created_at),
+            _us(h.expire_at),
+            h.table_id,
+            h.game_no,
+            None if h.closed_at is None else _us(h.closed_at),
+            h.reason,
         )
+        for h in holds
+    ]
 
-    async def insert_inbox(
-        self, event_id: str, key: GameKey, outcome: InboxOutcome, at: float, detail: str = ""
-    ) -> None:
-        await self._ex.execute(
-            "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            (event_id, key.table_id, key.game_no, outcome.value, detail[:1000], _us(at)),
-        )
 
-    async def insert_outbox(self, messages: Sequence[OutboxMessage], at: float) -> None:
-        await self._ex.execute_many(
-            "INSERT INTO outbox (event_id, subject, payload, created_us) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING",
-            [(m.event_id, m.subject, m.payload, _us(at)) for m in messages],
+NEW_HOLD_COLUMNS = f"account_id, {HOLD_COLUMNS}"
+
+
+def hold_update_rows(holds: Sequence[Hold]) -> list[tuple[object, ...]]:
+    """Rows of (hold_id, state, table_id, game_no, closed_us, reason)."""
+    return [
+        (
+            h.hold_id,
+            h.state.value,
+            h.table_id,
+            h.game_no,
+            None if h.closed_at is None else _us(h.closed_at),
+            h.reason,
         )
+        for h in holds
+    ]
+
+
+def transfer_rows(transfers: Sequence[Transfer]) -> list[tuple[object, ...]]:
+    """Rows of ``INSERT INTO transfers ({TRANSFER_COLUMNS})``."""
+    return [
+        (
+            t.transfer_id,
+            t.kind.value,
+            t.debit_account_id,
+            t.credit_account_id,
+            t.amount,
+            _us(t.created_at),
+            t.table_id,
+            t.game_no,
+            t.hold_id or None,
+            t.reason,
+        )
+        for t in transfers
+    ]
+
+
+def account_change_rows(changes: Mapping[str, AccountChange]) -> list[tuple[object, ...]]:
+    """Rows of (account_id, balance, held, pending_stakes, closed or None), by account id."""
+    return [
+        (
+            account_id,
+            c.balance,
+            c.held,
+            c.pending_stakes,
+            None if c.close is None else c.close.value,
+        )
+        for account_id, c in sorted(changes.items())
+        if c != AccountChange()
+    ]
+
+
+def settlement_row(s: Settlement) -> tuple[object, ...]:
+    """The row of ``INSERT INTO settlements ({SETTLEMENT_COLUMNS})``."""
+    return (
+        s.key.table_id,
+        s.key.game_no,
+        s.state.value,
+        s.pot,
+        s.rake,
+        s.forfeited,
+        json.dumps([[p.seat, p.player_id, p.place, p.amount] for p in s.payouts]),
+        json.dumps(list(s.hold_ids)),
+        json.dumps(
+            {
+                "rake_basis_points": s.rule.rake_basis_points,
+                "place_shares": list(s.rule.place_shares),
+            }
+        ),
+        s.event_id,
+        s.reason,
+        _us(s.closed_at),
+    )
+
+
+def inbox_row(entry: InboxEntry, at: float) -> tuple[object, ...]:
+    """The row of (event_id, table_id, game_no, outcome, detail, received_us)."""
+    return (
+        entry.event_id,
+        entry.key.table_id,
+        entry.key.game_no,
+        entry.outcome.value,
+        entry.detail[:1000],
+        _us(at),
+    )
+
+
+def outbox_rows(messages: Sequence[OutboxMessage], at: float) -> list[tuple[object, ...]]:
+    """Rows of (event_id, subject, payload, created_us)."""
+    return [(m.event_id, m.subject, m.payload, _us(at)) for m in messages]
 
 
 class SqlStore:
@@ -366,6 +376,7 @@ class SqlStore:
     subclasses provide connections and transactions."""
 
     for_update = ""
+    tx_class: type[SqlTx] = SqlTx
 
     async def _in_transaction(self, work: Callable[[Executor], Awaitable[T]], *, write: bool) -> T:
         """Run ``work`` in one transaction on one connection; map driver errors to
@@ -376,7 +387,7 @@ class SqlStore:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 return await self._in_transaction(
-                    lambda ex: work(SqlTx(ex, for_update=self.for_update)), write=True
+                    lambda ex: work(self.tx_class(ex, for_update=self.for_update)), write=True
                 )
             except Conflict as conflict:
                 # Full jitter, so that the transactions that collided do not collide again.
@@ -564,6 +575,12 @@ CHECKS: dict[str, str] = {
         "WHERE state = 'bound' GROUP BY table_id, game_no) h "
         "ON h.table_id = a.table_id AND h.game_no = a.game_no "
         "WHERE a.kind = 'escrow' AND (a.balance <> 0 OR a.pending_stakes <> COALESCE(h.total, 0))"
+    ),
+    # An escrow is closed exactly when its game has a settlement, in the same state.
+    "escrows_closed_with_their_game": (
+        "SELECT a.account_id, a.closed, s.state FROM accounts a "
+        "LEFT JOIN settlements s ON s.table_id = a.table_id AND s.game_no = a.game_no "
+        "WHERE a.kind = 'escrow' AND a.closed <> COALESCE(s.state, '')"
     ),
     # No hold is bound to, posted into or voided with a game it does not belong to.
     "holds_follow_their_game": (

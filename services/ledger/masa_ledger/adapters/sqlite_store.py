@@ -16,7 +16,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from masa_ledger.adapters.sql import Executor, Row, SqlStore, migrations
+from masa_ledger.adapters.sql import (
+    NEW_HOLD_COLUMNS,
+    SETTLEMENT_COLUMNS,
+    TRANSFER_COLUMNS,
+    Executor,
+    Row,
+    SqlStore,
+    SqlTx,
+    account_change_rows,
+    hold_update_rows,
+    inbox_row,
+    migrations,
+    new_hold_rows,
+    outbox_rows,
+    settlement_row,
+    transfer_rows,
+)
+from masa_ledger.app.ports import Change
 from masa_ledger.domain.errors import Conflict, Unavailable
 
 __all__ = ["SqliteStore"]
@@ -41,8 +58,56 @@ class _SqliteExecutor(Executor):
             self._connection.executemany(sql.replace("%s", "?"), [tuple(row) for row in rows])
 
 
+class _SqliteTx(SqlTx):
+    """Writes a change statement by statement: in-process, each costs microseconds."""
+
+    async def apply(self, change: Change) -> None:
+        ex = self._ex
+        await ex.execute_many(
+            f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) VALUES ({_marks(14)})",
+            new_hold_rows(change.new_holds),
+        )
+        await ex.execute_many(
+            "UPDATE holds SET state = ?2, table_id = ?3, game_no = ?4, closed_us = ?5, "
+            "reason = ?6 WHERE hold_id = ?1",
+            hold_update_rows(change.holds),
+        )
+        await ex.execute_many(
+            f"INSERT INTO transfers ({TRANSFER_COLUMNS}) VALUES ({_marks(10)})",
+            transfer_rows(change.transfers),
+        )
+        if change.settlement is not None:
+            await ex.execute(
+                f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({_marks(12)})",
+                settlement_row(change.settlement),
+            )
+        await ex.execute_many(
+            "UPDATE accounts SET balance = balance + ?2, held = held + ?3, "
+            "pending_stakes = pending_stakes + ?4, closed = COALESCE(?5, closed) "
+            "WHERE account_id = ?1",
+            account_change_rows(change.accounts),
+        )
+        if change.inbox is not None:
+            await ex.execute(
+                "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
+                inbox_row(change.inbox, change.at),
+            )
+        await ex.execute_many(
+            "INSERT INTO outbox (event_id, subject, payload, created_us) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (event_id) DO NOTHING",
+            outbox_rows(change.outbox, change.at),
+        )
+
+
+def _marks(count: int) -> str:
+    return ", ".join(["?"] * count)
+
+
 class SqliteStore(SqlStore):
     """Open with :meth:`open`, which applies the migrations that are not applied yet."""
+
+    tx_class = _SqliteTx
 
     def __init__(self, path: Path) -> None:
         self.path = path

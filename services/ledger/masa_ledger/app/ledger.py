@@ -20,10 +20,13 @@ from typing import Generic, TypeVar
 from masa_ledger.app.paging import decode_token, encode_token, page_size
 from masa_ledger.app.ports import (
     AccountChange,
+    Change,
     EncodeEvent,
     HoldFilter,
+    InboxEntry,
     InboxOutcome,
     LedgerMetrics,
+    OutboxMessage,
     ResultLog,
     Store,
     TransferFilter,
@@ -51,6 +54,7 @@ from masa_ledger.domain.model import (
     Hold,
     HoldState,
     PayoutRule,
+    SeatPayout,
     Settlement,
     SettlementState,
     Transfer,
@@ -167,11 +171,14 @@ class Ledger:
             transfer = Transfer(
                 transfer_id, TransferKind.GRANT, ISSUER, wallet, amount, now, reason=reason
             )
-            await tx.insert_transfers([transfer])
-            await tx.change_accounts(
-                {ISSUER: AccountChange(balance=-amount), wallet: AccountChange(balance=amount)}
+            await tx.apply(
+                Change(
+                    now,
+                    transfers=[transfer],
+                    accounts=_net([transfer]),
+                    outbox=self._events([ChipsGranted(transfer, player_id)]),
+                )
             )
-            await self._publish(tx, [ChipsGranted(transfer, player_id)], now)
             return transfer, True
 
         return await self._write("grant", work)
@@ -214,11 +221,14 @@ class Ledger:
                 ]
                 if short:
                     raise _insufficient(short, accounts)
-                await tx.insert_holds(new)
-                await tx.change_accounts(
-                    {hold.account_id: AccountChange(held=hold.amount) for hold in new}
+                await tx.apply(
+                    Change(
+                        now,
+                        new_holds=new,
+                        accounts={h.account_id: AccountChange(held=h.amount) for h in new},
+                        outbox=self._events([HoldPlaced(hold) for hold in new]),
+                    )
                 )
-                await self._publish(tx, [HoldPlaced(hold) for hold in new], now)
             return [existing.get(hold.hold_id, hold) for hold in wanted], bool(new)
 
         return await self._write("hold", work)
@@ -231,6 +241,7 @@ class Ledger:
         Each hold must be held (not bound, posted, voided or past its expiry) and hold exactly
         ``stake``. Binding the same holds to the same game again answers as the first time; any
         other set of holds, or another stake, for a game bound already is ESCROW_MISMATCH.
+        Binding changes no balance, so only the escrow and the holds are locked.
         """
         check_game(table_id, game_no)
         check_amount("stake", stake)
@@ -239,14 +250,6 @@ class Ledger:
         now = self._clock()
 
         async def work(tx: Tx) -> tuple[tuple[Account, list[Hold]], bool]:
-            found = await tx.holds(ids)
-            for hold_id in ids:
-                if hold_id not in found:
-                    raise NotFound(
-                        f"no hold {hold_id!r}",
-                        reason="HOLD_NOT_FOUND",
-                        metadata={"hold_id": hold_id},
-                    )
             opened = Account(
                 key.escrow_id,
                 AccountKind.ESCROW,
@@ -255,21 +258,33 @@ class Ledger:
                 stake=stake,
                 created_at=now,
             )
-            wallets = {hold.account_id for hold in found.values()}
-            accounts = await tx.lock_accounts([key.escrow_id, *wallets], create=[opened])
-            escrow = accounts[key.escrow_id]
-            closed = await tx.settlement(key)
-            if closed is not None:
+            escrow = (await tx.lock_accounts([key.escrow_id], create=[opened]))[key.escrow_id]
+            if escrow.closed is not None:
                 raise Refused(
-                    f"game {key} was {closed.state.value} already",
+                    f"game {key} was {escrow.closed.value} already",
                     reason="GAME_CLOSED",
-                    metadata=_game_metadata(key, state=closed.state.value),
+                    metadata=_game_metadata(key, state=escrow.closed.name),
                 )
-            holds = await tx.holds(ids, lock=True)
-            bound = [hold for hold in await tx.holds_of_game(key) if hold.state is HoldState.BOUND]
-            if bound:
-                if {hold.hold_id for hold in bound} == set(ids) and escrow.stake == stake:
-                    return (escrow, [holds[hold_id] for hold_id in ids]), False
+            found = await tx.holds(ids, lock=True)
+            for hold_id in ids:
+                if hold_id not in found:
+                    raise NotFound(
+                        f"no hold {hold_id!r}",
+                        reason="HOLD_NOT_FOUND",
+                        metadata={"hold_id": hold_id},
+                    )
+            holds = [found[hold_id] for hold_id in ids]
+            total = sum(hold.amount for hold in holds)
+            if escrow.pending_stakes:
+                # An open escrow's pending stakes are exactly its bound holds, so these are
+                # the same holds if they are all bound here and add up to them.
+                here = all(
+                    hold.state is HoldState.BOUND
+                    and (hold.table_id, hold.game_no) == (table_id, game_no)
+                    for hold in holds
+                )
+                if here and total == escrow.pending_stakes and escrow.stake == stake:
+                    return (escrow, holds), False
                 raise Refused(
                     f"game {key} is bound to other holds or another stake",
                     reason="ESCROW_MISMATCH",
@@ -281,17 +296,21 @@ class Ledger:
                     reason="ESCROW_MISMATCH",
                     metadata=_game_metadata(key, stake=str(escrow.stake)),
                 )
-            for hold_id in ids:
-                _check_bindable(holds[hold_id], key, stake, now)
-            total = sum(holds[hold_id].amount for hold_id in ids)
-            changed = [
-                replace(holds[hold_id], state=HoldState.BOUND, table_id=table_id, game_no=game_no)
-                for hold_id in ids
+            for hold in holds:
+                _check_bindable(hold, key, stake, now)
+            bound = [
+                replace(hold, state=HoldState.BOUND, table_id=table_id, game_no=game_no)
+                for hold in holds
             ]
-            await tx.update_holds(changed)
-            await tx.change_accounts({key.escrow_id: AccountChange(pending_stakes=total)})
-            await self._publish(tx, [HoldsBound(key, stake, ids, now)], now)
-            return (replace(escrow, pending_stakes=escrow.pending_stakes + total), changed), True
+            await tx.apply(
+                Change(
+                    now,
+                    holds=bound,
+                    accounts={key.escrow_id: AccountChange(pending_stakes=total)},
+                    outbox=self._events([HoldsBound(key, stake, ids, now)]),
+                )
+            )
+            return (replace(escrow, pending_stakes=total), bound), True
 
         return await self._write("bind", work)
 
@@ -311,9 +330,14 @@ class Ledger:
             if hold.state is not HoldState.HELD:
                 raise _not_held(hold)
             released = replace(hold, state=HoldState.RELEASED, closed_at=now, reason=reason)
-            await tx.update_holds([released])
-            await tx.change_accounts({hold.account_id: AccountChange(held=-hold.amount)})
-            await self._publish(tx, [HoldVoided(released, HoldVoidCause.RELEASED)], now)
+            await tx.apply(
+                Change(
+                    now,
+                    holds=[released],
+                    accounts={hold.account_id: AccountChange(held=-hold.amount)},
+                    outbox=self._events([HoldVoided(released, HoldVoidCause.RELEASED)]),
+                )
+            )
             return released, True
 
         return await self._write("release", work)
@@ -337,12 +361,18 @@ class Ledger:
                 return 0, False
             changes: dict[str, AccountChange] = {}
             for hold in expired:
-                before = changes.get(hold.account_id, AccountChange())
-                changes[hold.account_id] = AccountChange(held=before.held - hold.amount)
-            await tx.update_holds(expired)
-            await tx.change_accounts(changes)
-            await self._publish(
-                tx, [HoldVoided(hold, HoldVoidCause.EXPIRED) for hold in expired], now
+                changes[hold.account_id] = changes.get(hold.account_id, AccountChange()).plus(
+                    AccountChange(held=-hold.amount)
+                )
+            await tx.apply(
+                Change(
+                    now,
+                    holds=expired,
+                    accounts=changes,
+                    outbox=self._events(
+                        [HoldVoided(hold, HoldVoidCause.EXPIRED) for hold in expired]
+                    ),
+                )
             )
             return len(expired), True
 
@@ -365,41 +395,14 @@ class Ledger:
         now = self._clock()
 
         async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
-            closed = await self._closed(tx, key, result.event_id, from_event, now)
+            closed = await self._lock_game(tx, key, result.event_id, from_event, now)
             if closed is not None:
                 return (closed, False), False
             bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
             _match(result, bound)
             pot = sum(hold.amount for hold in bound)
             split = split_pot(pot, result.standings, result.rule, teams=result.teams)
-            escrow = key.escrow_id
-            transfers = [
-                Transfer(
-                    f"stake:{hold.hold_id}",
-                    TransferKind.STAKE,
-                    hold.account_id,
-                    escrow,
-                    hold.amount,
-                    now,
-                    key.table_id,
-                    key.game_no,
-                    hold_id=hold.hold_id,
-                )
-                for hold in bound
-            ]
-            transfers += [
-                Transfer(
-                    f"payout:{key}:{payout.seat}",
-                    TransferKind.PAYOUT,
-                    escrow,
-                    wallet_id(payout.player_id),
-                    payout.amount,
-                    now,
-                    key.table_id,
-                    key.game_no,
-                )
-                for payout in split.payouts
-            ]
+            transfers = _settlement_transfers(key, bound, split.payouts, now)
             for kind, amount in (
                 (TransferKind.RAKE, split.rake),
                 (TransferKind.FORFEIT, split.forfeited),
@@ -409,7 +412,7 @@ class Ledger:
                         Transfer(
                             f"{kind.value}:{key}",
                             kind,
-                            escrow,
+                            key.escrow_id,
                             HOUSE,
                             amount,
                             now,
@@ -419,10 +422,13 @@ class Ledger:
                     )
             changes = _net(transfers)
             for hold in bound:
-                before = changes.get(hold.account_id, AccountChange())
-                changes[hold.account_id] = replace(before, held=before.held - hold.amount)
-            changes[escrow] = replace(changes.get(escrow, AccountChange()), pending_stakes=-pot)
-            await tx.lock_accounts(sorted(set(changes) - {escrow}))
+                changes[hold.account_id] = changes[hold.account_id].plus(
+                    AccountChange(held=-hold.amount)
+                )
+            await tx.lock_accounts(set(changes) - {key.escrow_id})
+            changes[key.escrow_id] = changes.get(key.escrow_id, AccountChange()).plus(
+                AccountChange(pending_stakes=-pot, close=SettlementState.SETTLED)
+            )
             settlement = Settlement(
                 key,
                 SettlementState.SETTLED,
@@ -437,15 +443,21 @@ class Ledger:
                 result.rule,
                 tuple(transfers),
             )
-            await tx.insert_settlement(settlement)
-            await tx.insert_transfers(transfers)
-            await tx.change_accounts(changes)
-            await tx.update_holds(
-                [replace(hold, state=HoldState.POSTED, closed_at=now) for hold in bound]
+            await tx.apply(
+                Change(
+                    now,
+                    holds=[replace(h, state=HoldState.POSTED, closed_at=now) for h in bound],
+                    transfers=transfers,
+                    accounts=changes,
+                    settlement=settlement,
+                    inbox=(
+                        InboxEntry(result.event_id, key, InboxOutcome.SETTLED)
+                        if from_event
+                        else None
+                    ),
+                    outbox=self._events([GameSettled(settlement)]),
+                )
             )
-            if from_event:
-                await tx.insert_inbox(result.event_id, key, InboxOutcome.SETTLED, now)
-            await self._publish(tx, [GameSettled(settlement)], now)
             return (settlement, True), True
 
         settled, applied = await self._write("settle", work)
@@ -463,17 +475,20 @@ class Ledger:
         now = self._clock()
 
         async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
-            closed = await self._closed(tx, key, event_id, from_event, now)
+            closed = await self._lock_game(tx, key, event_id, from_event, now)
             if closed is not None:
                 return (closed, False), False
             bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
             pot = sum(hold.amount for hold in bound)
             changes: dict[str, AccountChange] = {}
             for hold in bound:
-                before = changes.get(hold.account_id, AccountChange())
-                changes[hold.account_id] = AccountChange(held=before.held - hold.amount)
-            await tx.lock_accounts(sorted(changes))
-            changes[key.escrow_id] = AccountChange(pending_stakes=-pot)
+                changes[hold.account_id] = changes.get(hold.account_id, AccountChange()).plus(
+                    AccountChange(held=-hold.amount)
+                )
+            await tx.lock_accounts(changes)
+            changes[key.escrow_id] = AccountChange(
+                pending_stakes=-pot, close=SettlementState.VOIDED
+            )
             settlement = Settlement(
                 key,
                 SettlementState.VOIDED,
@@ -487,14 +502,19 @@ class Ledger:
                 now,
                 PayoutRule(),
             )
-            await tx.insert_settlement(settlement)
-            await tx.change_accounts(changes)
-            await tx.update_holds(
-                [replace(h, state=HoldState.VOIDED, closed_at=now, reason=reason) for h in bound]
+            await tx.apply(
+                Change(
+                    now,
+                    holds=[
+                        replace(h, state=HoldState.VOIDED, closed_at=now, reason=reason)
+                        for h in bound
+                    ],
+                    accounts=changes,
+                    settlement=settlement,
+                    inbox=InboxEntry(event_id, key, InboxOutcome.VOIDED) if from_event else None,
+                    outbox=self._events([GameVoided(settlement)]),
+                )
             )
-            if from_event:
-                await tx.insert_inbox(event_id, key, InboxOutcome.VOIDED, now)
-            await self._publish(tx, [GameVoided(settlement)], now)
             return (settlement, True), True
 
         return await self._write("void", work)
@@ -644,15 +664,11 @@ class Ledger:
             )
         return found
 
-    async def _closed(
+    async def _lock_game(
         self, tx: Tx, key: GameKey, event_id: str, from_event: bool, now: float
     ) -> Settlement | None:
-        """Lock the game (its escrow, opened if it was never bound) and return its settlement
-        if it has one; an event seen before, or a closed game, is recorded in the inbox."""
-        if from_event and await tx.inbox_has(event_id):
-            closed = await tx.settlement(key)
-            if closed is not None:
-                return closed
+        """Lock the game (its escrow, opened now if it was never bound) and return its
+        settlement if it is closed; an event for a closed game is recorded in the inbox."""
         escrow = Account(
             key.escrow_id,
             AccountKind.ESCROW,
@@ -660,26 +676,30 @@ class Ledger:
             game_no=key.game_no,
             created_at=now,
         )
-        await tx.lock_accounts([key.escrow_id], create=[escrow])
+        locked = (await tx.lock_accounts([key.escrow_id], create=[escrow]))[key.escrow_id]
+        if locked.closed is None:
+            return None
         closed = await tx.settlement(key)
-        if closed is not None and from_event and not await tx.inbox_has(event_id):
-            await tx.insert_inbox(event_id, key, InboxOutcome.ALREADY_CLOSED, now)
+        if closed is None:
+            raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
+        if from_event:
+            entry = InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED)
+            await tx.apply(Change(now, inbox=entry))
         return closed
 
     async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
         now = self._clock()
+        detail = f"{error.reason}: {error.message}"
 
         async def work(tx: Tx) -> tuple[None, bool]:
-            if await tx.inbox_has(result.event_id):
-                return None, False
-            detail = f"{error.reason}: {error.message}"
-            await tx.insert_inbox(result.event_id, result.key, InboxOutcome.REJECTED, now, detail)
-            return None, True
+            entry = InboxEntry(result.event_id, result.key, InboxOutcome.REJECTED, detail)
+            await tx.apply(Change(now, inbox=entry))
+            return None, False
 
         await self._write("settle_rejected", work)
 
-    async def _publish(self, tx: Tx, events: Sequence[LedgerEvent], now: float) -> None:
-        await tx.insert_outbox([self._encode(event) for event in events], now)
+    def _events(self, events: Sequence[LedgerEvent]) -> list[OutboxMessage]:
+        return [self._encode(event) for event in events]
 
     async def _write(
         self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
@@ -805,9 +825,43 @@ def _net(transfers: Sequence[Transfer]) -> dict[str, AccountChange]:
             (transfer.debit_account_id, -transfer.amount),
             (transfer.credit_account_id, transfer.amount),
         ):
-            before = changes.get(account_id, AccountChange())
-            changes[account_id] = replace(before, balance=before.balance + delta)
+            changes[account_id] = changes.get(account_id, AccountChange()).plus(
+                AccountChange(balance=delta)
+            )
     return changes
+
+
+def _settlement_transfers(
+    key: GameKey, bound: Sequence[Hold], payouts: Sequence[SeatPayout], now: float
+) -> list[Transfer]:
+    """The stakes posted into the escrow, then the payouts out of it."""
+    stakes = [
+        Transfer(
+            f"stake:{hold.hold_id}",
+            TransferKind.STAKE,
+            hold.account_id,
+            key.escrow_id,
+            hold.amount,
+            now,
+            key.table_id,
+            key.game_no,
+            hold_id=hold.hold_id,
+        )
+        for hold in bound
+    ]
+    return stakes + [
+        Transfer(
+            f"payout:{key}:{payout.seat}",
+            TransferKind.PAYOUT,
+            key.escrow_id,
+            wallet_id(payout.player_id),
+            payout.amount,
+            now,
+            key.table_id,
+            key.game_no,
+        )
+        for payout in payouts
+    ]
 
 
 def _game_metadata(key: GameKey, **more: str) -> dict[str, str]:

@@ -28,15 +28,18 @@ from masa_ledger.domain.model import (
     Hold,
     HoldState,
     Settlement,
+    SettlementState,
     Transfer,
     TransferKind,
 )
 
 __all__ = [
     "AccountChange",
+    "Change",
     "CheckFacts",
     "EncodeEvent",
     "HoldFilter",
+    "InboxEntry",
     "InboxOutcome",
     "LedgerMetrics",
     "OutboxMessage",
@@ -52,11 +55,21 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class AccountChange:
-    """Amounts added to an account's columns (negative to take away)."""
+    """Amounts added to an account's columns (negative to take away), and for an escrow the
+    state its game is closed in."""
 
     balance: int = 0
     held: int = 0
     pending_stakes: int = 0
+    close: SettlementState | None = None
+
+    def plus(self, other: AccountChange) -> AccountChange:
+        return AccountChange(
+            self.balance + other.balance,
+            self.held + other.held,
+            self.pending_stakes + other.pending_stakes,
+            other.close or self.close,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +88,16 @@ class OutboxRow:
     created_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    """A consumed table result: recorded once per event id (a repeat changes nothing)."""
+
+    event_id: str
+    key: GameKey
+    outcome: InboxOutcome
+    detail: str = ""
+
+
 class InboxOutcome(enum.Enum):
     """What became of a consumed table result."""
 
@@ -84,6 +107,22 @@ class InboxOutcome(enum.Enum):
     ALREADY_CLOSED = "already_closed"
     # The result does not match what the ledger holds for the game; an operator must look.
     REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """Everything one transaction writes, applied at once at its end (one statement where the
+    database allows it)."""
+
+    at: float
+    new_holds: Sequence[Hold] = ()
+    # Existing holds with their new state, game, close time and reason.
+    holds: Sequence[Hold] = ()
+    transfers: Sequence[Transfer] = ()
+    accounts: Mapping[str, AccountChange] = field(default_factory=dict)
+    settlement: Settlement | None = None
+    inbox: InboxEntry | None = None
+    outbox: Sequence[OutboxMessage] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +150,7 @@ class CheckFacts:
 
 
 class Tx(Protocol):
-    """One transaction of the store."""
+    """One transaction of the store: reads (some locking), then one :meth:`apply`."""
 
     async def lock_accounts(
         self, account_ids: Collection[str], *, create: Sequence[Account] = ()
@@ -134,25 +173,9 @@ class Tx(Protocol):
         """The game's settlement, without its transfers."""
         ...
 
-    async def inbox_has(self, event_id: str) -> bool: ...
-
-    async def insert_holds(self, holds: Sequence[Hold]) -> None: ...
-
-    async def update_holds(self, holds: Sequence[Hold]) -> None:
-        """Write the state, game, close time and reason of existing holds."""
+    async def apply(self, change: Change) -> None:
+        """Write ``change``; outbox and inbox rows whose id exists already are skipped."""
         ...
-
-    async def insert_transfers(self, transfers: Sequence[Transfer]) -> None: ...
-
-    async def change_accounts(self, changes: Mapping[str, AccountChange]) -> None: ...
-
-    async def insert_settlement(self, settlement: Settlement) -> None: ...
-
-    async def insert_inbox(
-        self, event_id: str, key: GameKey, outcome: InboxOutcome, at: float, detail: str = ""
-    ) -> None: ...
-
-    async def insert_outbox(self, messages: Sequence[OutboxMessage], at: float) -> None: ...
 
 
 class Store(Protocol):

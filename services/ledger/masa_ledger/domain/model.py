@@ -77,6 +77,11 @@ class GameKey:
         return f"{self.table_id}:{self.game_no}"
 
 
+class SettlementState(enum.Enum):
+    SETTLED = "settled"
+    VOIDED = "voided"
+
+
 @dataclass(frozen=True, slots=True)
 class Account:
     account_id: str
@@ -91,6 +96,8 @@ class Account:
     pending_stakes: int = 0
     # An escrow's stake per hold, fixed when its holds are bound; 0 otherwise.
     stake: int = 0
+    # How an escrow's game was closed; None while it is open (and for other accounts).
+    closed: SettlementState | None = None
     # None for a wallet that exists only implicitly (never granted any chips).
     created_at: float | None = None
 
@@ -212,11 +219,6 @@ class GameAbandonment:
     event_id: str
     key: GameKey
     reason: str
-
-
-class SettlementState(enum.Enum):
-    SETTLED = "settled"
-    VOIDED = "voided"
 
 
 @dataclass(frozen=True, slots=True)

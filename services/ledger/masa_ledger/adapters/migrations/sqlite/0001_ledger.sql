@@ -14,10 +14,13 @@ CREATE TABLE accounts (
     CHECK (balance BETWEEN -1000000000000000000 AND 1000000000000000000),
   held INTEGER NOT NULL DEFAULT 0,
   pending_stakes INTEGER NOT NULL DEFAULT 0,
+  -- An escrow's game once it is settled or voided; empty while it is open, and for others.
+  closed TEXT NOT NULL DEFAULT '' CHECK (closed IN ('', 'settled', 'voided')),
   created_us INTEGER NOT NULL,
   CHECK (kind = 'issuer' OR balance >= 0),
   CHECK (held = 0 OR (kind = 'player' AND held > 0 AND held <= balance)),
-  CHECK (pending_stakes >= 0 AND (kind = 'escrow' OR pending_stakes = 0))
+  CHECK (pending_stakes >= 0 AND (kind = 'escrow' OR pending_stakes = 0)),
+  CHECK (closed = '' OR (kind = 'escrow' AND pending_stakes = 0))
 );
 
 INSERT INTO accounts (account_id, kind, created_us) VALUES ('issuer', 'issuer', 0), ('house', 'house', 0);
