@@ -38,6 +38,7 @@ __all__ = [
     "RequestIdReused",
     "TableMoved",
     "Unauthenticated",
+    "Unavailable",
     "abort_with",
     "error_info",
     "to_status",
@@ -70,10 +71,11 @@ class BadRequest(MasaError):
     default_reason = "BAD_REQUEST"
 
 
-class RequestIdReused(BadRequest):
+class RequestIdReused(MasaError):
     """A ``request_id`` sent again with a different request: the retry is not a retry."""
 
-    default_reason = "DUPLICATE_REQUEST"
+    code = grpc.StatusCode.ALREADY_EXISTS
+    default_reason = "REQUEST_ID_REUSED"
 
 
 class PreconditionFailed(MasaError):
@@ -138,6 +140,13 @@ class Overloaded(MasaError):
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     default_reason = "OVERLOADED"
+
+
+class Unavailable(MasaError):
+    """A dependency (a database, NATS) cannot be reached now; retry with the same request."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    default_reason = "UNAVAILABLE"
 
 
 def to_status(error: BaseException) -> grpc.Status:

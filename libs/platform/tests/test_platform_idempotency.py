@@ -113,10 +113,10 @@ async def test_a_refusal_is_replayed_and_a_reused_id_is_rejected(serve: ServeFac
         rpc = write(b"different", metadata=as_player("ayse", "r1"))
         with pytest.raises(grpc.aio.AioRpcError) as reused:
             await rpc
-        assert reused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert reused.value.code() == grpc.StatusCode.ALREADY_EXISTS
         info = error_info(await rpc_status.aio.from_call(rpc))
         assert info is not None
-        assert info.reason == "DUPLICATE_REQUEST"
+        assert info.reason == "REQUEST_ID_REUSED"
     assert counter.runs == 1
 
 

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from ledger_support import BACKENDS, open_store
+from ledger_support import BACKENDS, database_url, open_store
 from masa_ledger.adapters.sql import SqlStore
+from masa_platform.testing import NatsServer
 
 
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqlStore]:
     async with open_store(request.param, tmp_path) as opened:
         yield opened
+
+
+@pytest.fixture(scope="module")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    with NatsServer(tmp_path_factory.mktemp("nats")) as server:
+        yield server
+
+
+@pytest.fixture(params=BACKENDS)
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A MASA_DATABASE_URL for a whole ledger service, on every backend."""
+    async with database_url(request.param, tmp_path) as url:
+        yield url

@@ -9,21 +9,35 @@ tests and test runs never see each other's rows.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
+import nats.js.errors
 import psycopg
+from masa.common.v1 import chips_pb2, game_pb2
+from masa.events.v1 import ledger_event_pb2, result_pb2
 from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
+from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, PayoutRule, Standing
-from psycopg.conninfo import make_conninfo
+from masa_ledger.settings import LedgerSettings
+from masa_platform.auth import mint_token
+from masa_platform.bus import ensure_stream, publish
+from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
+from nats.js import JetStreamContext, api
+from prometheus_client import CollectorRegistry
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 POSTGRES_DSN = os.environ.get("MASA_TEST_POSTGRES_DSN", "")
 BACKENDS = ("sqlite", "postgres") if POSTGRES_DSN else ("sqlite",)
@@ -126,3 +140,139 @@ def result(
         rule=rule or PayoutRule(),
         teams=teams,
     )
+
+
+AUTH = AuthSettings()
+
+
+def token_metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
+    token = mint_token(AUTH, subject, roles or ("player",))
+    return (("authorization", f"Bearer {token}"),)
+
+
+SERVICE = token_metadata("matchmaking", "service")
+
+
+def ledger_settings(nats_url: str, database_url: str, **overrides: Any) -> LedgerSettings:
+    platform = PlatformSettings(
+        service_name="ledger",
+        nats_url=nats_url,
+        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
+    )
+    base = LedgerSettings(
+        platform=platform,
+        database_url=database_url,
+        expiry_interval_seconds=0.2,
+        results_fetch_seconds=0.5,
+        results_ack_wait_seconds=5.0,
+    )
+    return replace(base, **overrides)
+
+
+@asynccontextmanager
+async def database_url(backend: str, directory: Path) -> AsyncIterator[str]:
+    """A database for a whole ledger service: a SQLite file, or a fresh PostgreSQL schema."""
+    if backend == "sqlite":
+        yield f"sqlite:///{directory / f'ledger-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    async with postgres_schema() as dsn:
+        yield _as_url(dsn)
+
+
+def _as_url(dsn: str) -> str:
+    """A key=value DSN as a postgresql:// URL, which MASA_DATABASE_URL takes."""
+    params = conninfo_to_dict(dsn)
+    host = params.pop("host", "127.0.0.1")
+    port = params.pop("port", "5432")
+    user = params.pop("user", "postgres")
+    dbname = params.pop("dbname", "postgres")
+    query = urlencode({key: str(value) for key, value in params.items()})
+    return f"postgresql://{user}@{host}:{port}/{dbname}" + (f"?{query}" if query else "")
+
+
+@asynccontextmanager
+async def running_ledger(settings: LedgerSettings) -> AsyncIterator[LedgerService]:
+    service = await start_ledger(settings, registry=CollectorRegistry())
+    try:
+        yield service
+    finally:
+        await service.stop(0.2)
+
+
+async def ensure_tables_stream(js: JetStreamContext) -> None:
+    """The table-engine's stream, as the engine creates it."""
+    await ensure_stream(
+        js,
+        api.StreamConfig(
+            name="MASA_TABLES",
+            subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"],
+            storage=api.StorageType.FILE,
+        ),
+    )
+
+
+def game_finished(
+    table_id: str,
+    stake: int,
+    ranking: Sequence[tuple[int, str, int, str]],
+    *,
+    game_no: int = 1,
+    mode: int = game_pb2.MODE_SINGLES,
+    rule: chips_pb2.PayoutRule | None = None,
+    event_id: str | None = None,
+) -> result_pb2.TableResult:
+    """A TableResult with a GameFinished; ranking rows are (seat, player, place, hold_id)."""
+    return result_pb2.TableResult(
+        game_finished=result_pb2.GameFinished(
+            event_id=event_id or f"{table_id}:{game_no}:game",
+            table_id=table_id,
+            game_no=game_no,
+            game=game_pb2.GAME_KIND_ELEVATOR,
+            mode=mode,
+            stake=stake,
+            ranking=[
+                game_pb2.Standing(seat=seat, player_id=player, place=place, hold_id=hold_id)
+                for seat, player, place, hold_id in ranking
+            ],
+            payout=rule,
+        )
+    )
+
+
+async def publish_result(
+    js: JetStreamContext, result: result_pb2.TableResult, *, msg_id: str | None = None
+) -> None:
+    inner = getattr(result, result.WhichOneof("result") or "")
+    await publish(
+        js,
+        f"masa.table.v1.{inner.table_id}.result",
+        result.SerializeToString(),
+        msg_id=msg_id or inner.event_id,
+    )
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, timeout: float = 30.0, what: str = "condition"
+) -> None:
+    """Wait until ``check`` holds (generous: the machine may be loaded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def ledger_events(js: JetStreamContext, subject: str = "masa.ledger.v1.>") -> list[Any]:
+    """Every LedgerEvent in stream MASA_LEDGER on ``subject``, in order."""
+    found: list[Any] = []
+    seq = 1
+    while True:
+        try:
+            raw = await js.get_msg("MASA_LEDGER", seq=seq, subject=subject, next=True)
+        except nats.js.errors.NotFoundError:
+            return found
+        if raw.seq is None:
+            return found
+        seq = raw.seq + 1
+        found.append(ledger_event_pb2.LedgerEvent.FromString(raw.data or b""))

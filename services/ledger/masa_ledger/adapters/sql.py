@@ -383,6 +383,13 @@ class SqlStore:
         :class:`Conflict` (run it again) and :class:`Unavailable`."""
         raise NotImplementedError
 
+    async def ping(self) -> None:
+        """Raise :class:`Unavailable` when the database cannot be reached."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
     async def transact(self, work: Callable[[Tx], Awaitable[T]]) -> T:
         for attempt in range(MAX_ATTEMPTS):
             try:
@@ -527,15 +534,17 @@ class SqlStore:
 
     async def check(self) -> CheckFacts:
         async def run(ex: Executor) -> CheckFacts:
-            violations: dict[str, list[str]] = {}
+            counts: dict[str, int] = {}
+            examples: dict[str, list[str]] = {}
             for name, sql in CHECKS.items():
                 rows = await ex.fetch(sql)
-                violations[name] = [" ".join(str(v) for v in row) for row in rows[:20]]
+                counts[name] = len(rows)
+                examples[name] = [" ".join(str(v) for v in row) for row in rows[:20]]
             totals: dict[str, int] = {}
             for name, sql in TOTALS.items():
                 rows = await ex.fetch(sql)
-                totals[name] = int(rows[0][0] or 0)
-            return CheckFacts(violations, totals)
+                totals[name] = int(rows[0][0] or 0) if rows else 0
+            return CheckFacts(counts, examples, totals)
 
         return await self._in_transaction(run, write=False)
 

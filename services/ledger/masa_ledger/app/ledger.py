@@ -32,7 +32,14 @@ from masa_ledger.app.ports import (
     TransferFilter,
     Tx,
 )
-from masa_ledger.domain.errors import BadInput, LedgerError, NotFound, Refused, RequestIdReused
+from masa_ledger.domain.errors import (
+    BadInput,
+    LedgerError,
+    NotFound,
+    Refused,
+    RequestIdReused,
+    Unavailable,
+)
 from masa_ledger.domain.events import (
     ChipsGranted,
     GameSettled,
@@ -524,7 +531,7 @@ class Ledger:
         published for it, never from anything the caller says."""
         check_game(key.table_id, key.game_no)
         if self._results is None:
-            raise Refused("this ledger reads no table log", reason="UNAVAILABLE")
+            raise Unavailable("this ledger reads no table log")
         result = await self._results.game_result(key)
         if result is None:
             raise Refused(

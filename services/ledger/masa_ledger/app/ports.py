@@ -143,9 +143,11 @@ class HoldFilter:
 
 @dataclass(frozen=True, slots=True)
 class CheckFacts:
-    """What the invariant check found: violations by check name, and totals."""
+    """What the invariant check found: by check name, how many rows break it and a few of
+    them; and totals of the ledger."""
 
-    violations: Mapping[str, Sequence[str]]
+    counts: Mapping[str, int]
+    examples: Mapping[str, Sequence[str]]
     totals: Mapping[str, int] = field(default_factory=dict)
 
 

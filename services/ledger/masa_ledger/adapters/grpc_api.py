@@ -1,0 +1,262 @@
+"""``masa.ledger.v1.LedgerService`` over gRPC: protobuf in, use case, protobuf out.
+
+Who may call what (DESIGN.md §3): every write and GetAccount need the service or admin role
+(the interceptor refuses others with PERMISSION_DENIED); a player reads its own wallet, holds
+and transfers, and naming another player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT;
+GetSettlement is open to every authenticated caller, like a table's result. A refusal of the
+ledger keeps its ErrorInfo reason (masa.common.v1.ErrorReason) and metadata.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import grpc
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_platform.auth import INTERNAL_ROLES, AuthPolicy, require_principal
+from masa_platform.errors import (
+    BadRequest,
+    MasaError,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    RequestIdReused,
+    Unavailable,
+)
+from masa_platform.server import ServiceRegistration
+
+from masa_ledger.adapters.convert import (
+    HOLD_STATES,
+    TRANSFER_KINDS,
+    account_to_proto,
+    hold_to_proto,
+    settlement_to_proto,
+    transfer_to_proto,
+)
+from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.ports import HoldFilter, TransferFilter
+from masa_ledger.domain import errors
+from masa_ledger.domain.model import GameKey, wallet_id
+
+__all__ = ["SERVICE_NAME", "LedgerServicer", "auth_policy", "registration"]
+
+SERVICE_NAME: Final = "masa.ledger.v1.LedgerService"
+_INTERNAL: Final = (
+    "GetAccount",
+    "HoldStake",
+    "HoldStakes",
+    "BindHolds",
+    "ReleaseHold",
+    "GrantChips",
+    "SettleGame",
+    "VoidGame",
+)
+_KINDS: Final = {value: kind for kind, value in TRANSFER_KINDS.items()}
+_STATES: Final = {value: state for state, value in HOLD_STATES.items()}
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def auth_policy() -> AuthPolicy:
+    return AuthPolicy(
+        required_roles={f"/{SERVICE_NAME}/{method}": INTERNAL_ROLES for method in _INTERNAL}
+    )
+
+
+def _mapped(
+    handler: Callable[[Any, Request, Context], Awaitable[Response]],
+) -> Callable[[Any, Request, Context], Awaitable[Response]]:
+    """The ledger's refusals as platform errors with the same reason and metadata."""
+
+    @functools.wraps(handler)
+    async def call(self: Any, request: Request, context: Context) -> Response:
+        try:
+            return await handler(self, request, context)
+        except errors.LedgerError as error:
+            raise _masa_error(error) from error
+
+    return call
+
+
+def _masa_error(error: errors.LedgerError) -> MasaError:
+    kind: type[MasaError]
+    if isinstance(error, errors.BadInput):
+        kind = BadRequest
+    elif isinstance(error, errors.NotFound):
+        kind = NotFound
+    elif isinstance(error, errors.RequestIdReused):
+        kind = RequestIdReused
+    elif isinstance(error, errors.NotYourAccount):
+        kind = PermissionDenied
+    elif isinstance(error, errors.Unavailable):
+        kind = Unavailable
+    else:
+        kind = PreconditionFailed
+    return kind(error.message, reason=error.reason, metadata=error.metadata)
+
+
+def _player(requested: str) -> str:
+    """The player a read is about: the caller's own unless named; only the service and admin
+    roles may name another player."""
+    principal = require_principal()
+    player_id = requested or principal.subject
+    if player_id != principal.subject and not principal.has_any(INTERNAL_ROLES):
+        raise errors.NotYourAccount(
+            "a player may read only its own chips", metadata={"player_id": player_id}
+        )
+    return player_id
+
+
+def _stake(request: ledger_pb2.HoldStakeRequest) -> StakeRequest:
+    ttl = request.ttl.ToTimedelta().total_seconds() if request.HasField("ttl") else None
+    return StakeRequest(
+        hold_id=request.request_id,
+        player_id=request.player_id,
+        amount=request.amount,
+        lobby_id=request.lobby_id,
+        ticket_id=request.ticket_id,
+        ttl_seconds=ttl,
+    )
+
+
+class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    @_mapped
+    async def GetBalance(  # noqa: N802 - the generated servicer names the methods
+        self, request: ledger_pb2.GetBalanceRequest, context: Context
+    ) -> ledger_pb2.GetBalanceResponse:
+        account = await self._ledger.wallet(_player(request.player_id))
+        return ledger_pb2.GetBalanceResponse(account=account_to_proto(account))
+
+    @_mapped
+    async def ListTransfers(  # noqa: N802
+        self, request: ledger_pb2.ListTransfersRequest, context: Context
+    ) -> ledger_pb2.ListTransfersResponse:
+        player_id = _player(request.player_id)
+        kind = _KINDS.get(request.kind) if request.kind else None
+        if request.kind and kind is None:
+            raise errors.BadInput(f"unknown transfer kind {request.kind}")
+        page = await self._ledger.transfers(
+            TransferFilter(wallet_id(player_id), kind, request.table_id, request.game_no),
+            size=request.page_size,
+            token=request.page_token,
+        )
+        return ledger_pb2.ListTransfersResponse(
+            transfers=[transfer_to_proto(t) for t in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    @_mapped
+    async def GetHold(  # noqa: N802
+        self, request: ledger_pb2.GetHoldRequest, context: Context
+    ) -> ledger_pb2.GetHoldResponse:
+        hold = await self._ledger.hold(request.hold_id)
+        _player(hold.player_id)
+        return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
+
+    @_mapped
+    async def ListHolds(  # noqa: N802
+        self, request: ledger_pb2.ListHoldsRequest, context: Context
+    ) -> ledger_pb2.ListHoldsResponse:
+        player_id = _player(request.player_id)
+        state = _STATES.get(request.state) if request.state else None
+        if request.state and state is None:
+            raise errors.BadInput(f"unknown hold state {request.state}")
+        page = await self._ledger.holds(
+            HoldFilter(player_id, state, request.table_id, request.game_no),
+            size=request.page_size,
+            token=request.page_token,
+        )
+        return ledger_pb2.ListHoldsResponse(
+            holds=[hold_to_proto(h) for h in page.items], next_page_token=page.next_page_token
+        )
+
+    @_mapped
+    async def GetSettlement(  # noqa: N802
+        self, request: ledger_pb2.GetSettlementRequest, context: Context
+    ) -> ledger_pb2.GetSettlementResponse:
+        settlement = await self._ledger.settlement(GameKey(request.table_id, request.game_no))
+        return ledger_pb2.GetSettlementResponse(settlement=settlement_to_proto(settlement))
+
+    @_mapped
+    async def GetAccount(  # noqa: N802
+        self, request: ledger_pb2.GetAccountRequest, context: Context
+    ) -> ledger_pb2.GetAccountResponse:
+        account = await self._ledger.account(request.account_id)
+        return ledger_pb2.GetAccountResponse(account=account_to_proto(account))
+
+    @_mapped
+    async def HoldStake(  # noqa: N802
+        self, request: ledger_pb2.HoldStakeRequest, context: Context
+    ) -> ledger_pb2.HoldStakeResponse:
+        (hold,) = await self._ledger.hold_stakes([_stake(request)])
+        return ledger_pb2.HoldStakeResponse(hold=hold_to_proto(hold))
+
+    @_mapped
+    async def HoldStakes(  # noqa: N802
+        self, request: ledger_pb2.HoldStakesRequest, context: Context
+    ) -> ledger_pb2.HoldStakesResponse:
+        holds = await self._ledger.hold_stakes([_stake(stake) for stake in request.stakes])
+        return ledger_pb2.HoldStakesResponse(holds=[hold_to_proto(h) for h in holds])
+
+    @_mapped
+    async def BindHolds(  # noqa: N802
+        self, request: ledger_pb2.BindHoldsRequest, context: Context
+    ) -> ledger_pb2.BindHoldsResponse:
+        escrow, holds = await self._ledger.bind_holds(
+            request.table_id, request.game_no, request.stake, list(request.hold_ids)
+        )
+        return ledger_pb2.BindHoldsResponse(
+            escrow=account_to_proto(escrow), holds=[hold_to_proto(h) for h in holds]
+        )
+
+    @_mapped
+    async def ReleaseHold(  # noqa: N802
+        self, request: ledger_pb2.ReleaseHoldRequest, context: Context
+    ) -> ledger_pb2.ReleaseHoldResponse:
+        hold = await self._ledger.release_hold(request.hold_id, request.reason)
+        return ledger_pb2.ReleaseHoldResponse(hold=hold_to_proto(hold))
+
+    @_mapped
+    async def GrantChips(  # noqa: N802
+        self, request: ledger_pb2.GrantChipsRequest, context: Context
+    ) -> ledger_pb2.GrantChipsResponse:
+        transfer = await self._ledger.grant(
+            request.request_id, request.player_id, request.amount, request.reason
+        )
+        return ledger_pb2.GrantChipsResponse(transfer=transfer_to_proto(transfer))
+
+    @_mapped
+    async def SettleGame(  # noqa: N802
+        self, request: ledger_pb2.SettleGameRequest, context: Context
+    ) -> ledger_pb2.SettleGameResponse:
+        settlement, applied = await self._ledger.settle_from_log(
+            GameKey(request.table_id, request.game_no)
+        )
+        return ledger_pb2.SettleGameResponse(
+            settlement=settlement_to_proto(settlement), applied=applied
+        )
+
+    @_mapped
+    async def VoidGame(  # noqa: N802
+        self, request: ledger_pb2.VoidGameRequest, context: Context
+    ) -> ledger_pb2.VoidGameResponse:
+        settlement, applied = await self._ledger.void(
+            GameKey(request.table_id, request.game_no), request.reason or "voided by an admin"
+        )
+        return ledger_pb2.VoidGameResponse(
+            settlement=settlement_to_proto(settlement), applied=applied
+        )
+
+
+def registration(servicer: LedgerServicer) -> ServiceRegistration:
+    return ServiceRegistration(
+        SERVICE_NAME,
+        lambda server: ledger_pb2_grpc.add_LedgerServiceServicer_to_server(servicer, server),
+    )

@@ -1,0 +1,178 @@
+"""Wire the ledger: the store, NATS, the use cases, gRPC and the background tasks.
+
+:func:`start_ledger` is what ``python -m masa_ledger`` runs and what integration tests start
+in-process. It opens the database (applying its migrations), connects to NATS, makes sure the
+ledger's event stream exists, serves gRPC (health, reflection, auth, errors, request_id
+de-duplication, metrics) and starts the tasks: the settlement consumer, the outbox relay, the
+expiry of unbound holds, the periodic invariant check, the pruning of old outbox and inbox rows,
+and a health probe that reports NOT_SERVING while the database cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from masa_platform.bus import connect
+from masa_platform.metrics import GrpcMetrics
+from masa_platform.server import GrpcServer, create_server, standard_interceptors
+from nats.aio.client import Client
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from masa_ledger.adapters.bus import (
+    JetStreamResultLog,
+    OutboxRelay,
+    ResultsConsumer,
+    ensure_events_stream,
+)
+from masa_ledger.adapters.convert import encode_event
+from masa_ledger.adapters.grpc_api import LedgerServicer, auth_policy, registration
+from masa_ledger.adapters.metrics import PrometheusLedgerMetrics
+from masa_ledger.adapters.postgres_store import PostgresStore
+from masa_ledger.adapters.sql import SqlStore
+from masa_ledger.adapters.sqlite_store import SqliteStore
+from masa_ledger.app.background import every
+from masa_ledger.app.check import run_check
+from masa_ledger.app.ledger import HoldPolicy, Ledger
+from masa_ledger.settings import LedgerSettings, sqlite_path
+
+__all__ = ["LedgerService", "open_store", "start_ledger"]
+
+_log = logging.getLogger(__name__)
+_HEALTH_SECONDS = 2.0
+_PRUNE_SECONDS = 600.0
+
+
+async def open_store(settings: LedgerSettings) -> SqlStore:
+    """The database of ``MASA_DATABASE_URL``, migrated to the current schema."""
+    path = sqlite_path(settings.database_url)
+    if path is not None:
+        return await SqliteStore.open(path)
+    return await PostgresStore.open(settings.database_url, max_size=settings.database_pool_size)
+
+
+@dataclass(slots=True)
+class LedgerService:
+    """A running ledger; :meth:`stop` shuts it down in order."""
+
+    settings: LedgerSettings
+    store: SqlStore
+    ledger: Ledger
+    server: GrpcServer
+    nats: Client
+    metrics: PrometheusLedgerMetrics
+    relay: OutboxRelay
+    stopping: asyncio.Event
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        await self.server.stop(grace_seconds)
+        self.stopping.set()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await self.nats.drain()
+        await self.store.close()
+
+
+async def start_ledger(
+    settings: LedgerSettings, registry: CollectorRegistry = REGISTRY
+) -> LedgerService:
+    platform = settings.platform
+    store = await open_store(settings)
+    try:
+        nc = await connect(platform.nats_url, name=platform.service_name)
+    except Exception:
+        await store.close()
+        raise
+    js = nc.jetstream()
+    await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
+    metrics = PrometheusLedgerMetrics(registry)
+    relay = OutboxRelay(js, store, metrics)
+    ledger = Ledger(
+        store,
+        encode_event,
+        metrics,
+        results=JetStreamResultLog(js, stream=settings.results_stream),
+        policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
+        on_commit=relay.wake,
+    )
+    server = create_server(
+        platform.server,
+        [registration(LedgerServicer(ledger))],
+        tls=platform.tls,
+        interceptors=standard_interceptors(
+            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+        ),
+    )
+    stopping = asyncio.Event()
+    service = LedgerService(settings, store, ledger, server, nc, metrics, relay, stopping)
+    consumer = ResultsConsumer(
+        js,
+        ledger,
+        stream=settings.results_stream,
+        durable=settings.results_consumer,
+        ack_wait_seconds=settings.results_ack_wait_seconds,
+        fetch_seconds=settings.results_fetch_seconds,
+    )
+
+    async def check() -> None:
+        report = await run_check(store)
+        metrics.checked(report, time.time())
+        if not report.ok:
+            _log.error("ledger invariant violated", extra={"check": report.to_json()})
+
+    async def prune() -> None:
+        now = time.time()
+        await store.prune(
+            published_before=now - settings.outbox_retention_seconds,
+            received_before=now - settings.inbox_retention_seconds,
+        )
+
+    async def probe() -> None:
+        try:
+            await store.ping()
+        except Exception:
+            await server.set_serving(False)
+            raise
+        await server.set_serving(True)
+
+    await server.start()
+    loop = asyncio.get_running_loop()
+    service.tasks = [
+        loop.create_task(consumer.run(stopping), name="ledger-results"),
+        loop.create_task(relay.run(stopping), name="ledger-outbox"),
+        loop.create_task(
+            every(settings.expiry_interval_seconds, ledger.expire_due, stopping, name="expiry"),
+            name="ledger-expiry",
+        ),
+        loop.create_task(
+            every(settings.check_interval_seconds, check, stopping, name="check"),
+            name="ledger-check",
+        ),
+        loop.create_task(every(_PRUNE_SECONDS, prune, stopping, name="prune"), name="ledger-prune"),
+        loop.create_task(
+            every(_HEALTH_SECONDS, probe, stopping, name="health"), name="ledger-health"
+        ),
+    ]
+    _log.info(
+        "ledger serving",
+        extra={"grpc_address": server.address, "database": _redacted(settings.database_url)},
+    )
+    return service
+
+
+def _redacted(url: str) -> str:
+    """The database URL without a password."""
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"

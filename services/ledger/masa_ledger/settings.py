@@ -1,0 +1,67 @@
+"""The ledger's settings, read once from ``MASA_*`` (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from masa_platform.settings import PlatformSettings, SettingsError
+
+__all__ = ["LedgerSettings", "sqlite_path"]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSettings:
+    """The platform settings plus the ledger's own (see services/ledger/README.md)."""
+
+    platform: PlatformSettings = field(default_factory=PlatformSettings)
+    # sqlite:///relative/path, sqlite:////absolute/path, or postgresql://user@host/db.
+    database_url: str = "sqlite:///.masa/ledger.sqlite3"
+    database_pool_size: int = 10
+    # How long an unbound hold lives when HoldStake names no ttl, and the longest it may.
+    hold_ttl_seconds: float = 600.0
+    hold_max_ttl_seconds: float = 86_400.0
+    # How often unbound holds past their expiry are voided.
+    expiry_interval_seconds: float = 1.0
+    # How often the invariant check runs and its metrics are refreshed.
+    check_interval_seconds: float = 60.0
+    # Published outbox rows and consumed inbox rows are forgotten after these; settlements,
+    # holds and transfers are kept for ever.
+    outbox_retention_seconds: float = 86_400.0
+    inbox_retention_seconds: float = 7 * 86_400.0
+    # The table-engine's stream and the ledger's durable consumer of its results.
+    results_stream: str = "MASA_TABLES"
+    results_consumer: str = "ledger-settlement"
+    # A result not acknowledged in this time is delivered again (a crashed ledger's).
+    results_ack_wait_seconds: float = 30.0
+    results_fetch_seconds: float = 1.0
+    # How long the ledger's own events stay in stream MASA_LEDGER.
+    events_max_age_seconds: float = 7 * 86_400.0
+
+    def __post_init__(self) -> None:
+        if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise SettingsError("MASA_DATABASE_URL must be sqlite:///<path> or postgresql://<dsn>")
+        positive = {
+            "MASA_DATABASE_POOL_SIZE": self.database_pool_size,
+            "MASA_HOLD_TTL_SECONDS": self.hold_ttl_seconds,
+            "MASA_EXPIRY_INTERVAL_SECONDS": self.expiry_interval_seconds,
+            "MASA_CHECK_INTERVAL_SECONDS": self.check_interval_seconds,
+            "MASA_OUTBOX_RETENTION_SECONDS": self.outbox_retention_seconds,
+            "MASA_INBOX_RETENTION_SECONDS": self.inbox_retention_seconds,
+            "MASA_RESULTS_ACK_WAIT_SECONDS": self.results_ack_wait_seconds,
+            "MASA_RESULTS_FETCH_SECONDS": self.results_fetch_seconds,
+            "MASA_EVENTS_MAX_AGE_SECONDS": self.events_max_age_seconds,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise SettingsError(f"{name} must be positive")
+        if self.hold_max_ttl_seconds < self.hold_ttl_seconds:
+            raise SettingsError("MASA_HOLD_MAX_TTL_SECONDS must be at least MASA_HOLD_TTL_SECONDS")
+
+
+def sqlite_path(database_url: str) -> Path | None:
+    """The file of a sqlite:/// URL (three slashes and a relative path, four for an absolute
+    one); None for a PostgreSQL URL."""
+    if not database_url.startswith("sqlite:///"):
+        return None
+    return Path(database_url.removeprefix("sqlite:///"))
