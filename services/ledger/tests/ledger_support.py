@@ -26,7 +26,7 @@ from masa.common.v1 import chips_pb2, game_pb2
 from masa.events.v1 import ledger_event_pb2, result_pb2
 from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.postgres_store import PostgresStore
-from masa_ledger.adapters.sql import SqlStore
+from masa_ledger.adapters.sql import Executor, SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
 from masa_ledger.bootstrap import LedgerService, start_ledger
@@ -276,3 +276,34 @@ async def ledger_events(js: JetStreamContext, subject: str = "masa.ledger.v1.>")
             return found
         seq = raw.seq + 1
         found.append(ledger_event_pb2.LedgerEvent.FromString(raw.data or b""))
+
+
+async def snapshot(store: SqlStore) -> tuple[object, ...]:
+    """Everything a refused request must leave as it was."""
+
+    async def read(ex: Executor) -> tuple[object, ...]:
+        return (
+            await ex.fetch("SELECT * FROM accounts ORDER BY account_id"),
+            await ex.fetch("SELECT hold_id, state, table_id, game_no FROM holds ORDER BY hold_id"),
+            await ex.fetch("SELECT transfer_id FROM transfers ORDER BY transfer_id"),
+            await ex.fetch("SELECT table_id, game_no, state FROM settlements ORDER BY table_id"),
+            await ex.fetch("SELECT event_id FROM outbox ORDER BY event_id"),
+        )
+
+    return await store._in_transaction(read, write=False)
+
+
+async def execute(store: SqlStore, sql: str, params: Sequence[object] = ()) -> None:
+    """Run a statement directly, bypassing the ledger (to show what the database refuses)."""
+
+    async def run(ex: Executor) -> None:
+        await ex.execute(sql, params)
+
+    await store._in_transaction(run, write=True)
+
+
+async def assert_consistent(store: SqlStore) -> None:
+    report = await store.check()
+    assert not any(report.counts.values()), {
+        name: rows for name, rows in report.examples.items() if rows
+    }

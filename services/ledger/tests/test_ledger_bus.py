@@ -164,9 +164,7 @@ async def test_game_abandoned_voids_the_game_and_its_holds_p30(
                 wallet = await ledger.wallet(player)
                 assert (wallet.balance, wallet.held) == (1000, 0)
             # A GameFinished arriving after the voiding changes nothing.
-            late = game_finished(
-                table, 50, [(0, "ayse", 1, holds[0]), (1, "mehmet", 2, holds[1])]
-            )
+            late = game_finished(table, 50, [(0, "ayse", 1, holds[0]), (1, "mehmet", 2, holds[1])])
             await publish_result(js, late)
             await eventually(lambda: _consumer_done(js), what="the late result acknowledged")
             assert (await ledger.wallet("ayse")).balance == 1000

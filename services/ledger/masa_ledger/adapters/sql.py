@@ -172,6 +172,22 @@ def settlement_from_row(row: Row, transfers: Sequence[Transfer] = ()) -> Settlem
     )
 
 
+async def read_settlement(ex: Executor, key: GameKey) -> Settlement | None:
+    """A game's settlement with its transfers, in the order they were written."""
+    rows = await ex.fetch(
+        f"SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE table_id = %s AND game_no = %s",
+        (key.table_id, key.game_no),
+    )
+    if not rows:
+        return None
+    transfers = await ex.fetch(
+        f"SELECT {TRANSFER_COLUMNS} FROM transfers WHERE table_id = %s AND game_no = %s "
+        "ORDER BY seq",
+        (key.table_id, key.game_no),
+    )
+    return settlement_from_row(rows[0], [transfer_from_row(t) for t in transfers])
+
+
 class SqlTx(Tx):
     """:class:`~masa_ledger.app.ports.Tx` over an executor; ``for_update`` is the row-lock
     clause of the dialect (empty where the whole database has one writer)."""
@@ -226,11 +242,7 @@ class SqlTx(Tx):
         return transfer_from_row(rows[0]) if rows else None
 
     async def settlement(self, key: GameKey) -> Settlement | None:
-        rows = await self._ex.fetch(
-            f"SELECT {SETTLEMENT_COLUMNS} FROM settlements WHERE table_id = %s AND game_no = %s",
-            (key.table_id, key.game_no),
-        )
-        return settlement_from_row(rows[0]) if rows else None
+        return await read_settlement(self._ex, key)
 
     async def inbox_has(self, event_id: str) -> bool:
         rows = await self._ex.fetch("SELECT 1 FROM inbox WHERE event_id = %s", (event_id,))
@@ -420,22 +432,7 @@ class SqlStore:
         return hold_from_row(rows[0]) if rows else None
 
     async def settlement(self, key: GameKey) -> Settlement | None:
-        async def run(ex: Executor) -> Settlement | None:
-            rows = await ex.fetch(
-                f"SELECT {SETTLEMENT_COLUMNS} FROM settlements "
-                "WHERE table_id = %s AND game_no = %s",
-                (key.table_id, key.game_no),
-            )
-            if not rows:
-                return None
-            transfers = await ex.fetch(
-                f"SELECT {TRANSFER_COLUMNS} FROM transfers WHERE table_id = %s AND game_no = %s "
-                "ORDER BY seq",
-                (key.table_id, key.game_no),
-            )
-            return settlement_from_row(rows[0], [transfer_from_row(t) for t in transfers])
-
-        return await self._in_transaction(run, write=False)
+        return await self._in_transaction(lambda ex: read_settlement(ex, key), write=False)
 
     async def list_transfers(
         self, where: TransferFilter, *, before_seq: int | None, limit: int

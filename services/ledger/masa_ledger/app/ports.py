@@ -172,7 +172,7 @@ class Tx(Protocol):
     async def transfer(self, transfer_id: str) -> Transfer | None: ...
 
     async def settlement(self, key: GameKey) -> Settlement | None:
-        """The game's settlement, without its transfers."""
+        """The game's settlement with its transfers."""
         ...
 
     async def apply(self, change: Change) -> None:
