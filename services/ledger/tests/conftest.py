@@ -28,3 +28,8 @@ async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     """A MASA_DATABASE_URL for a whole ledger service, on every backend."""
     async with database_url(request.param, tmp_path) as url:
         yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

@@ -1,0 +1,197 @@
+"""kill -9 of the ledger between the commit of a settlement and the ack of its GameFinished,
+then a restart: the game is settled once, and the outbox still delivers (P-30, P-31).
+
+A TCP proxy between the ledger process and nats-server lets the test hold back everything the
+ledger sends after the GameFinished reached it, so the settlement commits but neither its ack
+nor its GameSettled reaches the bus; then the process is killed. No hook in the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import nats
+from ledger_support import (
+    Clock,
+    assert_consistent,
+    database_url,
+    ensure_tables_stream,
+    eventually,
+    game_finished,
+    ledger_events,
+    make_ledger,
+    publish_result,
+)
+from masa_ledger.adapters.sql import SqlStore
+from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.domain.model import GameKey
+from masa_platform.testing import NatsServer, free_port
+from test_ledger_cli import _open
+
+
+class _Proxy:
+    """Forwards TCP to ``port``; :meth:`hold_back` stops the client's bytes from going on."""
+
+    def __init__(self, port: int) -> None:
+        self._target = port
+        self._upstream = asyncio.Event()
+        self._upstream.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def hold_back(self) -> None:
+        self._upstream.clear()
+
+    async def close(self) -> None:
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._target)
+        for task in (
+            self._pump(reader, up_writer, self._upstream),
+            self._pump(up_reader, writer, None),
+        ):
+            running = asyncio.get_running_loop().create_task(task)
+            self._tasks.add(running)
+
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, gate: asyncio.Event | None
+    ) -> None:
+        try:
+            while data := await source.read(65536):
+                if gate is not None:
+                    await gate.wait()
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            sink.close()
+
+
+@asynccontextmanager
+async def _ledger_process(
+    url: str, nats_url: str, log: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = {
+        **os.environ,
+        "MASA_DATABASE_URL": url,
+        "MASA_NATS_URL": nats_url,
+        "MASA_GRPC_PORT": str(free_port()),
+        "MASA_METRICS_PORT": "0",
+        # A long pull request, so that one is waiting when the result is published; and a
+        # short ack wait, so that the unacknowledged result comes back soon after the crash.
+        "MASA_RESULTS_FETCH_SECONDS": "30",
+        "MASA_RESULTS_ACK_WAIT_SECONDS": "2",
+    }
+    with log.open("ab") as sink:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "masa_ledger", env=env, stdout=sink, stderr=sink
+        )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def _stage(store: SqlStore, table: str) -> list[str]:
+    ledger, _ = make_ledger(store, Clock(time.time()))
+    for player in ("ayse", "mehmet"):
+        await ledger.grant(f"w-{player}", player, 1000, "")
+    holds = await ledger.hold_stakes(
+        [StakeRequest(f"{table}-{p}", p, 100) for p in ("ayse", "mehmet")]
+    )
+    await ledger.bind_holds(table, 1, 100, [h.hold_id for h in holds])
+    return [h.hold_id for h in holds]
+
+
+async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_delivers(
+    tmp_path: Path, backend: str
+) -> None:
+    table = "crash1"
+    with NatsServer(tmp_path / "nats") as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        await ensure_tables_stream(js)
+        proxy = _Proxy(server.port)
+        await proxy.start()
+        try:
+            async with database_url(backend, tmp_path) as url:
+                store = await _open(url)
+                try:
+                    holds = await _stage(store, table)
+                    log = tmp_path / "ledger.log"
+                    async with _ledger_process(url, f"nats://127.0.0.1:{proxy.port}", log) as first:
+
+                        async def pulling() -> bool:
+                            try:
+                                info = await js.consumer_info("MASA_TABLES", "ledger-settlement")
+                            except nats.js.errors.NotFoundError:
+                                return False
+                            return (info.num_waiting or 0) >= 1
+
+                        await eventually(pulling, timeout=60, what="the ledger's pull request")
+                        # From now on the ledger's acks and publishes stay in the proxy.
+                        proxy.hold_back()
+                        await publish_result(
+                            js,
+                            game_finished(
+                                table, 100, [(0, "ayse", 1, holds[0]), (1, "mehmet", 2, holds[1])]
+                            ),
+                        )
+
+                        async def committed() -> bool:
+                            return (await store.settlement(GameKey(table, 1))) is not None
+
+                        await eventually(committed, what="the settlement's commit")
+                        first.send_signal(signal.SIGKILL)
+                        await first.wait()
+                    info = await js.consumer_info("MASA_TABLES", "ledger-settlement")
+                    assert info.num_ack_pending == 1, "the GameFinished was acknowledged"
+                    before = await ledger_events(js, f"masa.ledger.v1.game.{table}.>")
+                    assert not [e for e in before if e.HasField("game_settled")]
+
+                    async with _ledger_process(url, server.url, log):
+
+                        async def redelivered_and_acked() -> bool:
+                            info = await js.consumer_info("MASA_TABLES", "ledger-settlement")
+                            return info.num_ack_pending == 0 and info.num_pending == 0
+
+                        await eventually(
+                            redelivered_and_acked, timeout=60, what="the redelivery's ack"
+                        )
+
+                        async def announced() -> bool:
+                            events = await ledger_events(js, f"masa.ledger.v1.game.{table}.>")
+                            return any(e.HasField("game_settled") for e in events)
+
+                        await eventually(announced, timeout=60, what="GameSettled from the outbox")
+                    events = await ledger_events(js, f"masa.ledger.v1.game.{table}.>")
+                    assert [e.WhichOneof("event") for e in events] == [
+                        "holds_bound",
+                        "game_settled",
+                    ]
+                    ledger, _ = make_ledger(store, Clock())
+                    assert (await ledger.wallet("ayse")).balance == 1100
+                    assert (await ledger.wallet("mehmet")).balance == 900
+                    await assert_consistent(store)
+                finally:
+                    await store.close()
+        finally:
+            await proxy.close()
+            await nc.close()

@@ -1,0 +1,320 @@
+"""LedgerService over real gRPC, with real NATS and a real database (DESIGN.md §3, P-30).
+
+Each refusal is the status code and ErrorInfo reason that error.proto promises; a player reads
+only its own chips; SettleGame reads the result from the table log and races VoidGame safely.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+import grpc.aio
+import nats
+import pytest
+from google.protobuf import duration_pb2
+from grpc_status import rpc_status
+from ledger_support import (
+    SERVICE,
+    ensure_tables_stream,
+    game_finished,
+    ledger_settings,
+    publish_result,
+    running_ledger,
+    token_metadata,
+)
+from masa.common.v1 import chips_pb2
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_ledger.bootstrap import LedgerService
+from masa_platform.errors import error_info
+from masa_platform.testing import NatsServer
+
+AYSE = token_metadata("ayse")
+MEHMET = token_metadata("mehmet")
+
+
+@asynccontextmanager
+async def _client(service: LedgerService) -> AsyncIterator[ledger_pb2_grpc.LedgerServiceStub]:
+    async with grpc.aio.insecure_channel(service.server.address) as channel:
+        yield ledger_pb2_grpc.LedgerServiceStub(channel)
+
+
+async def _refusal(call) -> tuple[grpc.StatusCode, str, dict[str, str]]:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call
+    info = error_info(await rpc_status.aio.from_call(call))
+    assert info is not None
+    return refused.value.code(), info.reason, dict(info.metadata)
+
+
+async def _grant(stub: ledger_pb2_grpc.LedgerServiceStub, player: str, amount: int) -> None:
+    await stub.GrantChips(
+        ledger_pb2.GrantChipsRequest(
+            request_id=f"grant-{player}-{uuid.uuid4().hex[:6]}", player_id=player, amount=amount
+        ),
+        metadata=SERVICE,
+    )
+
+
+async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, database: str) -> None:
+    async with (
+        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        _client(service) as stub,
+    ):
+        for player in ("ayse", "mehmet", "ali"):
+            await _grant(stub, player, 1000 if player != "ali" else 40)
+        stakes = [
+            ledger_pb2.HoldStakeRequest(
+                request_id=f"t1-{p}",
+                player_id=p,
+                amount=100,
+                lobby_id="salon",
+                ticket_id=f"k-{p}",
+                ttl=duration_pb2.Duration(seconds=120),
+            )
+            for p in ("ayse", "mehmet", "ali")
+        ]
+        # One short player: FAILED_PRECONDITION, INSUFFICIENT_FUNDS, and nothing held for anyone.
+        code, reason, metadata = await _refusal(
+            stub.HoldStakes(
+                ledger_pb2.HoldStakesRequest(request_id="g1", stakes=stakes), metadata=SERVICE
+            )
+        )
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "INSUFFICIENT_FUNDS")
+        assert json.loads(metadata["short_player_ids"]) == ["ali"]
+        balance = await stub.GetBalance(ledger_pb2.GetBalanceRequest(), metadata=AYSE)
+        assert (balance.account.balance, balance.account.held) == (1000, 0)
+
+        placed = await stub.HoldStakes(
+            ledger_pb2.HoldStakesRequest(request_id="g2", stakes=stakes[:2]), metadata=SERVICE
+        )
+        assert [h.state for h in placed.holds] == [ledger_pb2.StakeHold.STATE_HELD] * 2
+        assert placed.holds[0].expire_time.seconds - placed.holds[0].create_time.seconds == 120
+        code, reason, metadata = await _refusal(
+            stub.BindHolds(
+                ledger_pb2.BindHoldsRequest(
+                    request_id="b0",
+                    table_id="t1",
+                    game_no=1,
+                    stake=90,
+                    hold_ids=["t1-ayse", "t1-mehmet"],
+                ),
+                metadata=SERVICE,
+            )
+        )
+        assert (code, reason, metadata["hold_id"]) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "STAKE_MISMATCH",
+            "t1-ayse",
+        )
+        bound = await stub.BindHolds(
+            ledger_pb2.BindHoldsRequest(
+                request_id="b1",
+                table_id="t1",
+                game_no=1,
+                stake=100,
+                hold_ids=["t1-ayse", "t1-mehmet"],
+            ),
+            metadata=SERVICE,
+        )
+        assert (bound.escrow.account_id, bound.escrow.pending_stakes) == ("escrow:t1:1", 200)
+        assert bound.escrow.kind == chips_pb2.ACCOUNT_KIND_ESCROW
+
+        mine = await stub.GetBalance(ledger_pb2.GetBalanceRequest(), metadata=AYSE)
+        assert (mine.account.balance, mine.account.held, mine.account.available) == (1000, 100, 900)
+        hold = await stub.GetHold(ledger_pb2.GetHoldRequest(hold_id="t1-ayse"), metadata=AYSE)
+        assert (hold.hold.state, hold.hold.table_id) == (ledger_pb2.StakeHold.STATE_BOUND, "t1")
+        listed = await stub.ListHolds(
+            ledger_pb2.ListHoldsRequest(state=ledger_pb2.StakeHold.STATE_BOUND), metadata=AYSE
+        )
+        assert [h.hold_id for h in listed.holds] == ["t1-ayse"]
+        transfers = await stub.ListTransfers(
+            ledger_pb2.ListTransfersRequest(kind=chips_pb2.TRANSFER_KIND_GRANT), metadata=AYSE
+        )
+        assert [t.amount for t in transfers.transfers] == [1000]
+        escrow = await stub.GetAccount(
+            ledger_pb2.GetAccountRequest(account_id="escrow:t1:1"), metadata=SERVICE
+        )
+        assert escrow.account.pending_stakes == 200
+
+
+async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
+    nats_server: NatsServer, database: str
+) -> None:
+    async with (
+        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        _client(service) as stub,
+    ):
+        first = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=10)
+        await stub.GrantChips(first, metadata=SERVICE)
+        again = await stub.GrantChips(first, metadata=SERVICE)
+        assert again.transfer.transfer_id == "grant:same"
+        other = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=11)
+        assert (await _refusal(stub.GrantChips(other, metadata=SERVICE)))[:2] == (
+            grpc.StatusCode.ALREADY_EXISTS,
+            "REQUEST_ID_REUSED",
+        )
+        # After a restart nothing is left in memory: the ledger's own ids still tell.
+    async with (
+        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        _client(service) as stub,
+    ):
+        assert (await _refusal(stub.GrantChips(other, metadata=SERVICE)))[:2] == (
+            grpc.StatusCode.ALREADY_EXISTS,
+            "REQUEST_ID_REUSED",
+        )
+        for bad in (
+            ledger_pb2.GrantChipsRequest(request_id="z", player_id="ayse", amount=0),
+            ledger_pb2.GrantChipsRequest(request_id="n", player_id="ayse", amount=-1),
+            ledger_pb2.GrantChipsRequest(request_id="o", player_id="ayse", amount=2**62),
+            ledger_pb2.GrantChipsRequest(request_id="p", player_id="", amount=1),
+        ):
+            assert (await _refusal(stub.GrantChips(bad, metadata=SERVICE)))[:2] == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "BAD_REQUEST",
+            )
+        assert (
+            await _refusal(
+                stub.GetAccount(
+                    ledger_pb2.GetAccountRequest(account_id="player:ghost"), metadata=SERVICE
+                )
+            )
+        )[:2] == (grpc.StatusCode.NOT_FOUND, "ACCOUNT_NOT_FOUND")
+        assert (
+            await _refusal(
+                stub.ReleaseHold(
+                    ledger_pb2.ReleaseHoldRequest(request_id="r", hold_id="ghost"), metadata=SERVICE
+                )
+            )
+        )[:2] == (grpc.StatusCode.NOT_FOUND, "HOLD_NOT_FOUND")
+        balance = await stub.GetBalance(ledger_pb2.GetBalanceRequest(), metadata=AYSE)
+        assert balance.account.balance == 10
+
+
+async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
+    nats_server: NatsServer, database: str
+) -> None:
+    async with (
+        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        _client(service) as stub,
+    ):
+        await _grant(stub, "ayse", 100)
+        await stub.HoldStake(
+            ledger_pb2.HoldStakeRequest(request_id="h-a", player_id="ayse", amount=10),
+            metadata=SERVICE,
+        )
+        for call in (
+            stub.GetBalance(ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=MEHMET),
+            stub.ListTransfers(ledger_pb2.ListTransfersRequest(player_id="ayse"), metadata=MEHMET),
+            stub.ListHolds(ledger_pb2.ListHoldsRequest(player_id="ayse"), metadata=MEHMET),
+            stub.GetHold(ledger_pb2.GetHoldRequest(hold_id="h-a"), metadata=MEHMET),
+        ):
+            assert (await _refusal(call))[:2] == (
+                grpc.StatusCode.PERMISSION_DENIED,
+                "NOT_YOUR_ACCOUNT",
+            )
+        for call in (
+            stub.GrantChips(
+                ledger_pb2.GrantChipsRequest(request_id="x", player_id="mehmet", amount=5),
+                metadata=MEHMET,
+            ),
+            stub.GetAccount(
+                ledger_pb2.GetAccountRequest(account_id="player:ayse"), metadata=MEHMET
+            ),
+            stub.ReleaseHold(
+                ledger_pb2.ReleaseHoldRequest(request_id="y", hold_id="h-a"), metadata=MEHMET
+            ),
+        ):
+            assert (await _refusal(call))[0] == grpc.StatusCode.PERMISSION_DENIED
+        assert (await _refusal(stub.GetBalance(ledger_pb2.GetBalanceRequest())))[
+            0
+        ] == grpc.StatusCode.UNAUTHENTICATED
+        # The service role reads anyone's.
+        other = await stub.GetBalance(
+            ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=SERVICE
+        )
+        assert other.account.held == 10
+
+
+async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
+    nats_server: NatsServer, database: str
+) -> None:
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    await ensure_tables_stream(js)
+    table = f"adm-{uuid.uuid4().hex[:8]}"
+    # Without its own consumer this ledger settles only by hand.
+    settings = ledger_settings(nats_server.url, database, results_consumer=f"idle-{table}")
+    try:
+        async with running_ledger(settings) as service, _client(service) as stub:
+            for task in service.tasks:
+                if task.get_name() == "ledger-results":
+                    task.cancel()
+            for player in ("ayse", "mehmet"):
+                await _grant(stub, player, 500)
+            await stub.HoldStakes(
+                ledger_pb2.HoldStakesRequest(
+                    request_id="g",
+                    stakes=[
+                        ledger_pb2.HoldStakeRequest(
+                            request_id=f"{table}-{p}", player_id=p, amount=50
+                        )
+                        for p in ("ayse", "mehmet")
+                    ],
+                ),
+                metadata=SERVICE,
+            )
+            await stub.BindHolds(
+                ledger_pb2.BindHoldsRequest(
+                    request_id="b",
+                    table_id=table,
+                    game_no=1,
+                    stake=50,
+                    hold_ids=[f"{table}-ayse", f"{table}-mehmet"],
+                ),
+                metadata=SERVICE,
+            )
+            settle = ledger_pb2.SettleGameRequest(request_id="s1", table_id=table, game_no=1)
+            assert (await _refusal(stub.SettleGame(settle, metadata=SERVICE)))[:2] == (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "GAME_NOT_FINISHED",
+            )
+            await publish_result(
+                js,
+                game_finished(
+                    table,
+                    50,
+                    [(0, "ayse", 2, f"{table}-ayse"), (1, "mehmet", 1, f"{table}-mehmet")],
+                ),
+            )
+            settled = await stub.SettleGame(
+                ledger_pb2.SettleGameRequest(request_id="s2", table_id=table, game_no=1),
+                metadata=SERVICE,
+            )
+            assert settled.applied
+            assert settled.settlement.state == ledger_pb2.Settlement.STATE_SETTLED
+            assert [(p.player_id, p.amount) for p in settled.settlement.payouts] == [
+                ("mehmet", 100)
+            ]
+            voided = await stub.VoidGame(
+                ledger_pb2.VoidGameRequest(
+                    request_id="v1", table_id=table, game_no=1, reason="late"
+                ),
+                metadata=SERVICE,
+            )
+            assert (voided.applied, voided.settlement.state) == (
+                False,
+                ledger_pb2.Settlement.STATE_SETTLED,
+            )
+            read = await stub.GetSettlement(
+                ledger_pb2.GetSettlementRequest(table_id=table, game_no=1), metadata=AYSE
+            )
+            assert len(read.settlement.transfers) == 3
+            assert (
+                await stub.GetBalance(ledger_pb2.GetBalanceRequest(), metadata=MEHMET)
+            ).account.balance == 550
+    finally:
+        await nc.close()
