@@ -62,9 +62,15 @@ SERVICES = {
     "masa.ledger.v1.LedgerService": {
         "GetBalance",
         "ListTransfers",
-        "Hold",
-        "Release",
-        "Grant",
+        "GetHold",
+        "ListHolds",
+        "GetSettlement",
+        "GetAccount",
+        "HoldStake",
+        "HoldStakes",
+        "BindHolds",
+        "ReleaseHold",
+        "GrantChips",
         "SettleGame",
         "VoidGame",
     },
@@ -151,8 +157,8 @@ def test_lifecycle_enums_are_named_state() -> None:
     assert {
         "masa.table.v1.Table",
         "masa.matchmaking.v1.Ticket",
-        "masa.ledger.v1.Transfer",
         "masa.ledger.v1.StakeHold",
+        "masa.ledger.v1.Settlement",
     } <= owners
 
 
@@ -201,8 +207,8 @@ def test_streaming_rpcs_are_the_watch_calls() -> None:
 
 
 def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
-    envelopes_and_parts = {"TableResult", "TableCreated", "HandStarted", "ActionApplied"}
-    envelopes_and_parts |= {"TimerFired", "SeatChanged", "Payout"}
+    envelopes_and_parts = {"TableResult", "LedgerEvent", "TableCreated", "HandStarted"}
+    envelopes_and_parts |= {"ActionApplied", "TimerFired", "SeatChanged", "Payout"}
     payloads = [
         m
         for f in _files()
@@ -215,9 +221,10 @@ def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
         "HandFinished",
         "GameFinished",
         "GameAbandoned",
-        "TransferPosted",
         "HoldPlaced",
-        "HoldReleased",
+        "HoldVoided",
+        "ChipsGranted",
+        "HoldsBound",
         "GameSettled",
         "GameVoided",
     }
@@ -230,7 +237,7 @@ def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
 
 def test_game_finished_holds_everything_the_ledger_settles_on() -> None:
     fields = set(result_pb2.GameFinished.DESCRIPTOR.fields_by_name)
-    assert {"table_id", "game_no", "stake", "ranking", "mode"} <= fields
+    assert {"table_id", "game_no", "stake", "ranking", "mode", "payout"} <= fields
     standing = set(game_pb2.Standing.DESCRIPTOR.fields_by_name)
     assert {"player_id", "place", "total", "forfeited", "hold_id", "team"} <= standing
 
