@@ -11,9 +11,11 @@ Every child runs in its own session: a Ctrl-C in the terminal reaches the launch
 then stops the children in order (services drain before the bus they write to goes away).
 
 Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
-(50051) and ``BOT_PORT`` (50052), where 0 picks a free port (the NATS default), ``RUN_READY_SECONDS`` (60),
-``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services.
-Later services (ledger, matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
+(50051), ``BOT_PORT`` (50052) and ``LEDGER_PORT`` (50053), where 0 picks a free port (the NATS default),
+``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``),
+``BOT_DELAY_SECONDS`` (0.5); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services. The
+ledger keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they survive a restart.
+Later services (matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class RunSettings:
     nats_port: int = 0
     table_engine_port: int = 50051
     bot_port: int = 50052
+    ledger_port: int = 50053
     run_ready_seconds: float = 60.0
     run_stop_seconds: float = 10.0
     log_level: str = "INFO"
@@ -78,7 +81,8 @@ class ServiceSpec:
 
 
 def stack(settings: RunSettings) -> list[ServiceSpec]:
-    """NATS first, then the services in dependency order (the bot before its caller)."""
+    """NATS first, then the services in dependency order (the bot and the ledger before the
+    table-engine, which calls them)."""
     host = settings.run_host
     nats_port = settings.nats_port or free_port(host)
     nats_dir = (settings.run_dir / "nats").resolve()
@@ -89,7 +93,9 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     )
     nats_url = f"nats://{host}:{nats_port}"
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
+    ledger_address = f"{host}:{settings.ledger_port or free_port(host)}"
     engine_address = f"{host}:{settings.table_engine_port or free_port(host)}"
+    ledger_database = (settings.run_dir / "ledger.sqlite3").resolve()
 
     def python_service(
         name: str, module: str, address: str, extra: Mapping[str, str]
@@ -120,6 +126,12 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             nats_address=f"{host}:{nats_port}",
         ),
         python_service("bot", "masa_bot", bot_address, {}),
+        python_service(
+            "ledger",
+            "masa_ledger",
+            ledger_address,
+            {"MASA_DATABASE_URL": f"sqlite:///{ledger_database}"},
+        ),
         python_service(
             "table-engine",
             "masa_table_engine",
@@ -173,7 +185,11 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
             (child.spec.grpc_address for child in running if child.spec.name == "table-engine"),
             None,
         )
-        _write_state(settings, engine, running)
+        ledger = next(
+            (child.spec.grpc_address for child in running if child.spec.name == "ledger"),
+            None,
+        )
+        _write_state(settings, engine, ledger, running)
         _print_next_steps(settings, engine, out)
         while not stop.wait(_POLL_SECONDS):
             dead = next((child for child in running if child.process.poll() is not None), None)
@@ -290,10 +306,13 @@ def _endpoint(spec: ServiceSpec) -> str:
     return f"grpc {spec.grpc_address}{metrics}"
 
 
-def _write_state(settings: RunSettings, engine: str | None, running: Sequence[_Running]) -> None:
+def _write_state(
+    settings: RunSettings, engine: str | None, ledger: str | None, running: Sequence[_Running]
+) -> None:
     """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it)."""
     state = {
         "table_engine": engine,
+        "ledger": ledger,
         "services": {
             child.spec.name: {
                 "pid": child.process.pid,
