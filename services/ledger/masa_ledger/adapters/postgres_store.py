@@ -70,8 +70,19 @@ class _PgExecutor(Executor):
                 await cursor.executemany(sql, [tuple(row) for row in rows])
 
 
-_NEW_ACCOUNT_COLUMNS = "account_id, kind, player_id, table_id, game_no, stake, created_us"
-_NEW_ACCOUNT_TYPES = ("text", "text", "text", "text", "bigint", "bigint", "bigint")
+_ACCOUNT_TYPES = (
+    "text",
+    "text",
+    "text",
+    "text",
+    "bigint",
+    "bigint",
+    "bigint",
+    "bigint",
+    "bigint",
+    "text",
+    "bigint",
+)
 # The types of each column of the rows apply() writes, for unnest(): one array per column.
 _NEW_HOLD_TYPES = (
     "text",
@@ -88,6 +99,20 @@ _NEW_HOLD_TYPES = (
     "bigint",
     "bigint",
     "text",
+)
+_SETTLEMENT_TYPES = (
+    "text",
+    "bigint",
+    "text",
+    "bigint",
+    "bigint",
+    "bigint",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "bigint",
 )
 _TRANSFER_TYPES = (
     "text",
@@ -116,8 +141,8 @@ class _PgTx(SqlTx):
         # Only accounts that may be new: one upsert that creates the missing ones and locks
         # and returns them all (the no-op update takes the row lock), in account-id order.
         rows = await self._ex.fetch(
-            f"INSERT INTO accounts ({_NEW_ACCOUNT_COLUMNS}) "
-            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _NEW_ACCOUNT_TYPES)}) "
+            f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) "
+            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _ACCOUNT_TYPES)}) "
             "ORDER BY 1 ON CONFLICT (account_id) DO UPDATE SET kind = accounts.kind "
             f"RETURNING {ACCOUNT_COLUMNS}",
             [list(column) for column in zip(*new_account_rows(create), strict=True)],
@@ -136,6 +161,11 @@ class _PgTx(SqlTx):
             params.extend(list(column) for column in zip(*rows, strict=True))
 
         add(
+            f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) SELECT * FROM {{rows}}",
+            new_account_rows(change.new_accounts),
+            _ACCOUNT_TYPES,
+        )
+        add(
             f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) SELECT * FROM {{rows}}",
             new_hold_rows(change.new_holds),
             _NEW_HOLD_TYPES,
@@ -153,26 +183,26 @@ class _PgTx(SqlTx):
             transfer_rows(change.transfers),
             _TRANSFER_TYPES,
         )
-        if change.settlement is not None:
-            parts.append(
-                f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({', '.join(['%s'] * 12)})"
-            )
-            params.extend(settlement_row(change.settlement))
+        add(
+            f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) SELECT * FROM {{rows}}",
+            [settlement_row(settlement) for settlement in change.settlements],
+            _SETTLEMENT_TYPES,
+        )
         add(
             "UPDATE accounts a SET balance = a.balance + c.balance, held = a.held + c.held, "
             "pending_stakes = a.pending_stakes + c.pending_stakes, "
-            "closed = COALESCE(c.closed, a.closed) "
-            "FROM {rows} AS c(account_id, balance, held, pending_stakes, closed) "
+            "stake = COALESCE(c.stake, a.stake), closed = COALESCE(c.closed, a.closed) "
+            "FROM {rows} AS c(account_id, balance, held, pending_stakes, stake, closed) "
             "WHERE a.account_id = c.account_id",
             account_change_rows(change.accounts),
-            ("text", "bigint", "bigint", "bigint", "text"),
+            ("text", "bigint", "bigint", "bigint", "bigint", "text"),
         )
-        if change.inbox is not None:
-            parts.append(
-                "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (event_id) DO NOTHING"
-            )
-            params.extend(inbox_row(change.inbox, change.at))
+        add(
+            "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
+            "SELECT * FROM {rows} ON CONFLICT (event_id) DO NOTHING",
+            [inbox_row(entry, change.at) for entry in change.inbox],
+            ("text", "text", "bigint", "text", "text", "bigint"),
+        )
         add(
             "INSERT INTO outbox (event_id, subject, payload, created_us) "
             "SELECT * FROM {rows} ON CONFLICT (event_id) DO NOTHING",

@@ -201,8 +201,7 @@ class SqlTx(Tx):
     ) -> dict[str, Account]:
         if create:
             await self._ex.execute_many(
-                "INSERT INTO accounts (account_id, kind, player_id, table_id, game_no, stake, "
-                "created_us) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(11)}) "
                 "ON CONFLICT (account_id) DO NOTHING",
                 new_account_rows(create),
             )
@@ -227,13 +226,20 @@ class SqlTx(Tx):
         )
         return {row[0]: hold_from_row(row) for row in rows}
 
-    async def holds_of_game(self, key: GameKey) -> list[Hold]:
+    async def holds_of_games(self, keys: Collection[GameKey]) -> dict[GameKey, list[Hold]]:
+        found: dict[GameKey, list[Hold]] = {key: [] for key in keys}
+        if not found:
+            return found
+        pairs = ", ".join(["(%s, %s)"] * len(found))
         rows = await self._ex.fetch(
-            f"SELECT {HOLD_COLUMNS} FROM holds WHERE table_id = %s AND game_no = %s "
+            f"SELECT {HOLD_COLUMNS} FROM holds WHERE (table_id, game_no) IN ({pairs}) "
             "ORDER BY hold_id",
-            (key.table_id, key.game_no),
+            [value for key in found for value in (key.table_id, key.game_no)],
         )
-        return [hold_from_row(row) for row in rows]
+        for row in rows:
+            hold = hold_from_row(row)
+            found[GameKey(hold.table_id, hold.game_no)].append(hold)
+        return found
 
     async def transfer(self, transfer_id: str) -> Transfer | None:
         rows = await self._ex.fetch(
@@ -253,7 +259,7 @@ class SqlTx(Tx):
 
 
 def new_account_rows(accounts: Sequence[Account]) -> list[tuple[object, ...]]:
-    """Rows of (account_id, kind, player_id, table_id, game_no, stake, created_us), by id."""
+    """Rows of ``INSERT INTO accounts ({ACCOUNT_COLUMNS})``, by account id."""
     return [
         (
             a.account_id,
@@ -262,6 +268,10 @@ def new_account_rows(accounts: Sequence[Account]) -> list[tuple[object, ...]]:
             a.table_id,
             a.game_no,
             a.stake,
+            a.balance,
+            a.held,
+            a.pending_stakes,
+            "" if a.closed is None else a.closed.value,
             _us(a.created_at or 0.0),
         )
         for a in sorted(accounts, key=lambda a: a.account_id)
@@ -329,13 +339,15 @@ def transfer_rows(transfers: Sequence[Transfer]) -> list[tuple[object, ...]]:
 
 
 def account_change_rows(changes: Mapping[str, AccountChange]) -> list[tuple[object, ...]]:
-    """Rows of (account_id, balance, held, pending_stakes, closed or None), by account id."""
+    """Rows of (account_id, balance, held, pending_stakes, stake or None, closed or None), by
+    account id."""
     return [
         (
             account_id,
             c.balance,
             c.held,
             c.pending_stakes,
+            c.stake,
             None if c.close is None else c.close.value,
         )
         for account_id, c in sorted(changes.items())

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from masa_ledger.adapters.sql import (
+    ACCOUNT_COLUMNS,
     NEW_HOLD_COLUMNS,
     SETTLEMENT_COLUMNS,
     TRANSFER_COLUMNS,
@@ -28,6 +29,7 @@ from masa_ledger.adapters.sql import (
     hold_update_rows,
     inbox_row,
     migrations,
+    new_account_rows,
     new_hold_rows,
     outbox_rows,
     settlement_row,
@@ -64,6 +66,10 @@ class _SqliteTx(SqlTx):
     async def apply(self, change: Change) -> None:
         ex = self._ex
         await ex.execute_many(
+            f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(11)})",
+            new_account_rows(change.new_accounts),
+        )
+        await ex.execute_many(
             f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) VALUES ({_marks(14)})",
             new_hold_rows(change.new_holds),
         )
@@ -76,23 +82,21 @@ class _SqliteTx(SqlTx):
             f"INSERT INTO transfers ({TRANSFER_COLUMNS}) VALUES ({_marks(10)})",
             transfer_rows(change.transfers),
         )
-        if change.settlement is not None:
-            await ex.execute(
-                f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({_marks(12)})",
-                settlement_row(change.settlement),
-            )
+        await ex.execute_many(
+            f"INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES ({_marks(12)})",
+            [settlement_row(settlement) for settlement in change.settlements],
+        )
         await ex.execute_many(
             "UPDATE accounts SET balance = balance + ?2, held = held + ?3, "
-            "pending_stakes = pending_stakes + ?4, closed = COALESCE(?5, closed) "
-            "WHERE account_id = ?1",
+            "pending_stakes = pending_stakes + ?4, stake = COALESCE(?5, stake), "
+            "closed = COALESCE(?6, closed) WHERE account_id = ?1",
             account_change_rows(change.accounts),
         )
-        if change.inbox is not None:
-            await ex.execute(
-                "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
-                inbox_row(change.inbox, change.at),
-            )
+        await ex.execute_many(
+            "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
+            [inbox_row(entry, change.at) for entry in change.inbox],
+        )
         await ex.execute_many(
             "INSERT INTO outbox (event_id, subject, payload, created_us) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (event_id) DO NOTHING",

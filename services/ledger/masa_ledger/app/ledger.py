@@ -15,8 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
+from masa_ledger.app.group_commit import GroupCommit
 from masa_ledger.app.paging import decode_token, encode_token, page_size
 from masa_ledger.app.ports import (
     AccountChange,
@@ -86,6 +87,8 @@ __all__ = ["HoldPolicy", "Ledger", "Page", "StakeRequest"]
 
 ItemT = TypeVar("ItemT")
 ValueT = TypeVar("ValueT")
+# What a request of a batch gets: its answer, or its refusal.
+Outcome: TypeAlias = ValueT | BaseException
 
 _log = logging.getLogger(__name__)
 
@@ -139,6 +142,9 @@ class Ledger:
         self._policy = policy
         self._clock = clock
         self._on_commit = on_commit
+        self._holding = GroupCommit(self._hold_batch)
+        self._binding = GroupCommit(self._bind_batch)
+        self._settling = GroupCommit(self._settle_batch)
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -207,38 +213,54 @@ class Ledger:
             raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
         if len({hold.player_id for hold in wanted}) != len(wanted):
             raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+        return await self._holding.submit(wanted)
 
-        async def work(tx: Tx) -> tuple[list[Hold], bool]:
-            existing = await tx.holds([hold.hold_id for hold in wanted])
-            for hold in wanted:
-                found = existing.get(hold.hold_id)
-                if found is not None and not found.same_request(hold):
-                    raise RequestIdReused(
-                        f"request_id {hold.hold_id!r} placed another hold before",
-                        metadata={"request_id": hold.hold_id},
-                    )
-            new = [hold for hold in wanted if hold.hold_id not in existing]
-            if new:
-                accounts = await tx.lock_accounts([hold.account_id for hold in new])
-                short = [
-                    hold
-                    for hold in new
-                    if (account := accounts.get(hold.account_id)) is None
-                    or account.available < hold.amount
-                ]
-                if short:
-                    raise _insufficient(short, accounts)
-                await tx.apply(
-                    Change(
-                        now,
-                        new_holds=new,
-                        accounts={h.account_id: AccountChange(held=h.amount) for h in new},
-                        outbox=self._events([HoldPlaced(hold) for hold in new]),
-                    )
+    async def _hold_batch(self, batch: Sequence[list[Hold]]) -> list[Outcome[list[Hold]]]:
+        async def work(tx: Tx) -> list[tuple[Outcome[list[Hold]], bool]]:
+            existing = await tx.holds({h.hold_id for request in batch for h in request})
+            wallets = {
+                h.account_id for request in batch for h in request if h.hold_id not in existing
+            }
+            accounts = await tx.lock_accounts(wallets)
+            available = {account_id: a.available for account_id, a in accounts.items()}
+            writes = _Writes(self._clock())
+            answers: list[tuple[Outcome[list[Hold]], bool]] = []
+            for request in batch:
+                try:
+                    answers.append(self._place(request, existing, available, writes))
+                except LedgerError as error:
+                    answers.append((error, False))
+            await self._apply(tx, writes)
+            return answers
+
+        return await self._batch("hold", work)
+
+    def _place(
+        self,
+        request: list[Hold],
+        existing: dict[str, Hold],
+        available: dict[str, int],
+        writes: _Writes,
+    ) -> tuple[list[Hold], bool]:
+        """One request of a batch of holds: all of its stakes, or none."""
+        for hold in request:
+            found = existing.get(hold.hold_id) or writes.placed.get(hold.hold_id)
+            if found is not None and not found.same_request(hold):
+                raise RequestIdReused(
+                    f"request_id {hold.hold_id!r} placed another hold before",
+                    metadata={"request_id": hold.hold_id},
                 )
-            return [existing.get(hold.hold_id, hold) for hold in wanted], bool(new)
-
-        return await self._write("hold", work)
+        new = [h for h in request if h.hold_id not in existing and h.hold_id not in writes.placed]
+        short = [h for h in new if available.get(h.account_id, 0) < h.amount]
+        if short:
+            raise _insufficient(short, available)
+        for hold in new:
+            available[hold.account_id] -= hold.amount
+            writes.placed[hold.hold_id] = hold
+            writes.account(hold.account_id, AccountChange(held=hold.amount))
+            writes.event(self._encode(HoldPlaced(hold)))
+        answer = [existing.get(h.hold_id) or writes.placed[h.hold_id] for h in request]
+        return answer, bool(new)
 
     async def bind_holds(
         self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]
@@ -253,73 +275,87 @@ class Ledger:
         check_game(table_id, game_no)
         check_amount("stake", stake)
         ids = check_hold_ids(hold_ids)
-        key = GameKey(table_id, game_no)
-        now = self._clock()
+        return await self._binding.submit(
+            _Bind(GameKey(table_id, game_no), stake, ids, self._clock())
+        )
 
-        async def work(tx: Tx) -> tuple[tuple[Account, list[Hold]], bool]:
-            opened = Account(
-                key.escrow_id,
-                AccountKind.ESCROW,
-                table_id=table_id,
-                game_no=game_no,
-                stake=stake,
-                created_at=now,
+    async def _bind_batch(
+        self, batch: Sequence[_Bind]
+    ) -> list[Outcome[tuple[Account, list[Hold]]]]:
+        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Account, list[Hold]]], bool]]:
+            # A game's escrow is opened by the first bind that succeeds (written with the
+            # change), so a refused bind leaves nothing behind; two transactions opening the
+            # same escrow collide on its key, and the second runs again and finds it.
+            writes = _Writes(self._clock())
+            escrows = await tx.lock_accounts({bind.key.escrow_id for bind in batch})
+            for bind in batch:
+                if bind.key.escrow_id not in escrows:
+                    escrows[bind.key.escrow_id] = writes.unopened(_escrow(bind.key, bind.at))
+            holds = await tx.holds(
+                {hold_id for bind in batch for hold_id in bind.hold_ids}, lock=True
             )
-            escrow = (await tx.lock_accounts([key.escrow_id], create=[opened]))[key.escrow_id]
-            if escrow.closed is not None:
-                raise Refused(
-                    f"game {key} was {escrow.closed.value} already",
-                    reason="GAME_CLOSED",
-                    metadata=_game_metadata(key, state=escrow.closed.name),
-                )
-            found = await tx.holds(ids, lock=True)
-            for hold_id in ids:
-                if hold_id not in found:
-                    raise NotFound(
-                        f"no hold {hold_id!r}",
-                        reason="HOLD_NOT_FOUND",
-                        metadata={"hold_id": hold_id},
-                    )
-            holds = [found[hold_id] for hold_id in ids]
-            total = sum(hold.amount for hold in holds)
-            if escrow.pending_stakes:
-                # An open escrow's pending stakes are exactly its bound holds, so these are
-                # the same holds if they are all bound here and add up to them.
-                here = all(
-                    hold.state is HoldState.BOUND
-                    and (hold.table_id, hold.game_no) == (table_id, game_no)
-                    for hold in holds
-                )
-                if here and total == escrow.pending_stakes and escrow.stake == stake:
-                    return (escrow, holds), False
-                raise Refused(
-                    f"game {key} is bound to other holds or another stake",
-                    reason="ESCROW_MISMATCH",
-                    metadata=_game_metadata(key, stake=str(escrow.stake)),
-                )
-            if escrow.stake != stake:
-                raise Refused(
-                    f"game {key} was opened with a stake of {escrow.stake}",
-                    reason="ESCROW_MISMATCH",
-                    metadata=_game_metadata(key, stake=str(escrow.stake)),
-                )
-            for hold in holds:
-                _check_bindable(hold, key, stake, now)
-            bound = [
-                replace(hold, state=HoldState.BOUND, table_id=table_id, game_no=game_no)
-                for hold in holds
-            ]
-            await tx.apply(
-                Change(
-                    now,
-                    holds=bound,
-                    accounts={key.escrow_id: AccountChange(pending_stakes=total)},
-                    outbox=self._events([HoldsBound(key, stake, ids, now)]),
-                )
-            )
-            return (replace(escrow, pending_stakes=total), bound), True
+            answers: list[tuple[Outcome[tuple[Account, list[Hold]]], bool]] = []
+            for bind in batch:
+                try:
+                    answers.append(self._bind(bind, escrows, holds, writes))
+                except LedgerError as error:
+                    answers.append((error, False))
+            await self._apply(tx, writes)
+            return answers
 
-        return await self._write("bind", work)
+        return await self._batch("bind", work)
+
+    def _bind(
+        self,
+        bind: _Bind,
+        escrows: dict[str, Account],
+        holds: dict[str, Hold],
+        writes: _Writes,
+    ) -> tuple[tuple[Account, list[Hold]], bool]:
+        """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
+        key, stake = bind.key, bind.stake
+        escrow = escrows[key.escrow_id]
+        if escrow.closed is not None:
+            raise Refused(
+                f"game {key} was {escrow.closed.value} already",
+                reason="GAME_CLOSED",
+                metadata=_game_metadata(key, state=escrow.closed.name),
+            )
+        for hold_id in bind.hold_ids:
+            if hold_id not in holds:
+                raise NotFound(
+                    f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
+                )
+        chosen = [holds[hold_id] for hold_id in bind.hold_ids]
+        total = sum(hold.amount for hold in chosen)
+        if escrow.pending_stakes:
+            # An open escrow's pending stakes are exactly its bound holds, so these are the
+            # same holds if they are all bound here and add up to them.
+            here = all(
+                hold.state is HoldState.BOUND
+                and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
+                for hold in chosen
+            )
+            if here and total == escrow.pending_stakes and escrow.stake == stake:
+                return (escrow, chosen), False
+            raise Refused(
+                f"game {key} is bound to other holds or another stake",
+                reason="ESCROW_MISMATCH",
+                metadata=_game_metadata(key, stake=str(escrow.stake)),
+            )
+        for hold in chosen:
+            _check_bindable(hold, key, stake, bind.at)
+        bound = [
+            replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
+            for hold in chosen
+        ]
+        for hold in bound:
+            holds[hold.hold_id] = hold
+            writes.holds[hold.hold_id] = hold
+        escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake)
+        writes.account(key.escrow_id, AccountChange(pending_stakes=total, stake=stake))
+        writes.event(self._encode(HoldsBound(key, stake, bind.hold_ids, bind.at)))
+        return (escrows[key.escrow_id], bound), True
 
     async def release_hold(self, hold_id: str, reason: str) -> Hold:
         """Void a hold that is not bound (a cancelled ticket); a released hold is returned as
@@ -397,80 +433,100 @@ class Ledger:
         ``False``. ``from_event`` records the event in the inbox in the same transaction.
         """
         _check_result(result)
-        key = result.key
         started = time.perf_counter()
-        now = self._clock()
-
-        async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
-            closed = await self._lock_game(tx, key, result.event_id, from_event, now)
-            if closed is not None:
-                return (closed, False), False
-            bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
-            _match(result, bound)
-            pot = sum(hold.amount for hold in bound)
-            split = split_pot(pot, result.standings, result.rule, teams=result.teams)
-            transfers = _settlement_transfers(key, bound, split.payouts, now)
-            for kind, amount in (
-                (TransferKind.RAKE, split.rake),
-                (TransferKind.FORFEIT, split.forfeited),
-            ):
-                if amount:
-                    transfers.append(
-                        Transfer(
-                            f"{kind.value}:{key}",
-                            kind,
-                            key.escrow_id,
-                            HOUSE,
-                            amount,
-                            now,
-                            key.table_id,
-                            key.game_no,
-                        )
-                    )
-            changes = _net(transfers)
-            for hold in bound:
-                changes[hold.account_id] = changes[hold.account_id].plus(
-                    AccountChange(held=-hold.amount)
-                )
-            await tx.lock_accounts(set(changes) - {key.escrow_id})
-            changes[key.escrow_id] = changes.get(key.escrow_id, AccountChange()).plus(
-                AccountChange(pending_stakes=-pot, close=SettlementState.SETTLED)
-            )
-            settlement = Settlement(
-                key,
-                SettlementState.SETTLED,
-                pot,
-                split.rake,
-                split.forfeited,
-                split.payouts,
-                tuple(hold.hold_id for hold in bound),
-                result.event_id,
-                "",
-                now,
-                result.rule,
-                tuple(transfers),
-            )
-            await tx.apply(
-                Change(
-                    now,
-                    holds=[replace(h, state=HoldState.POSTED, closed_at=now) for h in bound],
-                    transfers=transfers,
-                    accounts=changes,
-                    settlement=settlement,
-                    inbox=(
-                        InboxEntry(result.event_id, key, InboxOutcome.SETTLED)
-                        if from_event
-                        else None
-                    ),
-                    outbox=self._events([GameSettled(settlement)]),
-                )
-            )
-            return (settlement, True), True
-
-        settled, applied = await self._write("settle", work)
+        settled, applied = await self._settling.submit((result, from_event))
         if applied:
             self._metrics.settlement_seconds(time.perf_counter() - started)
         return settled, applied
+
+    async def _settle_batch(
+        self, batch: Sequence[tuple[GameResult, bool]]
+    ) -> list[Outcome[tuple[Settlement, bool]]]:
+        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
+            writes = _Writes(self._clock())
+            games = await self._lock_games(tx, [result.key for result, _ in batch], writes)
+            bound = await tx.holds_of_games(
+                [key for key, closed in games.items() if closed is None]
+            )
+            answers: list[tuple[Outcome[tuple[Settlement, bool]], bool]] = []
+            for result, from_event in batch:
+                try:
+                    answers.append(self._settle(result, from_event, games, bound, writes))
+                except LedgerError as error:
+                    answers.append((error, False))
+            wallets = set(writes.accounts) - {key.escrow_id for key in games}
+            await tx.lock_accounts(wallets)
+            await self._apply(tx, writes)
+            return answers
+
+        return await self._batch("settle", work)
+
+    def _settle(
+        self,
+        result: GameResult,
+        from_event: bool,
+        games: dict[GameKey, Settlement | None],
+        bound_by_game: dict[GameKey, list[Hold]],
+        writes: _Writes,
+    ) -> tuple[tuple[Settlement, bool], bool]:
+        """One settlement of a batch; ``games`` follows the games earlier ones closed."""
+        key, now = result.key, writes.at
+        closed = games[key]
+        if closed is not None:
+            if from_event:
+                writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.ALREADY_CLOSED))
+            return (closed, False), False
+        bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
+        _match(result, bound)
+        pot = sum(hold.amount for hold in bound)
+        split = split_pot(pot, result.standings, result.rule, teams=result.teams)
+        transfers = _settlement_transfers(key, bound, split.payouts, now)
+        for kind, amount in (
+            (TransferKind.RAKE, split.rake),
+            (TransferKind.FORFEIT, split.forfeited),
+        ):
+            if amount:
+                transfers.append(
+                    Transfer(
+                        f"{kind.value}:{key}",
+                        kind,
+                        key.escrow_id,
+                        HOUSE,
+                        amount,
+                        now,
+                        key.table_id,
+                        key.game_no,
+                    )
+                )
+        settlement = Settlement(
+            key,
+            SettlementState.SETTLED,
+            pot,
+            split.rake,
+            split.forfeited,
+            split.payouts,
+            tuple(hold.hold_id for hold in bound),
+            result.event_id,
+            "",
+            now,
+            result.rule,
+            tuple(transfers),
+        )
+        games[key] = settlement
+        writes.transfers.extend(transfers)
+        for account_id, change in _net(transfers).items():
+            writes.account(account_id, change)
+        for hold in bound:
+            writes.account(hold.account_id, AccountChange(held=-hold.amount))
+            writes.holds[hold.hold_id] = replace(hold, state=HoldState.POSTED, closed_at=now)
+        writes.account(
+            key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.SETTLED)
+        )
+        writes.settlements.append(settlement)
+        if from_event:
+            writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.SETTLED))
+        writes.event(self._encode(GameSettled(settlement)))
+        return (settlement, True), True
 
     async def void(
         self, key: GameKey, reason: str, *, event_id: str = "", from_event: bool = False
@@ -479,22 +535,26 @@ class Ledger:
         chips move. A game settled or voided already is answered with that settlement."""
         check_game(key.table_id, key.game_no)
         check_text("reason", reason)
-        now = self._clock()
 
-        async def work(tx: Tx) -> tuple[tuple[Settlement, bool], bool]:
-            closed = await self._lock_game(tx, key, event_id, from_event, now)
+        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
+            now = self._clock()
+            writes = _Writes(now)
+            closed = (await self._lock_games(tx, [key], writes))[key]
             if closed is not None:
-                return (closed, False), False
-            bound = [h for h in await tx.holds_of_game(key) if h.state is HoldState.BOUND]
+                if from_event:
+                    writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED))
+                    await self._apply(tx, writes)
+                return [((closed, False), False)]
+            bound = [h for h in (await tx.holds_of_games([key]))[key] if h.state is HoldState.BOUND]
             pot = sum(hold.amount for hold in bound)
-            changes: dict[str, AccountChange] = {}
             for hold in bound:
-                changes[hold.account_id] = changes.get(hold.account_id, AccountChange()).plus(
-                    AccountChange(held=-hold.amount)
+                writes.account(hold.account_id, AccountChange(held=-hold.amount))
+                writes.holds[hold.hold_id] = replace(
+                    hold, state=HoldState.VOIDED, closed_at=now, reason=reason
                 )
-            await tx.lock_accounts(changes)
-            changes[key.escrow_id] = AccountChange(
-                pending_stakes=-pot, close=SettlementState.VOIDED
+            await tx.lock_accounts(set(writes.accounts))
+            writes.account(
+                key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.VOIDED)
             )
             settlement = Settlement(
                 key,
@@ -509,22 +569,17 @@ class Ledger:
                 now,
                 PayoutRule(),
             )
-            await tx.apply(
-                Change(
-                    now,
-                    holds=[
-                        replace(h, state=HoldState.VOIDED, closed_at=now, reason=reason)
-                        for h in bound
-                    ],
-                    accounts=changes,
-                    settlement=settlement,
-                    inbox=InboxEntry(event_id, key, InboxOutcome.VOIDED) if from_event else None,
-                    outbox=self._events([GameVoided(settlement)]),
-                )
-            )
-            return (settlement, True), True
+            writes.settlements.append(settlement)
+            if from_event:
+                writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.VOIDED))
+            writes.event(self._encode(GameVoided(settlement)))
+            await self._apply(tx, writes)
+            return [((settlement, True), True)]
 
-        return await self._write("void", work)
+        (answer,) = await self._batch("void", work)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
     async def settle_from_log(self, key: GameKey) -> tuple[Settlement, bool]:
         """An admin's SettleGame: settle (or void) the game from what the table-engine
@@ -671,28 +726,26 @@ class Ledger:
             )
         return found
 
-    async def _lock_game(
-        self, tx: Tx, key: GameKey, event_id: str, from_event: bool, now: float
-    ) -> Settlement | None:
-        """Lock the game (its escrow, opened now if it was never bound) and return its
-        settlement if it is closed; an event for a closed game is recorded in the inbox."""
-        escrow = Account(
-            key.escrow_id,
-            AccountKind.ESCROW,
-            table_id=key.table_id,
-            game_no=key.game_no,
-            created_at=now,
-        )
-        locked = (await tx.lock_accounts([key.escrow_id], create=[escrow]))[key.escrow_id]
-        if locked.closed is None:
-            return None
-        closed = await tx.settlement(key)
-        if closed is None:
-            raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
-        if from_event:
-            entry = InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED)
-            await tx.apply(Change(now, inbox=entry))
-        return closed
+    async def _lock_games(
+        self, tx: Tx, keys: Sequence[GameKey], writes: _Writes
+    ) -> dict[GameKey, Settlement | None]:
+        """Lock the games (their escrows) and return each game's settlement if it is closed
+        already. A game never bound has no escrow yet: closing it opens one, with the change."""
+        escrows = await tx.lock_accounts({key.escrow_id for key in keys})
+        games: dict[GameKey, Settlement | None] = {}
+        for key in dict.fromkeys(keys):
+            escrow = escrows.get(key.escrow_id)
+            if escrow is None:
+                writes.unopened(_escrow(key, writes.at))
+                games[key] = None
+            elif escrow.closed is None:
+                games[key] = None
+            else:
+                closed = await tx.settlement(key)
+                if closed is None:
+                    raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
+                games[key] = closed
+        return games
 
     async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
         now = self._clock()
@@ -700,13 +753,18 @@ class Ledger:
 
         async def work(tx: Tx) -> tuple[None, bool]:
             entry = InboxEntry(result.event_id, result.key, InboxOutcome.REJECTED, detail)
-            await tx.apply(Change(now, inbox=entry))
+            await tx.apply(Change(now, inbox=[entry]))
             return None, False
 
         await self._write("settle_rejected", work)
 
     def _events(self, events: Sequence[LedgerEvent]) -> list[OutboxMessage]:
         return [self._encode(event) for event in events]
+
+    async def _apply(self, tx: Tx, writes: _Writes) -> None:
+        change = writes.change()
+        if not change.empty:
+            await tx.apply(change)
 
     async def _write(
         self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
@@ -726,6 +784,96 @@ class Ledger:
             self._on_commit()
         return value
 
+    async def _batch(
+        self, kind: str, work: Callable[[Tx], Awaitable[list[tuple[Outcome[ValueT], bool]]]]
+    ) -> list[Outcome[ValueT]]:
+        """Run a batch's ``work`` in one transaction; count each request's outcome."""
+        try:
+            answers = await self._store.transact(work)
+        except Exception:
+            self._metrics.operation(kind, "error")
+            raise
+        for answer, changed in answers:
+            if isinstance(answer, LedgerError):
+                result = "refused"
+            else:
+                result = "ok" if changed else "replayed"
+            self._metrics.operation(kind, result)
+        if any(changed for _, changed in answers):
+            self._on_commit()
+        return [answer for answer, _ in answers]
+
+
+@dataclass(frozen=True, slots=True)
+class _Bind:
+    key: GameKey
+    stake: int
+    hold_ids: tuple[str, ...]
+    at: float
+
+
+class _Writes:
+    """What one transaction writes, gathered from the requests of a batch: each hold once,
+    the changes of an account summed."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        # Accounts this transaction may open, as they are before any change.
+        self._unopened: dict[str, Account] = {}
+        self.placed: dict[str, Hold] = {}
+        self.holds: dict[str, Hold] = {}
+        self.transfers: list[Transfer] = []
+        self.accounts: dict[str, AccountChange] = {}
+        self.settlements: list[Settlement] = []
+        self.inbox: list[InboxEntry] = []
+        self.outbox: list[OutboxMessage] = []
+
+    def unopened(self, account: Account) -> Account:
+        """An account not in the database: opened with the change if a request changes it."""
+        return self._unopened.setdefault(account.account_id, account)
+
+    def account(self, account_id: str, change: AccountChange) -> None:
+        self.accounts[account_id] = self.accounts.get(account_id, AccountChange()).plus(change)
+
+    def event(self, message: OutboxMessage) -> None:
+        self.outbox.append(message)
+
+    def change(self) -> Change:
+        opened = [
+            _opened(account, self.accounts[account_id])
+            for account_id, account in self._unopened.items()
+            if account_id in self.accounts
+        ]
+        return Change(
+            self.at,
+            new_accounts=opened,
+            new_holds=list(self.placed.values()),
+            holds=list(self.holds.values()),
+            transfers=self.transfers,
+            accounts={k: v for k, v in self.accounts.items() if k not in self._unopened},
+            settlements=self.settlements,
+            inbox=self.inbox,
+            outbox=self.outbox,
+        )
+
+
+def _escrow(key: GameKey, at: float) -> Account:
+    return Account(
+        key.escrow_id, AccountKind.ESCROW, table_id=key.table_id, game_no=key.game_no, created_at=at
+    )
+
+
+def _opened(account: Account, change: AccountChange) -> Account:
+    """A new account as it is after ``change``."""
+    return replace(
+        account,
+        balance=account.balance + change.balance,
+        held=account.held + change.held,
+        pending_stakes=account.pending_stakes + change.pending_stakes,
+        stake=account.stake if change.stake is None else change.stake,
+        closed=change.close or account.closed,
+    )
+
 
 def _page(rows: Sequence[tuple[int, ItemT]], limit: int, filters: str) -> Page[ItemT]:
     items = tuple(item for _, item in rows[:limit])
@@ -733,9 +881,9 @@ def _page(rows: Sequence[tuple[int, ItemT]], limit: int, filters: str) -> Page[I
     return Page(items, token)
 
 
-def _insufficient(short: Sequence[Hold], accounts: dict[str, Account]) -> Refused:
+def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:
     first = short[0]
-    available = accounts[first.account_id].available if first.account_id in accounts else 0
+    available = available_chips.get(first.account_id, 0)
     names = ", ".join(hold.player_id for hold in short)
     return Refused(
         f"not enough chips to stake: {names}",

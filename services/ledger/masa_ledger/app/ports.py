@@ -55,12 +55,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class AccountChange:
-    """Amounts added to an account's columns (negative to take away), and for an escrow the
-    state its game is closed in."""
+    """Amounts added to an account's columns (negative to take away); for an escrow, also the
+    stake its holds were bound with and the state its game is closed in."""
 
     balance: int = 0
     held: int = 0
     pending_stakes: int = 0
+    stake: int | None = None
     close: SettlementState | None = None
 
     def plus(self, other: AccountChange) -> AccountChange:
@@ -68,6 +69,7 @@ class AccountChange:
             self.balance + other.balance,
             self.held + other.held,
             self.pending_stakes + other.pending_stakes,
+            self.stake if other.stake is None else other.stake,
             other.close or self.close,
         )
 
@@ -115,14 +117,29 @@ class Change:
     database allows it)."""
 
     at: float
+    # Accounts to open, with their first values (a new escrow's stake and state).
+    new_accounts: Sequence[Account] = ()
     new_holds: Sequence[Hold] = ()
     # Existing holds with their new state, game, close time and reason.
     holds: Sequence[Hold] = ()
     transfers: Sequence[Transfer] = ()
     accounts: Mapping[str, AccountChange] = field(default_factory=dict)
-    settlement: Settlement | None = None
-    inbox: InboxEntry | None = None
+    settlements: Sequence[Settlement] = ()
+    inbox: Sequence[InboxEntry] = ()
     outbox: Sequence[OutboxMessage] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.new_accounts
+            or self.new_holds
+            or self.holds
+            or self.transfers
+            or self.accounts
+            or self.settlements
+            or self.inbox
+            or self.outbox
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +182,8 @@ class Tx(Protocol):
         """The holds that exist among ``hold_ids``; with ``lock``, locked in hold-id order."""
         ...
 
-    async def holds_of_game(self, key: GameKey) -> list[Hold]:
-        """Every hold ever bound to the game (bound, posted or voided), by hold id."""
+    async def holds_of_games(self, keys: Collection[GameKey]) -> dict[GameKey, list[Hold]]:
+        """Every hold ever bound to each game (bound, posted or voided), by hold id."""
         ...
 
     async def transfer(self, transfer_id: str) -> Transfer | None: ...
