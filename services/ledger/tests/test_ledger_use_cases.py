@@ -170,6 +170,8 @@ async def test_p30_binding_checks_each_hold_against_the_stake(store: SqlStore) -
     await _refused(store, ledger.bind_holds("t1", 1, 100, ["ha", "ha"]), BadInput)
     await _refused(store, ledger.bind_holds("bad.table", 1, 100, ["ha"]), BadInput)
     await _refused(store, ledger.bind_holds("t1", 0, 100, ["ha"]), BadInput)
+    await ledger.hold_stakes([StakeRequest("ha2", "ayse", 100)])
+    await _refused(store, ledger.bind_holds("t1", 1, 100, ["ha", "ha2"]), BadInput)
 
 
 async def test_p30_a_bound_hold_is_a_pending_stake_of_its_game(store: SqlStore) -> None:

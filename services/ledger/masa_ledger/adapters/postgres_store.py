@@ -142,7 +142,7 @@ class _PgTx(SqlTx):
         # and returns them all (the no-op update takes the row lock), in account-id order.
         rows = await self._ex.fetch(
             f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) "
-            f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _ACCOUNT_TYPES)}) "
+            f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in _ACCOUNT_TYPES)}) "
             "ORDER BY 1 ON CONFLICT (account_id) DO UPDATE SET kind = accounts.kind "
             f"RETURNING {ACCOUNT_COLUMNS}",
             [list(column) for column in zip(*new_account_rows(create), strict=True)],
@@ -156,7 +156,7 @@ class _PgTx(SqlTx):
         def add(sql: str, rows: Sequence[Sequence[object]], types: Sequence[str]) -> None:
             if not rows:
                 return
-            arrays = ", ".join(f"%s::{kind}[]" for kind in types)
+            arrays = ", ".join(f"%b::{kind}[]" for kind in types)
             parts.append(sql.format(rows=f"unnest({arrays})"))
             params.extend(list(column) for column in zip(*rows, strict=True))
 

@@ -327,6 +327,11 @@ class Ledger:
                     f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
                 )
         chosen = [holds[hold_id] for hold_id in bind.hold_ids]
+        if len({hold.player_id for hold in chosen}) != len(chosen):
+            raise BadInput(
+                f"game {key} names two holds of one player, who takes one seat (P-2)",
+                metadata={"field": "hold_ids"},
+            )
         total = sum(hold.amount for hold in chosen)
         if escrow.pending_stakes:
             # An open escrow's pending stakes are exactly its bound holds, so these are the

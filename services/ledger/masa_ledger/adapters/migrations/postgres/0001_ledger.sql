@@ -25,9 +25,10 @@ CREATE TABLE accounts (
 
 INSERT INTO accounts (account_id, kind, created_us) VALUES ('issuer', 'issuer', 0), ('house', 'house', 0);
 
+-- Keyed by the id the caller chose; seq orders a player's holds for listing.
 CREATE TABLE holds (
-  seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  hold_id TEXT COLLATE "C" NOT NULL UNIQUE,
+  hold_id TEXT COLLATE "C" PRIMARY KEY,
+  seq BIGINT GENERATED ALWAYS AS IDENTITY,
   player_id TEXT NOT NULL,
   account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts (account_id),
   amount BIGINT NOT NULL CHECK (amount > 0),
@@ -79,9 +80,10 @@ $$;
 CREATE TRIGGER holds_never_deleted BEFORE DELETE ON holds
   FOR EACH ROW EXECUTE FUNCTION refuse_change();
 
+-- Keyed by the transfer id, its idempotency key; seq orders an account's transfers.
 CREATE TABLE transfers (
-  seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  transfer_id TEXT COLLATE "C" NOT NULL UNIQUE,
+  transfer_id TEXT COLLATE "C" PRIMARY KEY,
+  seq BIGINT GENERATED ALWAYS AS IDENTITY,
   kind TEXT NOT NULL CHECK (kind IN ('grant', 'stake', 'payout', 'rake', 'forfeit')),
   debit_account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts (account_id),
   credit_account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts (account_id),
