@@ -18,13 +18,15 @@ READY_SECONDS = 60.0
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Addresses of the running services by name ("table-engine", "bot", "nats")."""
+    """Addresses of the running services by name ("table-engine", "bot", "ledger", "nats"),
+    and the run directory under "run_dir"."""
     run_dir = tmp_path_factory.mktemp("stack") / ".masa"
     env = {
         **os.environ,
         "MASA_RUN_DIR": str(run_dir),
         "MASA_TABLE_ENGINE_PORT": "0",
         "MASA_BOT_PORT": "0",
+        "MASA_LEDGER_PORT": "0",
         "MASA_BOT_DELAY_SECONDS": "0",
         "MASA_LOG_LEVEL": "WARNING",
     }
@@ -44,7 +46,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         time.sleep(0.05)
     services = json.loads(state_file.read_text())["services"]
     try:
-        yield {name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()}
+        addresses = {
+            name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()
+        }
+        yield {**addresses, "run_dir": str(run_dir)}
     finally:
         process.send_signal(signal.SIGINT)
         try:

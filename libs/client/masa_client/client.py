@@ -117,11 +117,15 @@ class TableClient:
     # --- unary calls ---------------------------------------------------------------------
 
     async def create_table(
-        self, config: game_pb2.TableConfig, *, request_id: str | None = None
+        self, config: game_pb2.TableConfig, *, request_id: str | None = None, table_id: str = ""
     ) -> view_pb2.Table:
-        """Create a table (service or admin role); the answer names its owner node."""
+        """Create a table (service or admin role); the answer names its owner node.
+
+        ``table_id`` is the caller's choice (AIP-133): retrying with the same ``request_id``
+        answers with the same table, even after an engine restart.
+        """
         request = table_pb2.CreateTableRequest(
-            request_id=request_id or new_request_id(), config=config
+            request_id=request_id or new_request_id(), config=config, table_id=table_id
         )
         response = await self._call(
             None, lambda stub: stub.CreateTable(request, metadata=self._metadata)

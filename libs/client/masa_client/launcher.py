@@ -138,6 +138,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             engine_address,
             {
                 "MASA_BOT_ADDRESS": bot_address,
+                "MASA_LEDGER_ADDRESS": ledger_address,
                 "MASA_ADVERTISE_ADDRESS": engine_address,
                 "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
             },

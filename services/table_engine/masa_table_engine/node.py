@@ -37,6 +37,7 @@ from masa_table_engine.adapters.jetstream import (
     KvOwnership,
     ensure_table_stream,
 )
+from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
 from masa_table_engine.adapters.metrics import PrometheusMetrics
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import Tables
@@ -64,6 +65,9 @@ class EngineSettings:
     # The bot service; empty plays every bot move with the in-process policy.
     bot_address: str = ""
     bot_timeout_seconds: float = 1.0
+    # The ledger, which binds a chip table's stakes (P-30); empty refuses chip tables.
+    ledger_address: str = ""
+    ledger_timeout_seconds: float = 5.0
     bot_delay_seconds: float = 0.0
     turn_seconds: float = 20.0
     query_seconds: float = 15.0
@@ -78,6 +82,7 @@ class EngineSettings:
             "MASA_QUERY_SECONDS": self.query_seconds,
             "MASA_SEAT_PROTECTION_SECONDS": self.seat_protection_seconds,
             "MASA_BOT_TIMEOUT_SECONDS": self.bot_timeout_seconds,
+            "MASA_LEDGER_TIMEOUT_SECONDS": self.ledger_timeout_seconds,
             "MASA_LEASE_TTL_SECONDS": self.lease_ttl_seconds,
         }
         for name, value in positive.items():
@@ -100,13 +105,15 @@ class Node:
     ownership: KvOwnership
     bot_channel: grpc.aio.Channel | None
     address: str
+    ledger_channel: grpc.aio.Channel | None = None
 
     async def stop(self, grace_seconds: float | None = None) -> None:
         await self.server.stop(grace_seconds)
         await self.tables.close()
         await self.ownership.close()
-        if self.bot_channel is not None:
-            await self.bot_channel.close()
+        for channel in (self.bot_channel, self.ledger_channel):
+            if channel is not None:
+                await channel.close()
         await self.nats.drain()
 
 
@@ -170,7 +177,17 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         bot_timeout_seconds=settings.bot_timeout_seconds,
         bot_delay_seconds=settings.bot_delay_seconds,
     )
-    tables = Tables(deps, runtime_settings)
+    ledger_channel = None
+    stakes = None
+    if settings.ledger_address:
+        ledger_channel = open_channel(settings.ledger_address, platform.tls)
+        stakes = GrpcStakeBinder(
+            ledger_channel,
+            platform.auth,
+            service_name=settings.node_id,
+            timeout_seconds=settings.ledger_timeout_seconds,
+        )
+    tables = Tables(deps, runtime_settings, stakes=stakes)
     servicer.bind(tables, address)
     resumed = await tables.recover()
     await server.start()
@@ -178,4 +195,4 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         "table engine serving",
         extra={"address": address, "node_id": settings.node_id, "resumed_tables": resumed},
     )
-    return Node(settings, server, tables, nc, ownership, bot_channel, address)
+    return Node(settings, server, tables, nc, ownership, bot_channel, address, ledger_channel)

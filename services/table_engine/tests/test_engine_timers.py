@@ -76,7 +76,7 @@ async def test_a_seat_that_stays_away_forfeits_is_ranked_last_and_a_bot_finishes
     node_settings = settings(nats_server.url, "protection", seat_protection_seconds=0.5)
     async with running_node(node_settings) as node, table_stub(node.address) as stub:
         table_id = await create_table(
-            stub, elevator_config([seat(0), seat(1, "bora"), seat(2)], turn_seconds=0.3, stake=50)
+            stub, elevator_config([seat(0), seat(1, "bora"), seat(2)], turn_seconds=0.3)
         )
 
         async def finished() -> bool:
@@ -88,7 +88,6 @@ async def test_a_seat_that_stays_away_forfeits_is_ranked_last_and_a_bot_finishes
         last = result.ranking[-1]
         assert (last.seat, last.player_id, last.forfeited) == (1, "bora", True)
         assert last.place == 3
-        assert result.stake == 50
         assert not any(s.forfeited for s in result.ranking[:-1])
 
 

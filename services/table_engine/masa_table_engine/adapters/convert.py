@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from google.protobuf import duration_pb2, timestamp_pb2
-from masa.common.v1 import game_pb2
+from masa.common.v1 import chips_pb2, game_pb2
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_platform.errors import BadRequest
@@ -32,6 +32,7 @@ from masa_table_engine.domain.model import (
     GameOptions,
     Input,
     Mode,
+    PayoutRule,
     PlayerAction,
     SeatChange,
     SeatChanged,
@@ -214,6 +215,7 @@ def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float
         options=options,
         stake=message.stake,
         lobby_id=message.lobby_id,
+        payout=PayoutRule(message.payout.rake_basis_points, tuple(message.payout.place_shares)),
     )
 
 
@@ -252,6 +254,13 @@ def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
         stake=config.stake,
         turn_time=turn_time,
         lobby_id=config.lobby_id,
+        payout=payout_to_proto(config.payout),
+    )
+
+
+def payout_to_proto(payout: PayoutRule) -> chips_pb2.PayoutRule:
+    return chips_pb2.PayoutRule(
+        rake_basis_points=payout.rake_basis_points, place_shares=list(payout.place_shares)
     )
 
 
@@ -501,7 +510,9 @@ def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntr
             sequence=1,
             game_no=1,
         )
-        message.table_created.CopyFrom(table_log_pb2.TableCreated(table=created, seed=item.seed))
+        message.table_created.CopyFrom(
+            table_log_pb2.TableCreated(table=created, seed=item.seed, request_id=item.request_id)
+        )
     elif isinstance(item, PlayerAction):
         message.action_applied.CopyFrom(
             table_log_pb2.ActionApplied(
@@ -528,7 +539,7 @@ def input_from_log(message: table_log_pb2.TableLogEntry, default_turn_seconds: f
     if which == "table_created":
         created = message.table_created
         config = config_from_proto(created.table.config, default_turn_seconds)
-        return Created(created.table.table_id, config, created.seed)
+        return Created(created.table.table_id, config, created.seed, created.request_id)
     if which == "action_applied":
         applied = message.action_applied
         try:

@@ -13,13 +13,22 @@ the platform's error interceptor:
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
-from masa_platform.errors import BadRequest, MasaError, NotFound, NotYourSeat, TableMoved
+from masa_platform.errors import (
+    BadRequest,
+    MasaError,
+    NotFound,
+    NotYourSeat,
+    PreconditionFailed,
+    TableMoved,
+    Unavailable,
+)
 from masa_platform.handlers import Context
 from masa_rules.errors import RuleViolation
 
@@ -33,6 +42,7 @@ from masa_table_engine.adapters.convert import (
 )
 from masa_table_engine.app.ports import LogConflict
 from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
+from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
 from masa_table_engine.app.tables import TableNotFound, Tables
 from masa_table_engine.domain.model import PlayerAction, SeatChange, SeatChanged, Source
 from masa_table_engine.domain.table import Table
@@ -43,6 +53,17 @@ __all__ = ["SequenceMismatchError", "TableServicer", "TableUnavailable"]
 class SequenceMismatchError(MasaError):
     code: ClassVar[grpc.StatusCode] = grpc.StatusCode.ABORTED
     default_reason: ClassVar[str] = "SEQUENCE_MISMATCH"
+
+
+# A table id is a NATS subject token and part of ledger ids (AIP-133: chosen by the caller).
+_TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class TableExistsError(MasaError):
+    """CreateTable named a table id that another request created."""
+
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.ALREADY_EXISTS
+    default_reason: ClassVar[str] = "TABLE_EXISTS"
 
 
 class TableUnavailable(MasaError):
@@ -73,12 +94,25 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         self, request: table_pb2.CreateTableRequest, context: Context
     ) -> table_pb2.CreateTableResponse:
         config = config_from_proto(request.config, self._default_turn_seconds)
+        if request.table_id and _TABLE_ID.fullmatch(request.table_id) is None:
+            raise BadRequest("table_id is 1 to 64 letters, digits, '-' or '_'")
         try:
-            table = await self._tables.create(config)
+            table = await self._tables.create(
+                config, table_id=request.table_id, request_id=request.request_id
+            )
         except RuleViolation as error:
             # A configuration the rules refuse is a bad request, not a move made too early.
             raise BadRequest(error.message, reason=error.rule) from None
-        return table_pb2.CreateTableResponse(table=table_to_proto(table, self.owner_address))
+        except TableExists as error:
+            raise TableExistsError(str(error)) from None
+        except StakesRefused as error:
+            raise PreconditionFailed(
+                error.message, reason=error.reason, metadata=error.metadata
+            ) from None
+        except StakesUnavailable as error:
+            raise Unavailable(str(error)) from None
+        owner = await self._tables.locate(table.table_id) or self.owner_address
+        return table_pb2.CreateTableResponse(table=table_to_proto(table, owner))
 
     async def GetTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.GetTableRequest, context: Context

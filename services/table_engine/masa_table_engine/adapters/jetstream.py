@@ -39,6 +39,7 @@ from masa_table_engine.adapters.convert import (
     entry_to_log,
     game_finished_to_proto,
     input_from_log,
+    payout_to_proto,
     timestamp,
     update_for,
 )
@@ -230,6 +231,7 @@ class JetStreamResults:
                         hands_played=finished.hands_played,
                         lobby_id=config.lobby_id,
                         started_at=timestamp(table.created_at),
+                        payout=payout_to_proto(config.payout),
                     )
                 )
             )

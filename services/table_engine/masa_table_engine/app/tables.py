@@ -18,6 +18,7 @@ from masa_rules.errors import RuleViolation
 
 from masa_table_engine.app.ports import LogConflict
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, TableRuntime
+from masa_table_engine.app.stakes import StakeBinder, StakesUnavailable, TableExists
 from masa_table_engine.domain.model import (
     Created,
     Entry,
@@ -49,8 +50,10 @@ class Tables:
         *,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         new_seed: Callable[[], bytes] = lambda: secrets.token_bytes(32),
+        stakes: StakeBinder | None = None,
     ) -> None:
         self._deps = deps
+        self._stakes = stakes
         self._settings = settings
         self._ownership = deps.ownership
         self._new_id = new_id
@@ -71,17 +74,48 @@ class Tables:
     def active(self) -> int:
         return sum(1 for runtime in self._runtimes.values() if not runtime.table.finished)
 
-    async def create(self, config: TableConfig) -> Table:
-        """Start a table; raises ``RuleViolation`` for a configuration the rules refuse."""
+    async def create(
+        self, config: TableConfig, *, table_id: str = "", request_id: str = ""
+    ) -> Table:
+        """Start a table; raises ``RuleViolation`` for a configuration the rules refuse.
+
+        ``table_id`` is the caller's (AIP-133), else a new one. A table of that id made by the
+        same ``request_id`` is returned as it is, also after a restart (the snapshot keeps the
+        request id): a retried create makes no second table. A chip table's stakes are bound in
+        the ledger (P-30) before anything is written (:mod:`~masa_table_engine.app.stakes`).
+        """
         self._forget_finished()
-        table_id = self._new_id()
-        item = Created(table_id, config, self._new_seed())
+        if table_id:
+            existing = await self._existing(table_id, request_id)
+            if existing is not None:
+                return existing
+        else:
+            table_id = self._new_id()
+        item = Created(table_id, config, self._new_seed(), request_id)
         table, entry = accept(None, item, self._deps.clock(), self._settings.timers)
+        if config.stake:
+            if self._stakes is None:
+                raise StakesUnavailable("this node has no ledger to bind the stakes in")
+            holds = [seat.hold_id for seat in config.seats if seat.hold_id]
+            await self._stakes.bind(table_id, 1, config.stake, holds)
         if not await self._ownership.claim(table_id):
             raise LogConflict(f"table {table_id} is leased by another node")
         await self._deps.log.append(entry)
         await self._deps.log.save_snapshot(table)
         self._run(table, [entry])
+        return table
+
+    async def _existing(self, table_id: str, request_id: str) -> Table | None:
+        """The table ``table_id`` if ``request_id`` made it; raises :class:`TableExists` if
+        another request did."""
+        runtime = self._runtimes.get(table_id)
+        table = (
+            runtime.table if runtime is not None else await self._deps.log.load_snapshot(table_id)
+        )
+        if table is None:
+            return None
+        if not request_id or table.request_id != request_id:
+            raise TableExists(table_id)
         return table
 
     async def recover(self) -> int:

@@ -27,6 +27,7 @@ __all__ = [
     "GameOptions",
     "Input",
     "Mode",
+    "PayoutRule",
     "PlayerAction",
     "SeatChange",
     "SeatChanged",
@@ -92,6 +93,17 @@ class GameOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class PayoutRule:
+    """P-30: the house rake and the prize's shares by place, in basis points (10000 = all).
+
+    No shares pays the winner all. The engine only checks and forwards it: the ledger pays.
+    """
+
+    rake_basis_points: int = 0
+    place_shares: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TableConfig:
     """What a lobby fixes for a table (P-2)."""
 
@@ -103,6 +115,7 @@ class TableConfig:
     options: GameOptions = GameOptions()
     stake: int = 0
     lobby_id: str = ""
+    payout: PayoutRule = PayoutRule()
 
     def seat_of(self, player_id: str) -> int | None:
         """The seat of a human player, or None when the player has no seat here."""
@@ -154,6 +167,8 @@ class Created:
     config: TableConfig
     # F-5: the secret game seed; hand seeds derive from it and are revealed hand by hand.
     seed: bytes
+    # The CreateTable request that made the table: its retry answers with this table.
+    request_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ Seat rules (P-10..P-12):
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +38,7 @@ from masa_table_engine.domain.model import (
     GameOptions,
     Input,
     Mode,
+    PayoutRule,
     PlayerAction,
     SeatChange,
     SeatChanged,
@@ -97,6 +99,8 @@ class Table:
     timed_out: int | None
     finished: bool
     ranking: tuple[Standing, ...]
+    # The CreateTable request that made the table; empty for one made without a request id.
+    request_id: str = ""
 
     @property
     def engine(self) -> Game:
@@ -154,6 +158,7 @@ def _create(item: Created, at: float, timers: TimerPolicy) -> tuple[Table, Entry
         timed_out=None,
         finished=False,
         ranking=(),
+        request_id=item.request_id,
     )
     events: list[TableEvent] = [GameEvents(tuple(dealt), game)]
     table, more = _after_game_change(table, at, timers)
@@ -172,8 +177,41 @@ def _check_config(config: TableConfig) -> None:
         raise RuleViolation("P-2", "a player can take only one seat at a table")
     if config.turn_seconds <= 0:
         raise RuleViolation("P-10", "the turn time must be positive")
+    _check_chips(config)
+
+
+def _check_chips(config: TableConfig) -> None:
+    """P-30, P-1: a chip table carries a ledger hold for every human seat; nothing else does."""
     if config.stake < 0:
         raise RuleViolation("P-30", "the stake cannot be negative")
+    if config.stake and config.mode is Mode.TRAINING:
+        raise RuleViolation("P-1", "a training table moves no chips: its stake is 0")
+    holds = [seat.hold_id for seat in config.seats if seat.hold_id]
+    for seat in config.seats:
+        if seat.kind is SeatKind.BOT and seat.hold_id:
+            raise RuleViolation("P-30", f"bot seat {seat.seat} stakes nothing")
+        if config.stake and seat.kind is SeatKind.HUMAN and not seat.hold_id:
+            raise RuleViolation("P-30", f"seat {seat.seat} needs the ledger hold of its stake")
+    if holds and not config.stake:
+        raise RuleViolation("P-30", "a table without a stake holds no chips")
+    if len(set(holds)) != len(holds):
+        raise RuleViolation("P-30", "each seat's stake has a hold of its own")
+    rule = config.payout
+    if not 0 <= rule.rake_basis_points <= 10_000:
+        raise RuleViolation("P-30", "the rake is 0 to 10000 basis points")
+    shares = rule.place_shares
+    if shares and (
+        len(shares) > len(config.seats)
+        or sum(shares) != 10_000
+        or shares[0] <= 0
+        or any(later > earlier for earlier, later in itertools.pairwise(shares))
+        or min(shares) < 0
+    ):
+        raise RuleViolation(
+            "P-30",
+            "the payout table gives the winner a share, never grows by place, sums to 10000 "
+            "basis points and has no more places than seats",
+        )
 
 
 def _act(
@@ -432,6 +470,7 @@ def table_to_json(table: Table) -> dict[str, Any]:
         "turn_deadline": table.turn_deadline,
         "timed_out": table.timed_out,
         "finished": table.finished,
+        "request_id": table.request_id,
     }
 
 
@@ -450,6 +489,7 @@ def table_from_json(data: Mapping[str, Any]) -> Table:
         timed_out=data["timed_out"],
         finished=bool(data["finished"]),
         ranking=(),
+        request_id=data.get("request_id", ""),
     )
     return replace(table, ranking=_ranking(table)) if table.finished else table
 
@@ -479,10 +519,16 @@ def config_to_json(config: TableConfig) -> dict[str, Any]:
         },
         "stake": config.stake,
         "lobby_id": config.lobby_id,
+        "payout": {
+            "rake_basis_points": config.payout.rake_basis_points,
+            "place_shares": list(config.payout.place_shares),
+        },
     }
 
 
 def config_from_json(data: Mapping[str, Any]) -> TableConfig:
+    # Snapshots written before payout rules existed have none: no rake, the winner takes all.
+    payout = data.get("payout", {})
     return TableConfig(
         game=GameKind(data["game"]),
         seats=tuple(
@@ -502,6 +548,9 @@ def config_from_json(data: Mapping[str, Any]) -> TableConfig:
         options=GameOptions(**data["options"]),
         stake=int(data["stake"]),
         lobby_id=data["lobby_id"],
+        payout=PayoutRule(
+            int(payout.get("rake_basis_points", 0)), tuple(payout.get("place_shares", ()))
+        ),
     )
 
 
