@@ -15,6 +15,7 @@ import nats
 from ledger_support import (
     ensure_tables_stream,
     eventually,
+    execute,
     game_finished,
     ledger_events,
     ledger_settings,
@@ -24,8 +25,10 @@ from ledger_support import (
 from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
 from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.bootstrap import start_ledger
 from masa_ledger.domain.model import GameKey, HoldState, SettlementState
 from masa_platform.testing import NatsServer
+from prometheus_client import CollectorRegistry
 
 
 async def _staked_game(ledger, table_id: str, players: list[str], stake: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -170,3 +173,48 @@ async def test_game_abandoned_voids_the_game_and_its_holds_p30(
             assert (await ledger.wallet("ayse")).balance == 1000
     finally:
         await nc.close()
+
+
+async def test_the_service_checks_its_invariants_periodically_and_exports_them(
+    nats_server: NatsServer, database: str
+) -> None:
+    registry = CollectorRegistry()
+    settings = ledger_settings(
+        nats_server.url, database, check_interval_seconds=0.2, hold_ttl_seconds=0.5
+    )
+    service = await start_ledger(settings, registry=registry)
+    try:
+        ledger = service.ledger
+        await ledger.grant(f"g-{uuid.uuid4().hex[:6]}", "ayse", 100, "")
+        await ledger.hold_stakes([StakeRequest(f"h-{uuid.uuid4().hex[:6]}", "ayse", 10)])
+
+        def sample(name: str, **labels: str) -> float | None:
+            return registry.get_sample_value(name, labels)
+
+        async def expired() -> bool:
+            return (sample("masa_ledger_holds_expired_total") or 0) >= 1
+
+        await eventually(expired, what="the hold to expire")
+        assert sample("masa_ledger_transfers_total", kind="grant", result="ok") == 1
+        assert sample("masa_ledger_transfers_total", kind="hold", result="ok") == 1
+
+        async def checked_clean() -> bool:
+            return sample("masa_ledger_invariant_violations", check="balances_sum_to_zero") == 0
+
+        await eventually(checked_clean, what="a clean periodic check")
+        # Five chips from nowhere: the next check says so.
+        await execute(
+            service.store,
+            "UPDATE accounts SET balance = balance + 5 WHERE account_id = 'player:ayse'",
+        )
+
+        async def violated() -> bool:
+            return (
+                sample("masa_ledger_invariant_violations", check="balances_sum_to_zero") or 0
+            ) >= 1
+
+        await eventually(violated, what="the check to report the violation")
+        assert sample("masa_ledger_outbox_lag_seconds") is not None
+        assert (sample("masa_ledger_last_check_timestamp_seconds") or 0) > 0
+    finally:
+        await service.stop(0.2)
