@@ -41,6 +41,7 @@ from masa_ledger.domain.model import (
     SettlementState,
     Transfer,
     TransferKind,
+    escrow_id,
 )
 
 __all__ = ["Executor", "SqlStore", "SqlTx", "migrations"]
@@ -212,6 +213,24 @@ class SqlTx(Tx):
             f"SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE account_id IN ({_marks(len(ids))}) "
             f"ORDER BY account_id{self._for_update}",
             ids,
+        )
+        return {row[0]: account_from_row(row) for row in rows}
+
+    async def lock_games(
+        self, keys: Collection[GameKey], *, also: Collection[str] = ()
+    ) -> dict[str, Account]:
+        games = sorted({(key.table_id, key.game_no) for key in keys})
+        named = sorted({escrow_id(*game) for game in games} | set(also))
+        if not games:
+            return await self.lock_accounts(named)
+        pairs = ", ".join(["(%s, %s)"] * len(games))
+        values = ", ".join(["(%s)"] * len(named))
+        rows = await self._ex.fetch(
+            f"SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE account_id IN ("
+            "SELECT account_id FROM holds WHERE state = 'bound' "
+            f"AND (table_id, game_no) IN ({pairs}) UNION ALL VALUES {values}) "
+            f"ORDER BY account_id{self._for_update}",
+            [*(value for game in games for value in game), *named],
         )
         return {row[0]: account_from_row(row) for row in rows}
 

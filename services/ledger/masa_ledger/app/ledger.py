@@ -449,7 +449,15 @@ class Ledger:
     ) -> list[Outcome[tuple[Settlement, bool]]]:
         async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
             writes = _Writes(self._clock())
-            games = await self._lock_games(tx, [result.key for result, _ in batch], writes)
+            # The house takes a rake, or the prize when every staking seat forfeited.
+            house = any(
+                result.rule.rake_basis_points
+                or all(s.forfeited for s in result.standings if s.hold_id)
+                for result, _ in batch
+            )
+            games = await self._lock_games(
+                tx, [result.key for result, _ in batch], writes, house=house
+            )
             bound = await tx.holds_of_games(
                 [key for key, closed in games.items() if closed is None]
             )
@@ -459,8 +467,6 @@ class Ledger:
                     answers.append(self._settle(result, from_event, games, bound, writes))
                 except LedgerError as error:
                     answers.append((error, False))
-            wallets = set(writes.accounts) - {key.escrow_id for key in games}
-            await tx.lock_accounts(wallets)
             await self._apply(tx, writes)
             return answers
 
@@ -557,7 +563,6 @@ class Ledger:
                 writes.holds[hold.hold_id] = replace(
                     hold, state=HoldState.VOIDED, closed_at=now, reason=reason
                 )
-            await tx.lock_accounts(set(writes.accounts))
             writes.account(
                 key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.VOIDED)
             )
@@ -732,14 +737,16 @@ class Ledger:
         return found
 
     async def _lock_games(
-        self, tx: Tx, keys: Sequence[GameKey], writes: _Writes
+        self, tx: Tx, keys: Sequence[GameKey], writes: _Writes, *, house: bool = False
     ) -> dict[GameKey, Settlement | None]:
-        """Lock the games (their escrows) and return each game's settlement if it is closed
-        already. A game never bound has no escrow yet: closing it opens one, with the change."""
-        escrows = await tx.lock_accounts({key.escrow_id for key in keys})
+        """Lock the games (their escrows, and the wallets of their holds and the house that
+        closing them changes, all at once in account-id order) and return each game's
+        settlement if it is closed already. A game never bound has no escrow yet: closing it
+        opens one, with the change."""
+        locked = await tx.lock_games(keys, also=[HOUSE] if house else [])
         games: dict[GameKey, Settlement | None] = {}
         for key in dict.fromkeys(keys):
-            escrow = escrows.get(key.escrow_id)
+            escrow = locked.get(key.escrow_id)
             if escrow is None:
                 writes.unopened(_escrow(key, writes.at))
                 games[key] = None

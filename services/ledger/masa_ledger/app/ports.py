@@ -178,6 +178,13 @@ class Tx(Protocol):
         ``account_ids`` that exists, in account-id order; missing ones are left out."""
         ...
 
+    async def lock_games(
+        self, keys: Collection[GameKey], *, also: Collection[str] = ()
+    ) -> dict[str, Account]:
+        """Lock, in one go and in account-id order, the escrows of the games that exist, the
+        wallets of the holds bound to them and the accounts of ``also``; returns them."""
+        ...
+
     async def holds(self, hold_ids: Collection[str], *, lock: bool = False) -> dict[str, Hold]:
         """The holds that exist among ``hold_ids``; with ``lock``, locked in hold-id order."""
         ...

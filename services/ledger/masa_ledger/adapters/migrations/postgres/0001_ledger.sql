@@ -47,7 +47,7 @@ CREATE TABLE holds (
 );
 
 CREATE INDEX holds_due ON holds (expire_us) WHERE state = 'held';
-CREATE INDEX holds_game ON holds (table_id, game_no) WHERE table_id <> '';
+CREATE INDEX holds_game ON holds (table_id, game_no);
 CREATE INDEX holds_player ON holds (player_id, seq);
 
 CREATE FUNCTION holds_move_forward() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -99,7 +99,7 @@ CREATE TABLE transfers (
 
 CREATE INDEX transfers_debit ON transfers (debit_account_id, seq);
 CREATE INDEX transfers_credit ON transfers (credit_account_id, seq);
-CREATE INDEX transfers_game ON transfers (table_id, game_no) WHERE table_id <> '';
+CREATE INDEX transfers_game ON transfers (table_id, game_no);
 
 CREATE TRIGGER transfers_immutable BEFORE UPDATE OR DELETE ON transfers
   FOR EACH ROW EXECUTE FUNCTION refuse_change();
