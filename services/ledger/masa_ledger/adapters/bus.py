@@ -174,34 +174,55 @@ class ResultsConsumer:
 
 
 class JetStreamResultLog:
-    """The :class:`~masa_ledger.app.ports.ResultLog`: a game's last published result."""
+    """The :class:`~masa_ledger.app.ports.ResultLog`: a game's last published result.
+
+    It reads through a short-lived consumer filtered on the table's result subject, the one
+    way the ledger's NATS user may read the table stream: it may never read the log itself,
+    which holds every hand and seed.
+    """
 
     def __init__(self, js: JetStreamContext, *, stream: str) -> None:
         self._js = js
         self._stream = stream
 
     async def game_result(self, key: GameKey) -> GameResult | GameAbandonment | None:
-        subject = result_subject(key.table_id)
+        try:
+            messages = await self._read(result_subject(key.table_id))
+        except (nats.errors.Error, nats.js.errors.Error) as error:
+            raise Unavailable(f"the table log cannot be read now: {error}") from error
         found: GameResult | GameAbandonment | None = None
-        seq = 1
-        while True:
+        for data in messages:
             try:
-                raw = await self._js.get_msg(self._stream, seq=seq, subject=subject, next=True)
-            except nats.js.errors.NotFoundError:
-                return found
-            except (nats.errors.Error, nats.js.errors.Error) as error:
-                raise Unavailable(f"the table log cannot be read now: {error}") from error
-            if raw.seq is None:
-                return found
-            seq = raw.seq + 1
-            try:
-                result = result_pb2.TableResult.FromString(raw.data or b"")
+                result = result_pb2.TableResult.FromString(data)
             except DecodeError:
                 continue
             if result.HasField("game_finished") and result.game_finished.game_no == key.game_no:
                 found = game_result_from_proto(result.game_finished)
             elif result.HasField("game_abandoned") and result.game_abandoned.game_no == key.game_no:
                 found = abandonment_from_proto(result.game_abandoned)
+        return found
+
+    async def _read(self, subject: str) -> list[bytes]:
+        subscription = await self._js.pull_subscribe(
+            subject,
+            stream=self._stream,
+            config=api.ConsumerConfig(
+                ack_policy=api.AckPolicy.NONE,
+                deliver_policy=api.DeliverPolicy.ALL,
+                inactive_threshold=30.0,
+                mem_storage=True,
+            ),
+        )
+        found: list[bytes] = []
+        try:
+            pending = (await subscription.consumer_info()).num_pending or 0
+            while pending > 0:
+                messages = await subscription.fetch(min(pending, 256), timeout=5.0)
+                found.extend(message.data for message in messages)
+                pending -= len(messages)
+        finally:
+            await subscription.unsubscribe()
+        return found
 
 
 class OutboxRelay:
