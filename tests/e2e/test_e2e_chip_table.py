@@ -188,7 +188,7 @@ async def _play_out(client: TableClient, table_id: str) -> table_pb2.TableEvent:
         try:
             await client.submit_action(
                 table_id,
-                wire.action_to_proto(greedy_policy(state, actions, rng)),
+                wire.action_to_proto(greedy_policy(state, view.seat, rng)),
                 view.table.table.sequence,
             )
         except MasaCallError as error:
