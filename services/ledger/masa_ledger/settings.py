@@ -17,7 +17,7 @@ class LedgerSettings:
     platform: PlatformSettings = field(default_factory=PlatformSettings)
     # sqlite:///relative/path, sqlite:////absolute/path, or postgresql://user@host/db.
     database_url: str = "sqlite:///.masa/ledger.sqlite3"
-    database_pool_size: int = 10
+    database_pool_size: int = 16
     # How long an unbound hold lives when HoldStake names no ttl, and the longest it may.
     hold_ttl_seconds: float = 600.0
     hold_max_ttl_seconds: float = 86_400.0

@@ -176,10 +176,10 @@ async def database_url(backend: str, directory: Path) -> AsyncIterator[str]:
         yield f"sqlite:///{directory / f'ledger-{uuid.uuid4().hex[:8]}.db'}"
         return
     async with postgres_schema() as dsn:
-        yield _as_url(dsn)
+        yield as_url(dsn)
 
 
-def _as_url(dsn: str) -> str:
+def as_url(dsn: str) -> str:
     """A key=value DSN as a postgresql:// URL, which MASA_DATABASE_URL takes."""
     params = conninfo_to_dict(dsn)
     host = params.pop("host", "127.0.0.1")
@@ -307,3 +307,66 @@ async def assert_consistent(store: SqlStore) -> None:
     assert not any(report.counts.values()), {
         name: rows for name, rows in report.examples.items() if rows
     }
+
+
+class TcpProxy:
+    """Forwards TCP to ``127.0.0.1:<target>``, so that a test can cut a service off.
+
+    :meth:`hold_back` keeps every byte the clients send from going on (the connections stay
+    open); :meth:`close` drops every connection and stops listening; :meth:`start` listens
+    again, on the same port after the first time.
+    """
+
+    def __init__(self, target: int) -> None:
+        self._target = target
+        self._upstream = asyncio.Event()
+        self._upstream.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self._upstream.set()
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def hold_back(self) -> None:
+        self._upstream.clear()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self._tasks.clear()
+        self._writers.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._target)
+        self._writers |= {writer, up_writer}
+        for pump in (
+            self._pump(reader, up_writer, self._upstream),
+            self._pump(up_reader, writer, None),
+        ):
+            task = asyncio.get_running_loop().create_task(pump)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, gate: asyncio.Event | None
+    ) -> None:
+        try:
+            while data := await source.read(65536):
+                if gate is not None:
+                    await gate.wait()
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            sink.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 import nats
 from ledger_support import (
     Clock,
+    TcpProxy,
     assert_consistent,
     database_url,
     ensure_tables_stream,
@@ -34,52 +35,6 @@ from masa_ledger.app.ledger import StakeRequest
 from masa_ledger.domain.model import GameKey
 from masa_platform.testing import NatsServer, free_port
 from test_ledger_cli import _open
-
-
-class _Proxy:
-    """Forwards TCP to ``port``; :meth:`hold_back` stops the client's bytes from going on."""
-
-    def __init__(self, port: int) -> None:
-        self._target = port
-        self._upstream = asyncio.Event()
-        self._upstream.set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.port = 0
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    def hold_back(self) -> None:
-        self._upstream.clear()
-
-    async def close(self) -> None:
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._target)
-        for task in (
-            self._pump(reader, up_writer, self._upstream),
-            self._pump(up_reader, writer, None),
-        ):
-            running = asyncio.get_running_loop().create_task(task)
-            self._tasks.add(running)
-
-    async def _pump(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, gate: asyncio.Event | None
-    ) -> None:
-        try:
-            while data := await source.read(65536):
-                if gate is not None:
-                    await gate.wait()
-                sink.write(data)
-                await sink.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            sink.close()
 
 
 @asynccontextmanager
@@ -128,7 +83,7 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
         nc = await nats.connect(server.url)
         js = nc.jetstream()
         await ensure_tables_stream(js)
-        proxy = _Proxy(server.port)
+        proxy = TcpProxy(server.port)
         await proxy.start()
         try:
             async with database_url(backend, tmp_path) as url:
