@@ -76,6 +76,7 @@ class LedgerService:
         for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.ledger.drain()
         with contextlib.suppress(Exception):
             await self.nats.drain()
         await self.store.close()

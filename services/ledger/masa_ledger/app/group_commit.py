@@ -32,7 +32,7 @@ class GroupCommit(Generic[RequestT, AnswerT]):
         self._max_batch = max_batch
         self._parallel = parallel
         self._queue: list[tuple[RequestT, asyncio.Future[AnswerT]]] = []
-        self._running = 0
+        self._running: set[asyncio.Task[None]] = set()
 
     async def submit(self, request: RequestT) -> AnswerT:
         future: asyncio.Future[AnswerT] = asyncio.get_running_loop().create_future()
@@ -40,12 +40,22 @@ class GroupCommit(Generic[RequestT, AnswerT]):
         self._start()
         return await future
 
+    async def drain(self) -> None:
+        """Wait until every transaction started so far has ended (before closing the store)."""
+        while self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+
     def _start(self) -> None:
-        while self._queue and self._running < self._parallel:
+        while self._queue and len(self._running) < self._parallel:
             batch = self._queue[: self._max_batch]
             del self._queue[: self._max_batch]
-            self._running += 1
-            asyncio.get_running_loop().create_task(self._batch(batch))
+            task = asyncio.get_running_loop().create_task(self._batch(batch))
+            self._running.add(task)
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._start()
 
     async def _batch(self, batch: list[tuple[RequestT, asyncio.Future[AnswerT]]]) -> None:
         try:
@@ -64,6 +74,3 @@ class GroupCommit(Generic[RequestT, AnswerT]):
                     future.set_exception(answer)
                 else:
                     future.set_result(answer)
-        finally:
-            self._running -= 1
-            self._start()

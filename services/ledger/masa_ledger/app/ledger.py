@@ -640,6 +640,11 @@ class Ledger:
             return InboxOutcome.VOIDED
         return InboxOutcome.SETTLED
 
+    async def drain(self) -> None:
+        """Wait for the transactions under way, so that the store can close after them."""
+        for group in (self._holding, self._binding, self._settling):
+            await group.drain()
+
     # --- reads -----------------------------------------------------------------------------
 
     async def wallet(self, player_id: str) -> Account:
