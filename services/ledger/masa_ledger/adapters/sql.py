@@ -269,10 +269,6 @@ class SqlTx(Tx):
     async def settlement(self, key: GameKey) -> Settlement | None:
         return await read_settlement(self._ex, key)
 
-    async def inbox_has(self, event_id: str) -> bool:
-        rows = await self._ex.fetch("SELECT 1 FROM inbox WHERE event_id = %s", (event_id,))
-        return bool(rows)
-
     async def apply(self, change: Change) -> None:
         raise NotImplementedError
 
@@ -540,10 +536,6 @@ class SqlStore:
             )
 
         await self._in_transaction(run, write=True)
-
-    async def oldest_unpublished(self) -> float | None:
-        rows = await self._fetch("SELECT MIN(created_us) FROM outbox WHERE published_us IS NULL")
-        return _seconds(rows[0][0]) if rows else None
 
     async def prune(self, *, published_before: float, received_before: float) -> int:
         async def run(ex: Executor) -> int:

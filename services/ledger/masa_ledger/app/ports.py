@@ -239,10 +239,6 @@ class Store(Protocol):
 
     async def mark_published(self, seqs: Sequence[int], at: float) -> None: ...
 
-    async def oldest_unpublished(self) -> float | None:
-        """When the oldest unpublished outbox row was written; None when all are out."""
-        ...
-
     async def prune(self, *, published_before: float, received_before: float) -> int:
         """Forget outbox rows published and inbox rows received before the given times (the
         settlements stay the permanent idempotency record); returns the rows removed."""
