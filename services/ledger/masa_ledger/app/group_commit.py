@@ -4,8 +4,10 @@ wait, and go together in the next transaction.
 A database commit, and every statement, costs the same for one request as for many, so under
 load the ledger writes many holds (or settlements) per transaction, each still answered on its
 own: one request's refusal is its own, and nothing of it is written. With no load a request
-runs at once, alone, with no added wait. Up to ``parallel`` transactions of a kind run at a
-time (PostgreSQL runs them side by side; SQLite, one writer, one after the other).
+runs at once, alone, with no added wait. While a transaction runs, another starts only once a
+quarter of a batch is waiting, up to ``parallel`` at a time (PostgreSQL runs them side by
+side; SQLite, one writer, one after the other): fewer, fuller transactions cost about a fifth
+less processor time per settlement than starting one for every request or two.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class GroupCommit(Generic[RequestT, AnswerT]):
 
     def _start(self) -> None:
         while self._queue and len(self._running) < self._parallel:
+            if self._running and len(self._queue) < self._max_batch // 4:
+                # A transaction is under way: let a few more requests gather behind it
+                # rather than start another for one or two (each costs the same).
+                break
             batch = self._queue[: self._max_batch]
             del self._queue[: self._max_batch]
             task = asyncio.get_running_loop().create_task(self._batch(batch))
