@@ -20,7 +20,7 @@ import grpc
 import grpc.aio
 import jwt
 
-from masa_platform.errors import PermissionDenied, Unauthenticated, abort_with
+from masa_platform.errors import PermissionDenied, Unauthenticated
 from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
 from masa_platform.settings import AuthSettings
 
@@ -215,13 +215,12 @@ class AuthInterceptor(WrappingInterceptor):
 
         @asynccontextmanager
         async def authenticated(context: Context) -> AsyncIterator[None]:
-            try:
-                principal = tokens.principal(bearer_token(context.invocation_metadata()))
-                if required and not principal.has_any(required):
-                    wanted = " or ".join(sorted(required))
-                    raise PermissionDenied(f"{method} requires the {wanted} role")
-            except (Unauthenticated, PermissionDenied) as error:
-                await abort_with(context, error)
+            # Refusals are raised for the error interceptor, which is installed around this
+            # one (standard_interceptors), to turn into the status.
+            principal = tokens.principal(bearer_token(context.invocation_metadata()))
+            if required and not principal.has_any(required):
+                wanted = " or ".join(sorted(required))
+                raise PermissionDenied(f"{method} requires the {wanted} role")
             # Each RPC runs in its own task with its own context copy, so the value cannot leak
             # into another call; it is deliberately not reset, because a streaming handler's
             # generator may be finalised from another context.

@@ -5,19 +5,27 @@ Handlers raise a :class:`MasaError` (or a ``masa_rules`` ``RuleViolation``); the
 domain ``masa.dev`` and a reason: the RULES.md rule id for an illegal move, or a platform reason
 such as ``TABLE_MOVED``. Clients read it with ``grpc_status.rpc_status.from_call`` or
 :func:`error_info`. Anything else a handler raises becomes ``INTERNAL`` without its text, and is
-logged.
+logged. A request whose bytes are not the method's protobuf message is ``INVALID_ARGUMENT``
+(gRPC itself would answer ``UNKNOWN``).
+
+Once mapped, an error's traceback (and those of the errors it chains to) is dropped: it holds
+every frame of the call with the request in it, and would keep them alive as long as the
+error lives, or, through a cycle, until a rare full pass of the garbage collector.
+Messages quote client input through :func:`preview`, never whole.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, Final
 
 import grpc
 import grpc.aio
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from masa_rules.errors import RuleViolation
@@ -26,6 +34,7 @@ from masa_platform.handlers import Context, WrappingInterceptor, wrap_handler
 
 __all__ = [
     "DOMAIN",
+    "AnsweredBefore",
     "BadRequest",
     "ErrorInterceptor",
     "IllegalMove",
@@ -39,12 +48,15 @@ __all__ = [
     "TableMoved",
     "Unauthenticated",
     "Unavailable",
-    "abort_with",
     "error_info",
+    "finish_with",
+    "preview",
     "to_status",
 ]
 
 DOMAIN = "masa.dev"
+# How much of a client's value an error message quotes.
+PREVIEW_CHARACTERS: Final = 24
 
 _log = logging.getLogger(__name__)
 
@@ -149,8 +161,26 @@ class Unavailable(MasaError):
     default_reason = "UNAVAILABLE"
 
 
+class AnsweredBefore(Exception):
+    """A refusal replayed for a retried request: the status it was first answered with."""
+
+    def __init__(self, status: grpc.Status) -> None:
+        super().__init__(status.details)
+        self.status = status
+
+
+def preview(value: str) -> str:
+    """``value`` quoted for an error message: whole if short, else its first characters and
+    its length, so that a megabyte of input is never echoed back."""
+    if len(value) <= PREVIEW_CHARACTERS:
+        return repr(value)
+    return f"{value[:PREVIEW_CHARACTERS]!r}... ({len(value)} characters)"
+
+
 def to_status(error: BaseException) -> grpc.Status:
     """The gRPC status for ``error``; internals of unexpected errors are not disclosed."""
+    if isinstance(error, AnsweredBefore):
+        return error.status
     if isinstance(error, MasaError):
         return _status(error.code, error.message, error.reason, error.metadata)
     if isinstance(error, RuleViolation):
@@ -158,9 +188,17 @@ def to_status(error: BaseException) -> grpc.Status:
     return _status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL", {})
 
 
-async def abort_with(context: Context, error: BaseException) -> NoReturn:
-    """End the call with the status of ``error`` (raises ``grpc.aio.AbortError``)."""
-    await context.abort_with_status(to_status(error))
+def finish_with(context: Context, error: BaseException) -> None:
+    """Make the status of ``error`` the call's status; the handler then returns normally.
+
+    Not ``context.abort``: gRPC keeps the ``AbortError`` it raises in the call's state, and
+    its traceback holds the frames that hold the context, which holds that state: a cycle
+    with the whole request in it that only a full pass of the garbage collector frees.
+    """
+    status = to_status(error)
+    context.set_code(status.code)
+    context.set_details(status.details)
+    context.set_trailing_metadata(status.trailing_metadata)
 
 
 def error_info(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo | None:
@@ -186,13 +224,85 @@ class ErrorInterceptor(WrappingInterceptor):
                 yield
             except grpc.aio.AbortError:
                 raise
-            except (MasaError, RuleViolation) as error:
-                await abort_with(context, error)
+            except (MasaError, RuleViolation, AnsweredBefore) as error:
+                _drop_tracebacks(error)
+                finish_with(context, error)
             except Exception as error:
                 _log.exception("unexpected error in %s", method, extra={"grpc_method": method})
-                await abort_with(context, error)
+                _drop_tracebacks(error)
+                finish_with(context, error)
 
-        return wrap_handler(handler, mapped)
+        return wrap_handler(_refusing_undecodable(handler), mapped)
+
+
+def _drop_tracebacks(error: BaseException) -> None:
+    """Free the frames ``error`` and the errors it chains to hold (see the module doc)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+
+
+class _Undecodable:
+    """What a request that is not a valid message decodes to; the handler refuses it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _refusing_undecodable(
+    handler: grpc.RpcMethodHandler[Any, Any],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler``, with undecodable request bytes refused as a bad request.
+
+    gRPC answers ``UNKNOWN`` when the deserializer raises, before any interceptor sees the
+    call; decoding leniently and refusing in the handler makes it ``INVALID_ARGUMENT``.
+    """
+    decode = handler.request_deserializer
+    if decode is None or handler.request_streaming:
+        return handler
+
+    def lenient(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except DecodeError as error:
+            return _Undecodable(str(error)[:100])
+
+    def check(request: Any) -> None:
+        if isinstance(request, _Undecodable):
+            raise BadRequest(
+                f"the request is not a valid message for this method: {request.reason}"
+            )
+
+    serializers: dict[str, Any] = {
+        "request_deserializer": lenient,
+        "response_serializer": handler.response_serializer,
+    }
+    if not handler.response_streaming:
+        unary: Any = handler.unary_unary
+
+        async def checked_unary(request: Any, context: Context) -> Any:
+            check(request)
+            return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(checked_unary, **serializers)
+    streamed: Any = handler.unary_stream
+    if inspect.isasyncgenfunction(streamed):
+
+        async def checked_yielded(request: Any, context: Context) -> AsyncIterator[Any]:
+            check(request)
+            async for response in streamed(request, context):
+                yield response
+
+        return grpc.unary_stream_rpc_method_handler(checked_yielded, **serializers)
+
+    async def checked_written(request: Any, context: Context) -> None:
+        check(request)
+        await streamed(request, context)
+
+    return grpc.unary_stream_rpc_method_handler(checked_written, **serializers)
 
 
 def _status(

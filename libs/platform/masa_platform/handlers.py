@@ -150,7 +150,10 @@ def wrap_handler(
         async def unary_response(request: Any, context: Context) -> Any:
             async with around(context):
                 response = await behavior(requests_of(request), context)
-                sent()
+                # A refusal is a status set on the context (masa_platform.errors); no message
+                # goes out then.
+                if context.code() in (None, grpc.StatusCode.OK):
+                    sent()
                 return response
 
         wrapped: Any = unary_response

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 from collections.abc import AsyncIterator
 
 import grpc
 import grpc.aio
 import pytest
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa_platform.auth import mint_token
 from masa_platform.errors import (
@@ -17,6 +20,7 @@ from masa_platform.errors import (
     Overloaded,
     TableMoved,
     error_info,
+    preview,
 )
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
@@ -124,3 +128,77 @@ async def test_a_stream_that_fails_midway_ends_with_the_mapped_status(
     info = error_info(status)
     assert info is not None
     assert info.reason == "NOT_FOUND"
+
+
+async def test_request_bytes_that_are_not_the_message_are_invalid_argument_not_unknown(
+    serve: ServeFactory,
+) -> None:
+    async def check(
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[health_pb2.HealthCheckRequest, bytes],
+    ) -> bytes:
+        return request.service.encode()
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        check, request_deserializer=health_pb2.HealthCheckRequest.FromString
+    )
+    async with (
+        serve({"Check": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        call = channel.unary_unary(f"/{TEST_SERVICE}/Check")
+        good = health_pb2.HealthCheckRequest(service="masa").SerializeToString()
+        assert await call(good, metadata=TOKEN) == b"masa"
+        # A length-delimited field whose length runs past the end of the message.
+        rpc = call(b"\x0a\xff\xff\x03abc", metadata=TOKEN)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await rpc
+        status = await rpc_status.aio.from_call(rpc)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = error_info(status)
+    assert info is not None and info.reason == "BAD_REQUEST"
+
+
+async def test_a_mapped_error_lets_go_of_the_frames_that_hold_the_request(
+    serve: ServeFactory,
+) -> None:
+    """The traceback of a refused call (and of the error it chains to) is dropped, so the
+    request it refers to is freed by reference counting, without a garbage collector pass."""
+    kept: list[BaseException] = []
+    big = weakref.WeakSet[Payload]()
+
+    async def refuse(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        payload = Payload(request)
+        big.add(payload)
+        try:
+            raise ValueError(f"cannot read {len(payload.data)} bytes")
+        except ValueError:
+            error = BadRequest("unreadable")
+            kept.append(error)
+            raise error from None
+
+    handlers = {"Refuse": grpc.unary_unary_rpc_method_handler(refuse)}
+    gc.disable()
+    try:
+        async with (
+            serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            with pytest.raises(grpc.aio.AioRpcError):
+                await channel.unary_unary(f"/{TEST_SERVICE}/Refuse")(b"x" * 50_000, metadata=TOKEN)
+        assert kept[0].__traceback__ is None
+        assert kept[0].__context__ is not None and kept[0].__context__.__traceback__ is None
+        assert len(big) == 0
+    finally:
+        gc.enable()
+
+
+class Payload:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def test_preview_quotes_a_short_prefix_and_the_length() -> None:
+    assert preview("t1") == "'t1'"
+    long = preview("x" * 100_000)
+    assert long.startswith("'xxxx") and "(100000 characters)" in long and len(long) < 60
