@@ -103,9 +103,11 @@ class GrpcServer:
         """``host:port`` as a client dials it."""
         return f"{_bracketed(self.host)}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, *, serving: bool = True) -> None:
+        """Accept calls; health says ``serving`` (False while the service still gets ready,
+        e.g. recovers its state: health answers, and says NOT_SERVING until then)."""
         await self.server.start()
-        await self.set_serving(True)
+        await self.set_serving(serving)
 
     async def set_serving(self, serving: bool) -> None:
         """Report the whole server and each service as (not) serving, e.g. while NATS is down."""
@@ -133,10 +135,18 @@ def create_server(
     *,
     tls: TlsSettings | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    max_receive_message_bytes: int | None = None,
 ) -> GrpcServer:
-    """Build and bind a server for ``services``; call ``await server.start()`` to serve."""
+    """Build and bind a server for ``services``; call ``await server.start()`` to serve.
+
+    A request larger than ``max_receive_message_bytes`` (default: the settings' message
+    limit) is refused with ``RESOURCE_EXHAUSTED`` by gRPC before anything decodes it.
+    """
     options = [
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        (
+            "grpc.max_receive_message_length",
+            max_receive_message_bytes or settings.max_message_bytes,
+        ),
         ("grpc.max_send_message_length", settings.max_message_bytes),
     ]
     server = grpc.aio.server(

@@ -102,10 +102,16 @@ class ServerSettings:
 
     grpc_host: str = "127.0.0.1"
     grpc_port: int = 0
+    # The largest message sent; received messages are limited by the service (the table API
+    # takes far less, see create_server).
     max_message_bytes: int = 4 * 1024 * 1024
     # Counts every open RPC, long-lived watch streams included; 0 means no limit.
     max_concurrent_rpcs: int = 10_000
     grace_seconds: float = 5.0
+    # The request_id cache (masa_platform.idempotency): answers kept for retries.
+    request_cache_entries: int = 20_000
+    request_cache_bytes: int = 8 * 1024 * 1024
+    request_cache_seconds: float = 120.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_port <= 65535:
@@ -116,6 +122,10 @@ class ServerSettings:
             raise SettingsError("MASA_MAX_CONCURRENT_RPCS must be 0 (no limit) or positive")
         if self.grace_seconds < 0:
             raise SettingsError("MASA_GRACE_SECONDS must not be negative")
+        if min(self.request_cache_entries, self.request_cache_bytes) <= 0:
+            raise SettingsError("MASA_REQUEST_CACHE_ENTRIES and _BYTES must be positive")
+        if self.request_cache_seconds <= 0:
+            raise SettingsError("MASA_REQUEST_CACHE_SECONDS must be positive")
 
 
 @dataclass(frozen=True, slots=True)

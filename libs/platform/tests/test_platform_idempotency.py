@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -9,7 +10,7 @@ import grpc.aio
 import pytest
 from grpc_status import rpc_status
 from masa_platform.auth import mint_token
-from masa_platform.errors import IllegalMove, Overloaded, error_info
+from masa_platform.errors import AnsweredBefore, IllegalMove, Overloaded, error_info
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
@@ -162,16 +163,16 @@ async def test_transient_failures_are_forgotten_so_a_retry_runs_again() -> None:
     cache = IdempotencyCache()
     attempts = 0
 
-    async def flaky() -> str:
+    async def flaky() -> bytes:
         nonlocal attempts
         attempts += 1
         if attempts == 1:
             raise Overloaded("busy")
-        return "ok"
+        return b"ok"
 
     with pytest.raises(Overloaded):
         await cache.run(("p", "/m", "id"), b"f", flaky)
-    assert await cache.run(("p", "/m", "id"), b"f", flaky) == "ok"
+    assert await cache.run(("p", "/m", "id"), b"f", flaky) == b"ok"
     assert attempts == 2
 
 
@@ -179,11 +180,73 @@ async def test_entries_expire_after_the_ttl_and_the_cache_is_bounded() -> None:
     now = [0.0]
     cache = IdempotencyCache(max_entries=2, ttl_seconds=10, clock=lambda: now[0])
 
-    async def answer() -> str:
-        return "a"
+    async def answer() -> bytes:
+        return b"a"
 
     for request_id in ("1", "2", "3"):
         await cache.run(("p", "/m", request_id), b"f", answer)
     assert len(cache) == 2
     now[0] = 11.0
     assert len(cache) == 0
+    assert cache.size_bytes == 0
+
+
+async def test_the_cache_is_bounded_by_bytes_and_drops_the_oldest_answers_first() -> None:
+    cache = IdempotencyCache(max_entries=1_000, max_bytes=100_000)
+
+    def answer(size: int) -> Callable[[], Awaitable[bytes]]:
+        async def call() -> bytes:
+            return b"x" * size
+
+        return call
+
+    for number in range(50):
+        await cache.run(("p", "/m", f"r{number}"), b"f", answer(10_000))
+    assert cache.size_bytes <= 100_000
+    assert 5 <= len(cache) < 10
+    # The newest answer is still replayed; the oldest is gone, so its id runs again.
+    assert await cache.run(("p", "/m", "r49"), b"f", answer(1)) == b"x" * 10_000
+    assert await cache.run(("p", "/m", "r0"), b"f", answer(1)) == b"x"
+
+
+async def test_a_refusal_is_kept_as_its_status_not_as_the_exception() -> None:
+    """What a retry needs is the status; the exception would keep the call's frames."""
+    cache = IdempotencyCache()
+
+    async def refuse() -> bytes:
+        raise IllegalMove("F-30", "too few points")
+
+    with pytest.raises(IllegalMove) as first:
+        await cache.run(("p", "/m", "r1"), b"f", refuse)
+    with pytest.raises(AnsweredBefore) as again:
+        await cache.run(("p", "/m", "r1"), b"f", refuse)
+    assert again.value is not first.value
+    assert again.value.status.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert again.value.status.details == "too few points"
+    assert cache.size_bytes < 1_000
+
+
+@pytest.mark.parametrize("request_id", ["a b", "x" * 129, "é", "line\r\nbreak", "nul\x00"])
+async def test_a_request_id_must_be_short_printable_ascii(
+    serve: ServeFactory, request_id: str
+) -> None:
+    runs = 0
+
+    async def write(
+        request: WriteRequest, context: grpc.aio.ServicerContext[WriteRequest, bytes]
+    ) -> bytes:
+        nonlocal runs
+        runs += 1
+        return b"ok"
+
+    handler = grpc.unary_unary_rpc_method_handler(write, request_deserializer=parse_write)
+    async with (
+        serve({"Write": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        call = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(f"{request_id}|discard".encode(), metadata=as_player("ayse"))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert len(refused.value.details() or "") < 200
+    assert runs == 0
