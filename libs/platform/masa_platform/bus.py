@@ -3,8 +3,11 @@
 - :func:`publish` sets ``Nats-Msg-Id`` (JetStream drops a repeat within the stream's duplicate
   window) and ``Nats-Expected-Last-Subject-Sequence`` (a writer that lost its lease is fenced
   off: its append fails with :class:`SequenceConflict`).
+- :func:`read_subject` reads the messages of one subject after a stream sequence in a few
+  round trips (an ephemeral pull consumer fetching batches), not one round trip per message.
 - :class:`KvBucket` returns plain entries and raises one :class:`RevisionConflict` for every
-  optimistic-concurrency failure nats-py reports in its various ways.
+  optimistic-concurrency failure nats-py reports in its various ways; its ``keys(prefix)``
+  lists live keys filtered on the server.
 - :class:`Leases` builds ownership with a TTL on a bucket whose entries expire (per-bucket TTL).
 """
 
@@ -12,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import nats
@@ -23,6 +28,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
+from masa_platform.bus_access import inbox_prefix
+
 __all__ = [
     "KvBucket",
     "KvEntry",
@@ -31,11 +38,13 @@ __all__ = [
     "Leases",
     "RevisionConflict",
     "SequenceConflict",
+    "StoredMessage",
     "connect",
     "consume",
     "ensure_stream",
     "last_subject_sequence",
     "publish",
+    "read_subject",
 ]
 
 _log = logging.getLogger(__name__)
@@ -44,6 +53,12 @@ _log = logging.getLogger(__name__)
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 # JSStreamNameExistErr: the stream exists with another configuration.
 _STREAM_NAME_IN_USE = 10058
+# Messages per fetch of read_subject and KvBucket.keys.
+_BATCH = 256
+# KV entries whose last message says the key is gone (nats-server 2.11+ marks a TTL expiry
+# with Nats-Marker-Reason instead of KV-Operation).
+_GONE_OPERATIONS = frozenset({"DEL", "PURGE"})
+_GONE_MARKERS = frozenset({"MaxAge", "Purge", "Remove"})
 
 
 class SequenceConflict(Exception):
@@ -58,8 +73,14 @@ class LeaseLost(Exception):
     """The lease expired or was taken by another holder; stop acting as the owner."""
 
 
-async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> Client:
-    """Connect to ``url`` and keep reconnecting for ever after a disconnect (never give up)."""
+async def connect(
+    url: str, *, name: str, user: str = "", password: str = "", connect_timeout: float = 2.0
+) -> Client:
+    """Connect to ``url`` and keep reconnecting for ever after a disconnect (never give up).
+
+    With ``user``, replies come back on that user's own inbox (``_INBOX.<user>``), the only
+    one its permissions let it subscribe to (:mod:`masa_platform.bus_access`).
+    """
 
     async def on_error(error: Exception) -> None:
         _log.warning("nats error: %s", error, extra={"nats_client": name})
@@ -70,9 +91,12 @@ async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> Clien
     async def on_reconnected() -> None:
         _log.info("nats reconnected", extra={"nats_client": name})
 
+    credentials: dict[str, str] = {"user": user, "password": password} if user else {}
     return await nats.connect(
         servers=[url],
         name=name,
+        inbox_prefix=inbox_prefix(user),
+        **credentials,
         connect_timeout=connect_timeout,
         allow_reconnect=True,
         max_reconnect_attempts=-1,
@@ -129,6 +153,82 @@ async def last_subject_sequence(js: JetStreamContext, stream: str, subject: str)
     return message.seq or 0
 
 
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as the stream stores it: its stream sequence, payload and headers."""
+
+    seq: int
+    data: bytes
+    headers: Mapping[str, str]
+
+
+async def read_subject(
+    js: JetStreamContext,
+    stream: str,
+    subject: str,
+    *,
+    after: int = 0,
+    timeout: float = 5.0,
+) -> list[StoredMessage]:
+    """Every message on ``subject`` whose stream sequence is above ``after``, in order.
+
+    One round trip finds the subject's last message; when nothing is newer than ``after`` that
+    is all. Otherwise the messages come from an ephemeral pull consumer that starts at
+    ``after + 1`` and is fetched in batches, so a long log costs a few round trips, not one per
+    message.
+    """
+    try:
+        last = await js.get_last_msg(stream, subject)
+    except nats.js.errors.NotFoundError:
+        return []
+    last_seq = last.seq or 0
+    if last_seq <= after:
+        return []
+    config = api.ConsumerConfig(
+        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+        opt_start_seq=after + 1,
+        filter_subject=subject,
+    )
+    found: list[StoredMessage] = []
+    async with _ephemeral_consumer(js, stream, config, timeout) as (_, subscription):
+        while not found or found[-1].seq < last_seq:
+            for message in await subscription.fetch(_BATCH, timeout=timeout):
+                metadata = message.metadata
+                found.append(
+                    StoredMessage(metadata.sequence.stream, message.data, message.headers or {})
+                )
+    return found
+
+
+@asynccontextmanager
+async def _ephemeral_consumer(
+    js: JetStreamContext, stream: str, config: api.ConsumerConfig, timeout: float
+) -> AsyncIterator[tuple[api.ConsumerInfo, JetStreamContext.PullSubscription]]:
+    """A pull consumer for one read (no acks, in memory), deleted right after it.
+
+    Its name is chosen here, so it can be deleted at once rather than after its idle time.
+    """
+    name = uuid.uuid4().hex
+    config = config.evolve(
+        name=name,
+        ack_policy=api.AckPolicy.NONE,
+        mem_storage=True,
+        inactive_threshold=max(timeout * 2, 5.0),
+    )
+    info = await js.add_consumer(stream, config=config, timeout=timeout)
+    try:
+        subscription = await js.pull_subscribe_bind(name, stream=stream)
+        try:
+            yield info, subscription
+        finally:
+            await subscription.unsubscribe()
+    finally:
+        try:
+            await js.delete_consumer(stream, name)
+        except (nats.errors.Error, TimeoutError):
+            _log.debug("could not delete consumer %s of %s; it expires when idle", name, stream)
+
+
 async def consume(
     js: JetStreamContext,
     subject: str,
@@ -178,8 +278,10 @@ class KvEntry:
 class KvBucket:
     """A JetStream key-value bucket with revisions; a missing or deleted key reads as ``None``."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, js: JetStreamContext, bucket: str) -> None:
         self._kv = kv
+        self._js = js
+        self.bucket = bucket
 
     @classmethod
     async def ensure(
@@ -192,10 +294,10 @@ class KvBucket:
     ) -> KvBucket:
         """Open ``bucket``, creating it when missing; with a TTL every entry expires after it."""
         try:
-            return cls(await js.key_value(bucket))
+            return cls(await js.key_value(bucket), js, bucket)
         except nats.js.errors.BucketNotFoundError:
             config = api.KeyValueConfig(bucket=bucket, ttl=ttl_seconds, history=history)
-            return cls(await js.create_key_value(config))
+            return cls(await js.create_key_value(config), js, bucket)
 
     async def get(self, key: str) -> KvEntry | None:
         try:
@@ -204,12 +306,33 @@ class KvBucket:
             return None
         return KvEntry(key, entry.value or b"", entry.revision or 0)
 
-    async def keys(self) -> list[str]:
-        """Every live key (deleted and expired ones excluded); empty for an empty bucket."""
-        try:
-            return list(await self._kv.keys())
-        except nats.js.errors.NoKeysError:
-            return []
+    async def keys(self, prefix: str = "", *, timeout: float = 5.0) -> list[str]:
+        """Every live key starting with ``prefix`` (a whole token: ``"node-a."``), without the
+        deleted and expired ones; empty when there is none.
+
+        The server filters by subject and sends only each key's last message, headers only;
+        the listing ends with the message after which the consumer had nothing pending.
+        (nats-py's ``keys()`` filters on the client and can end before the last key arrives.)
+        """
+        stream = f"KV_{self.bucket}"
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            headers_only=True,
+            filter_subject=f"$KV.{self.bucket}.{prefix}>",
+        )
+        keys: list[str] = []
+        async with _ephemeral_consumer(self._js, stream, config, timeout) as (info, subscription):
+            pending = info.num_pending or 0
+            while pending:
+                for message in await subscription.fetch(min(pending, _BATCH), timeout=timeout):
+                    pending = message.metadata.num_pending
+                    headers = message.headers or {}
+                    if (
+                        headers.get("KV-Operation") not in _GONE_OPERATIONS
+                        and headers.get("Nats-Marker-Reason") not in _GONE_MARKERS
+                    ):
+                        keys.append(message.subject[len(f"$KV.{self.bucket}.") :])
+        return keys
 
     async def put(self, key: str, value: bytes) -> int:
         """Write unconditionally; returns the new revision."""

@@ -139,6 +139,10 @@ class PlatformSettings:
     # 0 asks the OS for a free port; the metrics server reports the one it bound.
     metrics_port: int = 0
     nats_url: str = "nats://127.0.0.1:4222"
+    # This service's own NATS user (masa_platform.bus_access); empty for a server without
+    # authorization.
+    nats_user: str = ""
+    nats_password: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
@@ -148,6 +152,8 @@ class PlatformSettings:
             raise SettingsError(f"MASA_LOG_LEVEL: unknown level {self.log_level!r}")
         if not 0 <= self.metrics_port <= 65535:
             raise SettingsError(f"MASA_METRICS_PORT: {self.metrics_port} is not a port number")
+        if bool(self.nats_user) != bool(self.nats_password):
+            raise SettingsError("MASA_NATS_USER and MASA_NATS_PASSWORD must be set together")
 
 
 def load_settings(

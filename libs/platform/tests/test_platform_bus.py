@@ -5,6 +5,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import nats.errors
 import pytest
 from masa_platform.bus import (
     KvBucket,
@@ -17,6 +18,7 @@ from masa_platform.bus import (
     ensure_stream,
     last_subject_sequence,
     publish,
+    read_subject,
 )
 from masa_platform.testing import NatsServer
 from nats.aio.client import Client
@@ -205,5 +207,60 @@ async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_pa
                 js, f"{prefix}.t1.log", b"a2", expected_last_subject_sequence=before.seq
             )
             assert after.seq == before.seq + 1
+        finally:
+            await client.close()
+
+
+async def test_read_subject_reads_a_long_subject_in_a_few_round_trips(
+    js: JetStreamContext,
+) -> None:
+    stream, prefix = await tables_stream(js)
+    for n in range(600):
+        await publish(js, f"{prefix}.t{n % 3}.log", f"{n}".encode(), headers={"Masa-Node": "a"})
+    requests_before = js._nc.stats["out_msgs"]
+    found = await read_subject(js, stream, f"{prefix}.t1.log")
+    requests = js._nc.stats["out_msgs"] - requests_before
+    assert [int(m.data) for m in found] == list(range(1, 600, 3))
+    assert found[0].headers["Masa-Node"] == "a"
+    # Last message, consumer, a few fetches, delete: not one request per message.
+    assert requests < 15
+    tail = await read_subject(js, stream, f"{prefix}.t1.log", after=found[-3].seq)
+    assert [m.seq for m in tail] == [m.seq for m in found[-2:]]
+    assert await read_subject(js, stream, f"{prefix}.t1.log", after=found[-1].seq) == []
+    assert await read_subject(js, stream, f"{prefix}.t9.log") == []
+    # The ephemeral consumers are deleted once read.
+    assert await js.consumers_info(stream) == []
+
+
+async def test_kv_keys_lists_the_live_keys_under_a_prefix_on_the_server(
+    js: JetStreamContext,
+) -> None:
+    bucket = await KvBucket.ensure(js, unique("index_"))
+    for n in range(300):
+        await bucket.put(f"node-{n % 2}.t{n}", b"")
+    await bucket.delete("node-1.t1")
+    revision = await bucket.put("node-1.t3", b"again")
+    await bucket.delete("node-1.t3", revision)
+    mine = await bucket.keys("node-1.")
+    assert sorted(mine) == sorted(f"node-1.t{n}" for n in range(5, 300, 2))
+    assert len(await bucket.keys()) == 298
+    assert await bucket.keys("node-9.") == []
+
+
+async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) -> None:
+    with NatsServer(tmp_path / "nats") as server:
+        client = await connect(server.url, name="pause-test")
+        try:
+            js = client.jetstream()
+            stream, prefix = await tables_stream(js)
+            server.pause()
+            with pytest.raises(nats.errors.TimeoutError):
+                await publish(js, f"{prefix}.t1.log", b"a1", msg_id="t1:1", timeout=0.5)
+            # Still connected: a stalled server looks like a slow one to its clients.
+            assert client.is_connected
+            server.resume()
+            # The publish that timed out was still delivered and is stored after all.
+            found = await read_subject(js, stream, f"{prefix}.t1.log")
+            assert [m.data for m in found] == [b"a1"]
         finally:
             await client.close()
