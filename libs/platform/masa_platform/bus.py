@@ -352,6 +352,11 @@ class KvBucket:
         except nats.js.errors.KeyWrongLastSequenceError as error:
             raise RevisionConflict(f"{key} is not at revision {revision}") from error
 
+    async def forget(self, key: str) -> None:
+        """Remove ``key`` and leave nothing behind (a delete leaves a marker per key, which a
+        bucket of short-lived keys would pile up for ever)."""
+        await self._js.purge_stream(f"KV_{self.bucket}", subject=f"$KV.{self.bucket}.{key}")
+
     async def delete(self, key: str, revision: int | None = None) -> None:
         """Delete, only at ``revision`` when it is given."""
         try:

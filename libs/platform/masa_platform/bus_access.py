@@ -18,7 +18,7 @@ The plan for the four services:
 
 - ``table-engine``: the ``MASA_TABLES`` stream (log and results), the buckets
   ``masa_table_snapshots``, ``masa_table_leases``, ``masa_table_index`` and the engine-node
-  registry ``masa_engine_nodes``;
+  registry ``masa_engine_nodes`` (for the heartbeats matchmaking reads);
 - ``ledger``: consumes ``masa.table.v1.*.result``, owns the ``MASA_LEDGER`` stream
   (``masa.ledger.v1.>``);
 - ``matchmaking``: reads ``masa_engine_nodes`` and the results, owns the ``MASA_MATCHMAKING``
@@ -87,6 +87,7 @@ def _stream_owner(stream: str, subjects: tuple[str, ...]) -> tuple[str, ...]:
         f"{api}.STREAM.CREATE.{stream}",
         f"{api}.STREAM.UPDATE.{stream}",
         f"{api}.STREAM.INFO.{stream}",
+        f"{api}.STREAM.PURGE.{stream}",
         f"{api}.STREAM.MSG.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}.>",
@@ -131,10 +132,10 @@ def _results_consumer() -> tuple[str, ...]:
 
 
 def _user(name: str, *publish: tuple[str, ...]) -> BusUser:
-    # Every user publishes to JetStream's flow-control replies of its own push consumers and
-    # answers nothing else; it hears only its own inbox.
+    # Every user may ask JetStream whether it is up (health probes) and answer the flow
+    # control of its own push consumers; it hears only its own inbox.
     subjects = tuple(subject for group in publish for subject in group)
-    return BusUser(name, (*subjects, "$JS.FC.>"), (f"{inbox_prefix(name)}.>",))
+    return BusUser(name, (*subjects, "$JS.API.INFO", "$JS.FC.>"), (f"{inbox_prefix(name)}.>",))
 
 
 def bus_users() -> tuple[BusUser, ...]:

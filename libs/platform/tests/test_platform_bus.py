@@ -245,6 +245,11 @@ async def test_kv_keys_lists_the_live_keys_under_a_prefix_on_the_server(
     assert sorted(mine) == sorted(f"node-1.t{n}" for n in range(5, 300, 2))
     assert len(await bucket.keys()) == 298
     assert await bucket.keys("node-9.") == []
+    # A forgotten key leaves no marker behind.
+    await bucket.forget("node-0.t0")
+    assert "node-0.t0" not in await bucket.keys("node-0.")
+    info = await js.stream_info(f"KV_{bucket.bucket}", subjects_filter="$KV.*.node-0.t0")
+    assert not info.state.subjects
 
 
 async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) -> None:

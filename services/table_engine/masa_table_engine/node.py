@@ -1,20 +1,26 @@
 """Settings and wiring of one table-engine node: real adapters around the use cases.
 
 :func:`start_node` is what ``python -m masa_table_engine`` runs, and what integration tests
-start in-process: NATS and JetStream, the snapshot and lease buckets, the bot client, the gRPC
-server (health, reflection, auth, errors, request_id de-duplication, metrics), then recovery of
-this node's unfinished tables before the server accepts calls.
+start in-process: NATS and JetStream (with this service's own NATS user), the snapshot, lease
+and index buckets, the bot client, the gRPC server (health, reflection, auth, errors,
+request_id de-duplication, metrics, a small received-message limit). The server starts first
+and answers health with NOT_SERVING while the node recovers its unfinished tables; table calls
+are UNAVAILABLE until then. Then the health monitor keeps health true (NOT_SERVING while NATS
+does not answer or a table is frozen).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
+from typing import Final
 
 import grpc.aio
 from masa.table.v1 import table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
 from masa_platform.bus import KvBucket, Leases, connect
+from masa_platform.idempotency import IdempotencyCache
 from masa_platform.metrics import GrpcMetrics
 from masa_platform.server import (
     GrpcServer,
@@ -29,7 +35,9 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from masa_table_engine.adapters.bot_client import GrpcDecider
 from masa_table_engine.adapters.grpc_api import TableServicer
+from masa_table_engine.adapters.health import HealthMonitor
 from masa_table_engine.adapters.jetstream import (
+    INDEX_BUCKET,
     LEASE_BUCKET,
     SNAPSHOT_BUCKET,
     JetStreamLog,
@@ -40,7 +48,7 @@ from masa_table_engine.adapters.jetstream import (
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
 from masa_table_engine.adapters.metrics import PrometheusMetrics
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
-from masa_table_engine.app.tables import Tables
+from masa_table_engine.app.tables import RecoveryReport, Tables
 from masa_table_engine.domain.table import TimerPolicy
 
 __all__ = ["EngineSettings", "Node", "start_node"]
@@ -48,6 +56,8 @@ __all__ = ["EngineSettings", "Node", "start_node"]
 _log = logging.getLogger(__name__)
 
 SERVICE = "masa.table.v1.TableService"
+# A node id is a NATS subject token and part of KV keys.
+NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,13 @@ class EngineSettings:
     autopilot_after_timeouts: int = 3
     snapshot_every: int = 20
     lease_ttl_seconds: float = 15.0
+    # The largest request the table API takes: a move is a few hundred bytes, a table's
+    # configuration a few kilobytes; anything bigger is refused before it is decoded.
+    max_request_bytes: int = 64 * 1024
+    # How long a finished table stays in memory for reads and retries of its last moves.
+    finished_retention_seconds: float = 30.0
+    # How often health probes NATS and counts frozen tables.
+    health_check_seconds: float = 0.5
 
     def __post_init__(self) -> None:
         positive = {
@@ -84,6 +101,8 @@ class EngineSettings:
             "MASA_BOT_TIMEOUT_SECONDS": self.bot_timeout_seconds,
             "MASA_LEDGER_TIMEOUT_SECONDS": self.ledger_timeout_seconds,
             "MASA_LEASE_TTL_SECONDS": self.lease_ttl_seconds,
+            "MASA_FINISHED_RETENTION_SECONDS": self.finished_retention_seconds,
+            "MASA_HEALTH_CHECK_SECONDS": self.health_check_seconds,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -92,6 +111,10 @@ class EngineSettings:
             raise SettingsError(
                 "MASA_SNAPSHOT_EVERY and MASA_AUTOPILOT_AFTER_TIMEOUTS must be >= 1"
             )
+        if not NODE_ID.fullmatch(self.node_id):
+            raise SettingsError(f"MASA_NODE_ID must match {NODE_ID.pattern}")
+        if not 1024 <= self.max_request_bytes <= self.platform.server.max_message_bytes:
+            raise SettingsError("MASA_MAX_REQUEST_BYTES must be 1 KiB to MASA_MAX_MESSAGE_BYTES")
 
 
 @dataclass(slots=True)
@@ -103,11 +126,14 @@ class Node:
     tables: Tables
     nats: Client
     ownership: KvOwnership
+    health: HealthMonitor
     bot_channel: grpc.aio.Channel | None
     address: str
+    recovery: RecoveryReport
     ledger_channel: grpc.aio.Channel | None = None
 
     async def stop(self, grace_seconds: float | None = None) -> None:
+        await self.health.close()
         await self.server.stop(grace_seconds)
         await self.tables.close()
         await self.ownership.close()
@@ -119,20 +145,27 @@ class Node:
 
 async def start_node(settings: EngineSettings, registry: CollectorRegistry = REGISTRY) -> Node:
     platform = settings.platform
-    nc = await connect(platform.nats_url, name=settings.node_id)
+    nc = await connect(
+        platform.nats_url,
+        name=settings.node_id,
+        user=platform.nats_user,
+        password=platform.nats_password,
+    )
     js = nc.jetstream()
     await ensure_table_stream(js)
     snapshots = await KvBucket.ensure(js, SNAPSHOT_BUCKET)
+    index = await KvBucket.ensure(js, INDEX_BUCKET)
     lease_bucket = await KvBucket.ensure(js, LEASE_BUCKET, ttl_seconds=settings.lease_ttl_seconds)
     ownership = KvOwnership(
         Leases(lease_bucket, settings.node_id), renew_every=settings.lease_ttl_seconds / 3
     )
     metrics = PrometheusMetrics(registry)
+    server_settings = platform.server
     # The servicer exists before the server so that it can be registered; it is bound to the
-    # tables once the bound address (which the tables record as their owner) is known.
+    # tables once they are recovered (until then every table call is UNAVAILABLE).
     servicer = TableServicer(settings.turn_seconds)
     server = create_server(
-        platform.server,
+        server_settings,
         [
             ServiceRegistration(
                 SERVICE, lambda s: table_pb2_grpc.add_TableServiceServicer_to_server(servicer, s)
@@ -143,7 +176,13 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
             platform.auth,
             policy=AuthPolicy(required_roles={f"/{SERVICE}/CreateTable": INTERNAL_ROLES}),
             metrics=GrpcMetrics(registry),
+            idempotency=IdempotencyCache(
+                max_entries=server_settings.request_cache_entries,
+                max_bytes=server_settings.request_cache_bytes,
+                ttl_seconds=server_settings.request_cache_seconds,
+            ),
         ),
+        max_receive_message_bytes=settings.max_request_bytes,
     )
     address = settings.advertise_address or server.address
     bot_channel = None
@@ -160,6 +199,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
     log = JetStreamLog(
         js,
         snapshots,
+        index,
         node_id=settings.node_id,
         owner_address=address,
         default_turn_seconds=settings.turn_seconds,
@@ -176,6 +216,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         snapshot_every=settings.snapshot_every,
         bot_timeout_seconds=settings.bot_timeout_seconds,
         bot_delay_seconds=settings.bot_delay_seconds,
+        finished_retention_seconds=settings.finished_retention_seconds,
     )
     ledger_channel = None
     stakes = None
@@ -188,11 +229,44 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
             timeout_seconds=settings.ledger_timeout_seconds,
         )
     tables = Tables(deps, runtime_settings, stakes=stakes)
+    ownership.on_lost = tables.lease_lost
+
+    async def probe() -> None:
+        await js.account_info()
+
+    health = HealthMonitor(
+        server,
+        probe=probe,
+        frozen=lambda: tables.frozen,
+        metrics=metrics,
+        interval=settings.health_check_seconds,
+    )
+    # Health answers (NOT_SERVING) while the tables come back.
+    await server.start(serving=False)
+    recovery = await tables.recover()
     servicer.bind(tables, address)
-    resumed = await tables.recover()
-    await server.start()
+    tables.start_housekeeping()
+    await health.check()
+    health.start()
     _log.info(
         "table engine serving",
-        extra={"address": address, "node_id": settings.node_id, "resumed_tables": resumed},
+        extra={
+            "address": address,
+            "node_id": settings.node_id,
+            "resumed_tables": recovery.resumed,
+            "skipped_tables": len(recovery.skipped),
+            "recovery_seconds": round(recovery.seconds, 3),
+        },
     )
-    return Node(settings, server, tables, nc, ownership, bot_channel, address, ledger_channel)
+    return Node(
+        settings,
+        server,
+        tables,
+        nc,
+        ownership,
+        health,
+        bot_channel,
+        address,
+        recovery,
+        ledger_channel,
+    )

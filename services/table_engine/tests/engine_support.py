@@ -14,16 +14,19 @@ from typing import Any
 
 import grpc
 import grpc.aio
-import nats
 import nats.js.errors
 from google.protobuf import duration_pb2
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import mint_token
+from masa_platform.bus import connect
+from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
 from masa_table_engine.node import EngineSettings, Node, start_node
+from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 
 AUTH = AuthSettings()
@@ -38,10 +41,13 @@ def metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
 SERVICE = metadata(SERVICE_TOKEN_SUBJECT, "service")
 
 
-def settings(nats_url: str, node_id: str = "node-a", **overrides: Any) -> EngineSettings:
+def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> EngineSettings:
+    """A node on ``server`` with the table-engine's own NATS user."""
     platform = PlatformSettings(
         service_name="table-engine",
-        nats_url=nats_url,
+        nats_url=server.url,
+        nats_user=TABLE_ENGINE,
+        nats_password=server.password(TABLE_ENGINE),
         server=ServerSettings(grpc_port=overrides.pop("grpc_port", 0), grace_seconds=0.2),
     )
     base = EngineSettings(platform=platform, node_id=node_id, turn_seconds=30.0)
@@ -49,8 +55,10 @@ def settings(nats_url: str, node_id: str = "node-a", **overrides: Any) -> Engine
 
 
 @asynccontextmanager
-async def running_node(engine_settings: EngineSettings) -> AsyncIterator[Node]:
-    node = await start_node(engine_settings, registry=CollectorRegistry())
+async def running_node(
+    engine_settings: EngineSettings, registry: CollectorRegistry | None = None
+) -> AsyncIterator[Node]:
+    node = await start_node(engine_settings, registry=registry or CollectorRegistry())
     try:
         yield node
     finally:
@@ -105,8 +113,22 @@ async def wait_until(
         await asyncio.sleep(0.02)
 
 
-async def _messages(nats_url: str, subject: str) -> list[bytes]:
-    nc = await nats.connect(nats_url)
+def engine_nats_env(server: NatsServer) -> dict[str, str]:
+    """The ``MASA_*`` variables of a table-engine process on ``server``."""
+    return {
+        "MASA_NATS_URL": server.url,
+        "MASA_NATS_USER": TABLE_ENGINE,
+        "MASA_NATS_PASSWORD": server.password(TABLE_ENGINE),
+    }
+
+
+async def bus_client(server: NatsServer, user: str = ADMIN) -> Client:
+    """A NATS client as ``user`` (operators by default, who may read everything)."""
+    return await connect(server.url, name=f"test-{user}", user=user, password=server.password(user))
+
+
+async def _messages(server: NatsServer, subject: str) -> list[bytes]:
+    nc = await bus_client(server)
     try:
         js = nc.jetstream()
         found: list[bytes] = []
@@ -122,22 +144,22 @@ async def _messages(nats_url: str, subject: str) -> list[bytes]:
         await nc.close()
 
 
-async def results(nats_url: str, table_id: str) -> list[result_pb2.TableResult]:
+async def results(server: NatsServer, table_id: str) -> list[result_pb2.TableResult]:
     return [
         result_pb2.TableResult.FromString(data)
-        for data in await _messages(nats_url, result_subject(table_id))
+        for data in await _messages(server, result_subject(table_id))
     ]
 
 
-async def log_entries(nats_url: str, table_id: str) -> list[table_log_pb2.TableLogEntry]:
+async def log_entries(server: NatsServer, table_id: str) -> list[table_log_pb2.TableLogEntry]:
     return [
         table_log_pb2.TableLogEntry.FromString(data)
-        for data in await _messages(nats_url, log_subject(table_id))
+        for data in await _messages(server, log_subject(table_id))
     ]
 
 
-async def game_finished(nats_url: str, table_id: str) -> result_pb2.GameFinished | None:
-    for result in await results(nats_url, table_id):
+async def game_finished(server: NatsServer, table_id: str) -> result_pb2.GameFinished | None:
+    for result in await results(server, table_id):
         if result.WhichOneof("result") == "game_finished":
             return result.game_finished
     return None

@@ -43,8 +43,8 @@ from masa_wire.fiftyone import action_to_proto, state_from_seat_view
 Chooser = Callable[[State, int], Action | None]
 
 
-async def _finished(url: str, table_id: str) -> bool:
-    return await game_finished(url, table_id) is not None
+async def _finished(server: NatsServer, table_id: str) -> bool:
+    return await game_finished(server, table_id) is not None
 
 
 @pytest.mark.parametrize(
@@ -55,13 +55,13 @@ async def test_a_bot_only_51_game_of_each_preset_finishes_with_game_finished_in_
 ) -> None:
     """F-90..F-97: HandFinished after every hand, then GameFinished with the ranking."""
     async with (
-        running_node(settings(nats_server.url, f"bots-51-{preset}")) as node,
+        running_node(settings(nats_server, f"bots-51-{preset}")) as node,
         table_stub(node.address) as stub,
     ):
         config = fiftyone_config(preset, [seat(s) for s in range(players)], hands=hands)
         table_id = await create_table(stub, config)
-        await wait_until(lambda: _finished(nats_server.url, table_id), what="GameFinished")
-        published = await results(nats_server.url, table_id)
+        await wait_until(lambda: _finished(nats_server, table_id), what="GameFinished")
+        published = await results(nats_server, table_id)
         kinds = [r.WhichOneof("result") for r in published]
         assert kinds[-1] == "game_finished" and kinds.count("game_finished") == 1
         hand_results = [r.hand_finished for r in published if r.HasField("hand_finished")]
@@ -85,13 +85,13 @@ async def test_a_bot_only_51_game_of_each_preset_finishes_with_game_finished_in_
 async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> None:
     """F-2, F-93, P-1: seats 0+2 and 1+3 are partners and share their place."""
     async with (
-        running_node(settings(nats_server.url, "bots-51-teams")) as node,
+        running_node(settings(nats_server, "bots-51-teams")) as node,
         table_stub(node.address) as stub,
     ):
         config = fiftyone_config("salon", [seat(s) for s in range(4)], hands=2, teams=True)
         table_id = await create_table(stub, config)
-        await wait_until(lambda: _finished(nats_server.url, table_id), what="GameFinished")
-        finished = await game_finished(nats_server.url, table_id)
+        await wait_until(lambda: _finished(nats_server, table_id), what="GameFinished")
+        finished = await game_finished(nats_server, table_id)
         assert finished is not None and finished.mode == game_pb2.MODE_TEAMS
         by_seat = {s.seat: s for s in finished.ranking}
         assert by_seat[0].place == by_seat[2].place and by_seat[1].place == by_seat[3].place
@@ -99,7 +99,7 @@ async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> N
         assert {s.team for s in finished.ranking if s.seat in (0, 2)} == {0}
         assert {s.team for s in finished.ranking if s.seat in (1, 3)} == {1}
         # DESIGN.md §4: the log alone rebuilds the table, as a restarted node replays it.
-        entries = await log_entries(nats_server.url, table_id)
+        entries = await log_entries(nats_server, table_id)
         inputs = [input_from_log(entry, 30.0) for entry in entries]
         times = [entry.occurred_at.ToNanoseconds() / 1e9 for entry in entries]
         replayed = replay(inputs, times, TimerPolicy())
@@ -190,7 +190,7 @@ async def test_a_human_51_seat_plays_through_grpc_and_never_sees_hidden_cards(
     """F-21, F-22, P-20: draw, meld and discard over gRPC; an illegal move changes nothing;
     the seat and a spectator never receive another seat's cards, the stock or an early seed."""
     async with (
-        running_node(settings(nats_server.url, "human-51")) as node,
+        running_node(settings(nats_server, "human-51")) as node,
         table_stub(node.address) as stub,
     ):
         config = fiftyone_config("classic", [seat(0, "ayse"), seat(1), seat(2), seat(3)])
@@ -232,16 +232,16 @@ async def test_a_human_51_seat_plays_through_grpc_and_never_sees_hidden_cards(
         # The deal came before the watch, so the stream opens with the seat's view of it.
         assert received[0].WhichOneof("payload") == "seat_view"
         assert {"drew", "discarded", "hand_finished", "game_finished"} <= kinds
-        own = await _own_cards(nats_server.url, table_id, 0)
+        own = await _own_cards(nats_server, table_id, 0)
         _assert_hidden(received, own_seat=0, own_cards=own)
         _assert_hidden(watched, own_seat=None, own_cards=set())
         assert watched[0].WhichOneof("payload") == "spectator_view"
 
 
-async def _own_cards(url: str, table_id: str, own: int) -> set[tuple[int, int]]:
+async def _own_cards(server: NatsServer, table_id: str, own: int) -> set[tuple[int, int]]:
     """Every card that was ever in ``own``'s hand, read from the log (which holds all)."""
     cards: set[tuple[int, int]] = set()
-    for entry in await log_entries(url, table_id):
+    for entry in await log_entries(server, table_id):
         for event in entry.events:
             kind = event.WhichOneof("kind")
             if kind == "drew" and event.drew.seat == own:
@@ -250,7 +250,7 @@ async def _own_cards(url: str, table_id: str, own: int) -> set[tuple[int, int]]:
                 cards |= _cards([event.took_discard.card])
             elif kind == "hand_finished":
                 cards |= _cards(list(event.hand_finished.scores[own].remaining))
-    for entry in await log_entries(url, table_id):
+    for entry in await log_entries(server, table_id):
         for event in entry.events:
             if event.WhichOneof("kind") == "hand_dealt":
                 # The log records the deal for no seat; the dealt hand is in the seat's stream.
@@ -309,7 +309,7 @@ async def test_an_unanswered_51_query_gives_when_the_short_window_closes(
 ) -> None:
     """F-80: an asked human who does not answer within query_seconds gives the card."""
     async with (
-        running_node(settings(nats_server.url, "query-51", query_seconds=0.3)) as node,
+        running_node(settings(nats_server, "query-51", query_seconds=0.3)) as node,
         table_stub(node.address) as stub,
     ):
         for _attempt in range(4):
@@ -348,7 +348,7 @@ async def test_an_unanswered_51_query_gives_when_the_short_window_closes(
             e.query_ended for e in answer_update.events if e.WhichOneof("kind") == "query_ended"
         ]
         assert ended and 0 not in ended[0].refused_seats
-        assert await game_finished(nats_server.url, table_id) is not None
+        assert await game_finished(nats_server, table_id) is not None
 
 
 async def test_a_silent_51_player_times_out_into_the_autopilot_and_forfeits(
@@ -356,17 +356,17 @@ async def test_a_silent_51_player_times_out_into_the_autopilot_and_forfeits(
 ) -> None:
     """P-10..P-12: turns time out, the autopilot plays whole 51 turns, the seat forfeits and is
     ranked last, and a bot finishes the game for it."""
-    engine = settings(nats_server.url, "silent-51", seat_protection_seconds=0.25)
+    engine = settings(nats_server, "silent-51", seat_protection_seconds=0.25)
     async with running_node(engine) as node, table_stub(node.address) as stub:
         config = fiftyone_config("classic", [seat(0, "ayse"), seat(1)], turn_seconds=0.1, hands=3)
         table_id = await create_table(stub, config)
-        await wait_until(lambda: _finished(nats_server.url, table_id), what="GameFinished")
-        finished = await game_finished(nats_server.url, table_id)
+        await wait_until(lambda: _finished(nats_server, table_id), what="GameFinished")
+        finished = await game_finished(nats_server, table_id)
         assert finished is not None
         assert [(s.seat, s.forfeited) for s in finished.ranking][-1] == (0, True)
         kinds = [
             e.WhichOneof("kind")
-            for entry in await log_entries(nats_server.url, table_id)
+            for entry in await log_entries(nats_server, table_id)
             for e in entry.events
         ]
         assert "turn_timed_out" in kinds and "seat_forfeited" in kinds

@@ -39,28 +39,26 @@ async def test_a_bot_only_elevator_game_finishes_with_game_finished_in_jetstream
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "bots")) as node,
+        running_node(settings(nats_server, "bots")) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(stub, elevator_config([seat(s) for s in range(4)]))
-        await wait_until(
-            lambda: _finished(nats_server.url, table_id), what="GameFinished in JetStream"
-        )
-        finished = await game_finished(nats_server.url, table_id)
+        await wait_until(lambda: _finished(nats_server, table_id), what="GameFinished in JetStream")
+        finished = await game_finished(nats_server, table_id)
         assert finished is not None
         assert finished.table_id == table_id and finished.game_no == 1
         assert sorted(s.seat for s in finished.ranking) == [0, 1, 2, 3]
         assert finished.ranking[0].place == 1
-        kinds = [r.WhichOneof("result") for r in await results(nats_server.url, table_id)]
+        kinds = [r.WhichOneof("result") for r in await results(nats_server, table_id)]
         assert kinds == ["hand_finished", "game_finished"]
-        entries = await log_entries(nats_server.url, table_id)
+        entries = await log_entries(nats_server, table_id)
         assert [e.sequence for e in entries] == list(range(1, len(entries) + 1))
         assert entries[0].WhichOneof("input") == "table_created"
         assert len(entries[0].table_created.seed) == 32
 
 
-async def _finished(url: str, table_id: str) -> bool:
-    return await game_finished(url, table_id) is not None
+async def _finished(server: NatsServer, table_id: str) -> bool:
+    return await game_finished(server, table_id) is not None
 
 
 async def test_a_human_seat_plays_a_whole_game_through_grpc_and_never_sees_other_hands(
@@ -68,7 +66,7 @@ async def test_a_human_seat_plays_a_whole_game_through_grpc_and_never_sees_other
 ) -> None:
     """A human and a spectator watch; every message each receives is checked for leaks (P-20)."""
     async with (
-        running_node(settings(nats_server.url, "human")) as node,
+        running_node(settings(nats_server, "human")) as node,
         table_stub(node.address) as stub,
     ):
         config = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
@@ -147,7 +145,7 @@ async def test_auth_bad_input_and_other_seats_are_refused_and_leave_the_table_un
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "refusals")) as node,
+        running_node(settings(nats_server, "refusals")) as node,
         table_stub(node.address) as stub,
     ):
         config = elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2, "cem")])
@@ -222,7 +220,7 @@ async def test_a_retried_request_id_returns_the_first_answer_without_a_second_ef
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "retries")) as node,
+        running_node(settings(nats_server, "retries")) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(
@@ -251,7 +249,7 @@ async def test_a_retried_request_id_returns_the_first_answer_without_a_second_ef
 
 async def test_a_service_may_act_and_watch_for_any_seat(nats_server: NatsServer) -> None:
     async with (
-        running_node(settings(nats_server.url, "service")) as node,
+        running_node(settings(nats_server, "service")) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(

@@ -52,7 +52,7 @@ async def test_grpcurl_finds_the_service_by_reflection_and_reads_a_table(
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "grpcurl")) as node,
+        running_node(settings(nats_server, "grpcurl")) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(stub, elevator_config([seat(0, "ayse"), seat(1), seat(2)]))
@@ -107,12 +107,12 @@ async def test_bot_seats_ask_the_bot_service_with_the_seat_view_only(
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        node_settings = settings(nats_server.url, "botclient", bot_address=f"127.0.0.1:{port}")
+        node_settings = settings(nats_server, "botclient", bot_address=f"127.0.0.1:{port}")
         async with running_node(node_settings) as node, table_stub(node.address) as stub:
             table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
 
             async def finished() -> bool:
-                return await game_finished(nats_server.url, table_id) is not None
+                return await game_finished(nats_server, table_id) is not None
 
             await wait_until(finished, what="the game to finish")
         assert bot.requests
@@ -125,7 +125,7 @@ async def test_bot_seats_ask_the_bot_service_with_the_seat_view_only(
                         assert len(event.hand_dealt.hand) == 7
         sources = {
             e.action_applied.source
-            for e in await log_entries(nats_server.url, table_id)
+            for e in await log_entries(nats_server, table_id)
             if e.WhichOneof("input") == "action_applied"
         }
         assert sources == {table_log_pb2.INPUT_SOURCE_BOT}
@@ -151,17 +151,17 @@ async def test_a_bot_move_the_rules_refuse_is_replaced_and_the_game_goes_on(
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        node_settings = settings(nats_server.url, "passer", bot_address=f"127.0.0.1:{port}")
+        node_settings = settings(nats_server, "passer", bot_address=f"127.0.0.1:{port}")
         async with running_node(node_settings) as node, table_stub(node.address) as stub:
             table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
 
             async def finished() -> bool:
-                return await game_finished(nats_server.url, table_id) is not None
+                return await game_finished(nats_server, table_id) is not None
 
             await wait_until(finished, what="the game to finish")
         applied = [
             e.action_applied
-            for e in await log_entries(nats_server.url, table_id)
+            for e in await log_entries(nats_server, table_id)
             if e.WhichOneof("input") == "action_applied"
         ]
         by_source = {a.source for a in applied}
@@ -175,18 +175,18 @@ async def test_a_bot_move_the_rules_refuse_is_replaced_and_the_game_goes_on(
 
 async def test_an_unreachable_bot_service_never_stalls_a_table(nats_server: NatsServer) -> None:
     node_settings = settings(
-        nats_server.url, "nobot", bot_address=f"127.0.0.1:{free_port()}", bot_timeout_seconds=0.2
+        nats_server, "nobot", bot_address=f"127.0.0.1:{free_port()}", bot_timeout_seconds=0.2
     )
     async with running_node(node_settings) as node, table_stub(node.address) as stub:
         table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
 
         async def finished() -> bool:
-            return await game_finished(nats_server.url, table_id) is not None
+            return await game_finished(nats_server, table_id) is not None
 
         await wait_until(finished, what="the game to finish")
     sources = {
         e.action_applied.source
-        for e in await log_entries(nats_server.url, table_id)
+        for e in await log_entries(nats_server, table_id)
         if e.WhichOneof("input") == "action_applied"
     }
     assert sources == {table_log_pb2.INPUT_SOURCE_FALLBACK}
@@ -196,13 +196,13 @@ async def test_the_table_metrics_are_exported_without_ids_as_labels(
     nats_server: NatsServer,
 ) -> None:
     registry = CollectorRegistry()
-    node = await start_node(settings(nats_server.url, "metrics"), registry=registry)
+    node = await start_node(settings(nats_server, "metrics"), registry=registry)
     try:
         async with table_stub(node.address) as stub:
             table_id = await create_table(stub, elevator_config([seat(s) for s in range(3)]))
 
             async def finished() -> bool:
-                return await game_finished(nats_server.url, table_id) is not None
+                return await game_finished(nats_server, table_id) is not None
 
             await wait_until(finished, what="the game to finish")
     finally:

@@ -16,6 +16,7 @@ import pytest
 from engine_support import (
     create_table,
     elevator_config,
+    engine_nats_env,
     fiftyone_config,
     game_finished,
     log_entries,
@@ -68,7 +69,7 @@ def engine(nats_server: NatsServer, tmp_path: Path) -> Iterator[EngineProcess]:
     port = free_port()
     env = {
         **os.environ,
-        "MASA_NATS_URL": nats_server.url,
+        **engine_nats_env(nats_server),
         "MASA_GRPC_PORT": str(port),
         "MASA_NODE_ID": "crashy",
         "MASA_BOT_DELAY_SECONDS": "0.03",
@@ -118,9 +119,9 @@ async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lo
                     break
         watch.cancel()
     engine.kill()
-    before = await log_entries(nats_server.url, table_id)
+    before = await log_entries(nats_server, table_id)
     assert len(before) >= 12
-    assert await game_finished(nats_server.url, table_id) is None
+    assert await game_finished(nats_server, table_id) is None
 
     engine.start()
     await wait_until(lambda: _serving(address), what="the restarted engine to serve")
@@ -136,9 +137,9 @@ async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lo
         # Every update after the last one seen arrives, in order, up to the end of the game.
         assert sequences == list(range(last + 1, last + 1 + len(sequences)))
 
-    finished = await game_finished(nats_server.url, table_id)
+    finished = await game_finished(nats_server, table_id)
     assert finished is not None
-    after = await log_entries(nats_server.url, table_id)
+    after = await log_entries(nats_server, table_id)
     assert [e.sequence for e in after] == list(range(1, len(after) + 1))
     # Every entry accepted before the crash is still there, unchanged.
     assert after[: len(before)] == before
@@ -179,6 +180,6 @@ async def test_a_clean_restart_resumes_tables_from_their_snapshot(
     assert retried.update.sequence == first.update.sequence
     assert list(again.hand) == list(played.hand)
     assert again.table.table.sequence == played.table.table.sequence
-    entries = await log_entries(nats_server.url, table_id)
+    entries = await log_entries(nats_server, table_id)
     actions = [e for e in entries if e.WhichOneof("input") == "action_applied"]
     assert [e.action_applied.request_id for e in actions] == ["before-restart"]

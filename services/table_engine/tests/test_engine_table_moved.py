@@ -28,8 +28,8 @@ async def test_the_node_without_the_table_points_to_its_owner_and_the_sdk_follow
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "owner")) as owner,
-        running_node(settings(nats_server.url, "other")) as other,
+        running_node(settings(nats_server, "owner")) as owner,
+        running_node(settings(nats_server, "other")) as other,
     ):
         async with table_stub(owner.address) as stub:
             table_id = await create_table(

@@ -14,6 +14,8 @@ from masa_table_engine.domain.table import Table, TimerPolicy
 
 
 class MemoryLog:
+    writer = "memory"
+
     async def append(self, entry: Entry) -> None:
         del entry
 
@@ -27,6 +29,12 @@ class MemoryLog:
     async def load_snapshot(self, table_id: str) -> Table | None:
         del table_id
         return None
+
+    async def track(self, table_id: str) -> None:
+        del table_id
+
+    async def untrack(self, table_id: str) -> None:
+        del table_id
 
     async def table_ids(self) -> list[str]:
         return []
@@ -48,6 +56,10 @@ class FreeOwnership:
 
     async def release(self, table_id: str) -> None:
         del table_id
+
+    async def holder(self, table_id: str) -> str | None:
+        del table_id
+        return None
 
 
 async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() -> None:

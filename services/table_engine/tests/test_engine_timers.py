@@ -26,7 +26,7 @@ async def test_three_timeouts_hand_the_seat_to_the_autopilot_until_the_player_re
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "timers", autopilot_after_timeouts=3)) as node,
+        running_node(settings(nats_server, "timers", autopilot_after_timeouts=3)) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(
@@ -67,23 +67,23 @@ async def test_three_timeouts_hand_the_seat_to_the_autopilot_until_the_player_re
         assert resumed
         # Every later timeout counts from one again, up to the next hand-over at three (P-11).
         assert all(t.consecutive_timeouts <= 3 for t in timeouts[3:])
-        assert await game_finished(nats_server.url, table_id) is not None
+        assert await game_finished(nats_server, table_id) is not None
 
 
 async def test_a_seat_that_stays_away_forfeits_is_ranked_last_and_a_bot_finishes_for_it(
     nats_server: NatsServer,
 ) -> None:
-    node_settings = settings(nats_server.url, "protection", seat_protection_seconds=0.5)
+    node_settings = settings(nats_server, "protection", seat_protection_seconds=0.5)
     async with running_node(node_settings) as node, table_stub(node.address) as stub:
         table_id = await create_table(
             stub, elevator_config([seat(0), seat(1, "bora"), seat(2)], turn_seconds=0.3)
         )
 
         async def finished() -> bool:
-            return await game_finished(nats_server.url, table_id) is not None
+            return await game_finished(nats_server, table_id) is not None
 
         await wait_until(finished, what="the game to finish")
-        result = await game_finished(nats_server.url, table_id)
+        result = await game_finished(nats_server, table_id)
         assert result is not None
         last = result.ranking[-1]
         assert (last.seat, last.player_id, last.forfeited) == (1, "bora", True)
@@ -94,7 +94,7 @@ async def test_a_seat_that_stays_away_forfeits_is_ranked_last_and_a_bot_finishes
 async def test_a_dropped_player_who_comes_back_in_time_keeps_the_seat(
     nats_server: NatsServer,
 ) -> None:
-    node_settings = settings(nats_server.url, "reconnect", seat_protection_seconds=30)
+    node_settings = settings(nats_server, "reconnect", seat_protection_seconds=30)
     async with running_node(node_settings) as node, table_stub(node.address) as stub:
         table_id = await create_table(
             stub, elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2, "cem")])

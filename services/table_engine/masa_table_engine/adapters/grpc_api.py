@@ -5,7 +5,10 @@ request with ``masa_wire`` and hands it to the table's runtime; the engines deci
 ``MasaError``s (or the engines' ``RuleViolation``s), mapped to statuses with ``ErrorInfo`` by
 the platform's error interceptor:
 
-- malformed input: INVALID_ARGUMENT; an unknown table: NOT_FOUND, reason TABLE_NOT_FOUND;
+- malformed input, or input beyond the limits of :mod:`.limits`: INVALID_ARGUMENT;
+- an unknown table: NOT_FOUND, reason TABLE_NOT_FOUND;
+- a table whose log does not answer now (NATS away) or that is being recovered or handed
+  over: UNAVAILABLE, reason TABLE_UNAVAILABLE (retry with the same request_id);
 - another seat: PERMISSION_DENIED, reason NOT_YOUR_SEAT;
 - an illegal move: FAILED_PRECONDITION with the rule id;
 - a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence.
@@ -40,7 +43,8 @@ from masa_table_engine.adapters.convert import (
     table_to_proto,
     update_for,
 )
-from masa_table_engine.app.ports import LogConflict
+from masa_table_engine.adapters.limits import check_action, check_config, check_table_id
+from masa_table_engine.app.ports import LogConflict, LogUnavailable
 from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
 from masa_table_engine.app.tables import TableNotFound, Tables
@@ -93,6 +97,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def CreateTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.CreateTableRequest, context: Context
     ) -> table_pb2.CreateTableResponse:
+        check_config(request.config)
         config = config_from_proto(request.config, self._default_turn_seconds)
         if request.table_id and _TABLE_ID.fullmatch(request.table_id) is None:
             raise BadRequest("table_id is 1 to 64 letters, digits, '-' or '_'")
@@ -111,6 +116,8 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             ) from None
         except StakesUnavailable as error:
             raise Unavailable(str(error)) from None
+        except (LogConflict, LogUnavailable) as error:
+            raise TableUnavailable(str(error)) from None
         owner = await self._tables.locate(table.table_id) or self.owner_address
         return table_pb2.CreateTableResponse(table=table_to_proto(table, owner))
 
@@ -165,7 +172,9 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         )
         if not request.HasField("action"):
             raise BadRequest("action is required")
-        action = action_from_proto(runtime.table, request.action, seat)
+        table = runtime.table
+        check_action(request.action, table.engine.hand_size(table.game, seat))
+        action = action_from_proto(table, request.action, seat)
         source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
         earlier = runtime.accepted(seat, request.request_id)
         if earlier is not None:
@@ -179,7 +188,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             raise SequenceMismatchError(
                 str(error), metadata={"current_sequence": str(error.current)}
             ) from None
-        except LogConflict as error:
+        except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
         return table_pb2.SubmitActionResponse(update=update_for(entry, seat))
 
@@ -190,22 +199,25 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         seat = self._acting_seat(runtime, require_principal(), None)
         try:
             await runtime.commit(SeatChanged(seat, SeatChange.RESUMED))
-        except LogConflict as error:
+        except SequenceMismatch as error:
+            raise SequenceMismatchError(
+                str(error), metadata={"current_sequence": str(error.current)}
+            ) from None
+        except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
         return table_pb2.ResumeControlResponse(
             seat_view=seat_view(runtime.table, seat, self.owner_address)
         )
 
     async def _runtime(self, table_id: str) -> TableRuntime:
-        if not table_id:
-            raise BadRequest("table_id is required")
+        check_table_id(table_id)
         try:
             return self._tables.get(table_id)
         except TableNotFound:
             owner = await self._tables.locate(table_id)
         if owner is not None and owner != self.owner_address:
             raise TableMoved(table_id, owner)
-        raise NotFound(f"no table {table_id!r}", reason="TABLE_NOT_FOUND")
+        raise NotFound(f"no table {table_id}", reason="TABLE_NOT_FOUND")
 
     def _acting_seat(
         self, runtime: TableRuntime, principal: Principal, requested: int | None

@@ -3,9 +3,14 @@
 - Log: stream ``MASA_TABLES``, subject ``masa.table.v1.<table_id>.log``, one
   ``TableLogEntry`` per accepted input, published with ``Nats-Msg-Id`` = the entry's event id
   and ``Nats-Expected-Last-Subject-Sequence`` = the stream sequence of the table's previous
-  entry, so a node that lost the table (a zombie) cannot append behind the new owner's back.
-- Snapshots: KV bucket ``masa_table_snapshots``, key = table id, value = the owner node and
-  the whole table as JSON, written at creation, every N entries and at the end.
+  entry, so a node that lost the table (a zombie) cannot append behind the new owner's back,
+  and two attempts at one place never both land. Header ``Masa-Node`` names the writer.
+- Snapshots: KV bucket ``masa_table_snapshots``, key = table id, value = the owner node, its
+  address, the stream sequence of the table's last entry and the whole table as JSON,
+  written at creation, every N entries and at the end. Recovery reads the log from there.
+- Index: KV bucket ``masa_table_index``, key ``<node_id>.<table_id>``, one per unfinished
+  table of a node, so that a start lists its tables without reading every snapshot ever
+  written.
 - Leases: KV bucket ``masa_table_leases`` whose TTL is the lease time, renewed by a task.
 - Results: ``TableResult`` on ``masa.table.v1.<table_id>.result`` in the same stream, with
   ``Nats-Msg-Id`` = the result's event id, which is derived from the table and the entry so
@@ -18,9 +23,10 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Final
 
-import nats.js.errors
+import nats.errors
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa_platform.bus import (
     KvBucket,
@@ -31,6 +37,7 @@ from masa_platform.bus import (
     ensure_stream,
     last_subject_sequence,
     publish,
+    read_subject,
 )
 from nats.js import JetStreamContext, api
 
@@ -43,11 +50,12 @@ from masa_table_engine.adapters.convert import (
     timestamp,
     update_for,
 )
-from masa_table_engine.app.ports import LogConflict, LoggedInput
+from masa_table_engine.app.ports import LogConflict, LoggedInput, LogUnavailable
 from masa_table_engine.domain.model import Entry, GameFinished
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
 __all__ = [
+    "INDEX_BUCKET",
     "LEASE_BUCKET",
     "SNAPSHOT_BUCKET",
     "STREAM",
@@ -62,6 +70,8 @@ __all__ = [
 STREAM: Final = "MASA_TABLES"
 SNAPSHOT_BUCKET: Final = "masa_table_snapshots"
 LEASE_BUCKET: Final = "masa_table_leases"
+INDEX_BUCKET: Final = "masa_table_index"
+WRITER_HEADER: Final = "Masa-Node"
 
 _log = logging.getLogger(__name__)
 
@@ -86,12 +96,17 @@ async def ensure_table_stream(js: JetStreamContext) -> None:
 
 
 class JetStreamLog:
-    """The :class:`~masa_table_engine.app.ports.LogStore` of one node."""
+    """The :class:`~masa_table_engine.app.ports.LogStore` of one node.
+
+    NATS failures (no answer in time, no connection, JetStream not up yet) are raised as
+    ``LogUnavailable``; a write fenced off by an entry already in place as ``LogConflict``.
+    """
 
     def __init__(
         self,
         js: JetStreamContext,
         snapshots: KvBucket,
+        index: KvBucket,
         *,
         node_id: str,
         owner_address: str,
@@ -99,7 +114,8 @@ class JetStreamLog:
     ) -> None:
         self._js = js
         self._snapshots = snapshots
-        self._node_id = node_id
+        self._index = index
+        self.writer = node_id
         self._owner_address = owner_address
         self._default_turn_seconds = default_turn_seconds
         # The stream sequence of each table's last entry: the fence of its next append.
@@ -108,37 +124,44 @@ class JetStreamLog:
     async def append(self, entry: Entry) -> None:
         subject = log_subject(entry.table_id)
         message = entry_to_log(entry, self._owner_address)
-        expected = self._last.get(entry.table_id)
-        if expected is None:
-            expected = (
-                0 if entry.sequence == 1 else await last_subject_sequence(self._js, STREAM, subject)
-            )
         try:
+            expected = self._last.get(entry.table_id)
+            if expected is None:
+                expected = (
+                    0
+                    if entry.sequence == 1
+                    else await last_subject_sequence(self._js, STREAM, subject)
+                )
             ack = await publish(
                 self._js,
                 subject,
                 message.SerializeToString(),
                 msg_id=message.event_id,
                 expected_last_subject_sequence=expected,
+                headers={WRITER_HEADER: self.writer},
             )
         except SequenceConflict as error:
-            raise LogConflict(str(error)) from error
+            raise LogConflict(str(error)) from None
+        except _UNAVAILABLE as error:
+            raise LogUnavailable(f"{subject}: {error!r}") from None
+        if ack.duplicate:
+            # An entry with this event id is stored already: an earlier attempt that landed
+            # late. Whose it is, and whether it is this one, only the log can tell.
+            raise LogConflict(f"{subject}: entry {entry.sequence} is there already")
         self._last[entry.table_id] = ack.seq
 
     async def read(self, table_id: str, after_sequence: int) -> list[LoggedInput]:
         subject = log_subject(table_id)
+        try:
+            stored = await read_subject(
+                self._js, STREAM, subject, after=self._last.get(table_id, 0)
+            )
+        except _UNAVAILABLE as error:
+            raise LogUnavailable(f"{subject}: {error!r}") from None
         found: list[LoggedInput] = []
-        stream_seq = 1
-        while True:
-            try:
-                raw = await self._js.get_msg(STREAM, seq=stream_seq, subject=subject, next=True)
-            except nats.js.errors.NotFoundError:
-                break
-            if raw.seq is None:
-                break
-            stream_seq = raw.seq + 1
+        for raw in stored:
             self._last[table_id] = raw.seq
-            message = table_log_pb2.TableLogEntry.FromString(raw.data or b"")
+            message = table_log_pb2.TableLogEntry.FromString(raw.data)
             if message.sequence <= after_sequence:
                 continue
             found.append(
@@ -146,14 +169,16 @@ class JetStreamLog:
                     sequence=message.sequence,
                     at=message.occurred_at.ToNanoseconds() / 1e9,
                     input=input_from_log(message, self._default_turn_seconds),
+                    writer=raw.headers.get(WRITER_HEADER, ""),
                 )
             )
         return found
 
     async def save_snapshot(self, table: Table) -> None:
         payload = {
-            "owner": self._node_id,
+            "owner": self.writer,
             "address": self._owner_address,
+            "log_seq": self._last.get(table.table_id, 0),
             "table": table_to_json(table),
         }
         await self._snapshots.put(table.table_id, json.dumps(payload).encode())
@@ -162,26 +187,41 @@ class JetStreamLog:
         entry = await self._snapshots.get(table_id)
         if entry is None:
             return None
-        return table_from_json(json.loads(entry.value)["table"])
+        payload = json.loads(entry.value)
+        log_seq = payload.get("log_seq")
+        if isinstance(log_seq, int) and log_seq > 0:
+            # The log is read from the snapshot's last entry on, not from its start.
+            self._last[table_id] = log_seq
+        return table_from_json(payload["table"])
 
     async def owner_address(self, table_id: str) -> str | None:
         entry = await self._snapshots.get(table_id)
         if entry is None:
             return None
         payload = json.loads(entry.value)
-        if payload.get("owner") == self._node_id:
+        if payload.get("owner") == self.writer:
             return None
         address = payload.get("address")
         return address if isinstance(address, str) and address else None
 
+    async def track(self, table_id: str) -> None:
+        await self._index.put(self._index_key(table_id), b"")
+
+    async def untrack(self, table_id: str) -> None:
+        await self._index.forget(self._index_key(table_id))
+        self._last.pop(table_id, None)
+
     async def table_ids(self) -> list[str]:
-        """The tables whose snapshot names this node as the owner."""
-        mine: list[str] = []
-        for key in await self._snapshots.keys():
-            entry = await self._snapshots.get(key)
-            if entry is not None and json.loads(entry.value).get("owner") == self._node_id:
-                mine.append(key)
-        return mine
+        """The unfinished tables this node runs, from its index (one listing, no GETs)."""
+        prefix = f"{self.writer}."
+        return [key[len(prefix) :] for key in await self._index.keys(prefix)]
+
+    def _index_key(self, table_id: str) -> str:
+        return f"{self.writer}.{table_id}"
+
+
+# What NATS raises when it cannot be reached or JetStream does not answer in time.
+_UNAVAILABLE = (nats.errors.Error, asyncio.TimeoutError, ConnectionError)
 
 
 class JetStreamResults:
@@ -248,8 +288,10 @@ class JetStreamResults:
 class KvOwnership:
     """Table leases in KV (DESIGN.md §4), renewed in the background while the node runs.
 
-    A lost lease is only logged here: taking a dead node's tables over is a later step, and
-    the log's sequence fence already stops a node that lost a table from writing to it.
+    A lease that expired while NATS was away (the bucket's TTL ran on) is taken again if
+    nobody else took it; one another node holds is reported to ``on_lost``, which hands the
+    table over. The log's sequence fence stops a node that lost a table from writing to it
+    meanwhile.
     """
 
     def __init__(self, leases: Leases, *, renew_every: float) -> None:
@@ -257,6 +299,7 @@ class KvOwnership:
         self._renew_every = renew_every
         self._held: dict[str, Lease] = {}
         self._task: asyncio.Task[None] | None = None
+        self.on_lost: Callable[[str], Awaitable[None]] | None = None
 
     async def claim(self, table_id: str) -> bool:
         lease = await self._leases.acquire(table_id)
@@ -272,6 +315,9 @@ class KvOwnership:
         if lease is not None:
             await self._leases.release(lease)
 
+    async def holder(self, table_id: str) -> str | None:
+        return await self._leases.holder_of(table_id)
+
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self._renew_every)
@@ -280,15 +326,15 @@ class KvOwnership:
                 # a released lease is neither renewed, nor put back, nor reported lost.
                 if self._held.get(table_id) is not lease:
                     continue
+                renewed: Lease | None
                 try:
                     renewed = await self._leases.renew(lease)
                 except LeaseLost:
-                    if self._held.get(table_id) is lease:
-                        _log.error("lost the lease of table %s", table_id)
-                        del self._held[table_id]
-                    continue
+                    renewed = await self._take_back(table_id, lease)
                 except Exception:
                     _log.warning("could not renew the lease of table %s", table_id, exc_info=True)
+                    continue
+                if renewed is None:
                     continue
                 if self._held.get(table_id) is lease:
                     self._held[table_id] = renewed
@@ -296,6 +342,23 @@ class KvOwnership:
                     # Released during the renewal, whose new revision the release's delete
                     # missed: give the renewed lease up too.
                     await self._leases.release(renewed)
+
+    async def _take_back(self, table_id: str, lease: Lease) -> Lease | None:
+        """A lease that is no longer at our revision: ours again if it expired meanwhile."""
+        try:
+            again = await self._leases.acquire(table_id)
+        except Exception:
+            _log.warning("lease of table %s: could not take it back yet", table_id, exc_info=True)
+            return None
+        if again is not None:
+            _log.info("took back the lease of table %s after it expired", table_id)
+            return again
+        if self._held.get(table_id) is lease:
+            del self._held[table_id]
+            _log.error("lost the lease of table %s to another node", table_id)
+            if self.on_lost is not None:
+                await self.on_lost(table_id)
+        return None
 
     async def close(self) -> None:
         if self._task is not None:

@@ -37,6 +37,18 @@ class PrometheusMetrics:
             "Seats the autopilot plays now (P-11, P-12).",
             registry=registry,
         )
+        self._frozen = Gauge(
+            "masa_tables_frozen",
+            "Tables on this node that cannot take input now: their log did not answer, or "
+            "another node wrote to it and the table awaits recovery or hand-over.",
+            registry=registry,
+        )
+        self._skipped = Counter(
+            "masa_table_recovery_skipped_total",
+            "Tables in this node's index that a start did not resume, by reason.",
+            ("reason",),
+            registry=registry,
+        )
         self._persist = Histogram(
             "masa_table_persist_seconds",
             "Time to append one entry to the table log in JetStream.",
@@ -62,3 +74,9 @@ class PrometheusMetrics:
 
     def persisted(self, seconds: float) -> None:
         self._persist.observe(seconds)
+
+    def frozen(self, tables: int) -> None:
+        self._frozen.set(tables)
+
+    def recovery_skipped(self, reason: str) -> None:
+        self._skipped.labels(reason=reason).inc()

@@ -6,7 +6,6 @@ unit tests and against the real servers in integration tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +16,7 @@ __all__ = [
     "Decider",
     "LogConflict",
     "LogStore",
+    "LogUnavailable",
     "LoggedInput",
     "Metrics",
     "NullMetrics",
@@ -26,36 +26,57 @@ __all__ = [
 
 
 class LogConflict(Exception):
-    """The log moved on without us (another writer, or a lost lease): stop owning the table."""
+    """The log already holds an entry where ours was to go. Whether that entry is ours (an
+    earlier attempt that landed late) or another writer's, only reading the log tells."""
+
+
+class LogUnavailable(Exception):
+    """The log did not answer. A write may still land: the next read of the log finds it."""
 
 
 @dataclass(frozen=True, slots=True)
 class LoggedInput:
-    """An input read back from the log with its sequence and time."""
+    """An input read back from the log with its sequence, time and writer (a node id)."""
 
     sequence: int
     at: float
     input: Input
+    writer: str = ""
 
 
 class LogStore(Protocol):
-    """The table log (DESIGN.md §4) and its snapshots."""
+    """The table log (DESIGN.md §4), its snapshots and the index of the tables this node runs.
+
+    ``writer`` names this node in every entry it appends, so that a table reading its log
+    back tells its own late writes from another owner's.
+    """
+
+    writer: str
 
     async def append(self, entry: Entry) -> None:
-        """Append ``entry`` after sequence ``entry.sequence - 1``; raise ``LogConflict`` if the
-        log is not there (fencing), any other error if the write was not acknowledged."""
+        """Append ``entry`` after sequence ``entry.sequence - 1``; raise ``LogConflict`` when
+        the log holds an entry there already, ``LogUnavailable`` when it did not answer."""
         ...
 
     async def read(self, table_id: str, after_sequence: int) -> list[LoggedInput]:
-        """Every logged input of the table after ``after_sequence``, in order."""
+        """Every logged input of the table after ``after_sequence``, in order; raise
+        ``LogUnavailable`` when the log does not answer."""
         ...
 
     async def save_snapshot(self, table: Table) -> None: ...
 
     async def load_snapshot(self, table_id: str) -> Table | None: ...
 
+    async def track(self, table_id: str) -> None:
+        """Record that this node runs the table, before its first entry is written."""
+        ...
+
+    async def untrack(self, table_id: str) -> None:
+        """The table is finished or gone: drop it from this node's index and bookkeeping."""
+        ...
+
     async def table_ids(self) -> list[str]:
-        """Every table with a snapshot, finished or not."""
+        """The tables this node runs and has not finished (its index)."""
         ...
 
     async def owner_address(self, table_id: str) -> str | None:
@@ -73,7 +94,7 @@ class ResultPublisher(Protocol):
 class Decider(Protocol):
     """Move choice for bot seats and the autopilot; None when no answer came in time."""
 
-    async def decide(self, table: Table, seat: int, history: Sequence[Entry]) -> object | None: ...
+    async def decide(self, table: Table, seat: int) -> object | None: ...
 
 
 class Ownership(Protocol):
@@ -84,6 +105,10 @@ class Ownership(Protocol):
         ...
 
     async def release(self, table_id: str) -> None: ...
+
+    async def holder(self, table_id: str) -> str | None:
+        """The node holding the table's lease now, if any."""
+        ...
 
 
 class Metrics(Protocol):
@@ -98,6 +123,14 @@ class Metrics(Protocol):
     def autopilot_seats(self, delta: int) -> None: ...
 
     def persisted(self, seconds: float) -> None: ...
+
+    def frozen(self, tables: int) -> None:
+        """How many tables cannot take input now (their log did not answer, or they lost it)."""
+        ...
+
+    def recovery_skipped(self, reason: str) -> None:
+        """A table in this node's index that a start did not resume, and why."""
+        ...
 
 
 class NullMetrics:
@@ -120,3 +153,9 @@ class NullMetrics:
 
     def persisted(self, seconds: float) -> None:
         del seconds
+
+    def frozen(self, tables: int) -> None:
+        del tables
+
+    def recovery_skipped(self, reason: str) -> None:
+        del reason

@@ -11,6 +11,15 @@ timed-out turns, and fires the timers (P-10..P-12). Bot decisions come from the
 :class:`~masa_table_engine.app.ports.Decider` (the bot service); when it does not answer in
 time, or answers with an illegal move, the engine's in-process policy plays instead, so a
 table never stalls.
+
+The log is the truth, and a write that was not acknowledged may still have landed (NATS keeps
+a message it could not deliver and sends it once it is back). Every append is fenced on the
+stream sequence of the table's last entry, so at most one entry can land at each place. When
+an append fails, or meets an entry already there, the table *syncs*: it reads the log after
+its last entry and adopts every entry this node wrote, exactly as if it had just been
+accepted (watchers, results, snapshots). An entry another node wrote means the table is no
+longer ours: it is *fenced*, and the node recovers it or hands it over (``on_fenced``).
+Until a sync succeeds the table takes no input (it is *frozen*), and its driver keeps trying.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from masa_rules.errors import RuleViolation
 
@@ -28,6 +38,7 @@ from masa_table_engine.app.ports import (
     Decider,
     LogConflict,
     LogStore,
+    LogUnavailable,
     Metrics,
     Ownership,
     ResultPublisher,
@@ -59,8 +70,10 @@ __all__ = ["Deps", "RuntimeSettings", "SequenceMismatch", "TableRuntime", "Watch
 
 _log = logging.getLogger(__name__)
 
-# After a failed write the driver waits this long before trying again (NATS reconnects).
+# After a failed write or sync the driver waits this long before trying again, doubling up
+# to the longest wait while the log stays away; once it answers the table runs on at once.
 _RETRY_SECONDS = 0.25
+_LONGEST_RETRY_SECONDS = 1.0
 
 WatchItem = Table | Entry
 
@@ -98,7 +111,12 @@ class Deps:
 
 class TableRuntime:
     def __init__(
-        self, table: Table, history: list[Entry], deps: Deps, settings: RuntimeSettings
+        self,
+        table: Table,
+        history: list[Entry],
+        deps: Deps,
+        settings: RuntimeSettings,
+        on_fenced: Callable[[str], None] = lambda table_id: None,
     ) -> None:
         self.table = table
         # Entries kept for resuming watchers; older ones are answered with a fresh snapshot.
@@ -118,13 +136,33 @@ class TableRuntime:
         self._connections: dict[int, int] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._driver: asyncio.Task[None] | None = None
+        self._on_fenced = on_fenced
+        # Another node wrote to the log: this runtime must never write again.
         self.fenced = False
+        # A write's fate is unknown until the log is read again (see the module doc).
+        self._unsynced = False
+        # What the end of the game still owes once the last entry is in the log: results,
+        # the final snapshot, the index and the lease; retried by the driver until done.
+        self._pending_results: list[Entry] = []
+        self._closing = False
         # When the game ended here (by the deps' clock), for Tables to forget the table later.
         self.finished_at: float | None = None
 
     @property
     def game(self) -> str:
         return self.table.config.game.value
+
+    @property
+    def done(self) -> bool:
+        """The game is over and everything it owes (results, closing the books) is done."""
+        return self.table.finished and not (
+            self._unsynced or self._pending_results or self._closing
+        )
+
+    @property
+    def frozen(self) -> bool:
+        """The table cannot take input now: its log did not answer, or it lost the table."""
+        return self.fenced or self._unsynced
 
     def start(self) -> None:
         self._driver = asyncio.get_running_loop().create_task(self._drive())
@@ -148,6 +186,8 @@ class TableRuntime:
     async def _commit(self, item: Input, expected_sequence: int | None = None) -> Entry:
         if self.fenced:
             raise LogConflict(f"table {self.table.table_id} is no longer owned here")
+        if self._unsynced:
+            await self._sync()
         if expected_sequence is not None and expected_sequence != self.table.sequence:
             raise SequenceMismatch(expected_sequence, self.table.sequence)
         deps = self._deps
@@ -161,13 +201,81 @@ class TableRuntime:
         written = time.perf_counter()
         try:
             await deps.log.append(entry)
-        except LogConflict:
-            self.fenced = True
-            raise
+        except Exception as error:
+            return await self._after_failed_write(item, expected_sequence, error)
         deps.metrics.persisted(time.perf_counter() - written)
+        await self._applied(table, entry, name, started)
+        return entry
+
+    async def _after_failed_write(
+        self, item: Input, expected_sequence: int | None, error: Exception
+    ) -> Entry:
+        """Learn from the log whether the write landed before saying it failed.
+
+        Raises ``LogUnavailable`` while the log does not answer, ``LogConflict`` when another
+        node wrote, and ``SequenceMismatch`` when an earlier input of ours landed in its place.
+        """
+        self._unsynced = True
+        self._changed.set()
+        sequence = self.table.sequence
+        if not isinstance(error, LogConflict | LogUnavailable):
+            _log.warning("table %s: append failed: %r", self.table.table_id, error)
+        for entry in await self._sync():
+            if _same_input(entry.input, item):
+                return entry
+        if self.table.sequence != sequence:
+            # Another input of ours (an attempt that timed out) took the place: this one was
+            # judged against a table that no longer is.
+            raise SequenceMismatch(
+                sequence if expected_sequence is None else expected_sequence, self.table.sequence
+            )
+        # Nothing landed yet, though it still may: the driver reads the log again shortly.
+        self._unsynced = True
+        self._changed.set()
+        raise LogUnavailable(f"table {self.table.table_id}: the log did not take the entry")
+
+    async def _sync(self) -> list[Entry]:
+        """Adopt the entries this node wrote after the table's last one; see the module doc."""
+        table_id = self.table.table_id
+        try:
+            logged = await self._deps.log.read(table_id, self.table.sequence)
+        except LogUnavailable:
+            raise
+        except Exception as error:
+            raise LogUnavailable(
+                f"table {table_id}: the log could not be read: {error!r}"
+            ) from None
+        adopted: list[Entry] = []
+        for found in logged:
+            if found.writer != self._deps.log.writer or found.sequence != self.table.sequence + 1:
+                self._fence(
+                    f"entry {found.sequence} was written by {found.writer or 'another node'}"
+                )
+            name = self._action_name(found.input)
+            table, entry = accept(self.table, found.input, found.at, self._settings.timers)
+            await self._applied(table, entry, name, time.perf_counter())
+            adopted.append(entry)
+        if adopted:
+            _log.info(
+                "table %s: adopted %d entries that landed after their write timed out",
+                table_id,
+                len(adopted),
+            )
+        self._unsynced = False
+        return adopted
+
+    def _fence(self, why: str) -> NoReturn:
+        self.fenced = True
+        self._changed.set()
+        _log.error("table %s was fenced off: %s", self.table.table_id, why)
+        self._on_fenced(self.table.table_id)
+        raise LogConflict(f"table {self.table.table_id} is no longer owned here: {why}")
+
+    async def _applied(self, table: Table, entry: Entry, name: str, started: float) -> None:
+        """The entry is in the log: the table moves on and everyone hears of it."""
         self.table = table
         if table.finished:
-            self.finished_at = deps.clock()
+            self.finished_at = self._deps.clock()
         self._history.append(entry)
         self._remember(entry)
         self._wake_driver()
@@ -175,12 +283,37 @@ class TableRuntime:
             queue.put_nowait(entry)
         self._count(entry, name, time.perf_counter() - started)
         if any(isinstance(e, GameFinished) for e in entry.events) or self._ends_hand(entry):
-            await deps.results.publish(table, entry)
-        if table.finished or table.sequence % self._settings.snapshot_every == 0:
-            await deps.log.save_snapshot(table)
+            self._pending_results.append(entry)
         if table.finished:
-            await deps.ownership.release(table.table_id)
-        return entry
+            self._closing = True
+        elif table.sequence % self._settings.snapshot_every == 0:
+            try:
+                await self._deps.log.save_snapshot(table)
+            except Exception:
+                # The entry is in the log, which recovery replays: a snapshot is a shortcut.
+                _log.warning("table %s: snapshot not saved", table.table_id, exc_info=True)
+        await self._settle()
+
+    async def _settle(self) -> bool:
+        """Publish pending results and, at the end, close the table's books; True when done.
+
+        Failures are retried by the driver: the log already holds what happened.
+        """
+        deps = self._deps
+        try:
+            while self._pending_results:
+                await deps.results.publish(self.table, self._pending_results[0])
+                self._pending_results.pop(0)
+            if self._closing:
+                await deps.log.save_snapshot(self.table)
+                await deps.log.untrack(self.table.table_id)
+                await deps.ownership.release(self.table.table_id)
+                self._closing = False
+        except Exception:
+            _log.warning("table %s: results or closing not done yet", self.table.table_id)
+            self._changed.set()
+            return False
+        return True
 
     def _wake_driver(self) -> None:
         """Wake the driver when the new table needs it before the deadline it sleeps until.
@@ -259,7 +392,7 @@ class TableRuntime:
         if as_player and seat is not None:
             try:
                 await self.connect(seat)
-            except (RuleViolation, LogConflict):
+            except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
                 _log.warning("could not record a reconnection", exc_info=True)
         queue: asyncio.Queue[Entry | None] = asyncio.Queue()
         async with self._lock:
@@ -292,11 +425,8 @@ class TableRuntime:
     async def _quietly_disconnect(self, seat: int) -> None:
         try:
             await self.disconnect(seat)
-        except (RuleViolation, LogConflict):
+        except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
             _log.warning("could not record a disconnection", exc_info=True)
-
-    def history(self) -> list[Entry]:
-        return list(self._history)
 
     def accepted(self, seat: int, request_id: str) -> Entry | None:
         """The entry a request of ``seat`` already produced, found in the log-backed history.
@@ -317,17 +447,30 @@ class TableRuntime:
     # --- the driver ------------------------------------------------------------------------
 
     async def _drive(self) -> None:
-        while not self.table.finished and not self.fenced:
+        retry = _RETRY_SECONDS
+        while not self.fenced and (
+            not self.table.finished or self._unsynced or self._pending_results or self._closing
+        ):
             self._changed.clear()
             try:
-                if await self._step():
+                if await self._catch_up() and await self._step():
+                    retry = _RETRY_SECONDS
                     continue
             except LogConflict:
-                _log.error("table %s was fenced off; stopping it here", self.table.table_id)
                 return
-            except Exception:
-                _log.exception("table %s: a step failed; retrying", self.table.table_id)
-                await asyncio.sleep(_RETRY_SECONDS)
+            except SequenceMismatch:
+                # An earlier attempt of the driver's landed after all and was adopted.
+                continue
+            except Exception as error:
+                _log.warning("table %s: a step failed (%r); retrying", self.table.table_id, error)
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, _LONGEST_RETRY_SECONDS)
+                continue
+            retry = _RETRY_SECONDS
+            if self.table.finished:
+                if not self._unsynced and not self._pending_results and not self._closing:
+                    return
+                await asyncio.sleep(retry)
                 continue
             deadline = next_deadline(self.table)
             self._armed = deadline
@@ -337,6 +480,16 @@ class TableRuntime:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._changed.wait()
+
+    async def _catch_up(self) -> bool:
+        """Sync a frozen table and finish what its last entries owe; True when it may go on."""
+        if self._unsynced:
+            async with self._lock:
+                if self._unsynced:
+                    await self._sync()
+        if (self._pending_results or self._closing) and not await self._settle():
+            raise LogUnavailable(f"table {self.table.table_id}: results not published yet")
+        return not self.table.finished
 
     async def _step(self) -> bool:
         """Do one thing that is due; False when there is nothing to do until a change."""
@@ -361,6 +514,8 @@ class TableRuntime:
             await asyncio.sleep(self._settings.bot_delay_seconds)
         action = await self._ask_bot(table, seat)
         async with self._lock:
+            if self._unsynced:
+                await self._sync()
             if self.table.sequence != table.sequence:
                 return
             if action is not None:
@@ -383,10 +538,22 @@ class TableRuntime:
             return None
         try:
             return await asyncio.wait_for(
-                decider.decide(table, seat, self.history()), self._settings.bot_timeout_seconds
+                decider.decide(table, seat), self._settings.bot_timeout_seconds
             )
         except Exception:
             _log.info(
                 "no bot decision for table %s seat %d; using the fallback", table.table_id, seat
             )
             return None
+
+
+def _same_input(logged: Input, attempted: Input) -> bool:
+    """Whether a logged input is the attempted one: the same request of the same seat, or an
+    equal input (a timer, a connection change, a bot move)."""
+    if (
+        isinstance(logged, PlayerAction)
+        and isinstance(attempted, PlayerAction)
+        and attempted.request_id
+    ):
+        return (logged.seat, logged.request_id) == (attempted.seat, attempted.request_id)
+    return logged == attempted

@@ -69,6 +69,10 @@ class Game(Protocol):
 
     def apply(self, state: object, action: object) -> tuple[object, list[object]]: ...
 
+    def hand_size(self, state: object, seat: int) -> int:
+        """The cards ``seat`` holds: no action of that seat can name more (plus one taken)."""
+        ...
+
     def seat_of(self, action: object) -> int: ...
 
     def name_of(self, action: object) -> str:
@@ -130,6 +134,9 @@ class ElevatorGame:
             raise RuleViolation("E-3", "not an Elevator action")
         after, events = elevator.apply(_elevator(state), action)
         return after, list(events)
+
+    def hand_size(self, state: object, seat: int) -> int:
+        return len(_elevator(state).hands[seat])
 
     def seat_of(self, action: object) -> int:
         if not isinstance(action, elevator.Play | elevator.Pass | elevator.Give):
@@ -271,6 +278,9 @@ class FiftyOneGame:
             raise RuleViolation("F-21", "not a 51 action")
         after, events = fiftyone.apply(_fiftyone(state), action)
         return after, list(events)
+
+    def hand_size(self, state: object, seat: int) -> int:
+        return len(_fiftyone(state).seats[seat].hand)
 
     def seat_of(self, action: object) -> int:
         if not isinstance(action, _FIFTYONE_ACTIONS):

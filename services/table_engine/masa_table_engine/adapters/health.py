@@ -1,0 +1,80 @@
+"""gRPC health that tells the truth: SERVING only while the node can do its job.
+
+A node serves its tables through NATS: while JetStream does not answer (the server is down,
+restarting, or stalled with the connection still open, which the client cannot see), or
+while a table is frozen (its last write's fate unknown, or fenced and awaiting recovery or
+hand-over), health says NOT_SERVING, so that load balancers and matchmaking send new tables
+elsewhere. A probe (a JetStream API request with a short timeout) runs every ``interval``;
+the number of frozen tables is exported as ``masa_tables_frozen``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from masa_platform.server import GrpcServer
+
+from masa_table_engine.app.ports import Metrics
+
+__all__ = ["HealthMonitor"]
+
+_log = logging.getLogger(__name__)
+
+
+class HealthMonitor:
+    def __init__(
+        self,
+        server: GrpcServer,
+        *,
+        probe: Callable[[], Awaitable[None]],
+        frozen: Callable[[], int],
+        metrics: Metrics,
+        interval: float,
+    ) -> None:
+        self._server = server
+        self._probe = probe
+        self._frozen = frozen
+        self._metrics = metrics
+        self._interval = interval
+        self._serving: bool | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def check(self) -> bool:
+        """Probe once and report; True when serving."""
+        reachable = True
+        try:
+            async with asyncio.timeout(self._interval * 2):
+                await self._probe()
+        except Exception as error:
+            reachable = False
+            reason = f"NATS does not answer ({error!r})"
+        frozen = self._frozen()
+        self._metrics.frozen(frozen)
+        serving = reachable and frozen == 0
+        if serving != self._serving:
+            if serving:
+                _log.info("serving")
+            elif reachable:
+                _log.warning("not serving: %d frozen tables", frozen)
+            else:
+                _log.warning("not serving: %s", reason)
+            self._serving = serving
+            await self._server.set_serving(serving)
+        return serving
+
+    async def _watch(self) -> None:
+        while True:
+            await self.check()
+            await asyncio.sleep(self._interval)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
