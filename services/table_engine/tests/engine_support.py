@@ -6,16 +6,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
 import nats.js.errors
 from google.protobuf import duration_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
@@ -198,3 +204,50 @@ def fiftyone_config(
         seats=seats,
         turn_time=turn_time,
     )
+
+
+class EngineProcess:
+    """``python -m masa_table_engine`` as a separate process, killable like a crash."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "masa_table_engine"], env=self.env, stdout=out, stderr=out
+            )
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def rss_bytes(self) -> int:
+        """The resident memory of the process, from /proc."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+
+async def serving(address: str) -> bool:
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=0.5
+            )
+        except grpc.aio.AioRpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -4,16 +4,12 @@ game finishes with every accepted entry kept; watchers resume from their last se
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
-import grpc.aio
 import pytest
 from engine_support import (
+    EngineProcess,
     create_table,
     elevator_config,
     engine_nats_env,
@@ -22,46 +18,18 @@ from engine_support import (
     log_entries,
     metadata,
     seat,
+    serving,
     table_stub,
     wait_until,
 )
 from engine_support import (
     get_view as get,
 )
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import game_pb2
 from masa.table.v1 import table_pb2
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
-
-
-class EngineProcess:
-    """``python -m masa_table_engine`` as a separate process, killable like a crash."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env = env
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "masa_table_engine"], env=self.env, stdout=out, stderr=out
-            )
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture
@@ -81,17 +49,6 @@ def engine(nats_server: NatsServer, tmp_path: Path) -> Iterator[EngineProcess]:
     process.stop()
 
 
-async def _serving(address: str) -> bool:
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=0.5
-            )
-        except grpc.aio.AioRpcError:
-            return False
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
 def _crash_table(game: str) -> game_pb2.TableConfig:
     seats = [seat(0, "ayse"), seat(1), seat(2), seat(3)]
     if game == "elevator":
@@ -105,7 +62,7 @@ async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lo
 ) -> None:
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.start()
-    await wait_until(lambda: _serving(address), what="the engine to serve")
+    await wait_until(lambda: serving(address), what="the engine to serve")
     async with table_stub(address) as stub:
         table_id = await create_table(stub, _crash_table(game))
         seen: dict[int, table_pb2.WatchTableResponse] = {}
@@ -124,7 +81,7 @@ async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lo
     assert await game_finished(nats_server, table_id) is None
 
     engine.start()
-    await wait_until(lambda: _serving(address), what="the restarted engine to serve")
+    await wait_until(lambda: serving(address), what="the restarted engine to serve")
     async with table_stub(address) as stub:
         last = max(seen)
         resumed = stub.WatchTable(
@@ -152,7 +109,7 @@ async def test_a_clean_restart_resumes_tables_from_their_snapshot(
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.env["MASA_NODE_ID"] = "graceful"
     engine.start()
-    await wait_until(lambda: _serving(address), what="the engine to serve")
+    await wait_until(lambda: serving(address), what="the engine to serve")
     async with table_stub(address) as stub:
         table_id = await create_table(
             stub,
@@ -172,7 +129,7 @@ async def test_a_clean_restart_resumes_tables_from_their_snapshot(
         played = (await get(stub, table_id, player)).seat_view
     engine.stop()
     engine.start()
-    await wait_until(lambda: _serving(address), what="the restarted engine to serve")
+    await wait_until(lambda: serving(address), what="the restarted engine to serve")
     async with table_stub(address) as stub:
         # A retry after the restart gets the first answer and has no second effect.
         retried = await stub.SubmitAction(move, metadata=metadata(player))
