@@ -29,8 +29,10 @@ from masa_platform.errors import (
     NotFound,
     NotYourSeat,
     PreconditionFailed,
+    RequestIdReused,
     TableMoved,
     Unavailable,
+    preview,
 )
 from masa_platform.handlers import Context
 from masa_rules.errors import RuleViolation
@@ -178,6 +180,12 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
         earlier = runtime.accepted(seat, request.request_id)
         if earlier is not None:
+            # The log keeps each action's request id, so a retry is answered after a restart
+            # too; the same id with another action is not a retry.
+            if not isinstance(earlier.input, PlayerAction) or earlier.input.action != action:
+                raise RequestIdReused(
+                    f"request_id {preview(request.request_id)} was already used for another move"
+                )
             return table_pb2.SubmitActionResponse(update=update_for(earlier, seat))
         try:
             entry = await runtime.commit(
