@@ -10,6 +10,11 @@ CLI. On SIGINT or SIGTERM, or when a child dies, it stops the services in revers
 Every child runs in its own session: a Ctrl-C in the terminal reaches the launcher only, which
 then stops the children in order (services drain before the bus they write to goes away).
 
+NATS runs with authorization: each service connects as its own user with only the subjects
+it needs (:mod:`masa_platform.bus_access`), with a password made fresh for each run and
+passed in ``MASA_NATS_USER`` / ``MASA_NATS_PASSWORD``. The ``admin`` user's password is in
+``.masa/nats/admin-password`` for operators (readable by the owner only, like the config).
+
 Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
 (50051), ``BOT_PORT`` (50052) and ``LEDGER_PORT`` (50053), where 0 picks a free port (the NATS default),
 ``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``),
@@ -24,6 +29,7 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -38,6 +44,7 @@ from typing import IO, Final
 
 import grpc
 from grpc_health.v1 import health_pb2
+from masa_platform.bus_access import ADMIN, authorization_block, bus_users
 from masa_platform.settings import load_settings
 from masa_platform.testing import free_port, nats_server_binary
 
@@ -87,10 +94,14 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     nats_port = settings.nats_port or free_port(host)
     nats_dir = (settings.run_dir / "nats").resolve()
     nats_dir.mkdir(parents=True, exist_ok=True)
+    passwords = {user.name: secrets.token_urlsafe(24) for user in bus_users()}
     config = nats_dir / "nats-server.conf"
-    config.write_text(
+    _write_secret(
+        config,
         f'listen: "{host}:{nats_port}"\njetstream {{\n  store_dir: "{nats_dir / "jetstream"}"\n}}\n'
+        + authorization_block(passwords),
     )
+    _write_secret(nats_dir / "admin-password", passwords[ADMIN] + "\n")
     nats_url = f"nats://{host}:{nats_port}"
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
     ledger_address = f"{host}:{settings.ledger_port or free_port(host)}"
@@ -109,6 +120,9 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "MASA_METRICS_HOST": host,
             "MASA_METRICS_PORT": str(metrics_port),
             "MASA_NATS_URL": nats_url,
+            # Each service is a NATS user of its own name (masa_platform.bus_access).
+            "MASA_NATS_USER": name,
+            "MASA_NATS_PASSWORD": passwords[name],
             **extra,
         }
         return ServiceSpec(
@@ -144,6 +158,14 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             },
         ),
     ]
+
+
+def _write_secret(path: Path, text: str) -> None:
+    """Write ``text`` readable by the owner only (it holds passwords)."""
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
 
 
 class _Stop(Exception):

@@ -3,6 +3,7 @@ written down, and SIGINT stops everything with exit code 0 and no process left b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,6 +13,9 @@ import time
 from pathlib import Path
 
 import grpc
+import nats
+import nats.errors
+import pytest
 from grpc_health.v1 import health_pb2
 
 DEADLINE_SECONDS = 60.0
@@ -83,6 +87,10 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         for entry in services.values():
             if entry["grpc"]:
                 assert serving(entry["grpc"])
+        nats_entry = services["nats"]
+        assert isinstance(nats_entry, dict)
+        nats_dir = tmp_path / ".masa" / "nats"
+        assert asyncio.run(_bus_refuses_strangers(f"nats://{nats_entry['nats']}", nats_dir))
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=DEADLINE_SECONDS)
     finally:
@@ -99,6 +107,19 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
     assert "stopped" in out
     assert leftover == []
     assert not (tmp_path / ".masa" / "run.json").exists()
+
+
+async def _bus_refuses_strangers(url: str, nats_dir: Path) -> bool:
+    """NATS runs with the masa users: no anonymous client, the operators' user works, and the
+    files holding the passwords are the owner's alone."""
+    for secret in (nats_dir / "nats-server.conf", nats_dir / "admin-password"):
+        assert secret.stat().st_mode & 0o077 == 0
+    with pytest.raises(nats.errors.Error):
+        await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2)
+    password = (nats_dir / "admin-password").read_text().strip()
+    admin = await nats.connect(url, user="admin", password=password, allow_reconnect=False)
+    await admin.close()
+    return True
 
 
 def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:

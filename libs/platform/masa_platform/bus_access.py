@@ -42,7 +42,9 @@ __all__ = [
     "BusUser",
     "authorization_block",
     "bus_users",
+    "deployment_authorization",
     "inbox_prefix",
+    "password_variable",
 ]
 
 TABLE_ENGINE: Final = "table-engine"
@@ -79,15 +81,18 @@ def inbox_prefix(user: str) -> str:
     return f"_INBOX.{user}" if user else "_INBOX"
 
 
-def _stream_owner(stream: str, subjects: tuple[str, ...]) -> tuple[str, ...]:
-    """Create, read and write a stream: its subjects, stored messages and consumers."""
+def _stream_owner(
+    stream: str, subjects: tuple[str, ...], *, purge: bool = False
+) -> tuple[str, ...]:
+    """Create, read and write a stream: its subjects, stored messages and consumers; with
+    ``purge``, remove a subject's messages (KvBucket.forget)."""
     api = "$JS.API"
     return (
         *subjects,
         f"{api}.STREAM.CREATE.{stream}",
         f"{api}.STREAM.UPDATE.{stream}",
         f"{api}.STREAM.INFO.{stream}",
-        f"{api}.STREAM.PURGE.{stream}",
+        *((f"{api}.STREAM.PURGE.{stream}",) if purge else ()),
         f"{api}.STREAM.MSG.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}.>",
@@ -101,7 +106,7 @@ def _stream_owner(stream: str, subjects: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _bucket_owner(bucket: str) -> tuple[str, ...]:
-    return _stream_owner(f"KV_{bucket}", (f"$KV.{bucket}.>",))
+    return _stream_owner(f"KV_{bucket}", (f"$KV.{bucket}.>",), purge=True)
 
 
 def _bucket_reader(bucket: str) -> tuple[str, ...]:
@@ -189,10 +194,26 @@ def authorization_block(passwords: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def password_variable(user: str) -> str:
+    """The environment variable a deployed nats-server reads ``user``'s password from."""
+    return "MASA_NATS_" + user.upper().replace("-", "_") + "_PASSWORD"
+
+
+def deployment_authorization() -> str:
+    """The ``authorization`` block of ``deploy/nats/nats-server.conf``: every user, each
+    password from the server's environment (a Kubernetes secret, an env file)."""
+    return authorization_block(
+        {user.name: f"${password_variable(user.name)}" for user in bus_users()}
+    )
+
+
 def _quoted(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
 
 
 def _list(subjects: tuple[str, ...]) -> str:
-    return "[" + ", ".join(_quoted(subject) for subject in subjects) + "]"
+    if len(subjects) == 1:
+        return f"[{_quoted(subjects[0])}]"
+    inner = "".join(f"\n            {_quoted(subject)}" for subject in subjects)
+    return f"[{inner}\n          ]"
