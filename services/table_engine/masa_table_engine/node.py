@@ -90,6 +90,8 @@ class EngineSettings:
     max_request_bytes: int = 64 * 1024
     # How long a finished table stays in memory for reads and retries of its last moves.
     finished_retention_seconds: float = 30.0
+    # The latest entries each table keeps in memory for resuming watchers and retries.
+    history_kept: int = 128
     # How often health probes NATS and counts frozen tables.
     health_check_seconds: float = 0.5
 
@@ -111,6 +113,8 @@ class EngineSettings:
             raise SettingsError(
                 "MASA_SNAPSHOT_EVERY and MASA_AUTOPILOT_AFTER_TIMEOUTS must be >= 1"
             )
+        if self.history_kept < 1:
+            raise SettingsError("MASA_HISTORY_KEPT must be >= 1")
         if not NODE_ID.fullmatch(self.node_id):
             raise SettingsError(f"MASA_NODE_ID must match {NODE_ID.pattern}")
         if not 1024 <= self.max_request_bytes <= self.platform.server.max_message_bytes:
@@ -217,6 +221,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         bot_timeout_seconds=settings.bot_timeout_seconds,
         bot_delay_seconds=settings.bot_delay_seconds,
         finished_retention_seconds=settings.finished_retention_seconds,
+        history_kept=settings.history_kept,
     )
     ledger_channel = None
     stakes = None

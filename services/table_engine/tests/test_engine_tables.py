@@ -9,7 +9,14 @@ import pytest
 from masa_table_engine.app.ports import LoggedInput, NullMetrics
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import TableNotFound, Tables
-from masa_table_engine.domain.model import Entry, GameKind, SeatConfig, SeatKind, TableConfig
+from masa_table_engine.domain.model import (
+    Entry,
+    GameKind,
+    GameOptions,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+)
 from masa_table_engine.domain.table import Table, TimerPolicy
 
 
@@ -95,5 +102,49 @@ async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() 
         await tables.create(bots)
         with pytest.raises(TableNotFound):
             tables.get(first.table_id)
+    finally:
+        await tables.close()
+
+
+async def test_a_table_keeps_only_its_latest_entries_in_memory() -> None:
+    """Each entry holds the game states it led to: a whole 51 history would hold megabytes
+    per table. A watcher further behind than the kept entries gets a fresh snapshot."""
+    deps = Deps(
+        log=MemoryLog(),
+        results=NoResults(),
+        decider=None,
+        metrics=NullMetrics(),
+        ownership=FreeOwnership(),
+    )
+    settings = RuntimeSettings(
+        timers=TimerPolicy(), snapshot_every=20, bot_timeout_seconds=1.0, history_kept=10
+    )
+    tables = Tables(deps, settings)
+    bots = TableConfig(
+        GameKind.FIFTYONE,
+        tuple(SeatConfig(s, SeatKind.BOT) for s in range(4)),
+        30.0,
+        preset="classic",
+        options=GameOptions(hands_per_game=1),
+    )
+    try:
+        table = await tables.create(bots)
+        runtime = tables.get(table.table_id)
+        async with asyncio.timeout(30):
+            while not runtime.table.finished:
+                await asyncio.sleep(0.01)
+        assert runtime.table.sequence > 50
+        stream = runtime.watch(None, as_player=False, after_sequence=5)
+        first = await anext(stream)
+        # Too far behind: the current table, not entries the table no longer holds.
+        assert isinstance(first, Table) and first.sequence == runtime.table.sequence
+        await stream.aclose()
+        recent = runtime.watch(None, as_player=False, after_sequence=runtime.table.sequence - 3)
+        entries = [item async for item in recent]
+        assert [e.sequence for e in entries if isinstance(e, Entry)] == [
+            runtime.table.sequence - 2,
+            runtime.table.sequence - 1,
+            runtime.table.sequence,
+        ]
     finally:
         await tables.close()

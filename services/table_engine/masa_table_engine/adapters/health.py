@@ -5,7 +5,9 @@ restarting, or stalled with the connection still open, which the client cannot s
 while a table is frozen (its last write's fate unknown, or fenced and awaiting recovery or
 hand-over), health says NOT_SERVING, so that load balancers and matchmaking send new tables
 elsewhere. A probe (a JetStream API request with a short timeout) runs every ``interval``;
-the number of frozen tables is exported as ``masa_tables_frozen``.
+the number of frozen tables is exported as ``masa_tables_frozen``. The probe may take up to
+``PROBE_TIMEOUT_SECONDS``: a busy node is slow to hear the answer, and health should not
+flap with load.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from masa_platform.server import GrpcServer
 
 from masa_table_engine.app.ports import Metrics
 
-__all__ = ["HealthMonitor"]
+__all__ = ["PROBE_TIMEOUT_SECONDS", "HealthMonitor"]
 
 _log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_SECONDS: Final = 2.0
 
 
 class HealthMonitor:
@@ -49,7 +54,7 @@ class HealthMonitor:
         """Probe once and report; True when serving."""
         reachable = True
         try:
-            async with asyncio.timeout(self._interval * 2):
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
                 await self._probe()
         except Exception as error:
             reachable = False

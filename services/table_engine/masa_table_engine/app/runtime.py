@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import NoReturn
@@ -97,6 +98,8 @@ class RuntimeSettings:
     # How long a finished table stays in memory, answering reads and retries of its last
     # moves; after that it lives on in JetStream only, as it does after a restart.
     finished_retention_seconds: float = 30.0
+    # The latest entries a table keeps in memory for resuming watchers and retries.
+    history_kept: int = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +122,18 @@ class TableRuntime:
         on_fenced: Callable[[str], None] = lambda table_id: None,
     ) -> None:
         self.table = table
-        # Entries kept for resuming watchers; older ones are answered with a fresh snapshot.
-        self._history = history
+        # The latest entries, for resuming watchers and answering retries; a watcher further
+        # behind gets a fresh snapshot, and an older retry meets its stale expected sequence.
+        # Each entry holds the game states it led to, so a 51 game's whole history would
+        # hold megabytes per table: only the latest are kept (RuntimeSettings.history_kept).
+        self._history: deque[Entry] = deque()
         # The entry of each (seat, request_id) in the history, so that a retry is found without
         # scanning the whole history on every submitted action.
         self._requests: dict[tuple[int, str], Entry] = {}
-        for entry in history:
-            self._remember(entry)
-        self._deps = deps
         self._settings = settings
+        for entry in history:
+            self._keep(entry)
+        self._deps = deps
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         # The deadline the driver sleeps until (None: until a change); see _wake_driver.
@@ -276,8 +282,7 @@ class TableRuntime:
         self.table = table
         if table.finished:
             self.finished_at = self._deps.clock()
-        self._history.append(entry)
-        self._remember(entry)
+        self._keep(entry)
         self._wake_driver()
         for queue in self._watchers:
             queue.put_nowait(entry)
@@ -438,11 +443,19 @@ class TableRuntime:
             return None
         return self._requests.get((seat, request_id))
 
-    def _remember(self, entry: Entry) -> None:
+    def _keep(self, entry: Entry) -> None:
+        self._history.append(entry)
         item = entry.input
         if isinstance(item, PlayerAction) and item.request_id:
             # The latest entry wins, as it did when the history was searched from the end.
             self._requests[item.seat, item.request_id] = entry
+        while len(self._history) > self._settings.history_kept:
+            old = self._history.popleft()
+            item = old.input
+            if isinstance(item, PlayerAction) and item.request_id:
+                key = (item.seat, item.request_id)
+                if self._requests.get(key) is old:
+                    del self._requests[key]
 
     # --- the driver ------------------------------------------------------------------------
 
