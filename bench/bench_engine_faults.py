@@ -52,6 +52,7 @@ from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import legal_actions
+from masa_rules.lobby import MAX_HANDS_PER_GAME
 from masa_table_engine.adapters.convert import input_from_log
 from masa_table_engine.adapters.jetstream import STREAM, log_subject
 from masa_table_engine.domain.table import TimerPolicy, accept
@@ -59,8 +60,8 @@ from masa_wire.elevator import action_to_proto, state_from_seat_view
 
 TABLES = 50
 OUTAGE_SECONDS = 8.0
-# A 51 game of 21 hands (the most a table takes) has 1,100 to 1,700 entries.
-LONG_ENTRIES = 1_400
+# A 51 game of 25 hands (the most a lobby may ask, F-95) has about 1,300 to 2,000 entries.
+LONG_ENTRIES = 1_700
 REFUSED = 1_000
 PLAYERS = ("ayse", "bora", "cem")
 AUTH = AuthSettings()
@@ -339,7 +340,7 @@ async def long_tables(
         await until_serving(engine, time.monotonic())
         async with grpc.aio.insecure_channel(engine.address) as channel:
             stub = table_pb2_grpc.TableServiceStub(channel)
-            playing = [await create(stub, fiftyone_bots(21)) for _ in range(tables)]
+            playing = [await create(stub, fiftyone_bots(MAX_HANDS_PER_GAME)) for _ in range(tables)]
             while True:
                 await asyncio.sleep(0.05)
                 views = [
@@ -353,7 +354,7 @@ async def long_tables(
                 # A game can end before its log is long enough: another takes its place.
                 for index, view in enumerate(views):
                     if view.state == view.STATE_FINISHED:
-                        playing[index] = await create(stub, fiftyone_bots(21))
+                        playing[index] = await create(stub, fiftyone_bots(MAX_HANDS_PER_GAME))
         engine.kill()
         started = engine.start()
         answered, serving = await until_serving(engine, started)

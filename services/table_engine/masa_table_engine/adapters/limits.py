@@ -15,10 +15,12 @@ than a move's worth of work, or write anything it could not read back.
 | seats | 1 to 6 (each game checks its own count) |
 | ``turn_time`` | 0.1 s to 1 h |
 | ``stake`` | 0 to 10^12 chips |
-| ``hands_per_game`` | 1 to 21 (odd where F-95 says so) |
-| ``decks`` (Elevator) | 1 or 2 (E-1) |
 | cards in an action | the seat's hand plus one (the card a take brings) |
 | melds in an action | half of that (a pair is the smallest meld) |
+
+The game options (``hands_per_game``, thresholds, ``decks`` ...) are checked by the rules
+library in one place (:func:`masa_rules.lobby.lobby_rules`, ``ElevatorRules``), when the pure
+``accept`` of the table's creation runs, which is before anything is written.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from masa_platform.errors import BadRequest, preview
 
 __all__ = [
     "MAX_DISPLAY_NAME",
-    "MAX_HANDS_PER_GAME",
     "MAX_SEATS",
     "MAX_STAKE",
     "MAX_TURN_SECONDS",
@@ -52,10 +53,6 @@ MAX_SEATS: Final = 6
 MIN_TURN_SECONDS: Final = 0.1
 MAX_TURN_SECONDS: Final = 3600.0
 MAX_STAKE: Final = 10**12
-# F-95 names 9, 11 or 13 hands and allows any odd number; a game must end, so the engine
-# takes at most 21 (in salon, where the game is an elimination, it caps the hands).
-MAX_HANDS_PER_GAME: Final = 21
-ELEVATOR_DECKS: Final = (1, 2)
 
 
 def check_table_id(table_id: str) -> str:
@@ -91,17 +88,6 @@ def check_config(config: game_pb2.TableConfig) -> None:
                 f"config.turn_time must be {MIN_TURN_SECONDS} s to {MAX_TURN_SECONDS:.0f} s",
                 reason="P-10",
             )
-    options = config.options
-    if options.HasField("fiftyone") and options.fiftyone.HasField("hands_per_game"):
-        hands = options.fiftyone.hands_per_game
-        if not 1 <= hands <= MAX_HANDS_PER_GAME:
-            raise BadRequest(
-                f"hands_per_game must be 1 to {MAX_HANDS_PER_GAME}, not {hands}", reason="F-95"
-            )
-    if options.HasField("elevator") and options.elevator.HasField("decks"):
-        decks = options.elevator.decks
-        if decks not in ELEVATOR_DECKS:
-            raise BadRequest(f"decks must be 1 or 2, not {decks}", reason="E-1")
 
 
 def check_action(message: action_pb2.Action, hand_size: int) -> None:
