@@ -172,6 +172,8 @@ async def test_after_an_outage_tables_take_moves_within_2_s_and_nothing_is_lost_
         during = asyncio.create_task(_submit(stub, move, PLAYERS[turn]))
         await wait_until(lambda: _not_serving(node), what="health to say NOT_SERVING")
         await asyncio.sleep(OUTAGE_SECONDS)
+        # The move's write timed out (after 5 s): its table is frozen until the log answers.
+        assert _frozen(registry) >= 1
         if outage == "pause":
             nats.resume()
         else:

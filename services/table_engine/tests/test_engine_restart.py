@@ -38,6 +38,7 @@ from engine_support import (
     table_stub,
     wait_until,
 )
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket
 from masa_platform.testing import NatsServer, free_port
@@ -224,3 +225,74 @@ async def _served(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> bool:
     except grpc.aio.AioRpcError:
         return False
     return True
+
+
+async def test_health_answers_not_serving_while_the_tables_come_back(
+    nats_server: NatsServer, engine: EngineProcess
+) -> None:
+    """Issue 9: a restart with six long 51 tables took 65 s, in which health did not answer
+    and tables already back starved those still loading. Four long logs without snapshots
+    (each read whole and replayed): health says NOT_SERVING until they are all back."""
+    address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
+    engine.env.update(
+        {
+            "MASA_NODE_ID": "long-logs",
+            "MASA_SNAPSHOT_EVERY": "1000000",
+            "MASA_BOT_DELAY_SECONDS": "0.002",
+        }
+    )
+    engine.start()
+    await wait_until(lambda: serving(address), what="the engine to serve")
+    async with table_stub(address) as stub:
+        tables = [
+            await create_table(
+                stub, fiftyone_config("classic", [seat(s) for s in range(4)], hands=25)
+            )
+            for _ in range(4)
+        ]
+
+        async def long_enough() -> bool:
+            lengths = [
+                (
+                    await stub.GetTable(table_pb2.GetTableRequest(table_id=t), metadata=SERVICE)
+                ).spectator_view.table
+                for t in tables
+            ]
+            return all(view.sequence >= 600 for view in lengths)
+
+        await wait_until(long_enough, timeout=60, what="long logs")
+    engine.kill()
+    engine.start()
+    seen: list[int] = []
+    async with asyncio.timeout(60):
+        while not seen or seen[-1] != health_pb2.HealthCheckResponse.SERVING:
+            status = await _health(address)
+            if status is not None and (not seen or seen[-1] != status):
+                seen.append(status)
+            await asyncio.sleep(0.005)
+    assert seen == [
+        health_pb2.HealthCheckResponse.NOT_SERVING,
+        health_pb2.HealthCheckResponse.SERVING,
+    ]
+    logged = [
+        json.loads(line) for line in engine.log.read_text().splitlines() if line.startswith("{")
+    ]
+    resumed = [line["resumed_tables"] for line in logged if line.get("msg") == "recovery done"]
+    assert resumed[-1] == 4
+    # Every table was loaded (and its lost streams recorded) before recovery was done and
+    # the tables started.
+    done_at = max(i for i, line in enumerate(logged) if line.get("msg") == "recovery done")
+    recovered = [i for i, line in enumerate(logged) if "recovered table" in line.get("msg", "")]
+    assert len(recovered) >= 4 and max(recovered) < done_at
+
+
+async def _health(address: str) -> int | None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=0.5
+            )
+        except grpc.aio.AioRpcError:
+            return None
+        status: int = reply.status
+        return status
