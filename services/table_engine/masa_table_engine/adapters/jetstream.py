@@ -192,6 +192,8 @@ class JetStreamLog:
         if isinstance(log_seq, int) and log_seq > 0:
             # The log is read from the snapshot's last entry on, not from its start.
             self._last[table_id] = log_seq
+        else:
+            self._last.pop(table_id, None)
         return table_from_json(payload["table"])
 
     async def owner_address(self, table_id: str) -> str | None:

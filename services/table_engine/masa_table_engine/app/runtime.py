@@ -253,10 +253,10 @@ class TableRuntime:
             ) from None
         adopted: list[Entry] = []
         for found in logged:
-            if found.writer != self._deps.log.writer or found.sequence != self.table.sequence + 1:
-                self._fence(
-                    f"entry {found.sequence} was written by {found.writer or 'another node'}"
-                )
+            if found.writer != self._deps.log.writer:
+                self._fence(f"entry {found.sequence} was written by {found.writer or 'another'}")
+            if found.sequence != self.table.sequence + 1:
+                self._fence(f"the log has entry {found.sequence} after {self.table.sequence}")
             name = self._action_name(found.input)
             table, entry = accept(self.table, found.input, found.at, self._settings.timers)
             await self._applied(table, entry, name, time.perf_counter())

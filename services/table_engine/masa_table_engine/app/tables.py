@@ -336,6 +336,11 @@ class Tables:
         self._runtimes.pop(table_id, None)
         self._deps.metrics.table_closed(runtime.game)
         _log.warning("table %s handed over to %s", table_id, holder)
+        try:
+            # The holder lists it now; a restart here would only skip it.
+            await self._deps.log.untrack(table_id)
+        except Exception:
+            _log.warning("table %s: still in this node's index", table_id, exc_info=True)
 
     # --- running ---------------------------------------------------------------------------
 
