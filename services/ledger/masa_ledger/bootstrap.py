@@ -88,7 +88,12 @@ async def start_ledger(
     platform = settings.platform
     store = await open_store(settings)
     try:
-        nc = await connect(platform.nats_url, name=platform.service_name)
+        nc = await connect(
+            platform.nats_url,
+            name=platform.service_name,
+            user=platform.nats_user,
+            password=platform.nats_password,
+        )
     except Exception:
         await store.close()
         raise

@@ -19,7 +19,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 @pytest.fixture(scope="module")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    with NatsServer(tmp_path_factory.mktemp("nats")) as server:
+    # With the masa users: the ledger connects as its own, with only its subjects.
+    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
         yield server
 
 

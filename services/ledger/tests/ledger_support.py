@@ -33,8 +33,11 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, PayoutRule, Standing
 from masa_ledger.settings import LedgerSettings
 from masa_platform.auth import mint_token
-from masa_platform.bus import ensure_stream, publish
+from masa_platform.bus import connect, ensure_stream, publish
+from masa_platform.bus_access import ADMIN, LEDGER
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer
+from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from prometheus_client import CollectorRegistry
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -153,10 +156,13 @@ def token_metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
 SERVICE = token_metadata("matchmaking", "service")
 
 
-def ledger_settings(nats_url: str, database_url: str, **overrides: Any) -> LedgerSettings:
+def ledger_settings(server: NatsServer, database_url: str, **overrides: Any) -> LedgerSettings:
+    """A ledger on ``server`` with the ledger's own NATS user."""
     platform = PlatformSettings(
         service_name="ledger",
-        nats_url=nats_url,
+        nats_url=server.url,
+        nats_user=LEDGER,
+        nats_password=server.password(LEDGER),
         server=ServerSettings(grpc_port=0, grace_seconds=0.2),
     )
     base = LedgerSettings(
@@ -167,6 +173,23 @@ def ledger_settings(nats_url: str, database_url: str, **overrides: Any) -> Ledge
         results_ack_wait_seconds=5.0,
     )
     return replace(base, **overrides)
+
+
+async def operator_connection(server: NatsServer) -> Client:
+    """NATS as the operators: the tests publish results (as the table-engine would) and read
+    the ledger's events and consumers."""
+    return await connect(
+        server.url, name="test-operator", user=ADMIN, password=server.password(ADMIN)
+    )
+
+
+def ledger_nats_env(server: NatsServer) -> dict[str, str]:
+    """The ``MASA_*`` variables of a ledger process on ``server``."""
+    return {
+        "MASA_NATS_URL": server.url,
+        "MASA_NATS_USER": LEDGER,
+        "MASA_NATS_PASSWORD": server.password(LEDGER),
+    }
 
 
 @asynccontextmanager

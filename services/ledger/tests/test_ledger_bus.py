@@ -11,7 +11,6 @@ import asyncio
 import uuid
 from pathlib import Path
 
-import nats
 from ledger_support import (
     ensure_tables_stream,
     eventually,
@@ -19,6 +18,7 @@ from ledger_support import (
     game_finished,
     ledger_events,
     ledger_settings,
+    operator_connection,
     publish_result,
     running_ledger,
 )
@@ -44,11 +44,11 @@ async def _staked_game(ledger, table_id: str, players: list[str], stake: int) ->
 async def test_game_finished_on_the_bus_is_paid_once_and_announced_p30(
     nats_server: NatsServer, database: str, tmp_path: Path
 ) -> None:
-    nc = await nats.connect(nats_server.url)
+    nc = await operator_connection(nats_server)
     js = nc.jetstream()
     await ensure_tables_stream(js)
     try:
-        async with running_ledger(ledger_settings(nats_server.url, database)) as service:
+        async with running_ledger(ledger_settings(nats_server, database)) as service:
             ledger = service.ledger
             # The nats-server lives for the module: every test's tables are its own.
             table = f"bus-{uuid.uuid4().hex[:8]}"
@@ -101,11 +101,11 @@ async def _consumer_done(js) -> bool:  # type: ignore[no-untyped-def]
 async def test_two_ledgers_reading_the_same_results_settle_each_game_once_p31(
     nats_server: NatsServer, database: str
 ) -> None:
-    nc = await nats.connect(nats_server.url)
+    nc = await operator_connection(nats_server)
     js = nc.jetstream()
     await ensure_tables_stream(js)
     try:
-        settings = ledger_settings(nats_server.url, database, results_consumer="ledger-pair")
+        settings = ledger_settings(nats_server, database, results_consumer="ledger-pair")
         async with running_ledger(settings) as first, running_ledger(settings) as second:
             run = uuid.uuid4().hex[:8]
             tables = [f"pair-{run}-{i}" for i in range(6)]
@@ -139,11 +139,11 @@ async def test_two_ledgers_reading_the_same_results_settle_each_game_once_p31(
 async def test_game_abandoned_voids_the_game_and_its_holds_p30(
     nats_server: NatsServer, database: str
 ) -> None:
-    nc = await nats.connect(nats_server.url)
+    nc = await operator_connection(nats_server)
     js = nc.jetstream()
     await ensure_tables_stream(js)
     try:
-        async with running_ledger(ledger_settings(nats_server.url, database)) as service:
+        async with running_ledger(ledger_settings(nats_server, database)) as service:
             ledger = service.ledger
             table = f"lost-{uuid.uuid4().hex[:8]}"
             holds = await _staked_game(ledger, table, ["ayse", "mehmet"], 50)
@@ -180,7 +180,7 @@ async def test_the_service_checks_its_invariants_periodically_and_exports_them(
 ) -> None:
     registry = CollectorRegistry()
     settings = ledger_settings(
-        nats_server.url, database, check_interval_seconds=0.2, hold_ttl_seconds=0.5
+        nats_server, database, check_interval_seconds=0.2, hold_ttl_seconds=0.5
     )
     service = await start_ledger(settings, registry=registry)
     try:

@@ -27,7 +27,9 @@ from ledger_support import (
     eventually,
     game_finished,
     ledger_events,
+    ledger_nats_env,
     make_ledger,
+    operator_connection,
     publish_result,
 )
 from masa_ledger.adapters.sql import SqlStore
@@ -39,12 +41,14 @@ from test_ledger_cli import _open
 
 @asynccontextmanager
 async def _ledger_process(
-    url: str, nats_url: str, log: Path
+    url: str, server: NatsServer, log: Path, *, through: str = ""
 ) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The ledger as a process, on ``server`` (or on ``through``, a proxy in front of it)."""
     env = {
         **os.environ,
         "MASA_DATABASE_URL": url,
-        "MASA_NATS_URL": nats_url,
+        **ledger_nats_env(server),
+        **({"MASA_NATS_URL": through} if through else {}),
         "MASA_GRPC_PORT": str(free_port()),
         "MASA_METRICS_PORT": "0",
         # A long pull request, so that one is waiting when the result is published; and a
@@ -79,8 +83,8 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
     tmp_path: Path, backend: str
 ) -> None:
     table = "crash1"
-    with NatsServer(tmp_path / "nats") as server:
-        nc = await nats.connect(server.url)
+    with NatsServer(tmp_path / "nats", secure=True) as server:
+        nc = await operator_connection(server)
         js = nc.jetstream()
         await ensure_tables_stream(js)
         proxy = TcpProxy(server.port)
@@ -91,7 +95,9 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
                 try:
                     holds = await _stage(store, table)
                     log = tmp_path / "ledger.log"
-                    async with _ledger_process(url, f"nats://127.0.0.1:{proxy.port}", log) as first:
+                    async with _ledger_process(
+                        url, server, log, through=f"nats://127.0.0.1:{proxy.port}"
+                    ) as first:
 
                         async def pulling() -> bool:
                             try:
@@ -121,7 +127,7 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
                     before = await ledger_events(js, f"masa.ledger.v1.game.{table}.>")
                     assert not [e for e in before if e.HasField("game_settled")]
 
-                    async with _ledger_process(url, server.url, log):
+                    async with _ledger_process(url, server, log):
 
                         async def redelivered_and_acked() -> bool:
                             info = await js.consumer_info("MASA_TABLES", "ledger-settlement")

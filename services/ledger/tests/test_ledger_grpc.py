@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 
 import grpc
 import grpc.aio
-import nats
 import pytest
 from google.protobuf import duration_pb2
 from grpc_status import rpc_status
@@ -22,6 +21,7 @@ from ledger_support import (
     ensure_tables_stream,
     game_finished,
     ledger_settings,
+    operator_connection,
     publish_result,
     running_ledger,
     token_metadata,
@@ -61,7 +61,7 @@ async def _grant(stub: ledger_pb2_grpc.LedgerServiceStub, player: str, amount: i
 
 async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, database: str) -> None:
     async with (
-        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        running_ledger(ledger_settings(nats_server, database)) as service,
         _client(service) as stub,
     ):
         for player in ("ayse", "mehmet", "ali"):
@@ -145,7 +145,7 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
     nats_server: NatsServer, database: str
 ) -> None:
     async with (
-        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        running_ledger(ledger_settings(nats_server, database)) as service,
         _client(service) as stub,
     ):
         first = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=10)
@@ -159,7 +159,7 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
         )
         # After a restart nothing is left in memory: the ledger's own ids still tell.
     async with (
-        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        running_ledger(ledger_settings(nats_server, database)) as service,
         _client(service) as stub,
     ):
         assert (await _refusal(stub.GrantChips(other, metadata=SERVICE)))[:2] == (
@@ -198,7 +198,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
     nats_server: NatsServer, database: str
 ) -> None:
     async with (
-        running_ledger(ledger_settings(nats_server.url, database)) as service,
+        running_ledger(ledger_settings(nats_server, database)) as service,
         _client(service) as stub,
     ):
         await _grant(stub, "ayse", 100)
@@ -242,12 +242,12 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
 async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
     nats_server: NatsServer, database: str
 ) -> None:
-    nc = await nats.connect(nats_server.url)
+    nc = await operator_connection(nats_server)
     js = nc.jetstream()
     await ensure_tables_stream(js)
     table = f"adm-{uuid.uuid4().hex[:8]}"
     # Without its own consumer this ledger settles only by hand.
-    settings = ledger_settings(nats_server.url, database, results_consumer=f"idle-{table}")
+    settings = ledger_settings(nats_server, database, results_consumer=f"idle-{table}")
     try:
         async with running_ledger(settings) as service, _client(service) as stub:
             for task in service.tasks:

@@ -28,7 +28,7 @@ if POSTGRES_DSN:
             proxy = TcpProxy(int(conninfo_to_dict(dsn).get("port") or 5432))
             await proxy.start()
             through_proxy = make_conninfo(dsn, host="127.0.0.1", port=proxy.port, connect_timeout=2)
-            settings = ledger_settings(nats_server.url, as_url(through_proxy))
+            settings = ledger_settings(nats_server, as_url(through_proxy))
             try:
                 async with (
                     running_ledger(settings) as service,

@@ -16,9 +16,8 @@ the platform's error interceptor:
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
-from typing import ClassVar, Final
+from typing import ClassVar
 
 import grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
@@ -61,10 +60,6 @@ class SequenceMismatchError(MasaError):
     default_reason: ClassVar[str] = "SEQUENCE_MISMATCH"
 
 
-# A table id is a NATS subject token and part of ledger ids (AIP-133: chosen by the caller).
-_TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
 class TableExistsError(MasaError):
     """CreateTable named a table id that another request created."""
 
@@ -99,10 +94,11 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def CreateTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.CreateTableRequest, context: Context
     ) -> table_pb2.CreateTableResponse:
+        # The caller may name the table (AIP-133); every limit is checked before anything.
+        if request.table_id:
+            check_table_id(request.table_id)
         check_config(request.config)
         config = config_from_proto(request.config, self._default_turn_seconds)
-        if request.table_id and _TABLE_ID.fullmatch(request.table_id) is None:
-            raise BadRequest("table_id is 1 to 64 letters, digits, '-' or '_'")
         try:
             table = await self._tables.create(
                 config, table_id=request.table_id, request_id=request.request_id

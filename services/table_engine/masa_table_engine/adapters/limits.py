@@ -8,7 +8,7 @@ than a move's worth of work, or write anything it could not read back.
 
 | field | limit |
 |---|---|
-| ``table_id`` | ``[A-Za-z0-9_-]{1,64}`` (a NATS subject token and a KV key) |
+| ``table_id`` | ``[A-Za-z0-9_-]{1,64}`` (a NATS subject token, a KV key, part of ledger ids; the caller may choose it, AIP-133) |
 | ``player_id`` | ``[A-Za-z0-9_.:@+-]{1,128}`` |
 | ``lobby_id``, ``hold_id`` | ``[A-Za-z0-9_.:-]{1,128}``, or empty |
 | ``display_name`` | up to 32 characters, no control or format characters |
