@@ -48,7 +48,7 @@ def _chip_config(**changes: object) -> game_pb2.TableConfig:
 async def test_a_retried_create_makes_no_second_table_even_after_a_restart(
     nats_server: NatsServer,
 ) -> None:
-    node_settings = settings(nats_server.url, "create-retry")
+    node_settings = settings(nats_server, "create-retry")
     config = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
     request = table_pb2.CreateTableRequest(
         request_id="create-1", table_id="lobby-7-t1", config=config
@@ -76,7 +76,7 @@ async def test_a_retried_create_makes_no_second_table_even_after_a_restart(
         assert retried.table.create_time == first.table.create_time
     created = [
         e
-        for e in await log_entries(nats_server.url, "lobby-7-t1")
+        for e in await log_entries(nats_server, "lobby-7-t1")
         if e.WhichOneof("input") == "table_created"
     ]
     assert [e.table_created.request_id for e in created] == ["create-1"]
@@ -105,7 +105,7 @@ async def test_p30_a_chip_table_the_rules_refuse_is_a_bad_request(
     nats_server: NatsServer, changes: dict[str, object], rule: str
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, f"chips-{rule}")) as node,
+        running_node(settings(nats_server, f"chips-{rule}")) as node,
         table_stub(node.address) as stub,
     ):
         request = table_pb2.CreateTableRequest(request_id="c", config=_chip_config(**changes))
@@ -119,7 +119,7 @@ async def test_p30_every_human_seat_of_a_chip_table_carries_its_own_hold(
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "holds")) as node,
+        running_node(settings(nats_server, "holds")) as node,
         table_stub(node.address) as stub,
     ):
         missing = _chip_config()
@@ -142,7 +142,7 @@ async def test_p30_without_a_ledger_a_chip_table_is_unavailable_and_not_created(
     nats_server: NatsServer,
 ) -> None:
     async with (
-        running_node(settings(nats_server.url, "no-ledger")) as node,
+        running_node(settings(nats_server, "no-ledger")) as node,
         table_stub(node.address) as stub,
     ):
         request = table_pb2.CreateTableRequest(
@@ -152,7 +152,7 @@ async def test_p30_without_a_ledger_a_chip_table_is_unavailable_and_not_created(
             grpc.StatusCode.UNAVAILABLE,
             "UNAVAILABLE",
         )
-        assert await log_entries(nats_server.url, "chips-1") == []
+        assert await log_entries(nats_server, "chips-1") == []
 
 
 async def test_p30_the_payout_rule_is_copied_into_game_finished(nats_server: NatsServer) -> None:
@@ -160,7 +160,7 @@ async def test_p30_the_payout_rule_is_copied_into_game_finished(nats_server: Nat
     config = elevator_config([seat(0), seat(1), seat(2)])
     config.payout.CopyFrom(rule)
     async with (
-        running_node(settings(nats_server.url, "payout")) as node,
+        running_node(settings(nats_server, "payout")) as node,
         table_stub(node.address) as stub,
     ):
         created = await stub.CreateTable(
@@ -170,9 +170,9 @@ async def test_p30_the_payout_rule_is_copied_into_game_finished(nats_server: Nat
         table_id = created.table.table_id
 
         async def finished() -> bool:
-            return await game_finished(nats_server.url, table_id) is not None
+            return await game_finished(nats_server, table_id) is not None
 
         await wait_until(finished, timeout=60, what="the bots' game to finish")
-    result = await game_finished(nats_server.url, table_id)
+    result = await game_finished(nats_server, table_id)
     assert result is not None
     assert result.payout == rule

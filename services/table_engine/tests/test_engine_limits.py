@@ -6,6 +6,7 @@ prefix, and leaves no log entry, no lease and no index entry behind."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import grpc
 import grpc.aio
@@ -198,7 +199,9 @@ async def _submit(
 ) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await stub.SubmitAction(
-            table_pb2.SubmitActionRequest(request_id="big", table_id=table_id, action=action),
+            table_pb2.SubmitActionRequest(
+                request_id=uuid.uuid4().hex, table_id=table_id, action=action
+            ),
             metadata=metadata("ayse"),
         )
     return refused.value
