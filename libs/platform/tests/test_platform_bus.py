@@ -13,6 +13,7 @@ from masa_platform.bus import (
     Leases,
     RevisionConflict,
     SequenceConflict,
+    StoredMessage,
     connect,
     consume,
     ensure_stream,
@@ -264,8 +265,12 @@ async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) 
             # Still connected: a stalled server looks like a slow one to its clients.
             assert client.is_connected
             server.resume()
-            # The publish that timed out was still delivered and is stored after all.
-            found = await read_subject(js, stream, f"{prefix}.t1.log")
+            # The publish that timed out was still delivered and is stored after all (the
+            # stream takes it in on its own time, so a read may come first).
+            found: list[StoredMessage] = []
+            async with asyncio.timeout(5):
+                while not found:
+                    found = await read_subject(js, stream, f"{prefix}.t1.log")
             assert [m.data for m in found] == [b"a1"]
         finally:
             await client.close()
