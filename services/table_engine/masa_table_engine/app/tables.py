@@ -181,7 +181,8 @@ class Tables:
             logged = await self._deps.log.read(item.table_id, 0)
         except Exception:
             return False
-        return bool(logged) and logged[0].input == item
+        first = logged[0].input if logged else None
+        return isinstance(first, Created) and first.seed == item.seed
 
     async def _undo_create(self, table_id: str) -> None:
         try:
