@@ -52,6 +52,7 @@ SERVICES = {
         "WatchTable",
         "SubmitAction",
         "ResumeControl",
+        "LeaveTable",
     },
     "masa.matchmaking.v1.MatchmakingService": {
         "ListLobbies",

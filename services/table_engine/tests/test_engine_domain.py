@@ -1,18 +1,24 @@
-"""The pure table model (no I/O): replay, snapshots, timers as data, forfeits (P-10..P-12)."""
+"""The pure table model (no I/O): replay, snapshots, timers as data, forfeits (P-10..P-12),
+leaving a table and the end of tables no player is left at (P-1, P-12)."""
 
 from __future__ import annotations
 
 import pytest
 from masa_rules.errors import IllegalAction, RuleViolation
 from masa_table_engine.domain.model import (
+    AbandonReason,
+    AutopilotChanged,
     BotLevel,
     Created,
+    GameAbandoned,
     GameEvents,
     GameKind,
+    Mode,
     PlayerAction,
     SeatChange,
     SeatChanged,
     SeatConfig,
+    SeatConnectionChanged,
     SeatForfeited,
     SeatKind,
     Source,
@@ -36,14 +42,14 @@ from masa_table_engine.domain.table import (
 TIMERS = TimerPolicy(seat_protection_seconds=100.0, autopilot_after=3)
 
 
-def _config(humans: int = 1, players: int = 3) -> TableConfig:
+def _config(humans: int = 1, players: int = 3, mode: Mode = Mode.SINGLES) -> TableConfig:
     seats = tuple(
         SeatConfig(s, SeatKind.HUMAN, player_id=f"p{s}")
         if s < humans
         else SeatConfig(s, SeatKind.BOT, bot_level=BotLevel.EASY)
         for s in range(players)
     )
-    return TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0)
+    return TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0, mode=mode)
 
 
 def _play_out(table: Table, at: float) -> tuple[Table, list[object], list[float]]:
@@ -113,12 +119,14 @@ def test_the_turn_timer_is_data_and_three_timeouts_switch_the_autopilot_on() -> 
 
 
 def test_a_forfeited_seat_is_ranked_last_and_played_by_a_bot() -> None:
-    table, _ = accept(None, Created("t5", _config(humans=1), b"\x05" * 32), 0.0, TIMERS)
+    """P-12: while another player stays, a forfeited seat is played to the end by a bot."""
+    table, _ = accept(None, Created("t5", _config(humans=2), b"\x05" * 32), 0.0, TIMERS)
+    table, _ = accept(table, SeatChanged(1, SeatChange.RECONNECTED), 0.0, TIMERS)
     assert all(t.kind is TimerKind.TURN for t in due_timers(table, 99.0))
     forfeit = TimerFired(TimerKind.SEAT_PROTECTION, 0)
     assert forfeit in due_timers(table, 100.0)
     table, entry = accept(table, forfeit, 100.0, TIMERS)
-    assert table.seats[0].forfeited
+    assert table.seats[0].forfeited and not table.finished
     with pytest.raises(IllegalAction):
         accept(table, SeatChanged(0, SeatChange.RESUMED), 101.0, TIMERS)
     done, _, _ = _play_out(table, 101.0)
@@ -126,3 +134,66 @@ def test_a_forfeited_seat_is_ranked_last_and_played_by_a_bot() -> None:
     assert (last.seat, last.forfeited, last.place) == (0, True, 3)
     assert all(not s.forfeited for s in done.ranking[:-1])
     assert isinstance(entry.events[0], SeatForfeited)
+
+
+def test_P12_a_table_whose_last_player_forfeits_ends_abandoned_without_a_ranking() -> None:
+    """Bots never play on alone: the forfeit of the last human seat ends the game at once."""
+    table, _ = accept(None, Created("t6", _config(humans=1), b"\x06" * 32), 0.0, TIMERS)
+    table, entry = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 100.0, TIMERS)
+    assert table.finished and table.abandoned and table.ranking == ()
+    assert entry.events[-1] == GameAbandoned(1, 0, AbandonReason.NO_PLAYER_LEFT)
+    assert table.actor is None and due_timers(table, 1e9) == [] and next_deadline(table) is None
+    assert automated_seat(table) is None
+    assert decode_snapshot(encode_snapshot(table)) == table
+    with pytest.raises(IllegalAction):
+        accept(table, SeatChanged(0, SeatChange.RECONNECTED), 101.0, TIMERS)
+
+
+def test_P1_leaving_a_training_table_hands_the_seat_to_a_bot_and_the_last_leaver_ends_it() -> None:
+    config = _config(humans=2, mode=Mode.TRAINING)
+    table, _ = accept(None, Created("t7", config, b"\x07" * 32), 0.0, TIMERS)
+    table, _ = accept(table, SeatChanged(0, SeatChange.RECONNECTED), 1.0, TIMERS)
+    table, first = accept(table, SeatChanged(0, SeatChange.LEFT), 2.0, TIMERS)
+    status = table.seats[0]
+    assert (status.left, status.connected, status.forfeited, status.autopilot) == (
+        True,
+        False,
+        True,
+        True,
+    )
+    assert [type(e) for e in first.events] == [
+        SeatConnectionChanged,
+        SeatForfeited,
+        AutopilotChanged,
+    ]
+    assert first.events[0] == SeatConnectionChanged(0, False, None, left=True)
+    assert not table.finished
+    with pytest.raises(IllegalAction):
+        accept(table, SeatChanged(0, SeatChange.LEFT), 3.0, TIMERS)
+    table, last = accept(table, SeatChanged(1, SeatChange.LEFT), 4.0, TIMERS)
+    assert table.finished and table.abandoned
+    assert isinstance(last.events[-1], GameAbandoned)
+    created = Created("t7", config, b"\x07" * 32)
+    inputs = [
+        created,
+        SeatChanged(0, SeatChange.RECONNECTED),
+        SeatChanged(0, SeatChange.LEFT),
+        SeatChanged(1, SeatChange.LEFT),
+    ]
+    assert replay(inputs, [0.0, 1.0, 2.0, 4.0], TIMERS) == table
+
+
+def test_P12_leaving_a_table_with_stakes_protects_the_seat_until_it_forfeits() -> None:
+    """Leaving is a chosen disconnection: the player may come back until protection runs out."""
+    table, _ = accept(None, Created("t8", _config(humans=1), b"\x08" * 32), 0.0, TIMERS)
+    table, _ = accept(table, SeatChanged(0, SeatChange.RECONNECTED), 1.0, TIMERS)
+    table, entry = accept(table, SeatChanged(0, SeatChange.LEFT), 5.0, TIMERS)
+    assert entry.events == (SeatConnectionChanged(0, False, 105.0, left=True),)
+    assert table.seats[0].left and not table.seats[0].forfeited and not table.finished
+    table, _ = accept(table, SeatChanged(0, SeatChange.RECONNECTED), 50.0, TIMERS)
+    assert not table.seats[0].left and table.seats[0].connected
+    table, _ = accept(table, SeatChanged(0, SeatChange.LEFT), 60.0, TIMERS)
+    assert TimerFired(TimerKind.SEAT_PROTECTION, 0) not in due_timers(table, 159.0)
+    assert TimerFired(TimerKind.SEAT_PROTECTION, 0) in due_timers(table, 160.0)
+    table, entry = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 160.0, TIMERS)
+    assert table.abandoned and isinstance(entry.events[-1], GameAbandoned)

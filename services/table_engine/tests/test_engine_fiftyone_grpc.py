@@ -351,19 +351,24 @@ async def test_an_unanswered_51_query_gives_when_the_short_window_closes(
         assert await game_finished(nats_server, table_id) is not None
 
 
-async def test_a_silent_51_player_times_out_into_the_autopilot_and_forfeits(
+async def test_a_silent_51_player_times_out_into_the_autopilot_forfeits_and_ends_the_table(
     nats_server: NatsServer,
 ) -> None:
-    """P-10..P-12: turns time out, the autopilot plays whole 51 turns, the seat forfeits and is
-    ranked last, and a bot finishes the game for it."""
+    """P-10..P-12: turns time out, the autopilot plays whole 51 turns, and the seat forfeits;
+    it was the only player, so the game ends abandoned instead of bots playing on alone."""
     engine = settings(nats_server, "silent-51", seat_protection_seconds=0.25)
     async with running_node(engine) as node, table_stub(node.address) as stub:
         config = fiftyone_config("classic", [seat(0, "ayse"), seat(1)], turn_seconds=0.1, hands=3)
         table_id = await create_table(stub, config)
-        await wait_until(lambda: _finished(nats_server, table_id), what="GameFinished")
-        finished = await game_finished(nats_server, table_id)
-        assert finished is not None
-        assert [(s.seat, s.forfeited) for s in finished.ranking][-1] == (0, True)
+
+        async def abandoned() -> bool:
+            return any(
+                r.WhichOneof("result") == "game_abandoned"
+                for r in await results(nats_server, table_id)
+            )
+
+        await wait_until(abandoned, what="GameAbandoned")
+        assert await game_finished(nats_server, table_id) is None
         kinds = [
             e.WhichOneof("kind")
             for entry in await log_entries(nats_server, table_id)
@@ -371,3 +376,4 @@ async def test_a_silent_51_player_times_out_into_the_autopilot_and_forfeits(
         ]
         assert "turn_timed_out" in kinds and "seat_forfeited" in kinds
         assert "autopilot_changed" in kinds
+        assert kinds[-1] == "game_abandoned"

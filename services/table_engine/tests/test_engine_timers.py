@@ -73,16 +73,23 @@ async def test_three_timeouts_hand_the_seat_to_the_autopilot_until_the_player_re
 async def test_a_seat_that_stays_away_forfeits_is_ranked_last_and_a_bot_finishes_for_it(
     nats_server: NatsServer,
 ) -> None:
-    node_settings = settings(nats_server, "protection", seat_protection_seconds=0.5)
+    """P-12: bora never shows up and forfeits; ayse stays, so a bot plays bora's seat on."""
+    node_settings = settings(nats_server, "protection", seat_protection_seconds=1.0)
     async with running_node(node_settings) as node, table_stub(node.address) as stub:
         table_id = await create_table(
-            stub, elevator_config([seat(0), seat(1, "bora"), seat(2)], turn_seconds=0.3)
+            stub, elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2)], turn_seconds=0.3)
         )
+        # ayse stays connected (her turns time out into the autopilot) for the whole game.
+        watch = stub.WatchTable(
+            table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("ayse")
+        )
+        await watch.read()
 
         async def finished() -> bool:
             return await game_finished(nats_server, table_id) is not None
 
         await wait_until(finished, what="the game to finish")
+        watch.cancel()
         result = await game_finished(nats_server, table_id)
         assert result is not None
         last = result.ranking[-1]

@@ -21,11 +21,13 @@ from masa_wire import elevator as elevator_wire
 from masa_wire import fiftyone as fiftyone_wire
 
 from masa_table_engine.domain.model import (
+    AbandonReason,
     AutopilotChanged,
     AutopilotReason,
     BotLevel,
     Created,
     Entry,
+    GameAbandoned,
     GameEvents,
     GameFinished,
     GameKind,
@@ -132,8 +134,10 @@ _CHANGE: Final = {
     SeatChange.DISCONNECTED: table_log_pb2.SEAT_CHANGE_DISCONNECTED,
     SeatChange.RECONNECTED: table_log_pb2.SEAT_CHANGE_RECONNECTED,
     SeatChange.RESUMED: table_log_pb2.SEAT_CHANGE_RESUMED,
+    SeatChange.LEFT: table_log_pb2.SEAT_CHANGE_LEFT,
 }
 _CHANGE_BACK: Final = {value: key for key, value in _CHANGE.items()}
+_ABANDON: Final = {AbandonReason.NO_PLAYER_LEFT: event_pb2.ABANDON_REASON_NO_PLAYER_LEFT}
 
 
 def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
@@ -268,12 +272,18 @@ def table_to_proto(table: Table, owner_address: str) -> view_pb2.Table:
     return view_pb2.Table(
         table_id=table.table_id,
         config=config_to_proto(table.config),
-        state=view_pb2.Table.STATE_FINISHED if table.finished else view_pb2.Table.STATE_PLAYING,
+        state=_state(table),
         owner_address=owner_address,
         create_time=timestamp(table.created_at),
         sequence=table.sequence,
         game_no=1,
     )
+
+
+def _state(table: Table) -> view_pb2.Table.State.ValueType:
+    if table.abandoned:
+        return view_pb2.Table.STATE_VOIDED
+    return view_pb2.Table.STATE_FINISHED if table.finished else view_pb2.Table.STATE_PLAYING
 
 
 def standing_to_proto(standing: Standing) -> game_pb2.Standing:
@@ -303,6 +313,10 @@ def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
         fiftyone_wire.fill_table_view(view, game)
     else:
         elevator_wire.fill_table_view(view, _elevator(game))
+    if table.finished:
+        # An abandoned game stopped mid-turn; nobody is on turn at a table that ended.
+        view.ClearField("turn_seat")
+        view.turn_phase = view_pb2.TURN_PHASE_UNSPECIFIED
     if table.turn_deadline is not None:
         view.turn_deadline.CopyFrom(timestamp(table.turn_deadline))
         if view.WhichOneof("game") == "fiftyone" and view.fiftyone.HasField("query"):
@@ -332,6 +346,7 @@ def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
         forfeited=status.forfeited,
         team=seat % 2 if table.config.mode is Mode.TEAMS else 0,
         consecutive_timeouts=status.consecutive_timeouts,
+        left=status.left,
     )
     if status.protection_deadline is not None and not status.forfeited:
         state.protection_deadline.CopyFrom(timestamp(status.protection_deadline))
@@ -455,7 +470,9 @@ def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
                 )
             )
         elif isinstance(event, SeatConnectionChanged):
-            changed = event_pb2.SeatConnectionChanged(seat=event.seat, connected=event.connected)
+            changed = event_pb2.SeatConnectionChanged(
+                seat=event.seat, connected=event.connected, left=event.left
+            )
             if event.protection_deadline is not None:
                 changed.protection_deadline.CopyFrom(timestamp(event.protection_deadline))
             out.append(event_pb2.TableEvent(seat_connection_changed=changed))
@@ -464,6 +481,16 @@ def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
                 event_pb2.TableEvent(
                     seat_forfeited=event_pb2.SeatForfeited(
                         seat=event.seat, bot_level=_LEVEL_BACK[event.bot_level]
+                    )
+                )
+            )
+        elif isinstance(event, GameAbandoned):
+            out.append(
+                event_pb2.TableEvent(
+                    game_abandoned=event_pb2.GameAbandoned(
+                        game_no=event.game_no,
+                        reason=_ABANDON[event.reason],
+                        hands_played=event.hands_played,
                     )
                 )
             )

@@ -11,7 +11,8 @@ the platform's error interceptor:
   over: UNAVAILABLE, reason TABLE_UNAVAILABLE (retry with the same request_id);
 - another seat: PERMISSION_DENIED, reason NOT_YOUR_SEAT;
 - an illegal move: FAILED_PRECONDITION with the rule id;
-- a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence.
+- a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence;
+  an unset one (0) asks for no check, as a write without an etag does (AIP-154).
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         try:
             entry = await runtime.commit(
                 PlayerAction(seat, action, source, request.request_id),
-                expected_sequence=request.expected_sequence,
+                # 0 is no sequence a table has: the caller asks for no check (AIP-154).
+                expected_sequence=request.expected_sequence or None,
             )
         except SequenceMismatch as error:
             raise SequenceMismatchError(
@@ -212,6 +214,17 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         return table_pb2.ResumeControlResponse(
             seat_view=seat_view(runtime.table, seat, self.owner_address)
         )
+
+    async def LeaveTable(  # noqa: N802 (the generated servicer's names)
+        self, request: table_pb2.LeaveTableRequest, context: Context
+    ) -> table_pb2.LeaveTableResponse:
+        runtime = await self._runtime(request.table_id)
+        seat = self._acting_seat(runtime, require_principal(), None)
+        try:
+            await runtime.leave(seat)
+        except LogConflict as error:
+            raise TableUnavailable(str(error)) from None
+        return table_pb2.LeaveTableResponse(table=table_to_proto(runtime.table, self.owner_address))
 
     async def _runtime(self, table_id: str) -> TableRuntime:
         check_table_id(table_id)

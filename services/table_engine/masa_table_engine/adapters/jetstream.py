@@ -51,7 +51,7 @@ from masa_table_engine.adapters.convert import (
     update_for,
 )
 from masa_table_engine.app.ports import LogConflict, LoggedInput, LogUnavailable
-from masa_table_engine.domain.model import Entry, GameFinished
+from masa_table_engine.domain.model import AbandonReason, Entry, GameAbandoned, GameFinished
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
 __all__ = [
@@ -74,6 +74,11 @@ INDEX_BUCKET: Final = "masa_table_index"
 WRITER_HEADER: Final = "Masa-Node"
 
 _log = logging.getLogger(__name__)
+
+# GameAbandoned.reason in words, for the ledger's records.
+_ABANDONED_BECAUSE: Final = {
+    AbandonReason.NO_PLAYER_LEFT: "P-12: every player left or forfeited; no one played on",
+}
 
 
 def log_subject(table_id: str) -> str:
@@ -274,6 +279,21 @@ class JetStreamResults:
                         lobby_id=config.lobby_id,
                         started_at=timestamp(table.created_at),
                         payout=payout_to_proto(config.payout),
+                    )
+                )
+            )
+        for abandoned in entry.events:
+            if not isinstance(abandoned, GameAbandoned):
+                continue
+            results.append(
+                result_pb2.TableResult(
+                    game_abandoned=result_pb2.GameAbandoned(
+                        event_id=f"{table.table_id}:{abandoned.game_no}:abandoned",
+                        occurred_at=timestamp(entry.at),
+                        table_id=table.table_id,
+                        game_no=abandoned.game_no,
+                        hold_ids=[seat.hold_id for seat in config.seats if seat.hold_id],
+                        reason=_ABANDONED_BECAUSE[abandoned.reason],
                     )
                 )
             )

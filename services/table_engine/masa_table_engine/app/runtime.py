@@ -48,6 +48,7 @@ from masa_table_engine.domain.model import (
     AutopilotChanged,
     BotLevel,
     Entry,
+    GameAbandoned,
     GameEvents,
     GameFinished,
     Input,
@@ -287,10 +288,11 @@ class TableRuntime:
         for queue in self._watchers:
             queue.put_nowait(entry)
         self._count(entry, name, time.perf_counter() - started)
-        if any(isinstance(e, GameFinished) for e in entry.events) or self._ends_hand(entry):
+        if _ends_game(entry) or self._ends_hand(entry):
             self._pending_results.append(entry)
         if table.finished:
             self._closing = True
+            _log_finished(table, entry)
         elif table.sequence % self._settings.snapshot_every == 0:
             try:
                 await self._deps.log.save_snapshot(table)
@@ -377,6 +379,12 @@ class TableRuntime:
             if not self.table.finished and not self.table.seats[seat].connected:
                 await self._commit(SeatChanged(seat, SeatChange.RECONNECTED))
 
+    async def leave(self, seat: int) -> None:
+        """The seat's player leaves (LeaveTable); leaving again, or a finished table, is a no-op."""
+        async with self._lock:
+            if not self.table.finished and not self.table.seats[seat].left:
+                await self._commit(SeatChanged(seat, SeatChange.LEFT))
+
     async def disconnect(self, seat: int) -> None:
         """A watch stream of the seat's player closed; the last one starts seat protection."""
         async with self._lock:
@@ -417,7 +425,7 @@ class TableRuntime:
                 if entry is None:
                     return
                 yield entry
-                finished = any(isinstance(e, GameFinished) for e in entry.events)
+                finished = _ends_game(entry)
         finally:
             self._watchers.discard(queue)
             if as_player and seat is not None:
@@ -570,3 +578,25 @@ def _same_input(logged: Input, attempted: Input) -> bool:
     ):
         return (logged.seat, logged.request_id) == (attempted.seat, attempted.request_id)
     return logged == attempted
+
+
+def _ends_game(entry: Entry) -> bool:
+    return any(isinstance(e, GameFinished | GameAbandoned) for e in entry.events)
+
+
+def _log_finished(table: Table, last: Entry) -> None:
+    """The INFO line operators look for when a table ends (its creation has one too)."""
+    fields: dict[str, object] = {
+        "table_id": table.table_id,
+        "game": table.config.game.value,
+        "sequence": table.sequence,
+        "seconds": round(last.at - table.created_at, 3),
+    }
+    if table.abandoned:
+        _log.info("table abandoned: no player left", extra=fields)
+        return
+    fields["ranking"] = [
+        {"seat": s.seat, "place": s.place, "total": s.total, "forfeited": s.forfeited}
+        for s in table.ranking
+    ]
+    _log.info("table finished", extra=fields)

@@ -37,6 +37,7 @@ from masa_table_engine.app.stakes import StakeBinder, StakesUnavailable, TableEx
 from masa_table_engine.domain.model import (
     Created,
     Entry,
+    GameAbandoned,
     GameEvents,
     GameFinished,
     SeatChange,
@@ -159,6 +160,18 @@ class Tables:
             # The first entry is in the log and the table in the index: recovery replays it.
             _log.warning("table %s: first snapshot not saved", table_id, exc_info=True)
         self._start(self._runtime(table, [entry]))
+        _log.info(
+            "table created",
+            extra={
+                "table_id": table_id,
+                "game": config.game.value,
+                "preset": config.preset,
+                "mode": config.mode.value,
+                "seats": [seat.kind.value for seat in config.seats],
+                "players": [seat.player_id for seat in config.seats if seat.player_id],
+                "stake": config.stake,
+            },
+        )
         return table
 
     async def _existing(self, table_id: str, request_id: str) -> Table | None:
@@ -264,7 +277,9 @@ class Tables:
         if table.finished:
             # Results are idempotent on their event ids, so publishing again is safe.
             for entry in entries:
-                if any(isinstance(e, GameFinished | GameEvents) for e in entry.events):
+                if any(
+                    isinstance(e, GameFinished | GameAbandoned | GameEvents) for e in entry.events
+                ):
                     await self._deps.results.publish(table, entry)
             await log.save_snapshot(table)
             await log.untrack(table_id)

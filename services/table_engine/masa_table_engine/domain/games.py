@@ -168,7 +168,8 @@ class ElevatorGame:
         return HandOutcome(
             places=game.ranking,
             totals=tuple(len(hand) for hand in game.hands),
-            hands_played=1,
+            # A game is one hand: played once it is over.
+            hands_played=1 if game.is_over else 0,
         )
 
     def state_to_json(self, state: object) -> dict[str, object]:

@@ -16,11 +16,13 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "AbandonReason",
     "AutopilotChanged",
     "AutopilotReason",
     "BotLevel",
     "Created",
     "Entry",
+    "GameAbandoned",
     "GameEvents",
     "GameFinished",
     "GameKind",
@@ -135,6 +137,8 @@ class SeatStatus:
     # P-12: when a disconnected seat forfeits; None while connected or for bots.
     protection_deadline: float | None = None
     forfeited: bool = False
+    # The player left on purpose (LeaveTable) and has not come back.
+    left: bool = False
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -159,6 +163,8 @@ class SeatChange(enum.Enum):
     DISCONNECTED = "disconnected"
     RECONNECTED = "reconnected"
     RESUMED = "resumed"
+    # LeaveTable: a training seat goes to a bot at once, any other is protected (P-1, P-12).
+    LEFT = "left"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +249,8 @@ class SeatConnectionChanged:
     seat: int
     connected: bool
     protection_deadline: float | None
+    # The player left on purpose (LeaveTable) rather than losing the connection.
+    left: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,20 @@ class GameFinished:
     ranking: tuple[Standing, ...]
 
 
+class AbandonReason(enum.Enum):
+    # Every human seat left or forfeited: nobody but bots would play on (P-1, P-12).
+    NO_PLAYER_LEFT = "no_player_left"
+
+
+@dataclass(frozen=True, slots=True)
+class GameAbandoned:
+    """The game ended without a ranking; the table is voided and stakes go back (P-30)."""
+
+    game_no: int
+    hands_played: int
+    reason: AbandonReason
+
+
 TableEvent = (
     GameEvents
     | TurnStarted
@@ -279,6 +301,7 @@ TableEvent = (
     | SeatConnectionChanged
     | SeatForfeited
     | GameFinished
+    | GameAbandoned
 )
 
 

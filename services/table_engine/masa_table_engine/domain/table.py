@@ -12,7 +12,15 @@ Seat rules (P-10..P-12):
   the player acts or resumes;
 - a human seat without a connection forfeits ``seat_protection_seconds`` after it dropped
   (P-12): it is ranked last and a bot plays it to the end. A seat starts disconnected, so a
-  player who never shows up forfeits too.
+  player who never shows up forfeits too;
+- a player who leaves (LeaveTable) gives the seat to a bot at once at a training table, where
+  nothing is at stake (P-1); elsewhere the seat is protected as after a dropped connection
+  (P-12), so the player may still come back;
+- bots never play on alone (decision): once every human seat has left or forfeited, the game
+  ends at once without a ranking (:class:`GameAbandoned`), and the table is voided (P-30). A
+  table with no connected human therefore ends at most ``seat_protection_seconds`` after its
+  last player dropped. Tables created with bots only play to the end, as the engines
+  guarantee every game ends.
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ from masa_rules.errors import IllegalAction, RuleViolation
 
 from masa_table_engine.domain.games import Game, game_for
 from masa_table_engine.domain.model import (
+    AbandonReason,
     AutopilotChanged,
     AutopilotReason,
     BotLevel,
     Created,
     Entry,
+    GameAbandoned,
     GameEvents,
     GameFinished,
     GameKind,
@@ -101,6 +111,8 @@ class Table:
     ranking: tuple[Standing, ...]
     # The CreateTable request that made the table; empty for one made without a request id.
     request_id: str = ""
+    # The game ended without a ranking because no human seat was left (GameAbandoned).
+    abandoned: bool = False
 
     @property
     def engine(self) -> Game:
@@ -323,12 +335,7 @@ def _timer(
     if item.kind is TimerKind.SEAT_PROTECTION:
         if status.connected or status.forfeited:
             raise IllegalAction("P-12", f"seat {item.seat} is not under seat protection")
-        level = BotLevel.NORMAL
-        forfeited = replace(status, forfeited=True, autopilot=True, protection_deadline=None)
-        return replace(table, seats=_with(table.seats, item.seat, forfeited)), [
-            SeatForfeited(item.seat, level),
-            AutopilotChanged(item.seat, True, AutopilotReason.FORFEIT),
-        ]
+        return _abandon_if_unattended(*_forfeit(table, item.seat, status))
     if table.actor != item.seat or table.turn_deadline is None:
         raise IllegalAction("P-10", f"seat {item.seat} is not on turn")
     if item.kind is TimerKind.QUERY:
@@ -377,12 +384,14 @@ def _seat_changed(
     if table.config.seats[item.seat].kind is not SeatKind.HUMAN:
         raise IllegalAction("P-12", f"seat {item.seat} is a bot seat")
     events: list[TableEvent]
+    if item.change is SeatChange.LEFT:
+        return _left(table, item.seat, at, timers)
     if item.change is SeatChange.DISCONNECTED:
         deadline = None if status.forfeited else at + timers.seat_protection_seconds
         status = replace(status, connected=False, protection_deadline=deadline)
         events = [SeatConnectionChanged(item.seat, False, deadline)]
     elif item.change is SeatChange.RECONNECTED:
-        status = replace(status, connected=True, protection_deadline=None)
+        status = replace(status, connected=True, protection_deadline=None, left=False)
         events = [SeatConnectionChanged(item.seat, True, None)]
     else:
         if status.forfeited:
@@ -392,6 +401,50 @@ def _seat_changed(
             events.append(AutopilotChanged(item.seat, False, AutopilotReason.RESUME))
         status = replace(status, autopilot=False, consecutive_timeouts=0)
     return replace(table, seats=_with(table.seats, item.seat, status)), events
+
+
+def _left(
+    table: Table, seat: int, at: float, timers: TimerPolicy
+) -> tuple[Table, list[TableEvent]]:
+    """LeaveTable: a training seat goes to a bot now (P-1); any other is protected (P-12)."""
+    status = table.seats[seat]
+    if status.left and not status.connected:
+        raise IllegalAction("P-12", "this seat has left the table already")
+    if table.config.mode is Mode.TRAINING or status.forfeited:
+        status = replace(status, connected=False, left=True, protection_deadline=None)
+        events: list[TableEvent] = [SeatConnectionChanged(seat, False, None, left=True)]
+        table = replace(table, seats=_with(table.seats, seat, status))
+        if not status.forfeited:
+            table, forfeit = _forfeit(table, seat, status)
+            events.extend(forfeit)
+        return _abandon_if_unattended(table, events)
+    deadline = at + timers.seat_protection_seconds
+    status = replace(status, connected=False, left=True, protection_deadline=deadline)
+    return replace(table, seats=_with(table.seats, seat, status)), [
+        SeatConnectionChanged(seat, False, deadline, left=True)
+    ]
+
+
+def _forfeit(table: Table, seat: int, status: SeatStatus) -> tuple[Table, list[TableEvent]]:
+    """P-12: the seat is out of the game, ranked last, and a bot plays it to the end."""
+    forfeited = replace(status, forfeited=True, autopilot=True, protection_deadline=None)
+    return replace(table, seats=_with(table.seats, seat, forfeited)), [
+        SeatForfeited(seat, BotLevel.NORMAL),
+        AutopilotChanged(seat, True, AutopilotReason.FORFEIT),
+    ]
+
+
+def _abandon_if_unattended(
+    table: Table, events: list[TableEvent]
+) -> tuple[Table, list[TableEvent]]:
+    """End the game without a ranking once no human seat is left to play for (module doc)."""
+    humans = [seat.seat for seat in table.config.seats if seat.kind is SeatKind.HUMAN]
+    if not humans or not all(table.seats[seat].forfeited for seat in humans):
+        return table, events
+    hands = table.engine.outcome(table.game).hands_played
+    abandoned = GameAbandoned(1, hands, AbandonReason.NO_PLAYER_LEFT)
+    table = replace(table, finished=True, abandoned=True, turn_deadline=None, timed_out=None)
+    return table, [*events, abandoned]
 
 
 def _with(seats: tuple[SeatStatus, ...], seat: int, status: SeatStatus) -> tuple[SeatStatus, ...]:
@@ -464,6 +517,7 @@ def table_to_json(table: Table) -> dict[str, Any]:
                 "consecutive_timeouts": s.consecutive_timeouts,
                 "protection_deadline": s.protection_deadline,
                 "forfeited": s.forfeited,
+                "left": s.left,
             }
             for s in table.seats
         ],
@@ -471,6 +525,7 @@ def table_to_json(table: Table) -> dict[str, Any]:
         "timed_out": table.timed_out,
         "finished": table.finished,
         "request_id": table.request_id,
+        "abandoned": table.abandoned,
     }
 
 
@@ -490,8 +545,11 @@ def table_from_json(data: Mapping[str, Any]) -> Table:
         finished=bool(data["finished"]),
         ranking=(),
         request_id=data.get("request_id", ""),
+        abandoned=bool(data.get("abandoned", False)),
     )
-    return replace(table, ranking=_ranking(table)) if table.finished else table
+    if table.finished and not table.abandoned:
+        return replace(table, ranking=_ranking(table))
+    return table
 
 
 def config_to_json(config: TableConfig) -> dict[str, Any]:
