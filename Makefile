@@ -9,10 +9,15 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: help setup proto lint test bench run clean
+.PHONY: help setup proto lint test bench run play watch clean
 
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+# `make play` and `make watch` take their options as variables: make play GAME=elevator.
+GAME ?= fiftyone
+PRESET ?= salon
+TABLE ?=
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -48,6 +53,13 @@ bench: setup ## Run the benchmarks; each prints one JSON document.
 
 run: setup ## Start NATS, the bot and the table-engine locally (data in .masa/); Ctrl-C stops all.
 	$(RUN) python -m masa_client.launcher
+
+play: setup ## Play a training table in this terminal, with make run going (GAME=elevator, PRESET=remi).
+	@$(RUN) masa play --game $(GAME) --preset $(PRESET)
+
+watch: setup ## Follow a table as a spectator, with make run going: make watch TABLE=<table id>.
+	@test -n "$(TABLE)" || { echo "make watch: name the table, e.g. make watch TABLE=1a2b3c (masa play prints it)" >&2; exit 2; }
+	@$(RUN) masa watch $(TABLE)
 
 clean: ## Remove the virtual environment, caches and local data.
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .masa .hypothesis

@@ -1,4 +1,5 @@
-"""The whole local stack for end-to-end tests: ``make run``'s launcher on free ports."""
+"""The whole local stack for end-to-end tests: ``make run``'s launcher on free ports, started once
+for the session and shared by the end-to-end modules (each test makes its own tables)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,20 @@ import pytest
 READY_SECONDS = 60.0
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Addresses of the running services by name ("table-engine", "bot", "ledger", "nats"),
-    and the run directory under "run_dir"."""
-    run_dir = tmp_path_factory.mktemp("stack") / ".masa"
+@dataclass(frozen=True)
+class Stack:
+    """A running stack: service addresses by name, its run folder, what the launcher printed."""
+
+    addresses: dict[str, str]
+    run_dir: Path
+    printed: Path
+
+
+@pytest.fixture(scope="session")
+def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    base = tmp_path_factory.mktemp("stack")
+    run_dir = base / ".masa"
+    printed = base / "launcher.out"
     env = {
         **os.environ,
         "MASA_RUN_DIR": str(run_dir),
@@ -30,13 +41,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         "MASA_BOT_DELAY_SECONDS": "0",
         "MASA_LOG_LEVEL": "WARNING",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "masa_client.launcher"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with printed.open("w") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "masa_client.launcher"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     state_file = run_dir / "run.json"
     deadline = time.monotonic() + READY_SECONDS
     while not state_file.exists():
@@ -45,11 +57,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             raise RuntimeError(f"the stack did not start: {process.communicate()[1]}")
         time.sleep(0.05)
     services = json.loads(state_file.read_text())["services"]
+    addresses = {
+        name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()
+    }
     try:
-        addresses = {
-            name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()
-        }
-        yield {**addresses, "run_dir": str(run_dir)}
+        yield Stack(addresses, run_dir, printed)
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -57,7 +69,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        _print_logs_on_failure(Path(run_dir) / "logs")
+        _print_logs_on_failure(run_dir / "logs")
+
+
+@pytest.fixture
+def stack(running_stack: Stack) -> dict[str, str]:
+    """Addresses of the running services by name ("table-engine", "bot", "ledger", "nats"),
+    and the run directory under "run_dir"."""
+    return {**running_stack.addresses, "run_dir": str(running_stack.run_dir)}
 
 
 def _print_logs_on_failure(logs: Path) -> None:

@@ -1,23 +1,24 @@
-"""``masa watch`` follows a bots-only Elevator table as a spectator until the game is over,
-then exits 0."""
+"""``masa watch`` on a real pseudo-terminal: it follows a bots-only table until the game is over
+and shows the result; a table that has just finished shows its result at once; a table that is
+not kept (any more) gets a clear message."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import subprocess
-import sys
-from pathlib import Path
 
+from conftest import Stack
+from e2e_terminal import Terminal, assert_reads_well, masa
 from masa.common.v1 import game_pb2
 from masa_client.client import TableClient
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings
 
-WAIT_SECONDS = 60.0
+ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
+RESULT = r"game over: (.+ went out: no cards left \(E-11\)|nobody could play on[^\n]+)\n"
 
 
-async def test_masa_watch_prints_the_table_until_the_game_is_over(stack: dict[str, str]) -> None:
-    address = stack["table-engine"]
+async def _bots_table(address: str) -> str:
     bots = [
         game_pb2.SeatAssignment(seat=seat, kind=game_pb2.SEAT_KIND_BOT, display_name=f"b{seat}")
         for seat in range(3)
@@ -26,22 +27,52 @@ async def test_masa_watch_prints_the_table_until_the_game_is_over(stack: dict[st
         game=game_pb2.GAME_KIND_ELEVATOR, mode=game_pb2.MODE_TRAINING, seats=bots
     )
     async with TableClient(address, mint_token(AuthSettings(), "e2e", [Role.SERVICE])) as client:
-        table = await client.create_table(config)
-    watched = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "masa"),
-            "watch",
-            table.table_id,
-            "--address",
-            address,
-        ],
-        env={**os.environ, "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=WAIT_SECONDS,
-        check=False,
-    )
-    assert watched.returncode == 0, watched.stderr
-    assert "Elevator · table" in watched.stdout
-    # Bots without a delay may finish before the watch connects: then the snapshot is final.
-    assert "game over: 1. b" in watched.stdout or "final ranking: 1. b" in watched.stdout
+        return (await client.create_table(config)).table_id
+
+
+def test_masa_watch_prints_the_table_until_the_game_is_over_then_its_result(
+    stack: dict[str, str],
+) -> None:
+    table_id = asyncio.run(_bots_table(stack["table-engine"]))
+    terminal = Terminal([masa(), "watch", table_id, "--address", stack["table-engine"]], ENV)
+    try:
+        terminal.expect(rf"Elevator · table {table_id}")
+        terminal.expect(RESULT)
+        terminal.expect(r"  1\. b\d \[bot\]\s+\d+ cards? left\n")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert_reads_well(terminal.transcript, [])
+
+
+async def test_masa_watch_of_a_finished_table_shows_its_result(stack: dict[str, str]) -> None:
+    address = stack["table-engine"]
+    table_id = await _bots_table(address)
+    async with TableClient(address, mint_token(AuthSettings(), "kibitzer")) as client:
+        async for _ in client.watch(table_id, spectate=True):
+            pass  # the stream ends with the game
+    terminal = Terminal([masa(), "watch", table_id, "--address", address], ENV)
+    try:
+        terminal.expect(rf"Elevator · table {table_id} · hand 1 · game over")
+        terminal.expect(RESULT)
+        terminal.expect(r"  1\. b\d \[bot\]\s+\d+ cards? left\n")
+        assert await asyncio.to_thread(terminal.wait) == 0
+    finally:
+        terminal.close()
+
+
+def test_masa_watch_of_a_table_not_kept_says_so_clearly(running_stack: Stack) -> None:
+    """From a folder below the stack's, without --address: run.json tells where to ask."""
+    below = running_stack.run_dir.parent / "deeper"
+    below.mkdir(exist_ok=True)
+    env = {key: value for key, value in ENV.items() if key != "MASA_RUN_DIR"}
+    terminal = Terminal([masa(), "watch", "f00d"], env, cwd=below)
+    try:
+        address = running_stack.addresses["table-engine"]
+        terminal.expect(
+            rf"masa watch: no table f00d is kept at {address}\. A table stays there for 30 s "
+            r"after its game ends, so this one ended earlier, or the id is wrong\."
+        )
+        assert terminal.wait() == 1
+    finally:
+        terminal.close()

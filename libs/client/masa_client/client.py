@@ -174,6 +174,16 @@ class TableClient:
         )
         return response.seat_view
 
+    async def leave_table(self, table_id: str, *, request_id: str | None = None) -> view_pb2.Table:
+        """Give up the caller's seat; the table's state says whether the game ended with it."""
+        request = table_pb2.LeaveTableRequest(
+            request_id=request_id or new_request_id(), table_id=table_id
+        )
+        response = await self._call(
+            table_id, lambda stub: stub.LeaveTable(request, metadata=self._metadata)
+        )
+        return response.table
+
     # --- the watch stream ----------------------------------------------------------------
 
     async def watch(

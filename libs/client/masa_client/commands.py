@@ -5,7 +5,8 @@ once opened), ``lay 6H on 2`` (``lay XR=5H on 2 low``), ``retrieve XR from 2 wit
 ``discard QS``, ``pairs``, ``show 7H 7H 9C 9C ...`` (gösterge), ``claim 8H`` (bottom card),
 ``give`` / ``refuse`` (a query).
 Elevator: ``play 8H 8S``, ``pass``, ``give 7C``.
-Everywhere: ``help``, ``look``, ``quit``.
+Everywhere: ``help``, ``look``, ``resume`` (take the seat back from the autopilot), ``quit``
+(leave the table).
 
 Cards may name either physical copy: the server reads ``8H`` as the copy the hand holds. A
 joker in a meld may carry what it stands for, ``XR=8H`` (C-2); without it the engine chooses.
@@ -24,8 +25,14 @@ from masa_wire.cards import face_to_proto
 
 __all__ = ["HELP", "LOCAL", "CommandError", "Parsed", "parse_command"]
 
-# Commands the CLI answers itself, without the server.
-LOCAL: Final = frozenset({"help", "look", "quit"})
+# Commands that are not moves: the CLI answers them itself or with a call of its own.
+LOCAL: Final = frozenset({"help", "look", "resume", "quit"})
+
+_EVERYWHERE: Final = """\
+  look                          show the board again
+  resume                        take your seat back from the autopilot (P-11)
+  help                          this list
+  quit                          leave the table (at a training table it ends)"""
 
 HELP: Final = {
     "fiftyone": """\
@@ -40,12 +47,14 @@ HELP: Final = {
   show 7H 7D 9C 9C ...          salon: show four pairs (gösterge)
   claim 8H                      classic: claim the bottom card by showing its twin
   give  |  refuse               answer a query for the discard (salon)
-  look  |  help  |  quit""",
+"""
+    + _EVERYWHERE,
     "elevator": """\
-  play 8H 8S    play one card, or several of one rank alternating colour
-  pass          pass and draw a card
-  give 7C       give a card to the player owed one (kopile)
-  look  |  help  |  quit""",
+  play 8H 8S                    play one card, or several of one rank alternating colour
+  pass                          pass and draw a card
+  give 7C                       give a card to the player owed one (kopile)
+"""
+    + _EVERYWHERE,
 }
 
 
@@ -55,7 +64,8 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """Either a local command (``help``, ``look``, ``quit``) or an action to submit."""
+    """Either a command that is not a move (``help``, ``look``, ``resume``, ``quit``) or an
+    action to submit."""
 
     local: str | None = None
     action: action_pb2.Action | None = None

@@ -354,19 +354,22 @@ def _write_state(
 
 
 def _print_next_steps(settings: RunSettings, engine: str | None, out: IO[str]) -> None:
-    print(
-        f"""
-masa is running. Logs: {settings.run_dir / "logs"}/. Press Ctrl-C to stop.
-
-Next:
-  uv run masa play --game fiftyone --preset salon     # a training table against 3 bots
-  uv run masa play --game elevator
-  TOKEN=$(uv run masa token --player alice)
-  grpcurl -plaintext -H "authorization: Bearer $TOKEN" {engine} list
-""",
-        file=out,
-        flush=True,
-    )
+    """What to do next, as commands that work as printed from the folder ``make run`` ran in,
+    whether or not ``uv`` is on PATH (``make`` and ``.venv`` need neither)."""
+    lines = [f"masa is running. Logs: {settings.run_dir / 'logs'}/. Press Ctrl-C to stop."]
+    if engine is not None:
+        # `masa play` finds run.json in .masa by itself; another run folder must be named.
+        where = "" if settings.run_dir == Path(".masa") else f"MASA_RUN_DIR={settings.run_dir} "
+        steps = [
+            (f"{where}make play", "51 (salon) against 3 bots"),
+            (f"{where}make play GAME=elevator", "Elevator against 3 bots"),
+            (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
+            (f"grpcurl -plaintext {engine} list", "the gRPC services, through reflection"),
+        ]
+        width = max(len(command) for command, _ in steps)
+        lines += ["", "Next, in another terminal in this folder:"]
+        lines += [f"  {command:<{width}}  # {what}" for command, what in steps]
+    print("\n" + "\n".join(lines) + "\n", file=out, flush=True)
 
 
 def main() -> None:

@@ -1,14 +1,17 @@
-"""Text pictures of a table for the terminal: the board, the hand, and one line per event.
+"""Text pictures of a table for the terminal: the board, the hand, one line per event, and
+the result of a game with the reason it ended.
 
-Colour is ANSI and optional (``Style(colour=False)``; the CLI turns it off when ``NO_COLOR``
-is set or the output is not a terminal). Hearts and diamonds and the red joker are red.
+Players are always named (a bot without a name gets one, never "seat 3"), counts agree with
+their number ("1 card"), and every number in a result says what it counts. Colour is ANSI
+and optional (``Style(colour=False)``; the CLI turns it off when ``NO_COLOR`` is set or the
+output is not a terminal). Hearts and diamonds and the red joker are red.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Final
@@ -18,10 +21,28 @@ from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import Colour
 from masa_wire.cards import face_from_proto
 
-__all__ = ["Style", "board", "describe", "style_for", "use_colour"]
+__all__ = [
+    "BOT_NAMES",
+    "Style",
+    "board",
+    "count",
+    "describe",
+    "game_over",
+    "seat_name",
+    "style_for",
+    "use_colour",
+]
 
 _RESET: Final = "\033[0m"
 _CODES: Final = {"red": "31", "bold": "1", "dim": "2", "green": "32", "yellow": "33", "cyan": "36"}
+# Names for bot seats created without one, so that every player has a name.
+BOT_NAMES: Final = ("Ayla", "Deniz", "Kerem", "Selin", "Emre", "Zeynep")
+_FINISH: Final = {
+    event_pb2.FINISH_KIND_BY_HAND: "by hand",
+    event_pb2.FINISH_KIND_WITH_JOKER: "with a joker",
+    event_pb2.FINISH_KIND_FROM_PAIRS: "from pairs",
+    event_pb2.FINISH_KIND_WITH_BOTTOM_CARD: "with the bottom card",
+}
 _KIND: Final = {
     meld_pb2.MELD_KIND_RUN: "run",
     meld_pb2.MELD_KIND_SET: "set",
@@ -73,7 +94,7 @@ def board(
     if game == "fiftyone":
         lines.extend(_fiftyone(table.fiftyone, table, style))
     elif game == "elevator":
-        lines.extend(_elevator(table.elevator, style))
+        lines.extend(_elevator(table.elevator, table, style))
     if isinstance(view, view_pb2.SeatView):
         hand = sorted(view.hand, key=lambda card: face_from_proto(card).sort_key())
         lines.append(style.paint("your hand: ", "bold") + style.cards(hand))
@@ -82,9 +103,29 @@ def board(
         hint = _hint(view)
         if hint:
             lines.append(style.paint(hint, "yellow"))
-    if table.ranking:
-        lines.append(style.paint("final ranking: ", "bold") + _ranking(table.ranking, table))
+    if _over(table):
+        lines.extend(game_over(table, style))
     return "\n".join(lines)
+
+
+def seat_name(table: view_pb2.TableView, seat: int, me: int | None = None) -> str:
+    """A player's name as the board shows it: ``Ayla [bot]``, ``alice (you)``."""
+    for state in table.seats:
+        if state.seat == seat:
+            name = state.display_name or state.player_id or BOT_NAMES[seat % len(BOT_NAMES)]
+            if state.kind == game_pb2.SEAT_KIND_BOT and "bot" not in name.lower():
+                name += " [bot]"
+            return name + (" (you)" if seat == me else "")
+    return "a player"
+
+
+def count(number: int, noun: str) -> str:
+    """``1 card``, ``2 cards``, ``0 cards``."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _over(table: view_pb2.TableView) -> bool:
+    return table.table.state in (view_pb2.Table.STATE_FINISHED, view_pb2.Table.STATE_VOIDED)
 
 
 def _header(table: view_pb2.TableView, style: Style, now: datetime) -> str:
@@ -93,8 +134,10 @@ def _header(table: view_pb2.TableView, style: Style, now: datetime) -> str:
     if config.game == game_pb2.GAME_KIND_ELEVATOR:
         game = "Elevator"
     parts = [style.paint(game, "bold"), f"table {table.table.table_id}", f"hand {table.hand_no}"]
-    if table.HasField("turn_seat"):
-        turn = f"turn: {_name(table, table.turn_seat)}"
+    if _over(table):
+        parts.append("game over")
+    elif table.HasField("turn_seat"):
+        turn = f"turn: {seat_name(table, table.turn_seat)}"
         if table.HasField("turn_deadline"):
             left = (table.turn_deadline.ToDatetime(UTC) - now).total_seconds()
             turn += f" ({max(0, round(left))}s left)"
@@ -106,8 +149,8 @@ def _seat_line(
     seat: view_pb2.SeatState, table: view_pb2.TableView, me: int | None, style: Style
 ) -> str:
     marker = "▶" if table.HasField("turn_seat") and table.turn_seat == seat.seat else " "
-    name = _name(table, seat.seat) + (" (you)" if seat.seat == me else "")
-    notes = [f"{seat.card_count} cards"]
+    name = seat_name(table, seat.seat, me)
+    notes = [count(seat.card_count, "card")]
     if table.WhichOneof("game") == "fiftyone":
         notes.append(f"total {seat.total}")
         if seat.opening == view_pb2.OPENING_MELDS:
@@ -119,8 +162,9 @@ def _seat_line(
         if seat.pair_status:
             notes.append("going pairs")
     for flag, label in (
-        (seat.autopilot, "autopilot"),
-        (seat.forfeited, "forfeited"),
+        (seat.left, "left the table"),
+        (seat.forfeited, "forfeited, a bot plays"),
+        (seat.autopilot and not seat.forfeited, "autopilot"),
         (seat.eliminated, "out"),
     ):
         if flag:
@@ -133,7 +177,7 @@ def _fiftyone(game: view_pb2.FiftyOneTable, table: view_pb2.TableView, style: St
     lines = []
     for meld in game.melds:
         cards = " ".join(style.placed(placed) for placed in meld.cards)
-        owner = _name(table, meld.owner_seat)
+        owner = seat_name(table, meld.owner_seat)
         kind = _KIND.get(meld.kind, "meld")
         lines.append(f"   #{meld.meld_id:<3} {cards}   {style.paint(f'{kind}, {owner}', 'dim')}")
     if not lines:
@@ -141,40 +185,48 @@ def _fiftyone(game: view_pb2.FiftyOneTable, table: view_pb2.TableView, style: St
     pile = list(game.discard_pile)
     shown = style.cards(pile[-6:]) if pile else "-"
     lines.append(f"discard pile: {shown}" + (" (top last)" if pile else ""))
-    stock = f"stock: {game.stock_count}"
+    stock = f"stock: {count(game.stock_count, 'card')}"
     if game.HasField("bottom_card"):
         stock += f" · bottom card {style.card(game.bottom_card)}"
-    stock += f" · to open: {game.effective_threshold} points or {game.pairs_needed} pairs"
+    stock += f" · to open: {game.effective_threshold} points"
+    if game.pairs_needed:
+        stock += f" or {count(game.pairs_needed, 'pair')}"
     lines.append(stock)
     if game.HasField("query"):
         query = game.query
         lines.append(
             style.paint(
-                f"query: {_name(table, query.taker_seat)} wants {style.card(query.card)}; "
-                f"asked: {', '.join(_name(table, s) for s in query.asked_seats)}",
+                f"query: {seat_name(table, query.taker_seat)} wants {style.card(query.card)}; "
+                f"asked: {', '.join(seat_name(table, s) for s in query.asked_seats)}",
                 "yellow",
             )
         )
     return lines
 
 
-def _elevator(game: view_pb2.ElevatorTable, style: Style) -> list[str]:
+def _elevator(game: view_pb2.ElevatorTable, table: view_pb2.TableView, style: Style) -> list[str]:
     pile = list(game.pile)
     way = "↑ up" if game.direction == view_pb2.DIRECTION_ASCENDING else "↓ down"
     top = style.card(pile[-1]) if pile else "-"
     line = f"pile: {style.cards(pile[-6:])} · top {style.paint(top, 'bold')} · {way}"
     if game.free_play:
         line += " · any card may follow (joker)"
-    lines = [line, f"stock: {game.stock_count}"]
+    lines = [line, f"stock: {count(game.stock_count, 'card')}"]
     if game.HasField("kopile_seat"):
+        owed = count(game.kopile_owed, "card")
         lines.append(
-            style.paint(f"kopile: seat {game.kopile_seat} is owed {game.kopile_owed}", "yellow")
+            style.paint(f"kopile: {seat_name(table, game.kopile_seat)} is owed {owed}", "yellow")
         )
     return lines
 
 
 def _hint(view: view_pb2.SeatView) -> str:
     table = view.table
+    mine = next((seat for seat in table.seats if seat.seat == view.seat), None)
+    if mine is not None and mine.forfeited:
+        return "your seat is forfeited (P-12): a bot plays it to the end"
+    if mine is not None and mine.autopilot:
+        return "the autopilot is playing for you (P-11): type 'resume' to take your seat back"
     phase = table.turn_phase
     if phase == view_pb2.TURN_PHASE_QUERY and table.fiftyone.query.asked_seats:
         if view.seat in table.fiftyone.query.asked_seats:
@@ -190,27 +242,105 @@ def _hint(view: view_pb2.SeatView) -> str:
     }.get(phase, "your turn")
 
 
-def _ranking(ranking: Sequence[game_pb2.Standing], table: view_pb2.TableView) -> str:
-    ordered = sorted(ranking, key=lambda standing: standing.place)
-    return ", ".join(f"{s.place}. {_name(table, s.seat)} ({s.total})" for s in ordered)
+def game_over(table: view_pb2.TableView, style: Style, me: int | None = None) -> list[str]:
+    """The result of a finished table: why it ended, then each place with labelled numbers.
+
+    It reads the final view only, so a spectator who arrives after the end sees it too.
+    """
+    if table.table.state == view_pb2.Table.STATE_VOIDED:
+        return [
+            style.paint(
+                "game abandoned: no player was left at the table, so it ended without a result "
+                "(P-12)",
+                "yellow",
+                "bold",
+            )
+        ]
+    ranking = sorted(table.ranking, key=lambda standing: standing.place)
+    elevator = table.table.config.game == game_pb2.GAME_KIND_ELEVATOR
+    if elevator:
+        counts = {seat.seat: seat.card_count for seat in table.seats}
+        out = [s for s in ranking if s.place == 1 and counts.get(s.seat, 1) == 0]
+        if out:
+            reason = f"{seat_name(table, out[0].seat, me)} went out: no cards left (E-11)"
+        else:
+            reason = (
+                "nobody could play on with the stock empty: ranked by cards left, then by "
+                "the sum of their ranks (E-9, E-11)"
+            )
+    elif table.table.config.preset == game_pb2.PRESET_SALON:
+        hands = count(table.fiftyone.hands_scored, "hand")
+        reason = f"after {hands}, the last player under the elimination limit wins (F-96)"
+    else:
+        hands = count(table.fiftyone.hands_scored, "hand")
+        reason = f"after {hands}, the lowest total wins (F-95)"
+    lines = [style.paint(f"game over: {reason}", "green", "bold")]
+    for standing in ranking:
+        number = (
+            f"{count(standing.total, 'card')} left"
+            if elevator
+            else f"total {standing.total} points"
+        )
+        forfeited = ", forfeited (P-12)" if standing.forfeited else ""
+        name = seat_name(table, standing.seat, me)
+        lines.append(f"  {standing.place}. {name:<22} {number}{forfeited}")
+    return lines
 
 
-def _name(table: view_pb2.TableView, seat: int) -> str:
-    for state in table.seats:
-        if state.seat == seat:
-            name = state.display_name or state.player_id or f"seat {seat}"
-            bot = state.kind == game_pb2.SEAT_KIND_BOT
-            return f"{name} [bot]" if bot and "bot" not in name.lower() else name
-    return f"seat {seat}"
+def _scores(
+    hand: event_pb2.HandFinished, table: view_pb2.TableView, elevator: bool, me: int | None
+) -> str:
+    parts = []
+    for score in hand.scores:
+        name = seat_name(table, score.seat, me)
+        if elevator:
+            left = count(score.score, "card") + " left"
+            parts.append(
+                f"{name} {left}" + (f" (rank sum {score.rank_sum})" if score.score else "")
+            )
+        else:
+            parts.append(f"{name} {score.score:+d} points (total {score.total})")
+    return "; ".join(parts)
 
 
-def describe(event: event_pb2.TableEvent, names: Mapping[int, str], style: Style) -> str:
-    """One line for one event, or ``""`` for events not worth a line (timers, connections)."""
+def _hand_over(
+    hand: event_pb2.HandFinished, table: view_pb2.TableView, me: int | None, style: Style
+) -> str:
+    elevator = table.table.config.game == game_pb2.GAME_KIND_ELEVATOR
+    finisher = seat_name(table, hand.finisher_seat, me) if hand.HasField("finisher_seat") else ""
+    if hand.end_reason == event_pb2.HAND_END_REASON_BLOCKED:
+        why = "nobody could play on: ranked by cards left, then rank sum (E-11)"
+    elif hand.end_reason == event_pb2.HAND_END_REASON_STOCK_EXHAUSTED:
+        why = "the stock ran out and nobody finished (F-63)"
+        if hand.replayed:
+            why = "the stock ran out before anyone opened: the hand is replayed (F-63)"
+    elif elevator:
+        why = f"{finisher} went out"
+    else:
+        kinds = [_FINISH[kind] for kind in hand.finish_kinds if kind in _FINISH]
+        why = f"{finisher} finished" + (" " + " and ".join(kinds) if kinds else "")
+        if hand.kafa:
+            why += " (kafa)"
+    heading = f"— hand {hand.hand_no} over: {why} —"
+    return style.paint(heading, "cyan") + "\n  " + _scores(hand, table, elevator, me)
+
+
+def describe(
+    event: event_pb2.TableEvent,
+    table: view_pb2.TableView,
+    style: Style,
+    me: int | None = None,
+) -> str:
+    """Lines for one event, or ``""`` for events not worth a line (timers, connections).
+
+    ``table`` is the latest view the receiver holds; it names the players.
+    """
     kind = event.WhichOneof("kind")
     if kind is None:
         return ""
     body = getattr(event, kind)
-    who = names.get(getattr(body, "seat", -1), f"seat {getattr(body, 'seat', '?')}")
+    who = seat_name(table, body.seat, me) if hasattr(body, "seat") else ""
+    mine = me is not None and getattr(body, "seat", None) == me
     if kind == "hand_dealt":
         return style.paint(f"— hand {body.hand_no} dealt —", "cyan")
     if kind == "drew":
@@ -231,9 +361,8 @@ def describe(event: event_pb2.TableEvent, names: Mapping[int, str], style: Style
     if kind == "pairs_declared":
         return f"{who} goes pairs"
     if kind == "query_started":
-        return style.paint(
-            f"{names.get(body.taker_seat, 'a seat')} asks for {style.card(body.card)}", "yellow"
-        )
+        taker = seat_name(table, body.taker_seat, me)
+        return style.paint(f"{taker} asks for {style.card(body.card)}", "yellow")
     if kind == "query_answered":
         answer = "gives" if body.answer == action_pb2.QUERY_ANSWER_GIVE else "refuses"
         return f"{who} {answer}"
@@ -244,19 +373,34 @@ def describe(event: event_pb2.TableEvent, names: Mapping[int, str], style: Style
             f", draws {style.card(body.drawn)}" if body.HasField("drawn") else ""
         )
     if kind == "kopile_started":
-        return style.paint(f"kopile! {who} is owed {body.owed} cards", "yellow")
+        return style.paint(f"kopile! {who} is owed {count(body.owed, 'card')}", "yellow")
     if kind == "card_given":
         card = f" {style.card(body.card)}" if body.HasField("card") else " a card"
-        return f"{names.get(body.from_seat, 'a seat')} gives{card} to {names.get(body.to_seat, 'a seat')}"
+        giver, taker = seat_name(table, body.from_seat, me), seat_name(table, body.to_seat, me)
+        return f"{giver} gives{card} to {taker}"
     if kind == "turn_timed_out":
-        return style.paint(f"{who} ran out of time", "dim")
+        return style.paint(f"{who} ran out of time; the autopilot plays this turn (P-10)", "dim")
     if kind == "autopilot_changed":
-        return style.paint(f"{who}: autopilot {'on' if body.on else 'off'}", "dim")
+        return _autopilot(body, who, mine, style)
+    if kind == "seat_connection_changed" and body.left:
+        return style.paint(f"{who} left the table", "dim")
+    if kind == "seat_forfeited":
+        return style.paint(f"{who} forfeited (P-12): a bot plays the seat to the end", "dim")
     if kind == "hand_finished":
-        scores = ", ".join(f"{names.get(s.seat, s.seat)} {s.score:+d}" for s in body.scores)
-        return style.paint(f"— hand {body.hand_no} over — {scores}", "cyan")
-    if kind == "game_finished":
-        ordered = sorted(body.ranking, key=lambda standing: standing.place)
-        ranking = ", ".join(f"{s.place}. {names.get(s.seat, s.seat)}" for s in ordered)
-        return style.paint(f"game over: {ranking}", "green", "bold")
+        return _hand_over(body, table, me, style)
+    # The game's end (game_finished, game_abandoned) is told by game_over(), from the final view.
     return ""
+
+
+def _autopilot(change: event_pb2.AutopilotChanged, who: str, mine: bool, style: Style) -> str:
+    if change.reason == event_pb2.AUTOPILOT_REASON_FORFEIT:
+        return ""
+    if not change.on:
+        return style.paint(f"{who} plays again; the autopilot is off", "dim")
+    if mine:
+        return style.paint(
+            "the autopilot plays for you after 3 timeouts (P-11): type 'resume' to take your "
+            "seat back",
+            "yellow",
+        )
+    return style.paint(f"{who}: the autopilot plays after 3 timeouts (P-11)", "dim")

@@ -1,62 +1,126 @@
 """The terminal sessions of the ``masa`` CLI: play at a table as a seat, or watch one.
 
-A session follows the table's watch stream and prints one line per event; it keeps the
+A session follows the table's watch stream and prints lines for the events; it keeps the
 seat's current view (fetched again after every update, so it is always the server's own
-picture) and shows the whole board whenever the player has something to do. Typed commands
-become actions (:mod:`masa_client.commands`) submitted at the sequence the player last saw.
+picture). Typed commands become actions (:mod:`masa_client.commands`) submitted at the
+sequence the player last saw.
+
+What the player sees, and when:
+
+- the whole board whenever a move of theirs starts: their turn, a query that asks them, a new
+  hand they start (even right after their own finishing discard), and again after each of
+  their own moves within a turn (a draw, a lay-off), so the hand shown is never stale;
+- the prompt only while the move is theirs. Lines that arrive while the prompt shows first
+  erase it and then put it back, so the prompt never sits in the middle of other lines;
+- while the autopilot plays the seat (P-11), the board says so and how to stop it (``resume``);
+- at the end, the result and why the game ended; the session then ends by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import IO
+from types import TracebackType
+from typing import IO, Final
 
 import grpc
-from masa.table.v1 import action_pb2, table_pb2, view_pb2
+from masa.table.v1 import action_pb2, event_pb2, view_pb2
 
 from masa_client.client import TableClient, sequence_of
 from masa_client.commands import HELP, CommandError, parse_command
 from masa_client.errors import MasaCallError
-from masa_client.render import Style, board, describe
+from masa_client.render import Style, board, describe, game_over
 from masa_client.rulebook import meaning
 
-__all__ = ["PlaySession", "read_lines", "watch_table"]
+__all__ = ["PROMPT", "Console", "Keyboard", "PlaySession", "watch_table"]
 
-PROMPT = "> "
+PROMPT: Final = "> "
+# Events that end the game; the stream closes after them.
+_GAME_ENDS: Final = frozenset({"game_finished", "game_abandoned"})
+# Events about a seat that neither start its move nor change its cards.
+_NOT_A_MOVE: Final = frozenset({"seat_connection_changed", "turn_timed_out"})
 
 
-async def read_lines(fd: int) -> AsyncIterator[str]:
-    """Lines typed on ``fd`` (a terminal or pipe), without blocking the event loop."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
+class Console:
+    """Every line a session prints; a shown prompt is erased before another line goes out."""
 
-    def readable() -> None:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self._prompt_shown = False
+        # After a typed line the cursor may sit after a prompt printed behind the echo of
+        # type-ahead; the next output clears the line first, which is harmless when it is empty.
+        self._erase_first = False
+        fancy = out.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
+        # Back to the line's start and clear it; a dumb terminal gets the prompt overwritten.
+        self._erase = "\r\033[K" if fancy else "\r" + " " * len(PROMPT) + "\r"
+
+    def say(self, text: str = "") -> None:
+        self._clear()
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def prompt(self) -> None:
+        if not self._prompt_shown:
+            self._clear()
+            self.out.write(PROMPT)
+            self.out.flush()
+            self._prompt_shown = True
+
+    def typed(self) -> None:
+        """The player pressed Enter: whatever the prompt showed is answered."""
+        self._prompt_shown = False
+        self._erase_first = True
+
+    def _clear(self) -> None:
+        if self._prompt_shown or self._erase_first:
+            self.out.write(self._erase)
+        self._prompt_shown = self._erase_first = False
+
+
+class Keyboard:
+    """Lines typed on ``fd`` (a terminal or a pipe), read without blocking the event loop."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._pending = b""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __enter__(self) -> Keyboard:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._fd, self._readable)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+
+    async def line(self) -> str | None:
+        """The next line typed, or None once input has ended (Ctrl-D)."""
+        return await self._lines.get()
+
+    def _readable(self) -> None:
         try:
-            chunk = os.read(fd, 4096)
+            chunk = os.read(self._fd, 4096)
         except OSError:
             chunk = b""
-        queue.put_nowait(chunk)
         if not chunk:
-            loop.remove_reader(fd)
-
-    loop.add_reader(fd, readable)
-    pending = b""
-    try:
-        while True:
-            chunk = await queue.get()
-            if not chunk:
-                if pending.strip():
-                    yield pending.decode(errors="replace")
-                return
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                yield line.decode(errors="replace").rstrip("\r")
-    finally:
-        loop.remove_reader(fd)
+            if self._pending.strip():
+                self._lines.put_nowait(self._pending.decode(errors="replace"))
+            self._lines.put_nowait(None)
+            if self._loop is not None:
+                self._loop.remove_reader(self._fd)
+            return
+        self._pending += chunk
+        while b"\n" in self._pending:
+            line, self._pending = self._pending.split(b"\n", 1)
+            self._lines.put_nowait(line.decode(errors="replace").rstrip("\r"))
 
 
 @dataclass
@@ -66,40 +130,36 @@ class PlaySession:
     client: TableClient
     table_id: str
     game: str
-    out: IO[str]
+    console: Console
     style: Style
     view: view_pb2.SeatView | None = None
     sequence: int = 0
     finished: asyncio.Event = field(default_factory=asyncio.Event)
-    _was_my_move: bool = False
-
-    def say(self, text: str = "") -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
-
-    def prompt(self) -> None:
-        self.out.write(PROMPT)
-        self.out.flush()
-
-    def names(self) -> dict[int, str]:
-        if self.view is None:
-            return {}
-        return {
-            seat.seat: (seat.display_name or seat.player_id or f"seat {seat.seat}")
-            + (" (you)" if seat.seat == self.view.seat else "")
-            for seat in self.view.table.seats
-        }
+    # Whether the move was the player's after the last update, to notice a move beginning.
+    _was_mine: bool = False
 
     def my_move(self) -> bool:
         """Whether this seat must act now: its turn, or a query that asks it (F-80)."""
-        if self.view is None or self.finished.is_set():
+        if self.view is None or self.finished.is_set() or self.on_autopilot():
             return False
         table = self.view.table
         if table.turn_phase == view_pb2.TURN_PHASE_QUERY:
             query = table.fiftyone.query
             answered = {*query.given_seats, *query.refused_seats}
             return self.view.seat in query.asked_seats and self.view.seat not in answered
-        return table.HasField("turn_seat") and table.turn_seat == self.view.seat
+        # A turn without a deadline timed out, and the autopilot is playing it (P-10).
+        return (
+            table.HasField("turn_seat")
+            and table.turn_seat == self.view.seat
+            and table.HasField("turn_deadline")
+        )
+
+    def on_autopilot(self) -> bool:
+        """Whether the autopilot plays this seat (P-11) or a bot does after a forfeit (P-12)."""
+        if self.view is None:
+            return False
+        mine = next((s for s in self.view.table.seats if s.seat == self.view.seat), None)
+        return mine is not None and (mine.autopilot or mine.forfeited)
 
     async def refresh(self) -> None:
         answer = await self.client.get_table(self.table_id)
@@ -109,63 +169,118 @@ class PlaySession:
 
     def show_board(self) -> None:
         if self.view is not None:
-            self.say(board(self.view, self.style))
+            self.console.say(board(self.view, self.style))
+
+    def prompt_if_mine(self) -> None:
+        if self.my_move():
+            self.console.prompt()
 
     async def follow(self) -> None:
-        """Print the table's events until the game ends; show the board when it is our move."""
+        """Print the table's events until the game ends; show the board when a move starts."""
         async for message in self.client.watch(self.table_id):
             self.sequence = max(self.sequence, sequence_of(message))
-            snapshot = message.WhichOneof("payload") == "seat_view"
-            if snapshot:
+            if message.WhichOneof("payload") == "seat_view":
                 self.view = message.seat_view
-            else:
-                self._print_update(message)
-                if self.finished.is_set():
-                    break
-                await self.refresh()
-            mine = self.my_move()
-            became_mine = mine and not self._was_my_move
-            if snapshot or became_mine:
                 self.show_board()
-            if became_mine:
-                self.prompt()
-            self._was_my_move = mine
+                if _finished(self.view.table):
+                    break
+            else:
+                await self.refresh()
+                if self._print_update(message.update):
+                    break
+                if self.my_move() and (not self._was_mine or self._concerns_me(message.update)):
+                    self.show_board()
+            self.prompt_if_mine()
+            self._was_mine = self.my_move()
         self.finished.set()
 
-    def _print_update(self, message: table_pb2.WatchTableResponse) -> None:
-        names = self.names()
-        for event in message.update.events:
-            line = describe(event, names, self.style)
+    def _print_update(self, update: event_pb2.TableUpdate) -> bool:
+        """Print the update's lines; True (after printing the result) when the game ended."""
+        if self.view is None:
+            return False
+        me = self.view.seat
+        for event in update.events:
+            line = describe(event, self.view.table, self.style, me)
             if line:
-                self.say(line)
-            if event.WhichOneof("kind") == "game_finished":
-                self.finished.set()
+                self.console.say(line)
+        if not any(event.WhichOneof("kind") in _GAME_ENDS for event in update.events):
+            return False
+        self.finished.set()
+        for line in game_over(self.view.table, self.style, me):
+            self.console.say(line)
+        return True
+
+    def _concerns_me(self, update: event_pb2.TableUpdate) -> bool:
+        """Whether the update starts a move of this seat or changed its cards or control."""
+        me = self.view.seat if self.view is not None else -1
+        for event in update.events:
+            kind = event.WhichOneof("kind")
+            if kind == "hand_dealt":
+                return True
+            if kind is None or kind in _NOT_A_MOVE:
+                continue
+            body = getattr(event, kind)
+            if kind == "query_started" and me in body.asked_seats:
+                return True
+            if getattr(body, "seat", None) == me:
+                return True
+        return False
 
     async def handle(self, line: str) -> bool:
         """Act on one typed line; False when the player quits."""
         try:
             parsed = parse_command(line, self.game, self.view)
         except CommandError as error:
-            self.say(self.style.paint(f"? {error}", "yellow"))
+            self.console.say(self.style.paint(f"? {error}", "yellow"))
+            self.prompt_if_mine()
             return True
         if parsed.local == "quit":
             return False
         if parsed.local == "help":
-            self.say(HELP[self.game])
+            self.console.say(HELP[self.game])
         elif parsed.local == "look":
             await self.refresh()
             self.show_board()
+        elif parsed.local == "resume":
+            await self._resume()
         elif parsed.action is not None:
             await self._submit(parsed.action)
+            return True
+        self.prompt_if_mine()
         return True
 
+    async def leave(self) -> view_pb2.Table:
+        """Give up the seat (LeaveTable); the answer says whether the table ended with it."""
+        return await self.client.leave_table(self.table_id)
+
+    async def _resume(self) -> None:
+        was = self.on_autopilot()
+        try:
+            view = await self.client.resume_control(self.table_id)
+        except MasaCallError as error:
+            self.console.say(self.style.paint(_explain(error), "red"))
+            return
+        self.view = view
+        self.sequence = max(self.sequence, view.table.table.sequence)
+        if was:
+            self.console.say(self.style.paint("you have your seat back", "green"))
+            self.show_board()
+        else:
+            self.console.say("the autopilot was not playing for you")
+
     async def _submit(self, action: action_pb2.Action) -> None:
+        """Submit; the watch stream prints what happened and shows the board if still ours."""
         try:
             await self.client.submit_action(self.table_id, action, self.sequence)
         except MasaCallError as error:
-            self.say(self.style.paint(_explain(error), "red"))
+            self.console.say(self.style.paint(_explain(error), "red"))
             if error.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
                 await self.refresh()
+            self.prompt_if_mine()
+
+
+def _finished(table: view_pb2.TableView) -> bool:
+    return table.table.state in (view_pb2.Table.STATE_FINISHED, view_pb2.Table.STATE_VOIDED)
 
 
 def _explain(error: MasaCallError) -> str:
@@ -183,19 +298,26 @@ def _explain(error: MasaCallError) -> str:
     return f"✗ {error}"
 
 
-async def watch_table(client: TableClient, table_id: str, out: IO[str], style: Style) -> int:
-    """Follow ``table_id`` as a spectator until the game ends (the server closes the stream)."""
-    names: dict[int, str] = {}
+async def watch_table(client: TableClient, table_id: str, console: Console, style: Style) -> int:
+    """Follow ``table_id`` as a spectator until the game ends, then show its result.
+
+    A table that has already finished (the engine keeps it for a while) shows its final
+    board and result at once.
+    """
+    view: view_pb2.TableView | None = None
     async for message in client.watch(table_id, spectate=True):
-        kind = message.WhichOneof("payload")
-        if kind in ("spectator_view", "seat_view"):
-            view = message.spectator_view if kind == "spectator_view" else message.seat_view.table
-            names = {s.seat: s.display_name or s.player_id or f"seat {s.seat}" for s in view.seats}
-            out.write(board(view, style) + "\n")
-        else:
-            for event in message.update.events:
-                line = describe(event, names, style)
-                if line:
-                    out.write(line + "\n")
-        out.flush()
+        if message.WhichOneof("payload") == "spectator_view":
+            view = message.spectator_view
+            console.say(board(view, style))
+            continue
+        if view is None:
+            continue
+        for event in message.update.events:
+            line = describe(event, view, style)
+            if line:
+                console.say(line)
+        if any(event.WhichOneof("kind") in _GAME_ENDS for event in message.update.events):
+            final = await client.get_table(table_id)
+            for line in game_over(final.spectator_view, style):
+                console.say(line)
     return 0

@@ -88,12 +88,9 @@ def test_a_malformed_command_says_how_to_write_it(line: str, game: str, complain
         parse_command(line, game)
 
 
-def test_help_look_and_quit_stay_local() -> None:
-    assert [parse_command(word, "elevator").local for word in ("help", "look", "quit")] == [
-        "help",
-        "look",
-        "quit",
-    ]
+def test_help_look_resume_and_quit_are_not_moves() -> None:
+    words = ("help", "look", "resume", "quit")
+    assert [parse_command(word, "elevator").local for word in words] == list(words)
 
 
 def seat_view() -> view_pb2.SeatView:
@@ -154,7 +151,7 @@ def test_events_read_as_sentences() -> None:
     played = event_pb2.TableEvent(
         played=event_pb2.Played(seat=1, cards=[card_to_proto(PhysicalCard.parse("8H"))])
     )
-    assert describe(played, {1: "bot 1"}, Style(colour=False)) == "bot 1 plays 8H"
+    assert describe(played, seat_view().table, Style(colour=False)) == "bot 1 plays 8H"
 
 
 def test_every_rule_in_the_glossary_has_a_meaning() -> None:

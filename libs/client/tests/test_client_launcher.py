@@ -103,7 +103,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
             os.kill(pid, signal.SIGKILL)
     assert process.returncode == 0, err
     assert "ready" in out
-    assert "masa play" in out
+    assert "make play" in out
     assert "stopped" in out
     assert leftover == []
     assert not (tmp_path / ".masa" / "run.json").exists()
