@@ -8,9 +8,11 @@ would show (a carriage return overwrites the line), for checks on the whole tran
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import termios
@@ -39,8 +41,17 @@ class Terminal:
             attributes = termios.tcgetattr(slave)
             attributes[3] &= ~termios.ECHO
             termios.tcsetattr(slave, termios.TCSANOW, attributes)
+        # A session of its own: the terminal is its controlling terminal, and closing kills
+        # the whole group (make -> uv -> masa), not only the first process.
         self.process = subprocess.Popen(
-            argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=cwd,
+            close_fds=True,
+            start_new_session=True,
         )
         os.close(slave)
         # Everything the terminal showed, and how much of it `expect` has consumed.
@@ -98,9 +109,9 @@ class Terminal:
         return code
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
         self._reader.join(WAIT_SECONDS)
         os.close(self.master)
 

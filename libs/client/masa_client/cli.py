@@ -66,7 +66,7 @@ def table_config(
         game_pb2.SeatAssignment(
             seat=seat,
             kind=game_pb2.SEAT_KIND_BOT,
-            display_name=BOT_NAMES[(seat - 1) % len(BOT_NAMES)],
+            display_name=BOT_NAMES[seat % len(BOT_NAMES)],
             bot_level=_LEVELS[level],
         )
         for seat in range(1, players)

@@ -1,0 +1,102 @@
+"""What the terminal says at the end of a hand and a game, and how it names and counts: every
+result has its reason and labelled numbers, players always have names, one card is one card."""
+
+from __future__ import annotations
+
+from masa.common.v1 import game_pb2
+from masa.table.v1 import event_pb2, view_pb2
+from masa_client.render import Style, board, count, describe, game_over, seat_name
+
+PLAIN = Style(colour=False)
+
+
+def elevator_table(
+    cards: list[int], state: view_pb2.Table.State.ValueType = view_pb2.Table.STATE_FINISHED
+) -> view_pb2.TableView:
+    seats = [
+        view_pb2.SeatState(seat=0, kind=game_pb2.SEAT_KIND_HUMAN, player_id="alice"),
+        view_pb2.SeatState(seat=1, kind=game_pb2.SEAT_KIND_BOT, display_name="Ayla"),
+        view_pb2.SeatState(seat=2, kind=game_pb2.SEAT_KIND_BOT),
+    ]
+    for seat, held in zip(seats, cards, strict=True):
+        seat.card_count = held
+    places = sorted(range(3), key=lambda seat: cards[seat])
+    return view_pb2.TableView(
+        table=view_pb2.Table(
+            table_id="t1",
+            state=state,
+            config=game_pb2.TableConfig(game=game_pb2.GAME_KIND_ELEVATOR),
+        ),
+        hand_no=1,
+        seats=seats,
+        elevator=view_pb2.ElevatorTable(),
+        ranking=[
+            game_pb2.Standing(seat=seat, place=place + 1, total=cards[seat])
+            for place, seat in enumerate(places)
+        ],
+    )
+
+
+def test_every_player_has_a_name_and_bots_say_so() -> None:
+    table = elevator_table([3, 0, 5])
+    assert [seat_name(table, seat, me=0) for seat in range(3)] == [
+        "alice (you)",
+        "Ayla [bot]",
+        "Kerem [bot]",
+    ]
+    assert seat_name(table, 7) == "a player"
+
+
+def test_counts_agree_with_their_number() -> None:
+    assert [count(n, "card") for n in (0, 1, 2)] == ["0 cards", "1 card", "2 cards"]
+    text = board(elevator_table([1, 0, 1], state=view_pb2.Table.STATE_PLAYING), PLAIN)
+    assert "1 card" in text and "1 cards" not in text
+
+
+def test_the_end_of_an_elevator_game_says_who_went_out_and_what_the_numbers_are() -> None:
+    lines = game_over(elevator_table([3, 0, 5]), PLAIN, me=0)
+    assert lines[0] == "game over: Ayla [bot] went out: no cards left (E-11)"
+    assert lines[1].split() == ["1.", "Ayla", "[bot]", "0", "cards", "left"]
+    assert lines[2].split() == ["2.", "alice", "(you)", "3", "cards", "left"]
+
+
+def test_a_hand_nobody_went_out_of_says_how_it_was_ranked() -> None:
+    lines = game_over(elevator_table([3, 2, 5]), PLAIN)
+    assert lines[0].startswith("game over: nobody could play on with the stock empty")
+    assert "cards left, then by the sum of their ranks (E-9, E-11)" in lines[0]
+
+
+def test_an_abandoned_table_says_that_no_player_was_left() -> None:
+    (line,) = game_over(elevator_table([3, 2, 5], state=view_pb2.Table.STATE_VOIDED), PLAIN)
+    assert line.startswith("game abandoned: no player was left at the table")
+
+
+def test_a_finished_51_hand_names_the_finisher_the_finish_and_labels_the_points() -> None:
+    table = elevator_table([0, 0, 0], state=view_pb2.Table.STATE_PLAYING)
+    table.table.config.game = game_pb2.GAME_KIND_FIFTYONE
+    finished = event_pb2.HandFinished(
+        hand_no=2,
+        finisher_seat=1,
+        finish_kinds=[event_pb2.FINISH_KIND_WITH_JOKER],
+        end_reason=event_pb2.HAND_END_REASON_OUT,
+        scores=[
+            event_pb2.HandScore(seat=0, score=46, total=80),
+            event_pb2.HandScore(seat=1, score=0, total=12),
+        ],
+    )
+    text = describe(event_pb2.TableEvent(hand_finished=finished), table, PLAIN, me=0)
+    assert text.splitlines()[0] == "— hand 2 over: Ayla [bot] finished with a joker —"
+    assert "alice (you) +46 points (total 80)" in text
+
+
+def test_the_autopilot_taking_over_tells_the_player_how_to_stop_it() -> None:
+    table = elevator_table([3, 2, 5], state=view_pb2.Table.STATE_PLAYING)
+    on = event_pb2.TableEvent(
+        autopilot_changed=event_pb2.AutopilotChanged(
+            seat=0, on=True, reason=event_pb2.AUTOPILOT_REASON_TIMEOUTS
+        )
+    )
+    assert "type 'resume'" in describe(on, table, PLAIN, me=0)
+    table.seats[0].autopilot = True
+    view = view_pb2.SeatView(table=table, seat=0)
+    assert "the autopilot is playing for you (P-11): type 'resume'" in board(view, PLAIN)

@@ -1,0 +1,163 @@
+"""The README's commands, run as a reader would run them: read from README.md itself, never
+copied here, and on a PATH without ``uv``.
+
+- every ``masa-rules`` example prints the output the README shows;
+- the grpcurl walkthrough runs as written against a live stack (only its address is the test
+  stack's), and each of its steps did what the README says;
+- the ``make play`` / ``make watch`` commands of the README, and every command ``make run``
+  prints, work as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Stack
+from e2e_terminal import ROOT, Terminal, assert_reads_well
+
+README = ROOT / "README.md"
+README_ADDRESS = "127.0.0.1:50051"
+WAIT_SECONDS = 60.0
+
+
+def shell_blocks() -> list[str]:
+    """The README's ```sh blocks, in order."""
+    return re.findall(r"^```sh\n(.*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+
+
+def block_with(marker: str) -> str:
+    (block,) = [block for block in shell_blocks() if marker in block]
+    return block
+
+
+def without_uv() -> dict[str, str]:
+    """This environment, with no ``uv`` on PATH and no make of ours around it."""
+    folders = [
+        folder
+        for folder in os.environ["PATH"].split(os.pathsep)
+        if folder and not (Path(folder) / "uv").exists()
+    ]
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "UV", "VIRTUAL_ENV")
+    }
+    return {**env, "PATH": os.pathsep.join(folders), "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def rules_examples() -> list[tuple[str, str]]:
+    """Each ``$ command`` of the masa-rules block with the output shown under it ("" if none)."""
+    examples: list[tuple[str, list[str]]] = []
+    for line in block_with("$ masa-rules").splitlines():
+        if line.startswith("$ "):
+            examples.append((line[2:], []))
+        else:
+            examples[-1][1].append(line.strip())
+    return [(command, "".join(shown)) for command, shown in examples]
+
+
+@pytest.mark.parametrize(("command", "shown"), rules_examples(), ids=lambda v: str(v)[:40])
+def test_every_masa_rules_example_prints_what_the_readme_shows(command: str, shown: str) -> None:
+    ran = subprocess.run(
+        ["bash", "-c", f". .venv/bin/activate && {command}"],
+        cwd=ROOT,
+        env=without_uv(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    printed = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert printed, "no output"
+    if shown:
+        # The README wraps long answers over lines; the command prints one line of JSON.
+        assert printed == [json.loads(shown)]
+    elif command.startswith("masa-rules simulate"):
+        assert printed[-1]["type"] == "game_end"
+
+
+def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
+    script = block_with("grpcurl").replace(README_ADDRESS, stack["table-engine"])
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=without_uv(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr
+    out = ran.stdout
+    assert "masa.table.v1.TableService" in out
+    # The create and the watch each answered with alice's seat view of the new table.
+    assert out.count('"player_id": "alice"') >= 2
+    # alice's discard was accepted, and the watch in the background saw it too.
+    assert out.count('"discarded": {') >= 2
+    # Leaving ended the training table, and the watch ended with the game.
+    assert '"state": "STATE_VOIDED"' in out
+    assert '"game_abandoned": {' in out
+    assert "ERROR" not in ran.stderr
+
+
+def test_the_play_and_watch_commands_of_the_readme_work_without_uv(running_stack: Stack) -> None:
+    commands = [line.split("#")[0].strip() for line in block_with("make play").splitlines()]
+    play = next(command for command in commands if command == "make play GAME=elevator")
+    watch = next(command for command in commands if command.startswith("make watch"))
+    env = {**without_uv(), "MASA_RUN_DIR": str(running_stack.run_dir)}
+    terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
+    try:
+        table_id = terminal.expect(r"table (\w+) created").group(1)
+        terminal.expect(rf"make watch TABLE={table_id}\n")
+        terminal.expect(r"your hand: ")
+        spectator = Terminal(["bash", "-c", watch.replace("TABLE_ID", table_id)], env, cwd=ROOT)
+        try:
+            spectator.expect(rf"Elevator · table {table_id}")
+        finally:
+            spectator.close()
+        terminal.send("quit")
+        terminal.expect(r"bye")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    assert_reads_well(terminal.transcript, ["quit"])
+
+
+def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) -> None:
+    printed = running_stack.printed.read_text()
+    steps = [
+        line.split("  #")[0].strip()
+        for line in printed.split("Next, in another terminal in this folder:\n", 1)[1].splitlines()
+        if line.strip()
+    ]
+    plays = [step for step in steps if "make play" in step]
+    rest = [step for step in steps if "make play" not in step]
+    assert len(plays) == 2 and len(rest) == 2, steps
+    env = without_uv()
+    for play in plays:
+        terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
+        try:
+            terminal.expect(r"table \w+ created")
+            terminal.expect(r"your hand: ")
+            terminal.send("quit")
+            terminal.expect(r"bye")
+            assert terminal.wait() == 0
+        finally:
+            terminal.close()
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(rest)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "masa.table.v1.TableService" in ran.stdout
