@@ -10,6 +10,7 @@ output is not a terminal). Hearts and diamonds and the red joker are red.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,12 +32,15 @@ __all__ = [
     "seat_name",
     "style_for",
     "use_colour",
+    "with_names",
 ]
 
 _RESET: Final = "\033[0m"
 _CODES: Final = {"red": "31", "bold": "1", "dim": "2", "green": "32", "yellow": "33", "cyan": "36"}
 # Names for bot seats created without one, so that every player has a name.
 BOT_NAMES: Final = ("Ayla", "Deniz", "Kerem", "Selin", "Emre", "Zeynep")
+# "seat 3" in a server's message, where the player's name belongs.
+_SEAT: Final = re.compile(r"\bseat (\d+)")
 _FINISH: Final = {
     event_pb2.FINISH_KIND_BY_HAND: "by hand",
     event_pb2.FINISH_KIND_WITH_JOKER: "with a joker",
@@ -117,6 +121,11 @@ def seat_name(table: view_pb2.TableView, seat: int, me: int | None = None) -> st
                 name += " [bot]"
             return name + (" (you)" if seat == me else "")
     return "a player"
+
+
+def with_names(text: str, table: view_pb2.TableView) -> str:
+    """A server message with its players named: "seat 2's turn" -> "Ayla [bot]'s turn"."""
+    return _SEAT.sub(lambda found: seat_name(table, int(found[1])), text)
 
 
 def count(number: int, noun: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Final
@@ -30,7 +31,7 @@ from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_client.client import TableClient, sequence_of
 from masa_client.commands import HELP, CommandError, parse_command
 from masa_client.errors import MasaCallError
-from masa_client.render import Style, board, describe, game_over
+from masa_client.render import Style, board, describe, game_over, with_names
 from masa_client.rulebook import meaning
 
 __all__ = ["PROMPT", "Console", "Keyboard", "PlaySession", "watch_table"]
@@ -258,7 +259,7 @@ class PlaySession:
         try:
             view = await self.client.resume_control(self.table_id)
         except MasaCallError as error:
-            self.console.say(self.style.paint(_explain(error), "red"))
+            self.console.say(self.style.paint(_explain(error, self._named), "red"))
             return
         self.view = view
         self.sequence = max(self.sequence, view.table.table.sequence)
@@ -268,12 +269,15 @@ class PlaySession:
         else:
             self.console.say("the autopilot was not playing for you")
 
+    def _named(self, text: str) -> str:
+        return with_names(text, self.view.table) if self.view is not None else text
+
     async def _submit(self, action: action_pb2.Action) -> None:
         """Submit; the watch stream prints what happened and shows the board if still ours."""
         try:
             await self.client.submit_action(self.table_id, action, self.sequence)
         except MasaCallError as error:
-            self.console.say(self.style.paint(_explain(error), "red"))
+            self.console.say(self.style.paint(_explain(error, self._named), "red"))
             if error.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION):
                 await self.refresh()
             self.prompt_if_mine()
@@ -283,18 +287,18 @@ def _finished(table: view_pb2.TableView) -> bool:
     return table.table.state in (view_pb2.Table.STATE_FINISHED, view_pb2.Table.STATE_VOIDED)
 
 
-def _explain(error: MasaCallError) -> str:
+def _explain(error: MasaCallError, named: Callable[[str], str]) -> str:
     """A rejected move in words: the rule id, what happened, and what the rule says."""
     if error.rule:
         what = "not allowed" if error.is_illegal_move else "not a valid move"
         about = meaning(error.rule)
-        return f"✗ {what} ({error.rule}): {error.message}" + (
+        return f"✗ {what} ({error.rule}): {named(error.message)}" + (
             f"\n  rule {error.rule}: {about}" if about else ""
         )
     if error.code is grpc.StatusCode.ABORTED:
         return "✗ the table moved on before your move arrived; look again and retry"
     if error.code is grpc.StatusCode.PERMISSION_DENIED:
-        return f"✗ not your seat or not your move: {error.message}"
+        return f"✗ not your seat or not your move: {named(error.message)}"
     return f"✗ {error}"
 
 

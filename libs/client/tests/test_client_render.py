@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from masa.common.v1 import game_pb2
 from masa.table.v1 import event_pb2, view_pb2
-from masa_client.render import Style, board, count, describe, game_over, seat_name
+from masa_client.render import Style, board, count, describe, game_over, seat_name, with_names
 
 PLAIN = Style(colour=False)
 
@@ -45,6 +45,13 @@ def test_every_player_has_a_name_and_bots_say_so() -> None:
         "Kerem [bot]",
     ]
     assert seat_name(table, 7) == "a player"
+
+
+def test_a_refusal_from_the_server_names_the_players_it_mentions() -> None:
+    table = elevator_table([3, 0, 5])
+    assert with_names("it is seat 1's turn, not seat 0's", table) == (
+        "it is Ayla [bot]'s turn, not alice's"
+    )
 
 
 def test_counts_agree_with_their_number() -> None:
