@@ -102,6 +102,10 @@ class Terminal:
     def send(self, line: str) -> None:
         os.write(self.master, (line + "\n").encode())
 
+    def send_eof(self) -> None:
+        """Ctrl-D at the start of a line: the program reads the end of its input."""
+        os.write(self.master, b"\x04")
+
     def wait(self, timeout: float = WAIT_SECONDS) -> int:
         """The exit code, once the child exits by itself."""
         code = self.process.wait(timeout)

@@ -206,6 +206,29 @@ def test_masa_play_finds_the_running_stack_from_a_folder_below_it(running_stack:
         terminal.close()
 
 
+def test_a_player_whose_connection_dropped_comes_back_with_table_and_leaves_with_ctrl_d(
+    stack: dict[str, str],
+) -> None:
+    """P-12: the seat waits for its player, who comes back with ``--table``; Ctrl-D leaves."""
+    first = play(stack, "returner", "--game", "elevator")
+    try:
+        table_id = first.expect(r"table (\w+) created").group(1)
+        first.expect(r"your hand: ")
+    finally:
+        first.close()  # killed: the connection drops without leaving
+    again = play(stack, "returner", "--table", table_id)
+    try:
+        again.expect(rf"Elevator · table {table_id}")
+        again.expect(r"returner \(you\)")
+        again.expect(r"your hand: ")
+        again.send_eof()
+        again.expect(r"you left the table, and it ended: no other player is left")
+        assert again.wait() == 0
+    finally:
+        again.close()
+    assert_reads_well(again.transcript, [])
+
+
 def test_every_option_of_every_command_has_a_help_text() -> None:
     for command in ("token", "play", "watch"):
         terminal = Terminal([masa(), command, "--help"], ENV)

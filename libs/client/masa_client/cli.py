@@ -113,7 +113,8 @@ async def _play(args: argparse.Namespace) -> int:
     address = engine_address(args.address)
     console = Console(sys.stdout)
     style = style_for(sys.stdout)
-    if args.table:
+    created = not args.table
+    if not created:
         table_id, owner = args.table, address
     else:
         config = table_config(
@@ -127,12 +128,14 @@ async def _play(args: argparse.Namespace) -> int:
         async with TableClient(address, _token(auth, "masa-cli", [Role.SERVICE])) as service:
             table = await service.create_table(config)
         table_id, owner = table.table_id, table.owner_address or address
+        # Named on an interrupt (main), so that the player knows how to come back.
+        args.table = table_id
         console.say(f"table {table_id} created at {owner}")
         console.say(f"watch it from another terminal: make watch TABLE={table_id}")
     console.say("type 'help' for the commands")
     async with TableClient(owner, _token(auth, args.player, [Role.PLAYER])) as client:
         game = args.game
-        if args.table:
+        if not created:
             joined = await client.get_table(table_id)
             if joined.WhichOneof("view") != "seat_view":
                 console.say(f"{args.player} has no seat at table {table_id}")
@@ -289,10 +292,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"masa {args.command}: {_failure(error)}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
-        if args.command == "play":
+        if args.command == "play" and args.table:
             print(
                 "\ninterrupted: your seat is kept for the seat-protection time (P-12); "
-                "come back with masa play --table TABLE_ID",
+                f"come back with: masa play --player {args.player} --table {args.table}",
                 file=sys.stderr,
             )
         code = 130
