@@ -1,5 +1,6 @@
-"""The whole local stack for end-to-end tests: ``make run``'s launcher on free ports, started once
-for the session and shared by the end-to-end modules (each test makes its own tables)."""
+"""The whole local stack for end-to-end tests, started once for the session and shared by the
+end-to-end modules (each test makes its own tables): ``make run`` itself, on free ports and on
+a PATH without ``uv``, as the README tells a newcomer to start it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from e2e_terminal import ROOT, without_uv
 
 READY_SECONDS = 60.0
 
@@ -33,7 +34,7 @@ def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     run_dir = base / ".masa"
     printed = base / "launcher.out"
     env = {
-        **os.environ,
+        **without_uv(),
         "MASA_RUN_DIR": str(run_dir),
         "MASA_TABLE_ENGINE_PORT": "0",
         "MASA_BOT_PORT": "0",
@@ -42,18 +43,21 @@ def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "MASA_LOG_LEVEL": "WARNING",
     }
     with printed.open("w") as sink:
+        # Its own process group, which gets the SIGINT a Ctrl-C in its terminal would send.
         process = subprocess.Popen(
-            [sys.executable, "-m", "masa_client.launcher"],
+            ["make", "--no-print-directory", "run"],
+            cwd=ROOT,
             env=env,
             stdout=sink,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
     state_file = run_dir / "run.json"
     deadline = time.monotonic() + READY_SECONDS
     while not state_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             raise RuntimeError(f"the stack did not start: {process.communicate()[1]}")
         time.sleep(0.05)
     services = json.loads(state_file.read_text())["services"]
@@ -63,11 +67,11 @@ def running_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         yield Stack(addresses, run_dir, printed)
     finally:
-        process.send_signal(signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)
         try:
             process.wait(READY_SECONDS)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         _print_logs_on_failure(run_dir / "logs")
 

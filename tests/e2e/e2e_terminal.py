@@ -25,6 +25,21 @@ WAIT_SECONDS = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def without_uv() -> dict[str, str]:
+    """This environment as a machine without ``uv`` on PATH has it, and no make around us."""
+    folders = [
+        folder
+        for folder in os.environ["PATH"].split(os.pathsep)
+        if folder and not (Path(folder) / "uv").exists()
+    ]
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "UV", "VIRTUAL_ENV")
+    }
+    return {**env, "PATH": os.pathsep.join(folders), "NO_COLOR": "1", "TERM": "dumb"}
+
+
 def masa() -> str:
     """The installed ``masa`` console script."""
     return str(Path(sys.executable).parent / "masa")

@@ -5,20 +5,18 @@ copied here, and on a PATH without ``uv``.
 - the grpcurl walkthrough runs as written against a live stack (only its address is the test
   stack's), and each of its steps did what the README says;
 - the ``make play`` / ``make watch`` commands of the README, and every command ``make run``
-  prints, work as printed.
+  prints, work as printed (``make run`` itself starts the stack of these tests, see conftest).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from conftest import Stack
-from e2e_terminal import ROOT, Terminal, assert_reads_well
+from e2e_terminal import ROOT, Terminal, assert_reads_well, without_uv
 
 README = ROOT / "README.md"
 README_ADDRESS = "127.0.0.1:50051"
@@ -33,21 +31,6 @@ def shell_blocks() -> list[str]:
 def block_with(marker: str) -> str:
     (block,) = [block for block in shell_blocks() if marker in block]
     return block
-
-
-def without_uv() -> dict[str, str]:
-    """This environment, with no ``uv`` on PATH and no make of ours around it."""
-    folders = [
-        folder
-        for folder in os.environ["PATH"].split(os.pathsep)
-        if folder and not (Path(folder) / "uv").exists()
-    ]
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "UV", "VIRTUAL_ENV")
-    }
-    return {**env, "PATH": os.pathsep.join(folders), "NO_COLOR": "1", "TERM": "dumb"}
 
 
 def rules_examples() -> list[tuple[str, str]]:
