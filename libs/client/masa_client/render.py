@@ -323,6 +323,8 @@ def _hand_over(
         why = "the stock ran out and nobody finished (F-63)"
         if hand.replayed:
             why = "the stock ran out before anyone opened: the hand is replayed (F-63)"
+    elif not finisher:
+        why = "the hand ended without a finisher (F-63, F-64)"
     elif elevator:
         why = f"{finisher} went out"
     else:
