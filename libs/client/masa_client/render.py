@@ -323,6 +323,8 @@ def _hand_over(
         why = "the stock ran out and nobody finished (F-63)"
         if hand.replayed:
             why = "the stock ran out before anyone opened: the hand is replayed (F-63)"
+    elif hand.end_reason == event_pb2.HAND_END_REASON_STALLED:
+        why = "rounds went by without a draw from the stock (stall guard): nobody finished (F-64)"
     elif not finisher:
         why = "the hand ended without a finisher (F-63, F-64)"
     elif elevator:

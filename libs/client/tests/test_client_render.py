@@ -107,3 +107,14 @@ def test_the_autopilot_taking_over_tells_the_player_how_to_stop_it() -> None:
     table.seats[0].autopilot = True
     view = view_pb2.SeatView(table=table, seat=0)
     assert "the autopilot is playing for you (P-11): type 'resume'" in board(view, PLAIN)
+
+
+def test_a_stalled_51_hand_says_why_nobody_finished() -> None:
+    table = elevator_table([0, 0, 0], state=view_pb2.Table.STATE_PLAYING)
+    table.table.config.game = game_pb2.GAME_KIND_FIFTYONE
+    stalled = event_pb2.HandFinished(hand_no=4, end_reason=event_pb2.HAND_END_REASON_STALLED)
+    text = describe(event_pb2.TableEvent(hand_finished=stalled), table, PLAIN)
+    assert text.splitlines()[0] == (
+        "— hand 4 over: rounds went by without a draw from the stock (stall guard): nobody "
+        "finished (F-64) —"
+    )
