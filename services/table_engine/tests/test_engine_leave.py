@@ -78,6 +78,12 @@ async def test_P1_the_last_player_leaving_a_training_table_ends_it_abandoned(
         view = (await get_view(stub, table_id, "ayse")).seat_view
         assert view.table.seats[0].left and view.table.seats[0].forfeited
         assert not view.table.HasField("turn_seat") and not view.table.ranking
+
+        # The stream ends with the entry; the result is published right after it.
+        async def published() -> bool:
+            return bool(await _abandoned(nats_server, table_id))
+
+        await wait_until(published, what="GameAbandoned on the result subject")
         (result,) = await _abandoned(nats_server, table_id)
         assert result.table_id == table_id and result.reason.startswith("P-12")
     messages = [record.getMessage() for record in caplog.records]
