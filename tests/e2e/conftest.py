@@ -10,22 +10,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from e2e_stack import Stack
 from e2e_terminal import ROOT, without_uv
 
 READY_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class Stack:
-    """A running stack: service addresses by name, its run folder, what the launcher printed."""
-
-    addresses: dict[str, str]
-    run_dir: Path
-    printed: Path
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import os
 import re
 
 import pytest
-from conftest import Stack
+from e2e_stack import Stack
 from e2e_terminal import Terminal, assert_reads_well, masa
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.common.v1 import game_pb2

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from conftest import Stack
+from e2e_stack import Stack
 from e2e_terminal import Terminal, assert_reads_well, masa
 from masa.common.v1 import game_pb2
 from masa_client.client import TableClient

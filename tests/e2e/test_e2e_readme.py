@@ -3,7 +3,7 @@ copied here, and on a PATH without ``uv``.
 
 - every ``masa-rules`` example prints the output the README shows;
 - the grpcurl walkthrough runs as written against a live stack (only its address is the test
-  stack's), and each of its steps did what the README says;
+  stack's), and each of its steps did what the README says; so do the ledger's commands;
 - the ``make play`` / ``make watch`` commands of the README, and every command ``make run``
   prints, work as printed (``make run`` itself starts the stack of these tests, see conftest).
 """
@@ -15,11 +15,12 @@ import re
 import subprocess
 
 import pytest
-from conftest import Stack
+from e2e_stack import Stack
 from e2e_terminal import ROOT, Terminal, assert_reads_well, without_uv
 
 README = ROOT / "README.md"
 README_ADDRESS = "127.0.0.1:50051"
+README_LEDGER = "127.0.0.1:50053"
 WAIT_SECONDS = 60.0
 
 
@@ -66,7 +67,7 @@ def test_every_masa_rules_example_prints_what_the_readme_shows(command: str, sho
 
 
 def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
-    script = block_with("grpcurl").replace(README_ADDRESS, stack["table-engine"])
+    script = block_with("TableService/$2").replace(README_ADDRESS, stack["table-engine"])
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=ROOT,
@@ -87,6 +88,28 @@ def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
     assert '"state": "STATE_VOIDED"' in out
     assert '"game_abandoned": {' in out
     assert "ERROR" not in ran.stderr
+
+
+def test_the_ledger_commands_run_as_written(running_stack: Stack) -> None:
+    """The README's chips example: a grant, the balance it made, and the ledger's own check."""
+    run_dir = running_stack.run_dir
+    script = (
+        block_with("LedgerService/GrantChips")
+        .replace(README_LEDGER, running_stack.addresses["ledger"])
+        .replace("sqlite:///.masa/", f"sqlite:///{run_dir}/")
+    )
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", f". .venv/bin/activate\n{script}"],
+        cwd=ROOT,
+        env=without_uv(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr
+    assert '"player_id": "alice"' in ran.stdout
+    assert re.search(r'"available": "?\d', ran.stdout), ran.stdout
 
 
 def test_the_play_and_watch_commands_of_the_readme_work_without_uv(running_stack: Stack) -> None:
