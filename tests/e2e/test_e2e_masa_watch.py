@@ -70,8 +70,9 @@ def test_masa_watch_of_a_table_not_kept_says_so_clearly(running_stack: Stack) ->
     try:
         address = running_stack.addresses["table-engine"]
         terminal.expect(
-            rf"masa watch: no table f00d is kept at {address}\. A table stays there for 30 s "
-            r"after its game ends, so this one ended earlier, or the id is wrong\."
+            rf"masa watch: no table f00d is kept at {address}\. A table stays there for a while "
+            r"after its game ends \(30 s by default\), so this one ended earlier, or the id is "
+            r"wrong\."
         )
         assert terminal.wait() == 1
     finally:

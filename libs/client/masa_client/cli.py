@@ -189,8 +189,9 @@ async def _watch(args: argparse.Namespace) -> int:
             if error.code is not grpc.StatusCode.NOT_FOUND:
                 raise
     print(
-        f"masa watch: no table {args.table} is kept at {address}. A table stays there for 30 s "
-        "after its game ends, so this one ended earlier, or the id is wrong.",
+        f"masa watch: no table {args.table} is kept at {address}. A table stays there for a "
+        "while after its game ends (30 s by default), so this one ended earlier, or the id is "
+        "wrong.",
         file=sys.stderr,
     )
     return 1

@@ -136,8 +136,7 @@ async def test_P12_a_table_every_player_left_is_voided_when_the_protection_ends(
         (result,) = await _abandoned(nats_server, table_id)
         assert result.table_id == table_id and result.game_no == 1
         assert not any(
-            r.WhichOneof("result") == "game_finished"
-            for r in await results(nats_server, table_id)
+            r.WhichOneof("result") == "game_finished" for r in await results(nats_server, table_id)
         )
         table = (await get_view(stub, table_id, "ayse")).seat_view.table
         assert table.table.state == view_pb2.Table.STATE_VOIDED

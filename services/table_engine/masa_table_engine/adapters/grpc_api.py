@@ -222,7 +222,11 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         seat = self._acting_seat(runtime, require_principal(), None)
         try:
             await runtime.leave(seat)
-        except LogConflict as error:
+        except SequenceMismatch as error:
+            raise SequenceMismatchError(
+                str(error), metadata={"current_sequence": str(error.current)}
+            ) from None
+        except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
         return table_pb2.LeaveTableResponse(table=table_to_proto(runtime.table, self.owner_address))
 
