@@ -1,0 +1,1 @@
+"""masa matchmaking: lobbies, tickets, ratings, and placing tables on engine nodes."""
