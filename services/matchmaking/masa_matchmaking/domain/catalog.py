@@ -178,7 +178,9 @@ def _known(table: Mapping[str, Any], allowed: frozenset[str], where: str) -> Non
 _MISSING: Final = object()
 
 
-def _get(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = _MISSING) -> Any:
+def _get(
+    table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = _MISSING
+) -> Any:
     value = table.get(key, default)
     if value is _MISSING or value is None:
         raise InvalidLobby(f"{where}: {key} is required")

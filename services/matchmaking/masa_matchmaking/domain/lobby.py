@@ -181,7 +181,7 @@ def _check_fiftyone(lobby: Lobby) -> None:
                 "F-2", f"{rules.preset} is for {rules.player_counts} players, not {seats}"
             )
     if lobby.mode is Mode.TEAMS and not (rules.teams_allowed and lobby.min_seats == 4):
-        raise RuleViolation("F-2", f"team mode needs 4 seats and a preset with teams")
+        raise RuleViolation("F-2", "team mode needs 4 seats and a preset with teams")
     if lobby.decks is not None:
         raise RuleViolation("F-2", "decks is an Elevator option")
 

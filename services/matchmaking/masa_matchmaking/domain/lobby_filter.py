@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from masa_matchmaking.domain.errors import BadInput
 from masa_matchmaking.domain.lobby import Lobby
@@ -25,7 +25,7 @@ __all__ = ["MAX_FILTER_LENGTH", "parse_filter"]
 
 MAX_FILTER_LENGTH: Final = 500
 _COMPARISON: Final = re.compile(r'^\s*(\w+)\s*(<=|>=|!=|=|<|>)\s*("[^"]*"|[\w-]+)\s*$')
-_OPERATORS: Final[dict[str, Callable[[object, object], bool]]] = {
+_OPERATORS: Final[dict[str, Callable[[Any, Any], bool]]] = {
     "=": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,

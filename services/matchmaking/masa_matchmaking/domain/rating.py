@@ -106,6 +106,8 @@ def rate_game(
         for result, new in zip(side, new_side, strict=True):
             old = ratings[result.player_id]
             outcomes.append(
-                GameOutcome(result.player_id, result.place, (old.mu, old.sigma), (new.mu, new.sigma))
+                GameOutcome(
+                    result.player_id, result.place, (old.mu, old.sigma), (new.mu, new.sigma)
+                )
             )
     return outcomes

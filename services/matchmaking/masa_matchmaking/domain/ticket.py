@@ -60,6 +60,12 @@ class Placement:
 
     table_id: str
     seat: int
+    # The table's size and the level of its bot seats (the seats no ticket of the placement
+    # has), so that another instance can resume the placement from the tickets alone.
+    table_seats: int
+    bot_level: BotLevel
+    # The tickets of the placement, so that a resume knows whether it has them all.
+    players: int
     # The instance that placed it, and when; another one resumes it after placement_timeout.
     placer: str
     started_at: float
@@ -119,6 +125,12 @@ class Ticket:
             updated_at=now,
             requeues=self.requeues + 1,
         )
+
+    def returned(self, now: float) -> Ticket:
+        """Back to the queue untouched: its placement was given up before anything was asked
+        of the ledger or an engine (another ticket of the table could not be claimed)."""
+        self._require(TicketState.PLACING, "put back in the queue")
+        return replace(self, state=TicketState.SEARCHING, placement=None, updated_at=now)
 
     def cancelled(self, now: float) -> Ticket:
         if self.state is TicketState.PLACING:

@@ -1,0 +1,251 @@
+"""Leadership and rounds: each lobby is matched by one instance at a time.
+
+Every lobby is a shard with a lease in the shared lease store (a KV bucket whose TTL is the
+lease's life). Each instance tries to take the free leases every ``lease_ttl / 3`` and renews
+the ones it holds; while it holds a lobby's lease it runs that lobby's rounds, and when a
+renewal fails it stops them at once. An instance that dies stops renewing, its leases expire
+and another instance takes the lobbies over, resuming the placements it left behind. The lease
+decides who runs rounds; the compare-and-set claim of every ticket (see
+:mod:`~masa_matchmaking.app.placement`) is what makes a ticket placed at most once even while
+a dying instance still believes it leads.
+
+A round runs every ``round_seconds``, and at once when a new ticket makes a full table
+possible. It expires the tickets past their expiry, resumes placements older than
+``placement_timeout_seconds`` that no running placement of this instance owns, and places the
+tables of :func:`~masa_matchmaking.domain.matching.match_round`, each in its own task so that a
+slow engine never holds the round up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from masa_matchmaking.app.placement import Placer
+from masa_matchmaking.app.ports import LeaseStore, Metrics, TicketStore
+from masa_matchmaking.app.tickets import mutate
+from masa_matchmaking.domain.errors import MatchmakingError
+from masa_matchmaking.domain.lobby import Lobby
+from masa_matchmaking.domain.matching import full_table_possible, match_round
+from masa_matchmaking.domain.ticket import Ticket, TicketState
+
+__all__ = ["MatcherSettings", "Matchmaker"]
+
+_log = logging.getLogger(__name__)
+# Placements one lobby runs at once; more wait for the next round.
+_MAX_PLACEMENTS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class MatcherSettings:
+    round_seconds: float = 1.0
+    lease_ttl_seconds: float = 6.0
+    placement_timeout_seconds: float = 30.0
+
+
+class Matchmaker:
+    """Holds the lobby leases this instance can get and runs their rounds."""
+
+    def __init__(
+        self,
+        lobbies: Mapping[str, Lobby],
+        store: TicketStore,
+        leases: LeaseStore,
+        placer: Placer,
+        *,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        settings: MatcherSettings,
+    ) -> None:
+        self._lobbies = lobbies
+        self._store = store
+        self._leases = leases
+        self._placer = placer
+        self._metrics = metrics
+        self._clock = clock
+        self._settings = settings
+        self._held: dict[str, int] = {}
+        self._rounds: dict[str, _LobbyRounds] = {}
+        self._unlisten: Callable[[], None] | None = None
+
+    @property
+    def leading(self) -> frozenset[str]:
+        """The lobbies this instance matches now."""
+        return frozenset(self._held)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._unlisten = self._store.listen(self._heard)
+        try:
+            while not stop.is_set():
+                try:
+                    await self._tend_leases()
+                except Exception:
+                    _log.exception("could not tend the lobby leases")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._settings.lease_ttl_seconds / 3)
+        finally:
+            self._unlisten()
+            await self._give_up_all()
+
+    def _heard(self, ticket: Ticket) -> None:
+        rounds = self._rounds.get(ticket.lobby_id)
+        if rounds is not None and ticket.state is TicketState.SEARCHING:
+            rounds.poke()
+
+    async def _tend_leases(self) -> None:
+        for lobby_id, lobby in self._lobbies.items():
+            revision = self._held.get(lobby_id)
+            if revision is not None:
+                renewed = await self._leases.renew(lobby_id, revision)
+                if renewed is None:
+                    _log.warning("lost the lease of lobby %s", lobby_id)
+                    await self._stop_rounds(lobby_id)
+                    continue
+                self._held[lobby_id] = renewed
+                continue
+            acquired = await self._leases.acquire(lobby_id)
+            if acquired is not None:
+                _log.info("leading lobby %s", lobby_id)
+                self._held[lobby_id] = acquired
+                rounds = _LobbyRounds(lobby, self._store, self._placer, self._metrics, self._clock)
+                rounds.start(self._settings)
+                self._rounds[lobby_id] = rounds
+
+    async def _stop_rounds(self, lobby_id: str) -> None:
+        self._held.pop(lobby_id, None)
+        rounds = self._rounds.pop(lobby_id, None)
+        if rounds is not None:
+            await rounds.stop()
+
+    async def _give_up_all(self) -> None:
+        for lobby_id in list(self._rounds):
+            revision = self._held.get(lobby_id)
+            await self._stop_rounds(lobby_id)
+            if revision is not None:
+                with contextlib.suppress(Exception):
+                    await self._leases.release(lobby_id, revision)
+
+
+class _LobbyRounds:
+    """The rounds of one lobby while this instance holds its lease."""
+
+    def __init__(
+        self,
+        lobby: Lobby,
+        store: TicketStore,
+        placer: Placer,
+        metrics: Metrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self._lobby = lobby
+        self._store = store
+        self._placer = placer
+        self._metrics = metrics
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        # Tickets of this instance's running placements, left out of the next rounds.
+        self._placing: set[str] = set()
+        self._placements: set[asyncio.Task[None]] = set()
+
+    def start(self, settings: MatcherSettings) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(settings), name=f"matchmaking-{self._lobby.lobby_id}"
+        )
+
+    def poke(self) -> None:
+        """A ticket arrived: run a round now if it makes a full table possible."""
+        if self._wake.is_set():
+            return
+        tickets = self._waiting()
+        if full_table_possible(self._lobby, tickets, self._clock()):
+            self._wake.set()
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._placements) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _waiting(self) -> list[Ticket]:
+        return [
+            ticket
+            for ticket in self._store.lobby_tickets(self._lobby.lobby_id)
+            if ticket.state is TicketState.SEARCHING and ticket.ticket_id not in self._placing
+        ]
+
+    async def _loop(self, settings: MatcherSettings) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), settings.round_seconds)
+            self._wake.clear()
+            try:
+                await self._round(settings)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("matching round of %s failed", self._lobby.lobby_id)
+
+    async def _round(self, settings: MatcherSettings) -> None:
+        lobby = self._lobby
+        now = self._clock()
+        self._metrics.round_run(lobby.lobby_id)
+        every = self._store.lobby_tickets(lobby.lobby_id)
+        await self._resume_stale(every, now, settings.placement_timeout_seconds)
+        waiting: list[Ticket] = []
+        for ticket in self._waiting():
+            if ticket.expires_at <= now:
+                await self._expire(ticket, now)
+            else:
+                waiting.append(ticket)
+        self._metrics.queue_depth(lobby.lobby_id, len(waiting))
+        for plan in match_round(lobby, waiting, now):
+            if len(self._placements) >= _MAX_PLACEMENTS:
+                break
+            ids = set(plan.ticket_ids)
+            tickets = [ticket for ticket in waiting if ticket.ticket_id in ids]
+            self._spawn(ids, self._placer.place(lobby, plan, tickets))
+
+    async def _resume_stale(self, tickets: list[Ticket], now: float, timeout: float) -> None:
+        stale: dict[str, list[Ticket]] = {}
+        for ticket in tickets:
+            placement = ticket.placement
+            if (
+                ticket.state is TicketState.PLACING
+                and placement is not None
+                and ticket.ticket_id not in self._placing
+                and now - placement.started_at >= timeout
+            ):
+                stale.setdefault(placement.table_id, []).append(ticket)
+        for group in stale.values():
+            ids = {ticket.ticket_id for ticket in group}
+            self._spawn(ids, self._placer.resume(self._lobby, group))
+
+    def _spawn(self, ids: set[str], placing: Coroutine[Any, Any, bool]) -> None:
+        self._placing |= ids
+
+        async def run() -> None:
+            try:
+                await placing
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("placement in %s failed", self._lobby.lobby_id)
+            finally:
+                self._placing -= ids
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._placements.add(task)
+        task.add_done_callback(self._placements.discard)
+
+    async def _expire(self, ticket: Ticket, now: float) -> None:
+        try:
+            await mutate(self._store, ticket.player_id, ticket.ticket_id, lambda t: t.expired(now))
+        except MatchmakingError as error:
+            _log.info("ticket %s not expired: %s", ticket.ticket_id, error)

@@ -1,0 +1,387 @@
+"""Placing a table: from a plan of seats to players seated on an engine node (P-30).
+
+1. Claim: every ticket of the plan goes from SEARCHING to PLACING with the table id chosen
+   now, one compare-and-set each. A ticket another instance (or the player) changed first makes
+   the claim fail, and the tickets claimed so far go back untouched: two instances never place
+   one ticket.
+2. Hold: for a chip lobby, ``HoldStakes`` for every player at once, all or nothing, with hold
+   ids derived from the table id. A player who cannot pay gets a clear failure
+   (INSUFFICIENT_FUNDS) and the others go back to the front of the queue.
+3. Node: the least-loaded live table-engine node of the registry that hosts the game.
+4. Create: ``CreateTable`` there under the table id, with the table id as request_id, so a
+   retry (on any node, by any instance) answers with the same table and never makes a second
+   one; the engine binds the holds to the table's game before it starts it. Then
+   ``BindHolds`` confirms the binding in the ledger.
+5. Seat: every ticket goes to MATCHED with the table, seat, address and hold, and TicketMatched
+   and GameStarted are published.
+
+When a step fails the holds are released and the tickets go back to the front of the queue;
+after ``max_requeues`` such failures a ticket fails with the last reason. A create whose
+outcome is unknown (the node did not answer) is fenced by releasing the holds: a hold the
+ledger reports bound means the table exists, and the tickets stay PLACING for the resume.
+Every step repeats under the same ids, so :meth:`Placer.resume` can finish a placement whose
+instance died, from the tickets alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from masa_matchmaking.app.ports import (
+    EngineNodes,
+    EngineRefused,
+    Engines,
+    Events,
+    GameStarted,
+    HoldRequest,
+    InsufficientFunds,
+    Ledger,
+    LedgerRefused,
+    Metrics,
+    SeatSpec,
+    TableSpec,
+    TicketStore,
+    Unreachable,
+)
+from masa_matchmaking.app.tickets import mutate
+from masa_matchmaking.domain.errors import MatchmakingError, NotFound, Refused
+from masa_matchmaking.domain.lobby import Lobby
+from masa_matchmaking.domain.matching import TablePlan
+from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
+
+__all__ = ["PlacementSettings", "Placer"]
+
+_log = logging.getLogger(__name__)
+
+# The engine's answers that say the table is there already.
+_HOLD_BOUND: Final = "HOLD_ALREADY_BOUND"
+_CREATE_ATTEMPTS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSettings:
+    # How long a hold placed for a table may stay unbound (the create must finish first).
+    hold_ttl_seconds: float = 120.0
+    # Failed placements (not the player's fault) before a ticket fails for good.
+    max_requeues: int = 3
+    # A placement older than this whose instance is gone is resumed by another.
+    placement_timeout_seconds: float = 30.0
+
+
+class Placer:
+    def __init__(
+        self,
+        store: TicketStore,
+        ledger: Ledger | None,
+        nodes: EngineNodes,
+        engines: Engines,
+        *,
+        events: Events,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        instance_id: str,
+        settings: PlacementSettings,
+        new_table_id: Callable[[], str] = lambda: f"t{uuid.uuid4().hex[:24]}",
+    ) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._nodes = nodes
+        self._engines = engines
+        self._events = events
+        self._metrics = metrics
+        self._clock = clock
+        self._instance = instance_id
+        self._settings = settings
+        self._new_table_id = new_table_id
+
+    async def place(self, lobby: Lobby, plan: TablePlan, tickets: Sequence[Ticket]) -> bool:
+        """Place one planned table; True when its players were seated."""
+        by_id = {ticket.ticket_id: ticket for ticket in tickets}
+        table_id = self._new_table_id()
+        now = self._clock()
+        level = next((s.bot_level for s in plan.seats if s.bot_level is not None), None)
+        claimed: list[Ticket] = []
+        for seat in plan.seats:
+            if seat.ticket_id is None:
+                continue
+            placement = Placement(
+                table_id=table_id,
+                seat=seat.seat,
+                table_seats=len(plan.seats),
+                bot_level=level or lobby.bot_fill.level,
+                players=len(plan.ticket_ids),
+                placer=self._instance,
+                started_at=now,
+            )
+            ticket = by_id[seat.ticket_id]
+            try:
+                claimed.append(
+                    await mutate(
+                        self._store, ticket.player_id, ticket.ticket_id, _placing(placement)
+                    )
+                )
+            except (Refused, NotFound):
+                await self._give_back(claimed)
+                return False
+        return await self._complete(lobby, claimed)
+
+    async def resume(self, lobby: Lobby, tickets: Sequence[Ticket]) -> bool:
+        """Finish the placement of these PLACING tickets (one table) whose placer is gone.
+
+        With every ticket of the placement still PLACING it runs again from the holds. With
+        only some (the placer died while seating or requeueing them), the table exists exactly
+        when its holds are bound: then it is seated, else the rest go back to the queue.
+        """
+        placement = _placement(tickets[0])
+        _log.info(
+            "resuming a placement",
+            extra={"table_id": placement.table_id, "lobby_id": lobby.lobby_id},
+        )
+        if len(tickets) == placement.players:
+            return await self._complete(lobby, list(tickets))
+        holds = [_hold_id(t) for t in tickets] if lobby.chips else []
+        if await self._release(holds) == "bound":
+            return await self._complete(lobby, list(tickets))
+        await self._requeue(lobby, list(tickets), "PLACEMENT_ABANDONED", "the placement stopped")
+        return False
+
+    async def _complete(self, lobby: Lobby, tickets: list[Ticket]) -> bool:
+        first = _placement(tickets[0])
+        table_id = first.table_id
+        seats = _seats(lobby, tickets)
+        holds = [seat.hold_id for seat in seats if seat.hold_id]
+        if lobby.chips and not await self._hold(lobby, table_id, tickets):
+            return False
+        try:
+            node_id, address = await self._create(lobby, table_id, seats)
+        except _Failed as failed:
+            await self._fail_placement(lobby, tickets, holds, failed.reason, failed.message)
+            return False
+        except _Unknown:
+            return await self._fence(lobby, tickets, holds)
+        if lobby.chips and self._ledger is not None:
+            try:
+                await self._ledger.bind_holds(f"{table_id}-bind", table_id, lobby.stake, holds)
+            except (LedgerRefused, Unreachable) as error:
+                # The engine bound them before it started the table; this is the check.
+                _log.error("the ledger did not confirm the stakes of a live table: %s", error)
+                self._metrics.placement_failed("bind_unconfirmed")
+        await self._seat(lobby, tickets, seats, node_id, address)
+        return True
+
+    async def _hold(self, lobby: Lobby, table_id: str, tickets: list[Ticket]) -> bool:
+        ledger = self._ledger
+        if ledger is None:
+            await self._fail_placement(
+                lobby, tickets, [], "LEDGER_UNAVAILABLE", "no ledger holds the stakes"
+            )
+            return False
+        requests = [
+            HoldRequest(_hold_id(t), t.player_id, lobby.stake, lobby.lobby_id, t.ticket_id)
+            for t in tickets
+        ]
+        try:
+            await ledger.hold_stakes(f"{table_id}-holds", requests, self._settings.hold_ttl_seconds)
+        except InsufficientFunds as short:
+            self._metrics.placement_failed("insufficient_funds")
+            now = self._clock()
+            failure = Failure(
+                "INSUFFICIENT_FUNDS", f"you need {lobby.stake} chips to sit in {lobby.lobby_id}"
+            )
+            for ticket in tickets:
+                if ticket.player_id in short.players:
+                    await self._change(ticket, lambda t: t.failed(failure, now))
+                else:
+                    await self._change(ticket, lambda t: t.requeued(now))
+            return False
+        except LedgerRefused as refused:
+            await self._fail_placement(lobby, tickets, [], refused.reason, refused.message)
+            return False
+        except Unreachable as error:
+            holds = [_hold_id(t) for t in tickets]
+            await self._fail_placement(lobby, tickets, holds, "LEDGER_UNAVAILABLE", str(error))
+            return False
+        return True
+
+    async def _create(
+        self, lobby: Lobby, table_id: str, seats: tuple[SeatSpec, ...]
+    ) -> tuple[str, str]:
+        nodes = [
+            node
+            for node in await self._nodes.live()
+            if lobby.game in node.games and not node.draining and node.tables < node.capacity
+        ]
+        if not nodes:
+            raise _Failed("NO_ENGINE", "no live table-engine node hosts this game now")
+        nodes.sort(key=lambda node: (node.load, node.tables, node.node_id))
+        spec = TableSpec(lobby, seats)
+        for attempt in range(_CREATE_ATTEMPTS):
+            node = nodes[attempt % len(nodes)]
+            try:
+                address = await self._engines.create_table(node.address, table_id, table_id, spec)
+            except EngineRefused as refused:
+                raise _Failed(refused.reason, refused.message) from None
+            except Unreachable as error:
+                _log.warning(
+                    "CreateTable did not answer; trying again",
+                    extra={"table_id": table_id, "node_id": node.node_id, "error": str(error)},
+                )
+                await asyncio.sleep(0.05 * (attempt + 1))
+                continue
+            return node.node_id, address or node.address
+        raise _Unknown
+
+    async def _fence(self, lobby: Lobby, tickets: list[Ticket], holds: list[str]) -> bool:
+        """No node answered CreateTable: release the holds, so that a create still in flight
+        can no longer bind them. A hold the ledger reports bound means the table was made, and
+        a ledger that does not answer leaves it unknown: the tickets stay PLACING, and the
+        resume after placement_timeout finishes the placement either way."""
+        self._metrics.placement_failed("engine_unavailable")
+        if await self._release(holds) != "released":
+            return False
+        await self._requeue(lobby, tickets, "ENGINE_UNAVAILABLE", "no engine node answered")
+        return False
+
+    async def _release(self, holds: Sequence[str]) -> str:
+        """Release the holds: "released", "bound" (one is a table's stake) or "unknown"."""
+        if self._ledger is None:
+            return "released"
+        for hold in holds:
+            try:
+                await self._ledger.release_hold(hold, "the table could not be created")
+            except LedgerRefused as refused:
+                if refused.reason == _HOLD_BOUND:
+                    return "bound"
+                _log.warning("could not release hold %s: %s", hold, refused)
+            except Unreachable:
+                return "unknown"
+        return "released"
+
+    async def _fail_placement(
+        self, lobby: Lobby, tickets: list[Ticket], holds: list[str], reason: str, message: str
+    ) -> None:
+        self._metrics.placement_failed(reason.lower())
+        _log.warning(
+            "placement failed",
+            extra={"table_id": _placement(tickets[0]).table_id, "reason": reason},
+        )
+        if self._ledger is not None:
+            for hold in holds:
+                try:
+                    await self._ledger.release_hold(hold, f"placement failed: {reason}")
+                except (LedgerRefused, Unreachable) as error:
+                    # An unbound hold expires by itself (hold_ttl_seconds); log and go on.
+                    _log.warning("could not release hold %s: %s", hold, error)
+        await self._requeue(lobby, tickets, reason, message)
+
+    async def _requeue(
+        self, lobby: Lobby, tickets: list[Ticket], reason: str, message: str
+    ) -> None:
+        now = self._clock()
+        failure = Failure(reason, message)
+        for ticket in tickets:
+            if ticket.requeues + 1 >= self._settings.max_requeues:
+                await self._change(ticket, lambda t: t.failed(failure, now))
+            else:
+                await self._change(ticket, lambda t: t.requeued(now))
+
+    async def _seat(
+        self,
+        lobby: Lobby,
+        tickets: list[Ticket],
+        seats: tuple[SeatSpec, ...],
+        node_id: str,
+        address: str,
+    ) -> None:
+        now = self._clock()
+        table_id = _placement(tickets[0]).table_id
+        seated: list[Ticket] = []
+        for ticket in tickets:
+
+            def matched(t: Ticket) -> Ticket:
+                if t.state is TicketState.MATCHED:
+                    return t
+                placement = _placement(t)
+                hold = _hold_id(t) if lobby.chips else ""
+                done = replace(placement, node_id=node_id, address=address, hold_id=hold)
+                return t.with_placement(done).matched(now)
+
+            changed = await self._change(ticket, matched)
+            if changed is not None:
+                seated.append(changed)
+        for ticket in seated:
+            await self._events.ticket_matched(ticket, now)
+        await self._events.game_started(GameStarted(table_id, lobby, seats, node_id, address), now)
+        waits = [now - ticket.created_at for ticket in seated]
+        ratings = [ticket.rating for ticket in tickets]
+        self._metrics.matched(lobby.lobby_id, waits, max(ratings) - min(ratings))
+        _log.info(
+            "table placed",
+            extra={"table_id": table_id, "lobby_id": lobby.lobby_id, "node_id": node_id},
+        )
+
+    async def _give_back(self, claimed: list[Ticket]) -> None:
+        now = self._clock()
+        for ticket in claimed:
+            await self._change(ticket, lambda t: t.returned(now))
+
+    async def _change(self, ticket: Ticket, change: Callable[[Ticket], Ticket]) -> Ticket | None:
+        """Change a ticket of this placement; one that moved on meanwhile is left as it is."""
+        table_id = _placement(ticket).table_id if ticket.placement else ""
+
+        def guarded(current: Ticket) -> Ticket:
+            placement = current.placement
+            if placement is None or placement.table_id != table_id:
+                raise Refused(f"ticket {current.ticket_id} is no longer this placement's")
+            return change(current)
+
+        try:
+            return await mutate(self._store, ticket.player_id, ticket.ticket_id, guarded)
+        except MatchmakingError as error:
+            _log.info("ticket %s left as it is: %s", ticket.ticket_id, error)
+            return None
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class _Unknown(Exception):
+    """No node answered CreateTable: whether the table exists is unknown."""
+
+
+def _placing(placement: Placement) -> Callable[[Ticket], Ticket]:
+    return lambda ticket: ticket.placing(placement)
+
+
+def _placement(ticket: Ticket) -> Placement:
+    if ticket.placement is None:
+        raise Refused(f"ticket {ticket.ticket_id} has no placement")
+    return ticket.placement
+
+
+def _hold_id(ticket: Ticket) -> str:
+    placement = _placement(ticket)
+    return f"{placement.table_id}-s{placement.seat}"
+
+
+def _seats(lobby: Lobby, tickets: Sequence[Ticket]) -> tuple[SeatSpec, ...]:
+    first = _placement(tickets[0])
+    humans = {_placement(t).seat: t for t in tickets}
+    seats: list[SeatSpec] = []
+    for seat in range(first.table_seats):
+        ticket = humans.get(seat)
+        if ticket is None:
+            seats.append(SeatSpec(seat, "", "", first.bot_level, ""))
+        else:
+            hold = _hold_id(ticket) if lobby.chips else ""
+            seats.append(SeatSpec(seat, ticket.player_id, ticket.display_name, None, hold))
+    return tuple(seats)

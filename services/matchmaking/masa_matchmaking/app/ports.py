@@ -1,0 +1,258 @@
+"""What the use cases need from the outside world, as protocols the adapters (or fakes) fill.
+
+Every port speaks the domain's types; protobuf, gRPC and NATS stay in the adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from masa_matchmaking.domain.lobby import BotLevel, Game, Lobby
+from masa_matchmaking.domain.rating import PlayerRating
+from masa_matchmaking.domain.ticket import Ticket
+
+__all__ = [
+    "Conflict",
+    "EngineNode",
+    "EngineNodes",
+    "EngineRefused",
+    "Engines",
+    "Events",
+    "GameStarted",
+    "HoldRequest",
+    "InsufficientFunds",
+    "LeaseStore",
+    "Ledger",
+    "LedgerRefused",
+    "Metrics",
+    "PlayerTickets",
+    "RatingStore",
+    "SeatSpec",
+    "TableSpec",
+    "TicketStore",
+    "Unreachable",
+]
+
+
+class Conflict(Exception):
+    """A write whose expected revision is stale: someone else changed the record first."""
+
+
+class Unreachable(Exception):
+    """A dependency (NATS, the ledger, an engine node) did not answer; retrying may work."""
+
+
+class InsufficientFunds(Exception):
+    """HoldStakes refused the group: these players cannot pay the stake."""
+
+    def __init__(self, players: Sequence[str], message: str) -> None:
+        super().__init__(message)
+        self.players = tuple(players)
+        self.message = message
+
+
+class LedgerRefused(Exception):
+    """The ledger refused a call for a reason that a retry will not change."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class EngineRefused(Exception):
+    """An engine node refused CreateTable for a reason that a retry will not change."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerTickets:
+    """A player's tickets, newest first: at most one open (the newest), then recent closed
+    ones. Stored as one record, so every change to a player's tickets is one atomic write."""
+
+    player_id: str
+    tickets: tuple[Ticket, ...] = ()
+
+    @property
+    def open_ticket(self) -> Ticket | None:
+        newest = self.tickets[0] if self.tickets else None
+        return newest if newest is not None and newest.open else None
+
+    def find(self, ticket_id: str) -> Ticket | None:
+        return next((t for t in self.tickets if t.ticket_id == ticket_id), None)
+
+
+class TicketStore(Protocol):
+    """Every player's tickets, shared by every instance, with optimistic concurrency.
+
+    The reads marked *local* answer from this instance's mirror of the store, which follows
+    every write within milliseconds but may lag; writes always check the revision they are
+    given, so a stale read can never overwrite a newer change.
+    """
+
+    async def read(self, player_id: str) -> tuple[PlayerTickets, int]:
+        """The player's record and its revision (0: no record yet), read from the store."""
+        ...
+
+    async def write(self, record: PlayerTickets, revision: int) -> int:
+        """Write at ``revision`` (0: only if there is no record); raises :class:`Conflict`."""
+        ...
+
+    def cached(self, player_id: str) -> tuple[PlayerTickets, int] | None:
+        """Local: the mirror's record and revision, if it has one."""
+        ...
+
+    def ticket(self, ticket_id: str) -> Ticket | None:
+        """Local: a ticket by id."""
+        ...
+
+    def lobby_tickets(self, lobby_id: str) -> list[Ticket]:
+        """Local: the open tickets of a lobby."""
+        ...
+
+    def listen(self, callback: Callable[[Ticket], None]) -> Callable[[], None]:
+        """Call ``callback`` with every ticket the mirror sees change; returns the unsubscribe."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HoldRequest:
+    hold_id: str
+    player_id: str
+    amount: int
+    lobby_id: str
+    ticket_id: str
+
+
+class Ledger(Protocol):
+    async def hold_stakes(
+        self, request_id: str, holds: Sequence[HoldRequest], ttl_seconds: float
+    ) -> None:
+        """All or nothing; raises :class:`InsufficientFunds`, :class:`LedgerRefused` or
+        :class:`Unreachable`."""
+        ...
+
+    async def bind_holds(
+        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
+    ) -> None:
+        """Confirm the holds are the stakes of the table's first game."""
+        ...
+
+    async def release_hold(self, hold_id: str, reason: str) -> None:
+        """Void an unbound hold; an unknown or already released hold is fine."""
+        ...
+
+    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineNode:
+    node_id: str
+    address: str
+    games: frozenset[Game]
+    tables: int
+    capacity: int
+    load: float
+    draining: bool
+
+
+class EngineNodes(Protocol):
+    async def live(self) -> list[EngineNode]:
+        """The nodes whose registry record has not expired."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SeatSpec:
+    seat: int
+    player_id: str
+    display_name: str
+    bot_level: BotLevel | None
+    hold_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """What CreateTable is asked for: the lobby's table with these seats."""
+
+    lobby: Lobby
+    seats: tuple[SeatSpec, ...]
+
+
+class Engines(Protocol):
+    async def create_table(
+        self, address: str, table_id: str, request_id: str, spec: TableSpec
+    ) -> str:
+        """Create (or find, for the same request) the table; returns its owner's address.
+
+        Raises :class:`EngineRefused` or :class:`Unreachable`."""
+        ...
+
+
+class LeaseStore(Protocol):
+    async def acquire(self, key: str) -> int | None:
+        """Take the lease (or take back our own); its revision, or None if another holds it."""
+        ...
+
+    async def renew(self, key: str, revision: int) -> int | None:
+        """Extend it; None when it was lost."""
+        ...
+
+    async def release(self, key: str, revision: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GameStarted:
+    table_id: str
+    lobby: Lobby
+    seats: tuple[SeatSpec, ...]
+    node_id: str
+    address: str
+
+
+class Events(Protocol):
+    async def ticket_matched(self, ticket: Ticket, now: float) -> None: ...
+
+    async def game_started(self, started: GameStarted, now: float) -> None: ...
+
+    async def rating_changed(
+        self,
+        before: PlayerRating,
+        after: PlayerRating,
+        *,
+        table_id: str,
+        game_no: int,
+        place: int,
+        now: float,
+    ) -> None: ...
+
+
+class RatingStore(Protocol):
+    async def read(self, player_id: str, game: Game) -> tuple[PlayerRating, int]:
+        """The rating and its revision; a player never rated gets the initial one at 0."""
+        ...
+
+    async def write(self, rating: PlayerRating, revision: int) -> int:
+        """Raises :class:`Conflict` when ``revision`` is stale."""
+        ...
+
+    async def decide(self, game_key: str, outcome: bytes) -> bytes:
+        """Record a game's outcome once: the first one recorded under the key wins and is
+        returned, so every instance that rates the game applies the same result."""
+        ...
+
+
+class Metrics(Protocol):
+    def queue_depth(self, lobby_id: str, depth: int) -> None: ...
+
+    def round_run(self, lobby_id: str) -> None: ...
+
+    def matched(self, lobby_id: str, waits: Sequence[float], spread: float) -> None: ...
+
+    def placement_failed(self, reason: str) -> None: ...
