@@ -18,6 +18,8 @@ from typing import Final
 
 from openskill.models import PlackettLuce
 
+from masa_matchmaking.domain.lobby import Game
+
 __all__ = [
     "INITIAL_MU",
     "INITIAL_SIGMA",
@@ -39,7 +41,7 @@ _MODEL: Final = PlackettLuce(mu=INITIAL_MU, sigma=INITIAL_SIGMA)
 @dataclass(frozen=True, slots=True)
 class PlayerRating:
     player_id: str
-    game: str
+    game: Game
     mu: float = INITIAL_MU
     sigma: float = INITIAL_SIGMA
     games: int = 0

@@ -1,0 +1,119 @@
+"""Matchmaking instances in-process over a real NATS: the stores, the use cases and the rounds,
+with the test doubles of matchmaking_support for the ledger and the engines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
+from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
+from masa_matchmaking.app.placement import PlacementSettings, Placer
+from masa_matchmaking.app.tickets import TicketDesk
+from masa_matchmaking.domain.catalog import parse_lobbies
+from masa_platform.bus import connect
+from matchmaking_support import (
+    LOBBIES_TOML,
+    FakeEngines,
+    FakeEvents,
+    FakeLedger,
+    FakeMetrics,
+    FakeNodes,
+)
+from nats.aio.client import Client
+
+
+@dataclass
+class Instance:
+    name: str
+    nc: Client
+    store: KvTicketStore
+    desk: TicketDesk
+    matchmaker: Matchmaker
+    placer: Placer
+    stop: asyncio.Event
+    task: asyncio.Task[None] | None = None
+    metrics: FakeMetrics = field(default_factory=FakeMetrics)
+
+    async def close(self, *, crash: bool = False) -> None:
+        """Stop; ``crash`` leaves the leases to expire instead of releasing them."""
+        if crash:
+            if self.task is not None:
+                self.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.task
+            await self.nc.close()
+        else:
+            self.stop.set()
+            if self.task is not None:
+                await self.task
+            await self.nc.drain()
+        await self.store.close()
+
+
+async def start_instance(
+    url: str,
+    *,
+    name: str,
+    ledger: FakeLedger,
+    engines: FakeEngines,
+    events: FakeEvents,
+    nodes: FakeNodes | None = None,
+    lobbies_toml: str = LOBBIES_TOML,
+    lease_ttl: float = 1.5,
+    clock: Callable[[], float] | None = None,
+    placement: PlacementSettings | None = None,
+    run: bool = True,
+) -> Instance:
+    import time
+
+    now = clock or time.time
+    lobbies = {lobby.lobby_id: lobby for lobby in parse_lobbies(lobbies_toml)}
+    nc = await connect(url, name=name)
+    js = nc.jetstream()
+    store = await KvTicketStore.open(js, retention_seconds=600)
+    store.start()
+    await asyncio.wait_for(store.ready.wait(), 10)
+    ratings = await KvRatingStore.open(js)
+    leases = await KvLeaseStore.open(
+        js, holder=f"{name}-{uuid.uuid4().hex[:6]}", ttl_seconds=lease_ttl
+    )
+    metrics = FakeMetrics()
+    placer = Placer(
+        store,
+        ledger,
+        nodes or FakeNodes(),
+        engines,
+        events=events,
+        metrics=metrics,
+        clock=now,
+        instance_id=name,
+        settings=placement or PlacementSettings(placement_timeout_seconds=3.0),
+    )
+    matchmaker = Matchmaker(
+        lobbies,
+        store,
+        leases,
+        placer,
+        metrics=metrics,
+        clock=now,
+        settings=MatcherSettings(round_seconds=0.2, lease_ttl_seconds=lease_ttl),
+    )
+    desk = TicketDesk(lobbies, store, ratings, now)
+    stop = asyncio.Event()
+    instance = Instance(name, nc, store, desk, matchmaker, placer, stop, metrics=metrics)
+    if run:
+        instance.task = asyncio.get_running_loop().create_task(matchmaker.run(stop))
+    return instance
+
+
+async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Wait for ``condition``, generously: the machine may be loaded."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)

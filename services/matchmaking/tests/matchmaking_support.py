@@ -1,0 +1,271 @@
+"""Test doubles of matchmaking's outside world: a ledger, engine nodes, events and metrics.
+
+They keep what a real one keeps (holds with their states, tables by id and request) and can
+be told to fail, so the tests check what placement leaves behind: every hold placed is bound to
+a live table or released, and no ticket sits at two tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from masa_matchmaking.app.ports import (
+    EngineNode,
+    EngineRefused,
+    GameStarted,
+    HoldRequest,
+    InsufficientFunds,
+    LedgerRefused,
+    SeatSpec,
+    TableSpec,
+    Unreachable,
+)
+from masa_matchmaking.domain.lobby import Game, Lobby
+from masa_matchmaking.domain.rating import PlayerRating
+from masa_matchmaking.domain.ticket import Ticket
+
+LOBBIES_TOML = """
+[defaults]
+matching = { base_spread = 5.0, spread_per_second = 0.5, open_after_seconds = 30 }
+
+[[lobby]]
+id = "salon"
+name = "Salon 51"
+game = "fiftyone"
+preset = "salon"
+seats = 4
+stake = 100
+
+[[lobby]]
+id = "teams"
+name = "Salon teams"
+game = "fiftyone"
+preset = "salon"
+mode = "teams"
+seats = 4
+stake = 100
+
+[[lobby]]
+id = "elevator"
+name = "Elevator"
+game = "elevator"
+min_seats = 3
+max_seats = 6
+stake = 20
+short_table_after_seconds = 2
+bot_fill = { enabled = true, fill_after_seconds = 4, min_players = 1 }
+
+[[lobby]]
+id = "training"
+name = "Training Elevator"
+game = "elevator"
+mode = "training"
+seats = 4
+"""
+
+
+@dataclass
+class Hold:
+    request: HoldRequest
+    state: str = "held"
+    table_id: str = ""
+
+
+@dataclass
+class FakeLedger:
+    balances: dict[str, int] = field(default_factory=dict)
+    holds: dict[str, Hold] = field(default_factory=dict)
+    grants: dict[str, int] = field(default_factory=dict)
+    unreachable: bool = False
+    calls: list[str] = field(default_factory=list)
+
+    def available(self, player: str) -> int:
+        held = sum(
+            h.request.amount
+            for h in self.holds.values()
+            if h.request.player_id == player and h.state in ("held", "bound")
+        )
+        return self.balances.get(player, 0) - held
+
+    async def hold_stakes(
+        self, request_id: str, holds: Sequence[HoldRequest], ttl_seconds: float
+    ) -> None:
+        self.calls.append(f"hold:{request_id}")
+        if self.unreachable:
+            raise Unreachable("ledger down")
+        if all(h.hold_id in self.holds for h in holds):
+            return
+        short = [h.player_id for h in holds if self.available(h.player_id) < h.amount]
+        if short:
+            raise InsufficientFunds(short, f"short: {short}")
+        for h in holds:
+            self.holds[h.hold_id] = Hold(h)
+
+    async def bind_holds(
+        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
+    ) -> None:
+        self.calls.append(f"bind:{table_id}")
+        self.bind(table_id, hold_ids)
+
+    def bind(self, table_id: str, hold_ids: Sequence[str]) -> None:
+        for hold_id in hold_ids:
+            hold = self.holds.get(hold_id)
+            if hold is None or hold.state not in ("held", "bound"):
+                raise LedgerRefused("HOLD_NOT_HELD", f"{hold_id} is not held")
+            if hold.state == "bound" and hold.table_id != table_id:
+                raise LedgerRefused("HOLD_ALREADY_BOUND", f"{hold_id} is bound elsewhere")
+        for hold_id in hold_ids:
+            self.holds[hold_id].state = "bound"
+            self.holds[hold_id].table_id = table_id
+
+    async def release_hold(self, hold_id: str, reason: str) -> None:
+        self.calls.append(f"release:{hold_id}")
+        if self.unreachable:
+            raise Unreachable("ledger down")
+        hold = self.holds.get(hold_id)
+        if hold is None:
+            return
+        if hold.state == "bound":
+            raise LedgerRefused("HOLD_ALREADY_BOUND", f"{hold_id} is bound")
+        hold.state = "released"
+
+    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None:
+        if request_id in self.grants:
+            return
+        self.grants[request_id] = amount
+        self.balances[player_id] = self.balances.get(player_id, 0) + amount
+
+    def open_holds(self) -> list[Hold]:
+        return [h for h in self.holds.values() if h.state == "held"]
+
+
+@dataclass
+class CreatedTable:
+    table_id: str
+    request_id: str
+    address: str
+    spec: TableSpec
+
+
+@dataclass
+class FakeEngines:
+    """Engine nodes sharing one table index, as the real ones share the snapshot bucket."""
+
+    ledger: FakeLedger | None = None
+    tables: dict[str, CreatedTable] = field(default_factory=dict)
+    refuse: str = ""
+    unreachable: set[str] = field(default_factory=set)
+    creates: int = 0
+
+    async def create_table(
+        self, address: str, table_id: str, request_id: str, spec: TableSpec
+    ) -> str:
+        self.creates += 1
+        if address in self.unreachable:
+            raise Unreachable(f"{address} does not answer")
+        if self.refuse:
+            raise EngineRefused(self.refuse, "refused by the test")
+        existing = self.tables.get(table_id)
+        if existing is not None:
+            if existing.request_id != request_id:
+                raise EngineRefused("TABLE_EXISTS", table_id)
+            return existing.address
+        if spec.lobby.stake and self.ledger is not None:
+            self.ledger.bind(table_id, [seat.hold_id for seat in spec.seats if seat.hold_id])
+        self.tables[table_id] = CreatedTable(table_id, request_id, address, spec)
+        return address
+
+    def seated(self) -> dict[str, str]:
+        """Player -> table, failing if a player sits at two tables."""
+        found: dict[str, str] = {}
+        for table in self.tables.values():
+            for seat in table.spec.seats:
+                if seat.player_id:
+                    assert seat.player_id not in found, f"{seat.player_id} seated twice"
+                    found[seat.player_id] = table.table_id
+        return found
+
+
+@dataclass
+class FakeNodes:
+    nodes: list[EngineNode] = field(
+        default_factory=lambda: [
+            EngineNode("node-a", "a:1", frozenset(Game), 3, 100, 0.03, False),
+            EngineNode("node-b", "b:1", frozenset(Game), 1, 100, 0.01, False),
+        ]
+    )
+
+    async def live(self) -> list[EngineNode]:
+        return list(self.nodes)
+
+
+@dataclass
+class FakeEvents:
+    matched: list[Ticket] = field(default_factory=list)
+    started: list[GameStarted] = field(default_factory=list)
+    ratings: list[tuple[PlayerRating, PlayerRating]] = field(default_factory=list)
+
+    async def ticket_matched(self, ticket: Ticket, now: float) -> None:
+        self.matched.append(ticket)
+
+    async def game_started(self, started: GameStarted, now: float) -> None:
+        self.started.append(started)
+
+    async def rating_changed(
+        self,
+        before: PlayerRating,
+        after: PlayerRating,
+        *,
+        table_id: str,
+        game_no: int,
+        place: int,
+        now: float,
+    ) -> None:
+        self.ratings.append((before, after))
+
+
+@dataclass
+class FakeMetrics:
+    depths: dict[str, int] = field(default_factory=dict)
+    rounds: int = 0
+    matched_waits: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def queue_depth(self, lobby_id: str, depth: int) -> None:
+        self.depths[lobby_id] = depth
+
+    def round_run(self, lobby_id: str) -> None:
+        self.rounds += 1
+
+    def matched(self, lobby_id: str, waits: Sequence[float], spread: float) -> None:
+        self.matched_waits.extend(waits)
+
+    def placement_failed(self, reason: str) -> None:
+        self.failures.append(reason)
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self, start: float = 1_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+_ids = itertools.count()
+
+
+def table_ids() -> str:
+    return f"t{next(_ids):06d}"
+
+
+def seats_of(spec: TableSpec) -> list[SeatSpec]:
+    return list(spec.seats)
+
+
+def lobby_named(lobbies: Sequence[Lobby], lobby_id: str) -> Lobby:
+    return next(lobby for lobby in lobbies if lobby.lobby_id == lobby_id)

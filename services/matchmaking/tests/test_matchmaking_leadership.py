@@ -1,0 +1,92 @@
+"""Two matchmaking instances over one NATS: each lobby is matched by one of them at a time, no
+ticket is placed twice, and the survivor takes the lobbies over when the other dies (P-2)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from instances import Instance, start_instance, until
+from masa_matchmaking.app.tickets import NewTicket
+from masa_matchmaking.domain.ticket import TicketState
+from masa_platform.testing import NatsServer
+from matchmaking_support import FakeEngines, FakeEvents, FakeLedger
+
+
+async def _queue(instances: list[Instance], players: list[str], lobby: str) -> list[str]:
+    """One ticket per player, created round-robin on the instances, as a load balancer would."""
+    tickets = await asyncio.gather(
+        *(
+            instances[index % len(instances)].desk.create(player, NewTicket(f"req-{player}", lobby))
+            for index, player in enumerate(players)
+        )
+    )
+    return [ticket.ticket_id for ticket in tickets]
+
+
+def _states(instance: Instance, players: list[str]) -> dict[str, TicketState]:
+    states: dict[str, TicketState] = {}
+    for player in players:
+        cached = instance.store.cached(player)
+        if cached is not None and cached[0].tickets:
+            states[player] = cached[0].tickets[0].state
+    return states
+
+
+async def test_p2_two_instances_never_place_a_ticket_twice_and_the_survivor_takes_over(
+    nats_server: NatsServer,
+) -> None:
+    ledger = FakeLedger()
+    engines = FakeEngines(ledger)
+    events = FakeEvents()
+    run = uuid.uuid4().hex[:6]
+    first = await start_instance(
+        nats_server.url, name="mm-1", ledger=ledger, engines=engines, events=events
+    )
+    second = await start_instance(
+        nats_server.url, name="mm-2", ledger=ledger, engines=engines, events=events
+    )
+    try:
+        await until(lambda: first.matchmaker.leading | second.matchmaker.leading >= {"salon"})
+        # Each lobby has exactly one leader.
+        assert not (first.matchmaker.leading & second.matchmaker.leading)
+
+        players = [f"{run}-p{i:02d}" for i in range(48)]
+        for player in players:
+            ledger.balances[player] = 1_000
+        await _queue([first, second], players, "salon")
+        await until(
+            lambda: (
+                _states(first, players) == dict.fromkeys(players, TicketState.MATCHED)
+                and _states(second, players) == dict.fromkeys(players, TicketState.MATCHED)
+            )
+        )
+        seated = engines.seated()  # asserts that nobody sits at two tables
+        assert set(players) <= set(seated)
+        ours = {table for player, table in seated.items() if player in players}
+        assert len(ours) == 12
+        # Every matched ticket names the table its player sits at; one event per ticket.
+        for player in players:
+            ticket = first.store.cached(player)[0].tickets[0]  # type: ignore[index]
+            assert ticket.placement is not None
+            assert ticket.placement.table_id == seated[player]
+        matched = [t.ticket_id for t in events.matched if t.player_id in players]
+        assert len(matched) == len(set(matched)) == 48
+        assert not ledger.open_holds()
+
+        # The leader of the salon lobby dies without a goodbye; the other takes over.
+        leader, survivor = (
+            (first, second) if "salon" in first.matchmaker.leading else (second, first)
+        )
+        await leader.close(crash=True)
+        await until(lambda: "salon" in survivor.matchmaker.leading, timeout=30)
+        late = [f"{run}-late{i}" for i in range(4)]
+        for player in late:
+            ledger.balances[player] = 1_000
+        await _queue([survivor], late, "salon")
+        await until(lambda: _states(survivor, late) == dict.fromkeys(late, TicketState.MATCHED))
+        assert len({engines.seated()[player] for player in late}) == 1
+    finally:
+        for instance in (first, second):
+            if not instance.nc.is_closed:
+                await instance.close()
