@@ -1,0 +1,175 @@
+"""Placing tables (P-30): holds all or nothing, the least-loaded node, a table id chosen once,
+and nothing left behind when a step fails: no hold, no second table, no ticket stuck."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from instances import Instance, start_instance, until
+from masa_matchmaking.app.placement import PlacementSettings
+from masa_matchmaking.app.ports import EngineNode
+from masa_matchmaking.app.tickets import NewTicket
+from masa_matchmaking.domain.lobby import Game
+from masa_matchmaking.domain.ticket import TicketState
+from masa_platform.testing import NatsServer
+from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FakeNodes
+
+
+def _players(count: int, chips: int, ledger: FakeLedger) -> list[str]:
+    run = uuid.uuid4().hex[:6]
+    players = [f"{run}-{i}" for i in range(count)]
+    for player in players:
+        ledger.balances[player] = chips
+    return players
+
+
+async def _queue(instance: Instance, players: list[str], lobby: str, **kwargs: object) -> None:
+    for player in players:
+        await instance.desk.create(player, NewTicket(f"r-{player}", lobby, **kwargs))  # type: ignore[arg-type]
+
+
+def _ticket(instance: Instance, player: str):  # type: ignore[no-untyped-def]
+    cached = instance.store.cached(player)
+    assert cached is not None
+    return cached[0].tickets[0]
+
+
+def _all(instance: Instance, players: list[str], state: TicketState) -> bool:
+    return all(
+        instance.store.cached(p) is not None and _ticket(instance, p).state is state
+        for p in players
+    )
+
+
+@pytest.fixture
+async def world(nats_server: NatsServer):  # type: ignore[no-untyped-def]
+    ledger = FakeLedger()
+    engines = FakeEngines(ledger)
+    events = FakeEvents()
+    nodes = FakeNodes()
+    instance = await start_instance(
+        nats_server.url,
+        name=f"mm-{uuid.uuid4().hex[:4]}",
+        ledger=ledger,
+        engines=engines,
+        events=events,
+        nodes=nodes,
+        placement=PlacementSettings(max_requeues=2, placement_timeout_seconds=2.0),
+    )
+    await until(lambda: {"salon", "teams"} <= instance.matchmaker.leading)
+    yield instance, ledger, engines, events, nodes
+    await instance.close()
+
+
+async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bound(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, engines, events, _ = world
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+    tables = {engines.seated()[p] for p in players}
+    assert len(tables) == 1
+    table = engines.tables[tables.pop()]
+    assert table.address == "b:1"  # node-b has the lower load
+    assert table.request_id == table.table_id
+    assert all(ledger.holds[s.hold_id].state == "bound" for s in table.spec.seats)
+    assert sorted(ledger.available(p) for p in players) == [400] * 4
+    ticket = _ticket(instance, players[0])
+    assert ticket.placement.address == "b:1" and ticket.placement.hold_id
+    started = [s for s in events.started if s.table_id == table.table_id]
+    assert len(started) == 1 and started[0].node_id == "node-b"
+
+
+async def test_p30_a_player_without_chips_fails_and_the_others_go_back_to_the_front(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, engines, _, _ = world
+    players = _players(4, 500, ledger)
+    ledger.balances[players[2]] = 10
+    await _queue(instance, players, "salon")
+    await until(lambda: _ticket(instance, players[2]).state is TicketState.FAILED)
+    failed = _ticket(instance, players[2])
+    assert failed.failure is not None and failed.failure.reason == "INSUFFICIENT_FUNDS"
+    others = [p for p in players if p != players[2]]
+    await until(lambda: _all(instance, others, TicketState.SEARCHING))
+    assert all(_ticket(instance, p).requeues == 1 for p in others)
+    assert not ledger.open_holds()
+    assert not any(p in engines.seated() for p in players)
+    # A fourth player with chips completes the table: the three go first.
+    late = _players(1, 500, ledger)
+    await _queue(instance, late, "salon")
+    await until(lambda: _all(instance, [*others, *late], TicketState.MATCHED))
+    assert len({engines.seated()[p] for p in [*others, *late]}) == 1
+
+
+async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_in_the_end(
+    world,
+) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, engines, _, _ = world
+    engines.refuse = "INVALID_ARGUMENT"
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: _all(instance, players, TicketState.FAILED))
+    assert {_ticket(instance, p).failure.reason for p in players} == {"INVALID_ARGUMENT"}
+    ours = [h for h in ledger.holds.values() if h.request.player_id in players]
+    assert ours and all(h.state == "released" for h in ours)
+    assert all(ledger.available(p) == 500 for p in players)
+    assert not any(p in engines.seated() for p in players)
+    assert "invalid_argument" in instance.metrics.failures
+    engines.refuse = ""
+
+
+async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, engines, _, nodes = world
+    engines.unreachable = {"a:1", "b:1"}
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: all(_ticket(instance, p).requeues >= 1 for p in players))
+    engines.unreachable = set()
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+    assert len({engines.seated()[p] for p in players}) == 1
+    assert not ledger.open_holds()
+    assert all(ledger.available(p) == 400 for p in players)
+    assert nodes.nodes
+
+
+async def test_p30_no_live_node_for_the_game_requeues_without_holds(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, _engines, _, nodes = world
+    saved = nodes.nodes
+    nodes.nodes = [EngineNode("full", "f:1", frozenset({Game.ELEVATOR}), 10, 10, 1.0, False)]
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: all(_ticket(instance, p).requeues >= 1 for p in players))
+    assert not ledger.open_holds()
+    nodes.nodes = saved
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+
+
+async def test_p1_partners_queue_as_a_party_and_sit_opposite(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, _engines, _, _ = world
+    a, b, c, d = _players(4, 500, ledger)
+    first = await instance.desk.create(a, NewTicket(f"r-{a}", "teams", party_size=2))
+    assert len(first.party_code) == 8
+    await until(lambda: instance.store.ticket(first.ticket_id) is not None)
+    await instance.desk.create(
+        b, NewTicket(f"r-{b}", "teams", party_size=2, party_code=first.party_code)
+    )
+    await _queue(instance, [c, d], "teams")
+    await until(lambda: _all(instance, [a, b, c, d], TicketState.MATCHED))
+    seats = {p: _ticket(instance, p).placement.seat for p in (a, b, c, d)}
+    assert {seats[a] % 2, seats[b] % 2} == {seats[a] % 2}  # partners opposite: 0+2 or 1+3
+    assert seats[a] != seats[b]
+    assert {seats[c] % 2} == {seats[d] % 2} != {seats[a] % 2}
+
+
+async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world) -> None:  # type: ignore[no-untyped-def]
+    from masa_matchmaking.domain.lobby import BotLevel
+
+    instance, ledger, engines, _, _ = world
+    (player,) = _players(1, 0, ledger)
+    await instance.desk.create(
+        player, NewTicket(f"r-{player}", "training", bot_level=BotLevel.EASY)
+    )
+    await until(lambda: _all(instance, [player], TicketState.MATCHED))
+    table = engines.tables[engines.seated()[player]]
+    bots = [seat for seat in table.spec.seats if not seat.player_id]
+    assert len(bots) == 3 and {seat.bot_level for seat in bots} == {BotLevel.EASY}
+    assert not any(seat.hold_id for seat in table.spec.seats)
