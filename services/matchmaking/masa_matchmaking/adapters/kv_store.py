@@ -146,7 +146,7 @@ class KvTicketStore:
                         self._take(entry.key, decode_tickets(entry.value), entry.revision or 0)
                 finally:
                     with contextlib.suppress(Exception):
-                        await watcher.stop()
+                        await watcher.stop()  # type: ignore[no-untyped-call]
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -1,0 +1,192 @@
+"""Matchmaking's domain to and from protobuf: lobbies, tickets, ratings and table configs."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from masa.common.v1 import error_pb2, game_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+
+from masa_matchmaking.app.ports import SeatSpec
+from masa_matchmaking.app.tickets import NewTicket
+from masa_matchmaking.domain.errors import BadInput
+from masa_matchmaking.domain.lobby import BotLevel, Game, Lobby, Mode
+from masa_matchmaking.domain.rating import PlayerRating
+from masa_matchmaking.domain.ticket import Ticket, TicketState
+
+__all__ = [
+    "GAMES",
+    "game_from_proto",
+    "lobby_to_proto",
+    "new_ticket_from_proto",
+    "options_to_proto",
+    "rating_to_proto",
+    "seat_to_proto",
+    "ticket_to_proto",
+]
+
+GAMES: Final = {
+    Game.FIFTYONE: game_pb2.GAME_KIND_FIFTYONE,
+    Game.ELEVATOR: game_pb2.GAME_KIND_ELEVATOR,
+}
+_GAME_OF: Final[dict[int, Game]] = {value: key for key, value in GAMES.items()}
+MODES: Final = {
+    Mode.SINGLES: game_pb2.MODE_SINGLES,
+    Mode.TEAMS: game_pb2.MODE_TEAMS,
+    Mode.TRAINING: game_pb2.MODE_TRAINING,
+}
+PRESETS: Final = {
+    "": game_pb2.PRESET_UNSPECIFIED,
+    "classic": game_pb2.PRESET_CLASSIC,
+    "salon": game_pb2.PRESET_SALON,
+    "remi": game_pb2.PRESET_REMI,
+}
+LEVELS: Final = {BotLevel.EASY: game_pb2.BOT_LEVEL_EASY, BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL}
+_LEVEL_OF: Final[dict[int, BotLevel]] = {value: key for key, value in LEVELS.items()}
+_STATES: Final = {
+    TicketState.SEARCHING: mm.Ticket.STATE_SEARCHING,
+    TicketState.PLACING: mm.Ticket.STATE_PLACING,
+    TicketState.MATCHED: mm.Ticket.STATE_MATCHED,
+    TicketState.CANCELLED: mm.Ticket.STATE_CANCELLED,
+    TicketState.EXPIRED: mm.Ticket.STATE_EXPIRED,
+    TicketState.FAILED: mm.Ticket.STATE_FAILED,
+}
+_ERROR_DOMAIN: Final = "masa.dev"
+
+
+def _duration(seconds: float) -> Duration:
+    duration = Duration()
+    duration.FromNanoseconds(round(seconds * 1e9))
+    return duration
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(round(seconds * 1e9))
+    return stamp
+
+
+def options_to_proto(lobby: Lobby) -> game_pb2.GameOptions:
+    if lobby.game is Game.ELEVATOR:
+        return game_pb2.GameOptions(elevator=game_pb2.ElevatorOptions(decks=lobby.decks))
+    return game_pb2.GameOptions(
+        fiftyone=game_pb2.FiftyOneOptions(
+            open_threshold=lobby.open_threshold,
+            escalating_threshold=lobby.escalating_threshold,
+            hands_per_game=lobby.hands_per_game,
+        )
+    )
+
+
+def lobby_to_proto(lobby: Lobby, *, queue_length: int, tables_in_play: int) -> mm.Lobby:
+    fill = lobby.bot_fill
+    return mm.Lobby(
+        lobby_id=lobby.lobby_id,
+        display_name=lobby.display_name,
+        game=GAMES[lobby.game],
+        preset=PRESETS[lobby.preset],
+        mode=MODES[lobby.mode],
+        max_seats=lobby.max_seats,
+        min_seats=lobby.min_seats,
+        options=options_to_proto(lobby),
+        stake=lobby.stake,
+        rake_basis_points=lobby.payout.rake_basis_points,
+        place_shares=list(lobby.payout.place_shares),
+        turn_time=_duration(lobby.turn_seconds),
+        bot_fill=mm.BotFill(
+            enabled=fill.enabled or lobby.training,
+            fill_after=_duration(0.0 if lobby.training else fill.fill_after_seconds),
+            min_players=fill.min_players,
+            level=LEVELS[fill.level],
+        ),
+        short_table_after=_duration(lobby.short_table_after_seconds),
+        ticket_ttl=_duration(lobby.ticket_ttl_seconds),
+        queue_length=queue_length,
+        tables_in_play=tables_in_play,
+    )
+
+
+def ticket_to_proto(ticket: Ticket) -> mm.Ticket:
+    message = mm.Ticket(
+        ticket_id=ticket.ticket_id,
+        lobby_id=ticket.lobby_id,
+        player_id=ticket.player_id,
+        state=_STATES[ticket.state],
+        create_time=_timestamp(ticket.created_at),
+        expire_time=_timestamp(ticket.expires_at),
+        update_time=_timestamp(ticket.updated_at),
+        party_code=ticket.party_code,
+        party_size=ticket.party_size,
+        bot_level=LEVELS[ticket.bot_level] if ticket.bot_level else game_pb2.BOT_LEVEL_UNSPECIFIED,
+        requeues=ticket.requeues,
+    )
+    placement = ticket.placement
+    if ticket.state is TicketState.MATCHED and placement is not None:
+        message.table_id = placement.table_id
+        message.seat = placement.seat
+        message.table_address = placement.address
+        message.hold_id = placement.hold_id
+    if ticket.failure is not None:
+        message.error.CopyFrom(
+            error_pb2.ErrorDetail(
+                reason=ticket.failure.reason,
+                domain=_ERROR_DOMAIN,
+                metadata={"message": ticket.failure.message},
+            )
+        )
+    return message
+
+
+def rating_to_proto(rating: PlayerRating) -> mm.Rating:
+    message = mm.Rating(
+        player_id=rating.player_id,
+        game=GAMES[rating.game],
+        mu=rating.mu,
+        sigma=rating.sigma,
+        ordinal=rating.ordinal,
+        games=rating.games,
+    )
+    if rating.updated_at is not None:
+        message.update_time.CopyFrom(_timestamp(rating.updated_at))
+    return message
+
+
+def game_from_proto(game: int) -> Game:
+    found = _GAME_OF.get(game)
+    if found is None:
+        raise BadInput("name the game: GAME_KIND_FIFTYONE or GAME_KIND_ELEVATOR")
+    return found
+
+
+def new_ticket_from_proto(request: mm.CreateTicketRequest) -> NewTicket:
+    level: BotLevel | None = None
+    if request.bot_level:
+        level = _LEVEL_OF.get(request.bot_level)
+        if level is None:
+            raise BadInput(f"unknown bot level {request.bot_level}")
+    ttl = None
+    if request.HasField("ttl"):
+        ttl = request.ttl.ToNanoseconds() / 1e9
+    return NewTicket(
+        request_id=request.request_id,
+        lobby_id=request.lobby_id,
+        party_size=request.party_size,
+        party_code=request.party_code,
+        bot_level=level,
+        ttl_seconds=ttl,
+        display_name=request.display_name,
+    )
+
+
+def seat_to_proto(seat: SeatSpec) -> game_pb2.SeatAssignment:
+    if not seat.player_id:
+        level = LEVELS[seat.bot_level] if seat.bot_level else game_pb2.BOT_LEVEL_NORMAL
+        return game_pb2.SeatAssignment(seat=seat.seat, kind=game_pb2.SEAT_KIND_BOT, bot_level=level)
+    return game_pb2.SeatAssignment(
+        seat=seat.seat,
+        kind=game_pb2.SEAT_KIND_HUMAN,
+        player_id=seat.player_id,
+        display_name=seat.display_name,
+    )

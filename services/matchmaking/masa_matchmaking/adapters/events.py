@@ -1,0 +1,154 @@
+"""Matchmaking's events on JetStream stream MASA_MATCHMAKING (masa.events.v1).
+
+Subjects carry a ticket or table id, never a player id; ``Nats-Msg-Id`` is the event id, which
+derives from what the event reports, so a repeated publish (a resumed placement, a redelivered
+result) is dropped by JetStream's duplicate window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import nats.errors
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from masa.events.v1 import matchmaking_event_pb2 as ev
+from masa_platform.bus import ensure_stream, publish
+from nats.js import JetStreamContext, api
+
+from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
+from masa_matchmaking.app.ports import GameStarted
+from masa_matchmaking.domain.rating import PlayerRating
+from masa_matchmaking.domain.ticket import Ticket
+
+__all__ = ["STREAM", "JetStreamEvents", "ensure_events_stream"]
+
+_log = logging.getLogger(__name__)
+
+STREAM: Final = "MASA_MATCHMAKING"
+_PUBLISH_SECONDS: Final = 5.0
+
+
+async def ensure_events_stream(js: JetStreamContext, *, max_age_seconds: float) -> None:
+    await ensure_stream(
+        js,
+        api.StreamConfig(
+            name=STREAM,
+            subjects=["masa.matchmaking.v1.>"],
+            max_age=max_age_seconds,
+            duplicate_window=120.0,
+        ),
+    )
+
+
+def _stamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(round(seconds * 1e9))
+    return stamp
+
+
+class JetStreamEvents:
+    """Publishes the events; a started game is also recorded by ``on_started`` (the live
+    tables of its lobby)."""
+
+    def __init__(
+        self, js: JetStreamContext, on_started: Callable[[str, str], Awaitable[None]]
+    ) -> None:
+        self._js = js
+        self._on_started = on_started
+
+    async def _publish(self, subject: str, event_id: str, event: ev.MatchmakingEvent) -> None:
+        try:
+            await publish(
+                self._js,
+                subject,
+                event.SerializeToString(),
+                msg_id=event_id,
+                timeout=_PUBLISH_SECONDS,
+            )
+        except (nats.errors.Error, TimeoutError) as error:
+            # Events inform; the tickets and tables they report are already recorded.
+            _log.warning("could not publish %s: %s", subject, error)
+
+    async def ticket_matched(self, ticket: Ticket, now: float) -> None:
+        placement = ticket.placement
+        if placement is None:
+            return
+        wait = Duration()
+        wait.FromNanoseconds(round(max(0.0, now - ticket.created_at) * 1e9))
+        event_id = f"matched-{ticket.ticket_id}"
+        await self._publish(
+            f"masa.matchmaking.v1.{ticket.ticket_id}.ticket_matched",
+            event_id,
+            ev.MatchmakingEvent(
+                ticket_matched=ev.TicketMatched(
+                    event_id=event_id,
+                    occurred_at=_stamp(now),
+                    ticket_id=ticket.ticket_id,
+                    lobby_id=ticket.lobby_id,
+                    player_id=ticket.player_id,
+                    table_id=placement.table_id,
+                    seat=placement.seat,
+                    wait=wait,
+                )
+            ),
+        )
+
+    async def game_started(self, started: GameStarted, now: float) -> None:
+        lobby = started.lobby
+        await self._on_started(started.table_id, lobby.lobby_id)
+        event_id = f"started-{started.table_id}"
+        await self._publish(
+            f"masa.matchmaking.v1.{started.table_id}.game_started",
+            event_id,
+            ev.MatchmakingEvent(
+                game_started=ev.GameStarted(
+                    event_id=event_id,
+                    occurred_at=_stamp(now),
+                    table_id=started.table_id,
+                    lobby_id=lobby.lobby_id,
+                    game=GAMES[lobby.game],
+                    preset=PRESETS[lobby.preset],
+                    mode=MODES[lobby.mode],
+                    seats=[seat_to_proto(seat) for seat in started.seats],
+                    stake=lobby.stake,
+                    node_id=started.node_id,
+                    address=started.address,
+                )
+            ),
+        )
+
+    async def rating_changed(
+        self,
+        before: PlayerRating,
+        after: PlayerRating,
+        *,
+        table_id: str,
+        game_no: int,
+        place: int,
+        now: float,
+    ) -> None:
+        player_key = hashlib.sha256(before.player_id.encode()).hexdigest()[:16]
+        event_id = f"rating-{table_id}-{game_no}-{player_key}"
+        await self._publish(
+            f"masa.matchmaking.v1.{table_id}.rating_changed",
+            event_id,
+            ev.MatchmakingEvent(
+                rating_changed=ev.RatingChanged(
+                    event_id=event_id,
+                    occurred_at=_stamp(now),
+                    player_id=before.player_id,
+                    game=GAMES[before.game],
+                    table_id=table_id,
+                    game_no=game_no,
+                    place=place,
+                    mu_before=before.mu,
+                    sigma_before=before.sigma,
+                    mu_after=after.mu,
+                    sigma_after=after.sigma,
+                )
+            ),
+        )

@@ -1,0 +1,246 @@
+"""``masa.matchmaking.v1.MatchmakingService`` over gRPC: protobuf in, use cases, protobuf out.
+
+Every call is a player's: the JWT subject is the player. Domain refusals become platform
+errors with their reason (TICKET_OPEN, LOBBY_NOT_FOUND, INSUFFICIENT_FUNDS ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Final, TypeVar
+
+import grpc
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa.matchmaking.v1 import matchmaking_pb2_grpc
+from masa_platform.auth import AuthPolicy, require_principal
+from masa_platform.errors import BadRequest, MasaError, NotFound, PreconditionFailed
+from masa_platform.server import ServiceRegistration
+
+from masa_matchmaking.adapters.convert import (
+    game_from_proto,
+    lobby_to_proto,
+    new_ticket_from_proto,
+    rating_to_proto,
+    ticket_to_proto,
+)
+from masa_matchmaking.app.ratings import Ratings
+from masa_matchmaking.app.tickets import TicketDesk
+from masa_matchmaking.app.welcome import Welcome
+from masa_matchmaking.domain import errors
+from masa_matchmaking.domain.lobby import Lobby
+from masa_matchmaking.domain.lobby_filter import parse_filter
+
+__all__ = ["SERVICE_NAME", "MatchmakingServicer", "auth_policy", "registration"]
+
+SERVICE_NAME: Final = "masa.matchmaking.v1.MatchmakingService"
+_DEFAULT_PAGE: Final = 50
+_MAX_PAGE: Final = 200
+_T = TypeVar("_T")
+
+
+class Unavailable(MasaError):
+    code = grpc.StatusCode.UNAVAILABLE
+    default_reason = "UNAVAILABLE"
+
+
+class AlreadyExists(MasaError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+    default_reason = "REQUEST_ID_REUSED"
+
+
+def auth_policy() -> AuthPolicy:
+    """Every call needs a valid token; none is internal."""
+    return AuthPolicy()
+
+
+def _platform_error(error: errors.MatchmakingError) -> MasaError:
+    metadata = {"message": error.message, **error.metadata}
+    kind: type[MasaError]
+    if isinstance(error, errors.BadInput):
+        kind = BadRequest
+    elif isinstance(error, errors.NotFound | errors.NotYours):
+        kind = NotFound
+    elif isinstance(error, errors.Unavailable):
+        kind = Unavailable
+    elif error.reason == "REQUEST_ID_REUSED":
+        kind = AlreadyExists
+    else:
+        kind = PreconditionFailed
+    return kind(error.message, reason=error.reason, metadata=metadata)
+
+
+class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
+    def __init__(
+        self,
+        lobbies: Sequence[Lobby],
+        desk: TicketDesk,
+        ratings: Ratings,
+        welcome: Welcome,
+        *,
+        queue_length: Callable[[str], int],
+        tables_in_play: Callable[[str], int],
+    ) -> None:
+        self._lobbies = list(lobbies)
+        self._desk = desk
+        self._ratings = ratings
+        self._welcome = welcome
+        self._queue_length = queue_length
+        self._tables_in_play = tables_in_play
+
+    def _lobby(self, lobby: Lobby) -> mm.Lobby:
+        return lobby_to_proto(
+            lobby,
+            queue_length=self._queue_length(lobby.lobby_id),
+            tables_in_play=self._tables_in_play(lobby.lobby_id),
+        )
+
+    async def _player(self) -> str:
+        player = require_principal().subject
+        try:
+            await self._welcome.greet(player)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return player
+
+    async def ListLobbies(  # noqa: N802 - the generated servicer names the methods
+        self,
+        request: mm.ListLobbiesRequest,
+        context: grpc.aio.ServicerContext[mm.ListLobbiesRequest, mm.ListLobbiesResponse],
+    ) -> mm.ListLobbiesResponse:
+        await self._player()
+        try:
+            matches = parse_filter(request.filter)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        found = [lobby for lobby in self._lobbies if matches(lobby)]
+        page, token = _page(found, request.page_size, request.page_token, request.filter)
+        return mm.ListLobbiesResponse(
+            lobbies=[self._lobby(lobby) for lobby in page], next_page_token=token
+        )
+
+    async def GetLobby(  # noqa: N802
+        self,
+        request: mm.GetLobbyRequest,
+        context: grpc.aio.ServicerContext[mm.GetLobbyRequest, mm.GetLobbyResponse],
+    ) -> mm.GetLobbyResponse:
+        try:
+            lobby = self._desk.lobby(request.lobby_id)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return mm.GetLobbyResponse(lobby=self._lobby(lobby))
+
+    async def CreateTicket(  # noqa: N802
+        self,
+        request: mm.CreateTicketRequest,
+        context: grpc.aio.ServicerContext[mm.CreateTicketRequest, mm.CreateTicketResponse],
+    ) -> mm.CreateTicketResponse:
+        player = await self._player()
+        try:
+            ticket = await self._desk.create(player, new_ticket_from_proto(request))
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return mm.CreateTicketResponse(ticket=ticket_to_proto(ticket))
+
+    async def GetTicket(  # noqa: N802
+        self,
+        request: mm.GetTicketRequest,
+        context: grpc.aio.ServicerContext[mm.GetTicketRequest, mm.GetTicketResponse],
+    ) -> mm.GetTicketResponse:
+        player = require_principal().subject
+        try:
+            ticket = await self._desk.get(player, request.ticket_id)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return mm.GetTicketResponse(ticket=ticket_to_proto(ticket))
+
+    async def ListTickets(  # noqa: N802
+        self,
+        request: mm.ListTicketsRequest,
+        context: grpc.aio.ServicerContext[mm.ListTicketsRequest, mm.ListTicketsResponse],
+    ) -> mm.ListTicketsResponse:
+        player = require_principal().subject
+        try:
+            tickets = await self._desk.list(player)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        page, token = _page(tickets, request.page_size, request.page_token, "")
+        return mm.ListTicketsResponse(
+            tickets=[ticket_to_proto(ticket) for ticket in page], next_page_token=token
+        )
+
+    async def CancelTicket(  # noqa: N802
+        self,
+        request: mm.CancelTicketRequest,
+        context: grpc.aio.ServicerContext[mm.CancelTicketRequest, mm.CancelTicketResponse],
+    ) -> mm.CancelTicketResponse:
+        player = require_principal().subject
+        if not request.request_id:
+            raise BadRequest("request_id is required")
+        try:
+            ticket = await self._desk.cancel(player, request.ticket_id)
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return mm.CancelTicketResponse(ticket=ticket_to_proto(ticket))
+
+    async def WatchTicket(  # noqa: N802
+        self,
+        request: mm.WatchTicketRequest,
+        context: grpc.aio.ServicerContext[mm.WatchTicketRequest, mm.WatchTicketResponse],
+    ) -> AsyncIterator[mm.WatchTicketResponse]:
+        player = require_principal().subject
+        try:
+            async for ticket in self._desk.watch(player, request.ticket_id):
+                yield mm.WatchTicketResponse(ticket=ticket_to_proto(ticket))
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+
+    async def GetRating(  # noqa: N802
+        self,
+        request: mm.GetRatingRequest,
+        context: grpc.aio.ServicerContext[mm.GetRatingRequest, mm.GetRatingResponse],
+    ) -> mm.GetRatingResponse:
+        player = request.player_id or require_principal().subject
+        if len(player) > 128:
+            raise BadRequest("a player id is at most 128 characters")
+        try:
+            rating = await self._ratings.get(player, game_from_proto(request.game))
+        except errors.MatchmakingError as error:
+            raise _platform_error(error) from None
+        return mm.GetRatingResponse(rating=rating_to_proto(rating))
+
+
+def _page(items: Sequence[_T], size: int, token: str, scope: str) -> tuple[Sequence[_T], str]:
+    """One page of ``items`` and the next page's token (an offset bound to ``scope``)."""
+    if size < 0:
+        raise BadRequest("page_size must not be negative")
+    size = min(size or _DEFAULT_PAGE, _MAX_PAGE)
+    scope_key = hashlib.sha256(scope.encode()).hexdigest()[:12]
+    offset = 0
+    if token:
+        try:
+            decoded: Mapping[str, object] = json.loads(base64.urlsafe_b64decode(token))
+            offset = int(decoded["o"])  # type: ignore[call-overload]
+            if decoded["s"] != scope_key or offset < 0:
+                raise ValueError(token)
+        except (ValueError, KeyError, TypeError):
+            raise BadRequest("page_token is not a token of this listing") from None
+    page = items[offset : offset + size]
+    following = offset + size
+    if following >= len(items):
+        return page, ""
+    next_token = base64.urlsafe_b64encode(
+        json.dumps({"o": following, "s": scope_key}).encode()
+    ).decode()
+    return page, next_token
+
+
+def registration(servicer: MatchmakingServicer) -> ServiceRegistration:
+    return ServiceRegistration(
+        SERVICE_NAME,
+        lambda server: matchmaking_pb2_grpc.add_MatchmakingServiceServicer_to_server(
+            servicer, server
+        ),
+    )

@@ -1,0 +1,151 @@
+"""The ledger side of placement (``masa.ledger.v1``): holds, binding, releases and grants.
+
+Every call carries a service token and a request_id derived from what it does, so a retry
+(by this instance or one resuming its placement) moves no chip twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+import grpc
+import grpc.aio
+from google.protobuf.duration_pb2 import Duration
+from grpc_status import rpc_status
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_platform.auth import Role, mint_token
+from masa_platform.errors import error_info
+from masa_platform.settings import AuthSettings
+
+from masa_matchmaking.app.ports import HoldRequest, InsufficientFunds, LedgerRefused, Unreachable
+
+__all__ = ["GrpcLedger"]
+
+# The ledger's answers that a retry will not change.
+_REFUSALS: Final = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+
+
+class _Refusal(Exception):
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str, metadata: dict[str, str]):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.metadata = metadata
+
+
+class GrpcLedger:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        auth: AuthSettings,
+        *,
+        service_name: str,
+        timeout_seconds: float,
+    ) -> None:
+        self._channel = channel
+        self._stub = ledger_pb2_grpc.LedgerServiceStub(channel)
+        self._auth = auth
+        self._service = service_name
+        self._timeout = timeout_seconds
+
+    def _metadata(self) -> tuple[tuple[str, str]]:
+        token = mint_token(self._auth, self._service, (Role.SERVICE,), ttl_seconds=300)
+        return (("authorization", f"Bearer {token}"),)
+
+    async def _call(self, method: str, request: object) -> object:
+        call = getattr(self._stub, method)(
+            request, metadata=self._metadata(), timeout=self._timeout
+        )
+        try:
+            return await call
+        except grpc.aio.AioRpcError as error:
+            if error.code() not in _REFUSALS:
+                raise Unreachable(f"the ledger's {method}: {error.code().name}") from None
+            info = error_info(await rpc_status.aio.from_call(call))
+            reason = info.reason if info is not None else error.code().name
+            metadata = dict(info.metadata) if info is not None else {}
+            raise _Refusal(error.code(), reason, error.details() or reason, metadata) from None
+
+    async def hold_stakes(
+        self, request_id: str, holds: Sequence[HoldRequest], ttl_seconds: float
+    ) -> None:
+        ttl = Duration()
+        ttl.FromNanoseconds(round(ttl_seconds * 1e9))
+        request = ledger_pb2.HoldStakesRequest(
+            request_id=request_id,
+            stakes=[
+                ledger_pb2.HoldStakeRequest(
+                    request_id=hold.hold_id,
+                    player_id=hold.player_id,
+                    amount=hold.amount,
+                    lobby_id=hold.lobby_id,
+                    ticket_id=hold.ticket_id,
+                    ttl=ttl,
+                )
+                for hold in holds
+            ],
+        )
+        try:
+            await self._call("HoldStakes", request)
+        except _Refusal as refusal:
+            if refusal.reason == "INSUFFICIENT_FUNDS":
+                short = _short_players(refusal.metadata, holds)
+                raise InsufficientFunds(short, refusal.message) from None
+            raise LedgerRefused(refusal.reason, refusal.message) from None
+
+    async def bind_holds(
+        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
+    ) -> None:
+        request = ledger_pb2.BindHoldsRequest(
+            request_id=request_id, table_id=table_id, game_no=1, stake=stake, hold_ids=hold_ids
+        )
+        try:
+            await self._call("BindHolds", request)
+        except _Refusal as refusal:
+            raise LedgerRefused(refusal.reason, refusal.message) from None
+
+    async def release_hold(self, hold_id: str, reason: str) -> None:
+        request = ledger_pb2.ReleaseHoldRequest(
+            request_id=f"release-{hold_id}", hold_id=hold_id, reason=reason
+        )
+        try:
+            await self._call("ReleaseHold", request)
+        except _Refusal as refusal:
+            if refusal.code is grpc.StatusCode.NOT_FOUND:
+                return
+            raise LedgerRefused(refusal.reason, refusal.message) from None
+
+    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None:
+        request = ledger_pb2.GrantChipsRequest(
+            request_id=request_id, player_id=player_id, amount=amount, reason=reason
+        )
+        try:
+            await self._call("GrantChips", request)
+        except _Refusal as refusal:
+            raise LedgerRefused(refusal.reason, refusal.message) from None
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+def _short_players(metadata: dict[str, str], holds: Sequence[HoldRequest]) -> list[str]:
+    """The players the ledger names short of chips (``short_player_ids``, a JSON list); all of
+    the group when it names none, so that nobody is requeued who might be short."""
+    try:
+        named = set(json.loads(metadata.get("short_player_ids", "[]")))
+    except ValueError:
+        named = set()
+    players = [hold.player_id for hold in holds]
+    return [player for player in players if player in named] or players

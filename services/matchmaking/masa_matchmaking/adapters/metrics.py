@@ -1,0 +1,72 @@
+"""Matchmaking's Prometheus metrics (never with ids as label values but the lobby's, a fixed
+set from the configuration)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["PrometheusMetrics"]
+
+_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+_SPREAD_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0)
+
+
+class PrometheusMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._depth = Gauge(
+            "masa_matchmaking_queue_depth",
+            "Tickets searching in a lobby, as its last round saw them.",
+            ["lobby"],
+            registry=registry,
+        )
+        self._wait = Histogram(
+            "masa_matchmaking_wait_seconds",
+            "How long a ticket searched before it was seated.",
+            ["lobby"],
+            buckets=_WAIT_BUCKETS,
+            registry=registry,
+        )
+        self._rounds = Counter(
+            "masa_matchmaking_rounds_total",
+            "Matching rounds run.",
+            ["lobby"],
+            registry=registry,
+        )
+        self._matched = Counter(
+            "masa_matchmaking_matched_total",
+            "Tickets seated at a table.",
+            ["lobby"],
+            registry=registry,
+        )
+        self._spread = Histogram(
+            "masa_matchmaking_rating_spread",
+            "The distance in rating (OpenSkill mu) between the highest and lowest rated player "
+            "of each table placed.",
+            ["lobby"],
+            buckets=_SPREAD_BUCKETS,
+            registry=registry,
+        )
+        self._failures = Counter(
+            "masa_matchmaking_placement_failures_total",
+            "Placements that failed, by reason (insufficient_funds, no_engine, ...).",
+            ["reason"],
+            registry=registry,
+        )
+
+    def queue_depth(self, lobby_id: str, depth: int) -> None:
+        self._depth.labels(lobby=lobby_id).set(depth)
+
+    def round_run(self, lobby_id: str) -> None:
+        self._rounds.labels(lobby=lobby_id).inc()
+
+    def matched(self, lobby_id: str, waits: Sequence[float], spread: float) -> None:
+        histogram = self._wait.labels(lobby=lobby_id)
+        for wait in waits:
+            histogram.observe(wait)
+        self._matched.labels(lobby=lobby_id).inc(len(waits))
+        self._spread.labels(lobby=lobby_id).observe(spread)
+
+    def placement_failed(self, reason: str) -> None:
+        self._failures.labels(reason=reason).inc()

@@ -1,0 +1,245 @@
+"""Wire matchmaking: NATS and its buckets, the ledger and the engines, the use cases, gRPC and
+the background tasks.
+
+:func:`start_matchmaking` is what ``python -m masa_matchmaking`` runs and what integration
+tests start in-process; a test hands its own ledger, engines or node registry through
+:class:`Overrides`. The tasks: the lobby leases and rounds, the results consumer (ratings and
+tables in play), the pruning of the ticket mirror, and a health probe that reports
+NOT_SERVING while NATS is unreachable or the ticket mirror is not current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Final
+
+from masa_platform.bus import connect
+from masa_platform.metrics import GrpcMetrics
+from masa_platform.server import GrpcServer, create_server, standard_interceptors
+from masa_platform.settings import SettingsError
+from masa_platform.tls import open_channel
+from nats.aio.client import Client
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from masa_matchmaking.adapters.engines import GrpcEngines, KvEngineNodes
+from masa_matchmaking.adapters.events import JetStreamEvents, ensure_events_stream
+from masa_matchmaking.adapters.grpc_api import MatchmakingServicer, auth_policy, registration
+from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
+from masa_matchmaking.adapters.ledger_client import GrpcLedger
+from masa_matchmaking.adapters.metrics import PrometheusMetrics
+from masa_matchmaking.adapters.results import KvLiveTables, ResultsConsumer
+from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
+from masa_matchmaking.app.placement import PlacementSettings, Placer
+from masa_matchmaking.app.ports import EngineNodes, Engines, Ledger
+from masa_matchmaking.app.ratings import Ratings
+from masa_matchmaking.app.tickets import TicketDesk
+from masa_matchmaking.app.welcome import Welcome
+from masa_matchmaking.domain.catalog import parse_lobbies
+from masa_matchmaking.domain.errors import InvalidLobby
+from masa_matchmaking.domain.lobby import Lobby
+from masa_matchmaking.settings import MatchmakingSettings
+
+__all__ = ["MatchmakingService", "Overrides", "load_lobbies", "start_matchmaking"]
+
+_log = logging.getLogger(__name__)
+_PROBE_SECONDS: Final = 2.0
+_PRUNE_SECONDS: Final = 60.0
+_MIRROR_READY_SECONDS: Final = 30.0
+# Live-table entries whose end was never heard are forgotten after a day.
+_LIVE_TABLE_TTL: Final = 86_400.0
+
+
+def load_lobbies(settings: MatchmakingSettings) -> tuple[Lobby, ...]:
+    """The lobbies of MASA_LOBBIES_FILE, else the shipped set; a bad file stops the start."""
+    if settings.lobbies_file is None:
+        text = (files("masa_matchmaking") / "lobbies.toml").read_text()
+    else:
+        try:
+            text = settings.lobbies_file.read_text()
+        except OSError as error:
+            raise SettingsError(f"MASA_LOBBIES_FILE: {error}") from None
+    try:
+        lobbies = parse_lobbies(text)
+    except InvalidLobby as error:
+        raise SettingsError(f"MASA_LOBBIES_FILE: {error} ({error.rule})") from None
+    if any(lobby.chips for lobby in lobbies) and not settings.ledger_address:
+        raise SettingsError("chip lobbies need the ledger: set MASA_LEDGER_ADDRESS")
+    return lobbies
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Ports a test provides instead of the real ones."""
+
+    ledger: Ledger | None = None
+    engines: Engines | None = None
+    nodes: EngineNodes | None = None
+
+
+@dataclass(slots=True)
+class MatchmakingService:
+    """A running instance; :meth:`stop` shuts it down in order."""
+
+    settings: MatchmakingSettings
+    server: GrpcServer
+    nats: Client
+    matchmaker: Matchmaker
+    tickets: KvTicketStore
+    stopping: asyncio.Event
+    closers: list[object] = field(default_factory=list)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        await self.server.stop(grace_seconds)
+        self.stopping.set()
+        # The leases are given up by the matchmaker's own task as it ends.
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 10.0)
+        for closer in self.closers:
+            with contextlib.suppress(Exception):
+                await closer.close()  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):
+            await self.nats.drain()
+
+
+async def start_matchmaking(
+    settings: MatchmakingSettings,
+    registry: CollectorRegistry = REGISTRY,
+    *,
+    overrides: Overrides | None = None,
+) -> MatchmakingService:
+    given = overrides or Overrides()
+    platform = settings.platform
+    lobbies = load_lobbies(settings)
+    by_id = {lobby.lobby_id: lobby for lobby in lobbies}
+    instance = settings.instance
+    nc = await connect(platform.nats_url, name=f"matchmaking-{instance}")
+    js = nc.jetstream()
+    await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
+    tickets = await KvTicketStore.open(js, retention_seconds=settings.ticket_retention_seconds)
+    tickets.start()
+    ratings_store = await KvRatingStore.open(js)
+    leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)
+    live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
+    live_tables.start()
+    closers: list[object] = [tickets, live_tables]
+
+    ledger: Ledger | None = given.ledger
+    if ledger is None and settings.ledger_address:
+        grpc_ledger = GrpcLedger(
+            open_channel(settings.ledger_address, platform.tls),
+            platform.auth,
+            service_name=f"matchmaking-{instance}",
+            timeout_seconds=settings.ledger_timeout_seconds,
+        )
+        closers.append(grpc_ledger)
+        ledger = grpc_ledger
+    engines: Engines | None = given.engines
+    if engines is None:
+        grpc_engines = GrpcEngines(
+            platform.auth,
+            lambda address: open_channel(address, platform.tls),
+            service_name=f"matchmaking-{instance}",
+            timeout_seconds=settings.engine_timeout_seconds,
+        )
+        closers.append(grpc_engines)
+        engines = grpc_engines
+    nodes = given.nodes or KvEngineNodes(js)
+
+    metrics = PrometheusMetrics(registry)
+    events = JetStreamEvents(js, live_tables.started)
+    placer = Placer(
+        tickets,
+        ledger,
+        nodes,
+        engines,
+        events=events,
+        metrics=metrics,
+        clock=time.time,
+        instance_id=instance,
+        settings=PlacementSettings(
+            hold_ttl_seconds=settings.hold_ttl_seconds,
+            max_requeues=settings.max_requeues,
+            placement_timeout_seconds=settings.placement_timeout_seconds,
+        ),
+    )
+    matchmaker = Matchmaker(
+        by_id,
+        tickets,
+        leases,
+        placer,
+        metrics=metrics,
+        clock=time.time,
+        settings=MatcherSettings(
+            round_seconds=settings.round_seconds,
+            lease_ttl_seconds=settings.lease_ttl_seconds,
+            placement_timeout_seconds=settings.placement_timeout_seconds,
+        ),
+    )
+    ratings = Ratings(ratings_store, events, time.time)
+    desk = TicketDesk(by_id, tickets, ratings_store, time.time)
+    welcome = Welcome(ledger, settings.dev_welcome_chips)
+    servicer = MatchmakingServicer(
+        lobbies,
+        desk,
+        ratings,
+        welcome,
+        queue_length=tickets.open_count,
+        tables_in_play=live_tables.count,
+    )
+    server = create_server(
+        platform.server,
+        [registration(servicer)],
+        tls=platform.tls,
+        interceptors=standard_interceptors(
+            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+        ),
+    )
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(tickets.ready.wait(), _MIRROR_READY_SECONDS)
+    stopping = asyncio.Event()
+    service = MatchmakingService(settings, server, nc, matchmaker, tickets, stopping, closers)
+    consumer = ResultsConsumer(
+        js,
+        ratings,
+        live_tables,
+        stream=settings.results_stream,
+        durable=settings.results_consumer,
+    )
+
+    async def probe() -> None:
+        while not stopping.is_set():
+            await server.set_serving(nc.is_connected and tickets.ready.is_set())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), _PROBE_SECONDS)
+
+    async def prune() -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), _PRUNE_SECONDS)
+            tickets.prune(time.time())
+
+    await server.start()
+    await server.set_serving(tickets.ready.is_set())
+    loop = asyncio.get_running_loop()
+    service.tasks = [
+        loop.create_task(matchmaker.run(stopping), name="matchmaking-leases"),
+        loop.create_task(consumer.run(stopping), name="matchmaking-results"),
+        loop.create_task(probe(), name="matchmaking-health"),
+        loop.create_task(prune(), name="matchmaking-prune"),
+    ]
+    _log.info(
+        "matchmaking serving",
+        extra={"grpc_address": server.address, "instance": instance, "lobbies": len(lobbies)},
+    )
+    return service
