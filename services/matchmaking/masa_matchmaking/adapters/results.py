@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Final
 
 import nats.errors
+import nats.js.errors
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2
 from masa_platform.bus import KvBucket, consume
@@ -36,6 +37,7 @@ _log = logging.getLogger(__name__)
 
 TABLES_BUCKET: Final = "masa_matchmaking_tables"
 RESULTS: Final = "masa.table.v1.*.result"
+_WAIT_FOR_STREAM_SECONDS: Final = 2.0
 
 
 class KvLiveTables:
@@ -56,6 +58,7 @@ class KvLiveTables:
 
     async def started(self, table_id: str, lobby_id: str) -> None:
         await self._bucket.put(table_id, lobby_id.encode())
+        self._add(table_id, lobby_id)
 
     async def ended(self, table_id: str) -> None:
         with contextlib.suppress(nats.errors.Error):
@@ -147,6 +150,11 @@ class ResultsConsumer:
                 )
             except asyncio.CancelledError:
                 raise
+            except nats.js.errors.NotFoundError:
+                # No engine has made its stream yet: nothing to rate until one has.
+                _log.info("waiting for stream %s", self._stream)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), _WAIT_FOR_STREAM_SECONDS)
             except Exception:
                 _log.exception("the results consumer stopped; starting again")
                 with contextlib.suppress(TimeoutError):

@@ -300,6 +300,7 @@ class Placer:
     ) -> None:
         now = self._clock()
         table_id = _placement(tickets[0]).table_id
+        await self._events.game_started(GameStarted(table_id, lobby, seats, node_id, address), now)
         seated: list[Ticket] = []
         for ticket in tickets:
 
@@ -316,7 +317,6 @@ class Placer:
                 seated.append(changed)
         for ticket in seated:
             await self._events.ticket_matched(ticket, now)
-        await self._events.game_started(GameStarted(table_id, lobby, seats, node_id, address), now)
         waits = [now - ticket.created_at for ticket in seated]
         ratings = [ticket.rating for ticket in tickets]
         self._metrics.matched(lobby.lobby_id, waits, max(ratings) - min(ratings))

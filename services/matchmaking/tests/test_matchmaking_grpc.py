@@ -1,0 +1,241 @@
+"""MatchmakingService over real gRPC and a real NATS (P-1, P-2, P-30): lobbies with filters and
+pages, tickets that are idempotent, one open per player, cancelled, expired and watched to the
+end, ratings, and refusals that name their reason and leave nothing changed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from grpc_status import rpc_status
+from masa.common.v1 import game_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa.matchmaking.v1 import matchmaking_pb2_grpc
+from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
+from masa_matchmaking.settings import MatchmakingSettings
+from masa_platform.auth import mint_token
+from masa_platform.errors import error_info
+from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_platform.testing import NatsServer
+from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
+from prometheus_client import CollectorRegistry
+
+AUTH = AuthSettings()
+Stub = matchmaking_pb2_grpc.MatchmakingServiceStub
+
+
+def _token(player: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {mint_token(AUTH, player)}"),)
+
+
+@pytest.fixture
+async def service(
+    nats_server: NatsServer, tmp_path: Path
+) -> AsyncIterator[tuple[MatchmakingService, FakeLedger, FakeEngines]]:
+    lobbies = tmp_path / "lobbies.toml"
+    lobbies.write_text(LOBBIES_TOML)
+    settings = MatchmakingSettings(
+        platform=PlatformSettings(service_name="matchmaking", nats_url=nats_server.url),
+        instance_id=f"grpc-{uuid.uuid4().hex[:6]}",
+        lobbies_file=lobbies,
+        ledger_address="unused:1",
+        round_seconds=0.2,
+        lease_ttl_seconds=1.5,
+        dev_welcome_chips=1_000,
+    )
+    ledger = FakeLedger()
+    engines = FakeEngines(ledger)
+    running = await start_matchmaking(
+        settings,
+        CollectorRegistry(),
+        overrides=Overrides(ledger=ledger, engines=engines, nodes=FakeNodes()),
+    )
+    yield running, ledger, engines
+    await running.stop(0)
+
+
+async def _reason(call: object) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    status = await rpc_status.aio.from_call(call)  # type: ignore[arg-type]
+    info = error_info(status)
+    return raised.value.code(), info.reason if info else ""
+
+
+async def test_p2_lobbies_are_listed_filtered_and_paged(service) -> None:  # type: ignore[no-untyped-def]
+    running, _, _ = service
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        every = await stub.ListLobbies(mm.ListLobbiesRequest(), metadata=_token("ann"))
+        assert [l.lobby_id for l in every.lobbies] == ["salon", "teams", "elevator", "training"]
+        salon = every.lobbies[0]
+        assert (salon.game, salon.preset, salon.max_seats, salon.stake) == (
+            game_pb2.GAME_KIND_FIFTYONE,
+            game_pb2.PRESET_SALON,
+            4,
+            100,
+        )
+        assert salon.turn_time.seconds == 20 and not salon.bot_fill.enabled
+        first = await stub.ListLobbies(mm.ListLobbiesRequest(page_size=3), metadata=_token("ann"))
+        second = await stub.ListLobbies(
+            mm.ListLobbiesRequest(page_size=3, page_token=first.next_page_token),
+            metadata=_token("ann"),
+        )
+        assert len(first.lobbies) == 3 and [l.lobby_id for l in second.lobbies] == ["training"]
+        assert not second.next_page_token
+        elevator = await stub.ListLobbies(
+            mm.ListLobbiesRequest(filter="game = ELEVATOR AND stake > 0"), metadata=_token("ann")
+        )
+        assert [l.lobby_id for l in elevator.lobbies] == ["elevator"]
+        assert await _reason(
+            stub.ListLobbies(mm.ListLobbiesRequest(filter="game ~ x"), metadata=_token("ann"))
+        ) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_REQUEST")
+        assert await _reason(
+            stub.GetLobby(mm.GetLobbyRequest(lobby_id="nope"), metadata=_token("ann"))
+        ) == (grpc.StatusCode.NOT_FOUND, "LOBBY_NOT_FOUND")
+        assert await _reason(stub.ListLobbies(mm.ListLobbiesRequest())) == (
+            grpc.StatusCode.UNAUTHENTICATED,
+            "UNAUTHENTICATED",
+        )
+
+
+async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_end(service) -> None:  # type: ignore[no-untyped-def]
+    running, ledger, _ = service
+    player = f"solo-{uuid.uuid4().hex[:6]}"
+    who = _token(player)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        made = await stub.CreateTicket(
+            mm.CreateTicketRequest(request_id="r1", lobby_id="salon"), metadata=who
+        )
+        again = await stub.CreateTicket(
+            mm.CreateTicketRequest(request_id="r1", lobby_id="salon"), metadata=who
+        )
+        ticket = made.ticket
+        assert again.ticket.ticket_id == ticket.ticket_id
+        assert ticket.state == mm.Ticket.STATE_SEARCHING and not ticket.HasField("seat")
+        assert ticket.expire_time.seconds - ticket.create_time.seconds == 300
+        # The development welcome granted chips once, on first sight.
+        assert ledger.balances[player] == 1_000 and len(ledger.grants) >= 1
+        assert await _reason(
+            stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="r2", lobby_id="elevator"), metadata=who
+            )
+        ) == (grpc.StatusCode.FAILED_PRECONDITION, "TICKET_OPEN")
+        assert await _reason(
+            stub.GetTicket(
+                mm.GetTicketRequest(ticket_id=ticket.ticket_id), metadata=_token("other")
+            )
+        ) == (grpc.StatusCode.NOT_FOUND, "TICKET_NOT_FOUND")
+
+        watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=ticket.ticket_id), metadata=who)
+        seen = [await watch.read()]
+        cancelled = await stub.CancelTicket(
+            mm.CancelTicketRequest(request_id="c1", ticket_id=ticket.ticket_id), metadata=who
+        )
+        assert cancelled.ticket.state == mm.Ticket.STATE_CANCELLED
+        while (message := await watch.read()) is not grpc.aio.EOF:
+            seen.append(message)
+        assert [m.ticket.state for m in seen] == [
+            mm.Ticket.STATE_SEARCHING,
+            mm.Ticket.STATE_CANCELLED,
+        ]
+        listed = await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)
+        assert [t.ticket_id for t in listed.tickets] == [ticket.ticket_id]
+        # Once cancelled, another ticket may be made; a short ttl expires it with its reason.
+        short = await stub.CreateTicket(
+            mm.CreateTicketRequest(request_id="r3", lobby_id="salon", ttl=Duration(seconds=1)),
+            metadata=who,
+        )
+        final = None
+        async for message in stub.WatchTicket(
+            mm.WatchTicketRequest(ticket_id=short.ticket.ticket_id), metadata=who
+        ):
+            final = message.ticket
+        assert final is not None and final.state == mm.Ticket.STATE_EXPIRED
+        assert final.error.reason == "TICKET_EXPIRED"
+        assert not ledger.open_holds()
+
+
+async def test_p1_bad_tickets_are_refused_with_their_reason(service) -> None:  # type: ignore[no-untyped-def]
+    running, _, _ = service
+    who = _token(f"bad-{uuid.uuid4().hex[:6]}")
+    bad = [
+        (mm.CreateTicketRequest(request_id="", lobby_id="salon"), grpc.StatusCode.INVALID_ARGUMENT),
+        (mm.CreateTicketRequest(request_id="a", lobby_id="nope"), grpc.StatusCode.NOT_FOUND),
+        (
+            mm.CreateTicketRequest(request_id="b", lobby_id="teams", party_size=3),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            mm.CreateTicketRequest(
+                request_id="c", lobby_id="salon", bot_level=game_pb2.BOT_LEVEL_EASY
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+        (
+            mm.CreateTicketRequest(
+                request_id="d", lobby_id="teams", party_size=2, party_code="ZZZZZZZZ"
+            ),
+            grpc.StatusCode.NOT_FOUND,
+        ),
+        (
+            mm.CreateTicketRequest(request_id="e", lobby_id="salon", party_code="lower"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+    ]
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        for request, code in bad:
+            assert (await _reason(stub.CreateTicket(request, metadata=who)))[0] == code
+        listed = await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)
+        assert not listed.tickets
+
+
+async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> None:  # type: ignore[no-untyped-def]
+    running, ledger, engines = service
+    run = uuid.uuid4().hex[:6]
+    players = [f"{run}-{i}" for i in range(4)]
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        tickets = [
+            (
+                await stub.CreateTicket(
+                    mm.CreateTicketRequest(request_id="go", lobby_id="salon"), metadata=_token(p)
+                )
+            ).ticket
+            for p in players
+        ]
+
+        async def last(player: str, ticket_id: str) -> mm.Ticket:
+            final = mm.Ticket()
+            async for message in stub.WatchTicket(
+                mm.WatchTicketRequest(ticket_id=ticket_id), metadata=_token(player)
+            ):
+                final = message.ticket
+            return final
+
+        finals = await asyncio.wait_for(
+            asyncio.gather(*(last(p, t.ticket_id) for p, t in zip(players, tickets, strict=True))),
+            30,
+        )
+        assert {f.state for f in finals} == {mm.Ticket.STATE_MATCHED}
+        assert len({f.table_id for f in finals}) == 1
+        assert sorted(f.seat for f in finals) == [0, 1, 2, 3]
+        assert {f.table_address for f in finals} == {"b:1"}
+        assert all(ledger.holds[f.hold_id].state == "bound" for f in finals)
+        lobby = await stub.GetLobby(
+            mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(players[0])
+        )
+        assert lobby.lobby.tables_in_play >= 1
+        rating = await stub.GetRating(
+            mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(players[0])
+        )
+        assert (rating.rating.mu, rating.rating.games) == (25.0, 0)
+        assert engines.tables

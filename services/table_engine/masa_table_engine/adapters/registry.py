@@ -1,0 +1,117 @@
+"""This node in the engine-node registry that matchmaking places tables from.
+
+The node keeps one ``EngineNode`` record (masa.events.v1) in the KV bucket
+``masa_engine_nodes`` under its node id: its address, games, version, live tables, capacity
+and load, rewritten every third of the bucket's TTL. A node that dies stops writing and its
+record expires with the TTL; a node that stops says it is draining, then deletes the record.
+The node id is a key of this bucket only: it never stands where a table id stands in a subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+import nats.errors
+from google.protobuf.timestamp_pb2 import Timestamp
+from masa.common.v1 import game_pb2
+from masa.events.v1 import engine_pb2
+from masa_platform.bus import KvBucket
+from nats.js import JetStreamContext
+
+__all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
+
+_log = logging.getLogger(__name__)
+
+ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
+_GAMES: Final = (game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR)
+
+
+class NodeRegistry:
+    def __init__(
+        self,
+        bucket: KvBucket,
+        *,
+        node_id: str,
+        address: str,
+        version: str,
+        capacity: int,
+        tables: Callable[[], int],
+        ttl_seconds: float,
+    ) -> None:
+        self._bucket = bucket
+        self._node_id = node_id
+        self._address = address
+        self._version = version
+        self._capacity = capacity
+        self._tables = tables
+        self._every = ttl_seconds / 3
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        js: JetStreamContext,
+        *,
+        node_id: str,
+        address: str,
+        version: str,
+        capacity: int,
+        tables: Callable[[], int],
+        ttl_seconds: float,
+    ) -> NodeRegistry:
+        bucket = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=ttl_seconds)
+        return cls(
+            bucket,
+            node_id=node_id,
+            address=address,
+            version=version,
+            capacity=capacity,
+            tables=tables,
+            ttl_seconds=ttl_seconds,
+        )
+
+    def record(self, *, draining: bool = False) -> engine_pb2.EngineNode:
+        tables = self._tables()
+        stamp = Timestamp()
+        stamp.FromNanoseconds(time.time_ns())
+        return engine_pb2.EngineNode(
+            node_id=self._node_id,
+            address=self._address,
+            games=_GAMES,
+            version=self._version,
+            tables=tables,
+            capacity=self._capacity,
+            load=min(1.0, tables / self._capacity),
+            draining=draining,
+            update_time=stamp,
+        )
+
+    async def advertise(self, *, draining: bool = False) -> None:
+        await self._bucket.put(self._node_id, self.record(draining=draining).SerializeToString())
+
+    async def start(self) -> None:
+        await self.advertise()
+        self._task = asyncio.get_running_loop().create_task(self._beat(), name="engine-registry")
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self._every)
+            try:
+                await self.advertise()
+            except (nats.errors.Error, TimeoutError) as error:
+                _log.warning("could not advertise this node: %s", error)
+
+    async def stop(self) -> None:
+        """Say the node drains (no new tables), then leave the registry."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            await self.advertise(draining=True)
+            await self._bucket.delete(self._node_id)
