@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Final
+from typing import Final, Protocol
 
 from masa_platform.bus import connect
 from masa_platform.metrics import GrpcMetrics
@@ -72,6 +72,10 @@ def load_lobbies(settings: MatchmakingSettings) -> tuple[Lobby, ...]:
     return lobbies
 
 
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Overrides:
     """Ports a test provides instead of the real ones."""
@@ -91,7 +95,7 @@ class MatchmakingService:
     matchmaker: Matchmaker
     tickets: KvTicketStore
     stopping: asyncio.Event
-    closers: list[object] = field(default_factory=list)
+    closers: list[_Closable] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -107,7 +111,7 @@ class MatchmakingService:
                 await asyncio.wait_for(task, 10.0)
         for closer in self.closers:
             with contextlib.suppress(Exception):
-                await closer.close()  # type: ignore[attr-defined]
+                await closer.close()
         with contextlib.suppress(Exception):
             await self.nats.drain()
 
@@ -132,7 +136,7 @@ async def start_matchmaking(
     leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)
     live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
     live_tables.start()
-    closers: list[object] = [tickets, live_tables]
+    closers: list[_Closable] = [tickets, live_tables]
 
     ledger: Ledger | None = given.ledger
     if ledger is None and settings.ledger_address:
