@@ -61,6 +61,7 @@ _log = logging.getLogger(__name__)
 # The engine's answers that say the table is there already.
 _HOLD_BOUND: Final = "HOLD_ALREADY_BOUND"
 _CREATE_ATTEMPTS: Final = 3
+_GIVE_UP_AFTER_TIMEOUTS: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +135,20 @@ class Placer:
         """Finish the placement of these PLACING tickets (one table) whose placer is gone.
 
         With every ticket of the placement still PLACING it runs again from the holds. With
-        only some (the placer died while seating or requeueing them), the table exists exactly
-        when its holds are bound: then it is seated, else the rest go back to the queue.
+        only some (the placer died while seating or requeueing them), or after several resumes
+        failed, the table exists exactly when its holds are bound: then it is seated, else the
+        tickets go back to the queue (and fail after max_requeues).
         """
         placement = _placement(tickets[0])
         _log.info(
             "resuming a placement",
             extra={"table_id": placement.table_id, "lobby_id": lobby.lobby_id},
         )
-        if len(tickets) == placement.players:
+        age = self._clock() - placement.started_at
+        # A placement resumed again and again stops being retried: a defect would otherwise
+        # hold its tickets for ever (a PLACING ticket never expires).
+        given_up = age >= _GIVE_UP_AFTER_TIMEOUTS * self._settings.placement_timeout_seconds
+        if len(tickets) == placement.players and not given_up:
             return await self._complete(lobby, list(tickets))
         holds = [_hold_id(t) for t in tickets] if lobby.chips else []
         if await self._release(holds) == "bound":

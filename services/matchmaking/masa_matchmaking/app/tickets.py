@@ -103,7 +103,12 @@ class TicketDesk:
         lobby = self.lobby(request.lobby_id)
         _check_request(lobby, request)
         rating, _ = await self._ratings.read(player_id, lobby.game)
-        known = self._store.cached(player_id)
+        # The mirror holds every record, so a player it does not know has none yet: the create
+        # is tried without reading first, and a conflict sends it to the store.
+        known: tuple[PlayerTickets, int] | None = self._store.cached(player_id) or (
+            PlayerTickets(player_id),
+            0,
+        )
         for _ in range(_WRITE_ATTEMPTS):
             fresh = known is None
             if known is None:

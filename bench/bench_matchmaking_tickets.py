@@ -1,0 +1,228 @@
+"""Matchmaking throughput (issue 11): CreateTicket calls per second, with matching keeping up.
+
+Prints one JSON document. A nats-server (temporary store) and one ``python -m
+masa_matchmaking`` process run on free ports; this process is the load generator and also
+serves a minimal TableService that answers CreateTable at once, advertised in the engine-node
+registry like a real node. The engine is a stand-in on purpose: the figure is matchmaking's
+own (the ticket write, the rounds, the claims and the seating of every ticket, each a KV
+compare-and-set), not the engine's table creation, which ``bench_matchmaking_seated.py``
+counts with the real services.
+
+``PLAYERS`` distinct players each create one ticket in a 4-seat lobby without stakes, with
+``CONCURRENCY`` calls in flight. The run reports the CreateTicket rate over the load, the rate
+at which tickets were seated over the same window, and how long after the last CreateTicket
+the last table was created (matching keeps up when that lag stays small and the seated rate
+matches the ticket rate). As a baseline, ``GetLobby`` (authenticated, no write) is called as
+often at the same concurrency on the same server: the ratio says what a ticket costs above
+gRPC, auth and the interceptors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import nats
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from masa.common.v1 import game_pb2
+from masa.events.v1 import engine_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa.matchmaking.v1 import matchmaking_pb2_grpc
+from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_platform.auth import mint_token
+from masa_platform.bus import KvBucket
+from masa_platform.settings import AuthSettings
+from masa_platform.testing import NatsServer, free_port
+
+PLAYERS = 12_000
+CONCURRENCY = 200
+TARGET_TICKETS_PER_SECOND = 2_000
+AUTH = AuthSettings()
+LOBBIES = """
+[[lobby]]
+id = "bench"
+name = "Bench"
+game = "elevator"
+mode = "singles"
+seats = 4
+matching = { base_spread = 1000.0 }
+"""
+
+
+class StubEngine(table_pb2_grpc.TableServiceServicer):
+    """Answers CreateTable at once and remembers when each table came."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, float] = {}
+        self.address = ""
+
+    async def CreateTable(  # noqa: N802
+        self, request: table_pb2.CreateTableRequest, context: object
+    ) -> table_pb2.CreateTableResponse:
+        self.created.setdefault(request.table_id, time.perf_counter())
+        return table_pb2.CreateTableResponse(
+            table=table_pb2.Table(table_id=request.table_id, owner_address=self.address)
+        )
+
+
+async def advertise(js: Any, address: str, stop: asyncio.Event) -> None:
+    bucket = await KvBucket.ensure(js, "masa_engine_nodes", ttl_seconds=10)
+    while not stop.is_set():
+        record = engine_pb2.EngineNode(
+            node_id="stub",
+            address=address,
+            games=[game_pb2.GAME_KIND_ELEVATOR, game_pb2.GAME_KIND_FIFTYONE],
+            capacity=1_000_000,
+        )
+        await bucket.put("stub", record.SerializeToString())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 3)
+
+
+async def wait_serving(address: str, deadline: float) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError("matchmaking did not start")
+
+
+async def closed_loop(count: int, call: Any) -> tuple[float, list[float]]:
+    """``count`` calls with CONCURRENCY in flight; the elapsed time and each call's latency."""
+    latencies: list[float] = []
+    queue = iter(range(count))
+
+    async def worker() -> None:
+        for index in queue:
+            started = time.perf_counter()
+            await call(index)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return time.perf_counter() - started, latencies
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def run(workdir: Path) -> dict[str, Any]:
+    lobbies = workdir / "lobbies.toml"
+    lobbies.write_text(LOBBIES)
+    with NatsServer(workdir / "nats") as server:
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        engine = StubEngine()
+        engine_server = grpc.aio.server()
+        table_pb2_grpc.add_TableServiceServicer_to_server(engine, engine_server)
+        engine_port = engine_server.add_insecure_port("127.0.0.1:0")
+        engine.address = f"127.0.0.1:{engine_port}"
+        await engine_server.start()
+        stop = asyncio.Event()
+        advertiser = asyncio.create_task(advertise(js, engine.address, stop))
+        port = free_port()
+        env = {
+            **os.environ,
+            "MASA_NATS_URL": server.url,
+            "MASA_GRPC_PORT": str(port),
+            "MASA_LOBBIES_FILE": str(lobbies),
+            "MASA_LOG_LEVEL": "WARNING",
+            "MASA_ROUND_SECONDS": "0.2",
+            "MASA_MAX_CONCURRENT_RPCS": "0",
+        }
+        process = subprocess.Popen([sys.executable, "-m", "masa_matchmaking"], env=env)
+        address = f"127.0.0.1:{port}"
+        try:
+            await wait_serving(address, time.monotonic() + 60)
+            tokens = [
+                (("authorization", f"Bearer {mint_token(AUTH, f'bench-{i}')}"),)
+                for i in range(PLAYERS)
+            ]
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
+
+                async def get_lobby(index: int) -> None:
+                    await stub.GetLobby(mm.GetLobbyRequest(lobby_id="bench"), metadata=tokens[index])
+
+                async def create(index: int) -> None:
+                    await stub.CreateTicket(
+                        mm.CreateTicketRequest(request_id="bench", lobby_id="bench"),
+                        metadata=tokens[index],
+                    )
+
+                await closed_loop(2_000, get_lobby)  # warm-up: channel, token cache
+                base_seconds, base_latencies = await closed_loop(PLAYERS, get_lobby)
+                load_started = time.perf_counter()
+                load_seconds, latencies = await closed_loop(PLAYERS, create)
+                load_ended = load_started + load_seconds
+                deadline = time.monotonic() + 120
+                while len(engine.created) < PLAYERS // 4 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                created = sorted(engine.created.values())
+                in_window = sum(1 for at in created if at <= load_ended)
+                lag = (created[-1] - load_ended) if created else float("inf")
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            stop.set()
+            await advertiser
+            await engine_server.stop(0)
+            await nc.close()
+    rate = PLAYERS / load_seconds
+    baseline = PLAYERS / base_seconds
+    return {
+        "benchmark": "matchmaking_create_ticket",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "players": PLAYERS,
+        "concurrency": CONCURRENCY,
+        "target_tickets_per_second": TARGET_TICKETS_PER_SECOND,
+        "create_ticket": {
+            "per_second": round(rate),
+            "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+            "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+        },
+        "matching": {
+            "tables_created": len(created),
+            "tickets_seated_during_load_per_second": round(in_window * 4 / load_seconds),
+            "seated_share_during_load": round(in_window * 4 / PLAYERS, 3),
+            "last_table_after_last_ticket_seconds": round(lag, 3),
+            "all_seated": len(created) == PLAYERS // 4,
+        },
+        "baseline_get_lobby": {
+            "per_second": round(baseline),
+            "p99_ms": round(percentile(base_latencies, 0.99) * 1000, 2),
+        },
+        "ratio_create_ticket_to_get_lobby": round(rate / baseline, 3),
+        "meets_target": rate >= TARGET_TICKETS_PER_SECOND and len(created) == PLAYERS // 4,
+    }
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="masa-bench-mm-") as workdir:
+        result = asyncio.run(run(Path(workdir)))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
