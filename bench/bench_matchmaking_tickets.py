@@ -160,7 +160,9 @@ async def run(workdir: Path) -> dict[str, Any]:
                 stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
 
                 async def get_lobby(index: int) -> None:
-                    await stub.GetLobby(mm.GetLobbyRequest(lobby_id="bench"), metadata=tokens[index])
+                    await stub.GetLobby(
+                        mm.GetLobbyRequest(lobby_id="bench"), metadata=tokens[index]
+                    )
 
                 async def create(index: int) -> None:
                     await stub.CreateTicket(

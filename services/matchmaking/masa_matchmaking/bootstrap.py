@@ -187,7 +187,6 @@ async def start_matchmaking(
         settings=MatcherSettings(
             round_seconds=settings.round_seconds,
             lease_ttl_seconds=settings.lease_ttl_seconds,
-            placement_timeout_seconds=settings.placement_timeout_seconds,
         ),
     )
     ratings = Ratings(ratings_store, events, time.time)

@@ -41,11 +41,12 @@ class Instance:
     async def close(self, *, crash: bool = False) -> None:
         """Stop; ``crash`` leaves the leases to expire instead of releasing them."""
         if crash:
+            # The connection goes first, so that nothing (a lease release) reaches NATS after.
+            await self.nc.close()
             if self.task is not None:
                 self.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self.task
-            await self.nc.close()
         else:
             self.stop.set()
             if self.task is not None:

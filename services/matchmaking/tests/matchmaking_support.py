@@ -7,6 +7,7 @@ a live table or released, and no ticket sits at two tables.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -157,6 +158,8 @@ class FakeEngines:
     tables: dict[str, CreatedTable] = field(default_factory=dict)
     refuse: str = ""
     unreachable: set[str] = field(default_factory=set)
+    # Nodes that take the call and never answer (a node stuck, or its instance dying).
+    hanging: set[str] = field(default_factory=set)
     creates: int = 0
 
     async def create_table(
@@ -165,6 +168,8 @@ class FakeEngines:
         self.creates += 1
         if address in self.unreachable:
             raise Unreachable(f"{address} does not answer")
+        if address in self.hanging:
+            await asyncio.Event().wait()
         if self.refuse:
             raise EngineRefused(self.refuse, "refused by the test")
         existing = self.tables.get(table_id)

@@ -73,7 +73,12 @@ async def test_p2_lobbies_are_listed_filtered_and_paged(service) -> None:  # typ
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = Stub(channel)
         every = await stub.ListLobbies(mm.ListLobbiesRequest(), metadata=_token("ann"))
-        assert [lobby.lobby_id for lobby in every.lobbies] == ["salon", "teams", "elevator", "training"]
+        assert [lobby.lobby_id for lobby in every.lobbies] == [
+            "salon",
+            "teams",
+            "elevator",
+            "training",
+        ]
         salon = every.lobbies[0]
         assert (salon.game, salon.preset, salon.max_seats, salon.stake) == (
             game_pb2.GAME_KIND_FIFTYONE,
@@ -87,7 +92,9 @@ async def test_p2_lobbies_are_listed_filtered_and_paged(service) -> None:  # typ
             mm.ListLobbiesRequest(page_size=3, page_token=first.next_page_token),
             metadata=_token("ann"),
         )
-        assert len(first.lobbies) == 3 and [lobby.lobby_id for lobby in second.lobbies] == ["training"]
+        assert len(first.lobbies) == 3 and [lobby.lobby_id for lobby in second.lobbies] == [
+            "training"
+        ]
         assert not second.next_page_token
         elevator = await stub.ListLobbies(
             mm.ListLobbiesRequest(filter="game = ELEVATOR AND stake > 0"), metadata=_token("ann")

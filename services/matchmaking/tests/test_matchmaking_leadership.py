@@ -90,3 +90,46 @@ async def test_p2_two_instances_never_place_a_ticket_twice_and_the_survivor_take
         for instance in (first, second):
             if not instance.nc.is_closed:
                 await instance.close()
+
+
+async def test_p30_a_placement_whose_instance_died_is_resumed_without_a_second_table(
+    nats_server: NatsServer,
+) -> None:
+    from masa_matchmaking.app.ports import EngineNode
+    from masa_matchmaking.domain.lobby import Game
+    from matchmaking_support import FakeNodes
+
+    ledger = FakeLedger()
+    engines = FakeEngines(ledger, hanging={"stuck:1"})
+    events = FakeEvents()
+    stuck = FakeNodes([EngineNode("stuck", "stuck:1", frozenset(Game), 0, 100, 0.0, False)])
+    first = await start_instance(
+        nats_server.url, name="mm-dies", ledger=ledger, engines=engines, events=events, nodes=stuck
+    )
+    await until(lambda: "salon" in first.matchmaker.leading)
+    second = await start_instance(
+        nats_server.url, name="mm-lives", ledger=ledger, engines=engines, events=events
+    )
+    players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(4)]
+    for player in players:
+        ledger.balances[player] = 1_000
+    try:
+        await _queue([first], players, "salon")
+        await until(lambda: _states(second, players) == dict.fromkeys(players, TicketState.PLACING))
+        held = [h for h in ledger.holds.values() if h.request.player_id in players]
+        assert len(held) == 4 and {h.state for h in held} == {"held"}
+        await first.close(crash=True)
+        await until(
+            lambda: _states(second, players) == dict.fromkeys(players, TicketState.MATCHED),
+            timeout=40,
+        )
+        (table,) = {engines.seated()[p] for p in players}
+        # The same table id and holds as the dead instance chose: nothing was made twice.
+        assert {
+            h.request.hold_id for h in ledger.holds.values() if h.request.player_id in players
+        } == {s.hold_id for s in engines.tables[table].spec.seats}
+        assert {h.state for h in held} == {"bound"}
+    finally:
+        for instance in (first, second):
+            if not instance.nc.is_closed:
+                await instance.close()

@@ -10,8 +10,9 @@ decides who runs rounds; the compare-and-set claim of every ticket (see
 a dying instance still believes it leads.
 
 A round runs every ``round_seconds``, and at once when a new ticket makes a full table
-possible. It expires the tickets past their expiry, resumes placements older than
-``placement_timeout_seconds`` that no running placement of this instance owns, and places the
+possible. It expires the tickets past their expiry, resumes placements older than the
+placer's ``placement_timeout_seconds`` that no running placement of this instance owns, and
+places the
 tables of :func:`~masa_matchmaking.domain.matching.match_round`, each in its own task so that a
 slow engine never holds the round up.
 """
@@ -44,7 +45,6 @@ _MAX_PLACEMENTS: Final = 64
 class MatcherSettings:
     round_seconds: float = 1.0
     lease_ttl_seconds: float = 6.0
-    placement_timeout_seconds: float = 30.0
 
 
 class Matchmaker:
@@ -197,7 +197,7 @@ class _LobbyRounds:
         now = self._clock()
         self._metrics.round_run(lobby.lobby_id)
         every = self._store.lobby_tickets(lobby.lobby_id)
-        await self._resume_stale(every, now, settings.placement_timeout_seconds)
+        await self._resume_stale(every, now, self._placer.placement_timeout_seconds)
         waiting: list[Ticket] = []
         for ticket in self._waiting():
             if ticket.expires_at <= now:

@@ -100,6 +100,10 @@ class Placer:
         self._settings = settings
         self._new_table_id = new_table_id
 
+    @property
+    def placement_timeout_seconds(self) -> float:
+        return self._settings.placement_timeout_seconds
+
     async def place(self, lobby: Lobby, plan: TablePlan, tickets: Sequence[Ticket]) -> bool:
         """Place one planned table; True when its players were seated."""
         by_id = {ticket.ticket_id: ticket for ticket in tickets}
