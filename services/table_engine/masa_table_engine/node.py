@@ -47,6 +47,7 @@ from masa_table_engine.adapters.jetstream import (
 )
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
 from masa_table_engine.adapters.metrics import PrometheusMetrics
+from masa_table_engine.adapters.registry import NodeRegistry
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import RecoveryReport, Tables
 from masa_table_engine.domain.table import TimerPolicy
@@ -94,6 +95,10 @@ class EngineSettings:
     history_kept: int = 128
     # How often health probes NATS and counts frozen tables.
     health_check_seconds: float = 0.5
+    # The engine-node registry: this node's record expires this long after its last rewrite
+    # (rewritten every third of it), and says the node takes this many live tables at most.
+    node_ttl_seconds: float = 10.0
+    max_tables: int = 5_000
 
     def __post_init__(self) -> None:
         positive = {
@@ -105,6 +110,8 @@ class EngineSettings:
             "MASA_LEASE_TTL_SECONDS": self.lease_ttl_seconds,
             "MASA_FINISHED_RETENTION_SECONDS": self.finished_retention_seconds,
             "MASA_HEALTH_CHECK_SECONDS": self.health_check_seconds,
+            "MASA_NODE_TTL_SECONDS": self.node_ttl_seconds,
+            "MASA_MAX_TABLES": self.max_tables,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -135,8 +142,12 @@ class Node:
     address: str
     recovery: RecoveryReport
     ledger_channel: grpc.aio.Channel | None = None
+    registry: NodeRegistry | None = None
 
     async def stop(self, grace_seconds: float | None = None) -> None:
+        if self.registry is not None:
+            # Draining first: matchmaking places no new table here while the server drains.
+            await self.registry.stop()
         await self.health.close()
         await self.server.stop(grace_seconds)
         await self.tables.close()
@@ -253,6 +264,16 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
     tables.start_housekeeping()
     await health.check()
     health.start()
+    advertised = await NodeRegistry.open(
+        js,
+        node_id=settings.node_id,
+        address=address,
+        version=platform.version,
+        capacity=settings.max_tables,
+        tables=lambda: tables.active,
+        ttl_seconds=settings.node_ttl_seconds,
+    )
+    await advertised.start()
     _log.info(
         "table engine serving",
         extra={
@@ -274,4 +295,5 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         address,
         recovery,
         ledger_channel,
+        advertised,
     )

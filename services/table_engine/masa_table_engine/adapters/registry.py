@@ -28,6 +28,7 @@ __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
 _log = logging.getLogger(__name__)
 
 ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
+_GOODBYE_SECONDS: Final = 2.0
 _GAMES: Final = (game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR)
 
 
@@ -112,6 +113,8 @@ class NodeRegistry:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        # Bounded: with NATS gone the record simply expires.
         with contextlib.suppress(nats.errors.Error, TimeoutError):
-            await self.advertise(draining=True)
-            await self._bucket.delete(self._node_id)
+            async with asyncio.timeout(_GOODBYE_SECONDS):
+                await self.advertise(draining=True)
+                await self._bucket.delete(self._node_id)
