@@ -9,7 +9,7 @@ from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.errors import BadInput, InvalidLobby, Refused
 from masa_matchmaking.domain.lobby import BotLevel, Game, MatchingPolicy, Mode
 from masa_matchmaking.domain.lobby_filter import parse_filter
-from masa_matchmaking.domain.matching import full_table_possible, match_round
+from masa_matchmaking.domain.matching import match_round
 from masa_matchmaking.domain.rating import PlayerRating, Result, rate_game
 from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
 
@@ -112,7 +112,6 @@ def test_p2_filters_read_aip160_comparisons_and_refuse_the_rest() -> None:
 def test_p2_a_full_table_of_close_ratings_is_matched_at_once() -> None:
     lobby = BY_ID["salon-51"]
     queue = [_ticket(i, 25 + i) for i in range(5)]
-    assert full_table_possible(lobby, queue, 0.0)
     (plan,) = match_round(lobby, queue, 0.0)
     assert plan.ticket_ids == ("t0", "t1", "t2", "t3")
     assert plan.spread == 3

@@ -43,7 +43,8 @@ def _all(instance: Instance, players: list[str], state: TicketState) -> bool:
 
 
 @pytest.fixture
-async def world(nats_server: NatsServer):  # type: ignore[no-untyped-def]
+async def world(nats_server: NatsServer, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    max_requeues = getattr(request, "param", 2)
     ledger = FakeLedger()
     engines = FakeEngines(ledger)
     events = FakeEvents()
@@ -55,7 +56,7 @@ async def world(nats_server: NatsServer):  # type: ignore[no-untyped-def]
         engines=engines,
         events=events,
         nodes=nodes,
-        placement=PlacementSettings(max_requeues=2, placement_timeout_seconds=2.0),
+        placement=PlacementSettings(max_requeues=max_requeues, placement_timeout_seconds=2.0),
     )
     await until(lambda: {"salon", "teams"} <= instance.matchmaker.leading)
     yield instance, ledger, engines, events, nodes
@@ -117,6 +118,7 @@ async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_i
     engines.refuse = ""
 
 
+@pytest.mark.parametrize("world", [100], indirect=True)
 async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world) -> None:  # type: ignore[no-untyped-def]
     instance, ledger, engines, _, nodes = world
     engines.unreachable = {"a:1", "b:1"}
@@ -131,16 +133,22 @@ async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(wo
     assert nodes.nodes
 
 
-async def test_p30_no_live_node_for_the_game_requeues_without_holds(world) -> None:  # type: ignore[no-untyped-def]
-    instance, ledger, _engines, _, nodes = world
+async def test_p30_no_live_node_for_the_game_releases_the_holds_and_fails_in_the_end(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, engines, _, nodes = world
     saved = nodes.nodes
     nodes.nodes = [EngineNode("full", "f:1", frozenset({Game.ELEVATOR}), 10, 10, 1.0, False)]
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
-    await until(lambda: all(_ticket(instance, p).requeues >= 1 for p in players))
-    assert not ledger.open_holds()
+    await until(lambda: _all(instance, players, TicketState.FAILED))
+    assert {_ticket(instance, p).failure.reason for p in players} == {"NO_ENGINE"}
+    assert {_ticket(instance, p).requeues for p in players} == {1}
+    ours = [h for h in ledger.holds.values() if h.request.player_id in players]
+    assert ours and {h.state for h in ours} == {"released"}
+    assert not any(p in engines.seated() for p in players)
     nodes.nodes = saved
-    await until(lambda: _all(instance, players, TicketState.MATCHED))
+    again = _players(4, 500, ledger)
+    await _queue(instance, again, "salon")
+    await until(lambda: _all(instance, again, TicketState.MATCHED))
 
 
 async def test_p1_partners_queue_as_a_party_and_sit_opposite(world) -> None:  # type: ignore[no-untyped-def]

@@ -189,4 +189,5 @@ def seat_to_proto(seat: SeatSpec) -> game_pb2.SeatAssignment:
         kind=game_pb2.SEAT_KIND_HUMAN,
         player_id=seat.player_id,
         display_name=seat.display_name,
+        hold_id=seat.hold_id,
     )

@@ -118,6 +118,8 @@ def table_config(table_id: str, spec: TableSpec) -> table_pb2.CreateTableRequest
     tc.stake = lobby.stake
     tc.turn_time.FromNanoseconds(round(turn * 1e9))
     tc.lobby_id = lobby.lobby_id
+    tc.payout.rake_basis_points = lobby.payout.rake_basis_points
+    tc.payout.place_shares.extend(lobby.payout.place_shares)
     return config
 
 

@@ -143,6 +143,10 @@ class KvTicketStore:
                         if entry.operation in ("DEL", "PURGE") or not entry.value:
                             self._forget(entry.key)
                             continue
+                        known = self._records.get(entry.key)
+                        if known is not None and known[1] >= (entry.revision or 0):
+                            # This instance's own write, taken when it was made.
+                            continue
                         self._take(entry.key, decode_tickets(entry.value), entry.revision or 0)
                 finally:
                     with contextlib.suppress(Exception):

@@ -31,7 +31,7 @@ from masa_matchmaking.app.ports import LeaseStore, Metrics, TicketStore
 from masa_matchmaking.app.tickets import mutate
 from masa_matchmaking.domain.errors import MatchmakingError
 from masa_matchmaking.domain.lobby import Lobby
-from masa_matchmaking.domain.matching import full_table_possible, match_round
+from masa_matchmaking.domain.matching import match_round
 from masa_matchmaking.domain.ticket import Ticket, TicketState
 
 __all__ = ["MatcherSettings", "Matchmaker"]
@@ -39,6 +39,7 @@ __all__ = ["MatcherSettings", "Matchmaker"]
 _log = logging.getLogger(__name__)
 # Placements one lobby runs at once; more wait for the next round.
 _MAX_PLACEMENTS: Final = 64
+_COALESCE_SECONDS: Final = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ class Matchmaker:
     def _heard(self, ticket: Ticket) -> None:
         rounds = self._rounds.get(ticket.lobby_id)
         if rounds is not None and ticket.state is TicketState.SEARCHING:
-            rounds.poke()
+            rounds.poke(ticket)
 
     async def _tend_leases(self) -> None:
         for lobby_id, lobby in self._lobbies.items():
@@ -150,6 +151,10 @@ class _LobbyRounds:
         self._task: asyncio.Task[None] | None = None
         # Tickets of this instance's running placements, left out of the next rounds.
         self._placing: set[str] = set()
+        # What the searching tickets make possible, counted as they arrive (see poke).
+        self._counted: set[str] = set()
+        self._party_members: dict[str, int] = {}
+        self._ready_players = 0
         self._placements: set[asyncio.Task[None]] = set()
 
     def start(self, settings: MatcherSettings) -> None:
@@ -157,13 +162,38 @@ class _LobbyRounds:
             self._loop(settings), name=f"matchmaking-{self._lobby.lobby_id}"
         )
 
-    def poke(self) -> None:
-        """A ticket arrived: run a round now if it makes a full table possible."""
-        if self._wake.is_set():
+    def poke(self, ticket: Ticket) -> None:
+        """A ticket started searching: run a round now if a full table has become possible.
+
+        Counted as tickets arrive (a ticket alone, or a party once its last member came), so
+        that each arrival costs the same however long the queue is; each round counts again
+        from the queue itself, which also forgets the tickets that left.
+        """
+        if ticket.ticket_id in self._counted:
             return
-        tickets = self._waiting()
-        if full_table_possible(self._lobby, tickets, self._clock()):
+        self._counted.add(ticket.ticket_id)
+        if ticket.party_size <= 1:
+            self._ready_players += 1
+        else:
+            members = self._party_members.get(ticket.party_code, 0) + 1
+            self._party_members[ticket.party_code] = members
+            if members == ticket.party_size:
+                self._ready_players += members
+        if self._lobby.training or self._ready_players >= self._lobby.max_seats:
             self._wake.set()
+
+    def _recount(self, waiting: list[Ticket]) -> None:
+        self._counted = {ticket.ticket_id for ticket in waiting}
+        self._party_members = {}
+        self._ready_players = 0
+        for ticket in waiting:
+            if ticket.party_size <= 1:
+                self._ready_players += 1
+            else:
+                members = self._party_members.get(ticket.party_code, 0) + 1
+                self._party_members[ticket.party_code] = members
+                if members == ticket.party_size:
+                    self._ready_players += members
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._placements) if t is not None]
@@ -184,6 +214,8 @@ class _LobbyRounds:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), settings.round_seconds)
+            # Arrivals within a few milliseconds share one round instead of one each.
+            await asyncio.sleep(_COALESCE_SECONDS)
             self._wake.clear()
             try:
                 await self._round(settings)
@@ -205,7 +237,10 @@ class _LobbyRounds:
             else:
                 waiting.append(ticket)
         self._metrics.queue_depth(lobby.lobby_id, len(waiting))
-        for plan in match_round(lobby, waiting, now):
+        plans = match_round(lobby, waiting, now)
+        matched = {ticket_id for plan in plans for ticket_id in plan.ticket_ids}
+        self._recount([ticket for ticket in waiting if ticket.ticket_id not in matched])
+        for plan in plans:
             if len(self._placements) >= _MAX_PLACEMENTS:
                 break
             ids = set(plan.ticket_ids)

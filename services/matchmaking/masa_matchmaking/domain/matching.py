@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from masa_matchmaking.domain.lobby import BotLevel, Lobby, Mode
 from masa_matchmaking.domain.ticket import Ticket, TicketState
 
-__all__ = ["SeatPlan", "TablePlan", "full_table_possible", "match_round", "units"]
+__all__ = ["SeatPlan", "TablePlan", "match_round", "units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +91,6 @@ def _unit(tickets: tuple[Ticket, ...], now: float) -> _Unit:
     oldest = min(ticket.created_at for ticket in tickets)
     front = any(ticket.requeues for ticket in tickets)
     return _Unit(tickets, rating, max(0.0, now - oldest), (not front, oldest))
-
-
-def full_table_possible(lobby: Lobby, tickets: Iterable[Ticket], now: float) -> bool:
-    """Whether the queue could fill a table now, so a round should not wait for its tick."""
-    queued = units(tickets, now)
-    if lobby.training:
-        return bool(queued)
-    return sum(unit.size for unit in queued) >= lobby.max_seats
 
 
 def match_round(lobby: Lobby, tickets: Iterable[Ticket], now: float) -> list[TablePlan]:
