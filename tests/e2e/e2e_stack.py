@@ -5,8 +5,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from e2e_terminal import ROOT, without_uv
+
+READY_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -16,3 +27,61 @@ class Stack:
     addresses: dict[str, str]
     run_dir: Path
     printed: Path
+
+
+@contextlib.contextmanager
+def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iterator[Stack]:
+    """``make run`` on free ports with its run folder in ``base``, ``extra_env`` on top; stopped
+    on the way out like a Ctrl-C, with the tails of its logs printed for a failing test."""
+    run_dir = base / ".masa"
+    printed = base / "launcher.out"
+    env = {
+        **without_uv(),
+        "MASA_RUN_DIR": str(run_dir),
+        "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_BOT_PORT": "0",
+        "MASA_LEDGER_PORT": "0",
+        "MASA_MATCHMAKING_PORT": "0",
+        "MASA_BOT_DELAY_SECONDS": "0",
+        "MASA_LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
+    }
+    with printed.open("w") as sink:
+        # Its own process group, which gets the SIGINT a Ctrl-C in its terminal would send.
+        process = subprocess.Popen(
+            ["make", "--no-print-directory", "run"],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    state_file = run_dir / "run.json"
+    deadline = time.monotonic() + READY_SECONDS
+    while not state_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise RuntimeError(f"the stack did not start: {process.communicate()[1]}")
+        time.sleep(0.05)
+    services = json.loads(state_file.read_text())["services"]
+    addresses = {
+        name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()
+    }
+    try:
+        yield Stack(addresses, run_dir, printed)
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(READY_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        _print_logs_on_failure(run_dir / "logs")
+
+
+def _print_logs_on_failure(logs: Path) -> None:
+    """Keep the service logs reachable: pytest shows captured output of failed tests."""
+    for log in sorted(logs.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        print(f"--- {log.name}", *tail, sep="\n")

@@ -15,12 +15,16 @@ it needs (:mod:`masa_platform.bus_access`), with a password made fresh for each 
 passed in ``MASA_NATS_USER`` / ``MASA_NATS_PASSWORD``. The ``admin`` user's password is in
 ``.masa/nats/admin-password`` for operators (readable by the owner only, like the config).
 
-Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``, ``TABLE_ENGINE_PORT``
-(50051), ``BOT_PORT`` (50052) and ``LEDGER_PORT`` (50053), where 0 picks a free port (the NATS default),
-``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as ``nats,bot``),
-``BOT_DELAY_SECONDS`` (0.5); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the services. The
-ledger keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they survive a restart.
-Later services (matchmaking) are one more :class:`ServiceSpec` in :func:`stack`.
+Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``,
+``TABLE_ENGINE_PORT`` (50051), ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and
+``MATCHMAKING_PORT`` (50054), where 0 picks a free port (the NATS default),
+``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
+``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips matchmaking
+grants every player on first sight, development only) and ``LOBBIES_FILE`` (matchmaking's
+lobbies; the shipped set when unset); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the
+services. The ledger keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they
+survive a restart. Matchmaking starts last: it places tables on the engine and holds stakes in
+the ledger, and stops first, giving its lobby leases up.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class RunSettings:
     table_engine_port: int = 50051
     bot_port: int = 50052
     ledger_port: int = 50053
+    matchmaking_port: int = 50054
     run_ready_seconds: float = 60.0
     run_stop_seconds: float = 10.0
     log_level: str = "INFO"
@@ -71,6 +76,10 @@ class RunSettings:
     bot_delay_seconds: float = 0.5
     # Only these services (by name, e.g. "nats,bot"); empty runs the whole stack.
     run_services: tuple[str, ...] = ()
+    # Development only: the chips every player gets from matchmaking on first sight.
+    dev_welcome_chips: int = 10_000
+    # The lobbies matchmaking serves; empty means the shipped set.
+    lobbies_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +115,11 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
     ledger_address = f"{host}:{settings.ledger_port or free_port(host)}"
     engine_address = f"{host}:{settings.table_engine_port or free_port(host)}"
+    matchmaking_address = f"{host}:{settings.matchmaking_port or free_port(host)}"
     ledger_database = (settings.run_dir / "ledger.sqlite3").resolve()
+    lobbies = (
+        {"MASA_LOBBIES_FILE": str(settings.lobbies_file.resolve())} if settings.lobbies_file else {}
+    )
 
     def python_service(
         name: str, module: str, address: str, extra: Mapping[str, str]
@@ -157,6 +170,16 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
                 "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
             },
         ),
+        python_service(
+            "matchmaking",
+            "masa_matchmaking",
+            matchmaking_address,
+            {
+                "MASA_LEDGER_ADDRESS": ledger_address,
+                "MASA_DEV_WELCOME_CHIPS": str(settings.dev_welcome_chips),
+                **lobbies,
+            },
+        ),
     ]
 
 
@@ -204,16 +227,8 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
             running.append(_start(spec, logs, settings))
             _wait_ready(running[-1], settings.run_ready_seconds, stop)
             print(f"  {spec.name:<13} ready  {_endpoint(spec)}", file=out, flush=True)
-        engine = next(
-            (child.spec.grpc_address for child in running if child.spec.name == "table-engine"),
-            None,
-        )
-        ledger = next(
-            (child.spec.grpc_address for child in running if child.spec.name == "ledger"),
-            None,
-        )
-        _write_state(settings, engine, ledger, running)
-        _print_next_steps(settings, engine, out)
+        _write_state(settings, running)
+        _print_next_steps(settings, _address_of(running, "table-engine"), out)
         while not stop.wait(_POLL_SECONDS):
             dead = next((child for child in running if child.process.poll() is not None), None)
             if dead is not None:
@@ -329,13 +344,16 @@ def _endpoint(spec: ServiceSpec) -> str:
     return f"grpc {spec.grpc_address}{metrics}"
 
 
-def _write_state(
-    settings: RunSettings, engine: str | None, ledger: str | None, running: Sequence[_Running]
-) -> None:
+def _address_of(running: Sequence[_Running], name: str) -> str | None:
+    return next((child.spec.grpc_address for child in running if child.spec.name == name), None)
+
+
+def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
     """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it)."""
     state = {
-        "table_engine": engine,
-        "ledger": ledger,
+        "table_engine": _address_of(running, "table-engine"),
+        "ledger": _address_of(running, "ledger"),
+        "matchmaking": _address_of(running, "matchmaking"),
         "services": {
             child.spec.name: {
                 "pid": child.process.pid,

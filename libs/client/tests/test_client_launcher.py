@@ -67,6 +67,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         "MASA_TABLE_ENGINE_PORT": "0",
         "MASA_BOT_PORT": "0",
         "MASA_LEDGER_PORT": "0",
+        "MASA_MATCHMAKING_PORT": "0",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "masa_client.launcher"],
@@ -80,8 +81,9 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         state = wait_for(tmp_path / ".masa" / "run.json", process)
         services = state["services"]
         assert isinstance(services, dict)
-        assert set(services) == {"nats", "bot", "ledger", "table-engine"}
+        assert set(services) == {"nats", "bot", "ledger", "table-engine", "matchmaking"}
         assert state["ledger"] == services["ledger"]["grpc"]
+        assert state["matchmaking"] == services["matchmaking"]["grpc"]
         assert (tmp_path / ".masa" / "ledger.sqlite3").exists()
         pids = [int(entry["pid"]) for entry in services.values()]
         for entry in services.values():

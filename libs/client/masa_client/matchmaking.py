@@ -1,0 +1,232 @@
+"""Typed async clients for matchmaking (``masa.matchmaking.v1``) and a player's chips
+(``masa.ledger.v1``).
+
+Like :class:`~masa_client.client.TableClient` they send the bearer token on every call and
+retry ``UNAVAILABLE`` with backoff, sending the *same* ``request_id`` so that a write happens
+at most once.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     async with MatchmakingClient("127.0.0.1:50054", token) as matchmaking:
+...         ticket = await matchmaking.create_ticket("salon-51")
+...         async for ticket in matchmaking.watch_ticket(ticket.ticket_id):
+...             ...  # SEARCHING, PLACING, then MATCHED with table_id, seat, table_address
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf.duration_pb2 import Duration
+from masa.common.v1 import game_pb2
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa.matchmaking.v1 import matchmaking_pb2_grpc
+
+from masa_client.client import RetryPolicy, new_request_id
+from masa_client.errors import from_rpc_error
+
+__all__ = ["CLOSED_STATES", "LedgerClient", "MatchmakingClient"]
+
+T = TypeVar("T")
+
+CLOSED_STATES = frozenset(
+    {
+        mm.Ticket.STATE_MATCHED,
+        mm.Ticket.STATE_CANCELLED,
+        mm.Ticket.STATE_EXPIRED,
+        mm.Ticket.STATE_FAILED,
+    }
+)
+
+
+class _Client:
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._retry = retry or RetryPolicy()
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(address, credentials)
+        else:
+            self._channel = grpc.aio.insecure_channel(address)
+
+    async def __aenter__(self: Any) -> Any:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, invoke: Callable[[], Awaitable[T]]) -> T:
+        """``invoke`` (which sends the same request each time), retrying UNAVAILABLE."""
+        failures = 0
+        while True:
+            try:
+                return await invoke()
+            except grpc.aio.AioRpcError as error:
+                failure = from_rpc_error(error)
+                if error.code() is not grpc.StatusCode.UNAVAILABLE:
+                    raise failure from error
+                failures += 1
+                if failures >= self._retry.attempts:
+                    raise failure from error
+                await asyncio.sleep(self._retry.backoff(failures - 1))
+
+
+class MatchmakingClient(_Client):
+    """Lobbies, tickets and ratings."""
+
+    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+        super().__init__(address, token, **kwargs)
+        self._stub = matchmaking_pb2_grpc.MatchmakingServiceStub(self._channel)
+
+    async def list_lobbies(self, filter_: str = "") -> list[mm.Lobby]:
+        """Every lobby matching an AIP-160 filter (all pages)."""
+        lobbies: list[mm.Lobby] = []
+        token = ""
+        while True:
+            request = mm.ListLobbiesRequest(filter=filter_, page_token=token, page_size=200)
+            page = await self._call(
+                functools.partial(self._stub.ListLobbies, request, metadata=self._metadata)
+            )
+            lobbies.extend(page.lobbies)
+            token = page.next_page_token
+            if not token:
+                return lobbies
+
+    async def get_lobby(self, lobby_id: str) -> mm.Lobby:
+        request = mm.GetLobbyRequest(lobby_id=lobby_id)
+        response = await self._call(lambda: self._stub.GetLobby(request, metadata=self._metadata))
+        return response.lobby
+
+    async def create_ticket(
+        self,
+        lobby_id: str,
+        *,
+        party_size: int = 1,
+        party_code: str = "",
+        bot_level: game_pb2.BotLevel.ValueType = game_pb2.BOT_LEVEL_UNSPECIFIED,
+        ttl_seconds: float | None = None,
+        display_name: str = "",
+        request_id: str | None = None,
+    ) -> mm.Ticket:
+        request = mm.CreateTicketRequest(
+            request_id=request_id or new_request_id(),
+            lobby_id=lobby_id,
+            party_size=party_size,
+            party_code=party_code,
+            bot_level=bot_level,
+            display_name=display_name,
+        )
+        if ttl_seconds is not None:
+            ttl = Duration()
+            ttl.FromNanoseconds(round(ttl_seconds * 1e9))
+            request.ttl.CopyFrom(ttl)
+        response = await self._call(
+            lambda: self._stub.CreateTicket(request, metadata=self._metadata)
+        )
+        return response.ticket
+
+    async def get_ticket(self, ticket_id: str) -> mm.Ticket:
+        request = mm.GetTicketRequest(ticket_id=ticket_id)
+        response = await self._call(lambda: self._stub.GetTicket(request, metadata=self._metadata))
+        return response.ticket
+
+    async def cancel_ticket(self, ticket_id: str, *, request_id: str | None = None) -> mm.Ticket:
+        request = mm.CancelTicketRequest(
+            request_id=request_id or new_request_id(), ticket_id=ticket_id
+        )
+        response = await self._call(
+            lambda: self._stub.CancelTicket(request, metadata=self._metadata)
+        )
+        return response.ticket
+
+    async def watch_ticket(self, ticket_id: str) -> AsyncIterator[mm.Ticket]:
+        """The ticket now and every change until it is closed; a dropped stream is opened
+        again (the first message repeats the state, which a caller may see twice)."""
+        failures = 0
+        while True:
+            last: mm.Ticket | None = None
+            try:
+                stream = self._stub.WatchTicket(
+                    mm.WatchTicketRequest(ticket_id=ticket_id), metadata=self._metadata
+                )
+                async for message in stream:
+                    failures = 0
+                    last = message.ticket
+                    yield last
+            except grpc.aio.AioRpcError as error:
+                if error.code() is not grpc.StatusCode.UNAVAILABLE:
+                    raise from_rpc_error(error) from error
+                failures += 1
+                if failures >= self._retry.attempts:
+                    raise from_rpc_error(error) from error
+                await asyncio.sleep(self._retry.backoff(failures - 1))
+                continue
+            if last is not None and last.state in CLOSED_STATES:
+                return
+
+    async def get_rating(self, game: game_pb2.GameKind.ValueType, player_id: str = "") -> mm.Rating:
+        request = mm.GetRatingRequest(player_id=player_id, game=game)
+        response = await self._call(lambda: self._stub.GetRating(request, metadata=self._metadata))
+        return response.rating
+
+
+class LedgerClient(_Client):
+    """A player's chips: balance and transfers; grants with an admin token."""
+
+    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+        super().__init__(address, token, **kwargs)
+        self._stub = ledger_pb2_grpc.LedgerServiceStub(self._channel)
+
+    async def balance(self, player_id: str = "") -> ledger_pb2.Account:
+        request = ledger_pb2.GetBalanceRequest(player_id=player_id)
+        response = await self._call(lambda: self._stub.GetBalance(request, metadata=self._metadata))
+        return response.account
+
+    async def transfers(self, player_id: str = "", *, limit: int = 20) -> list[ledger_pb2.Transfer]:
+        """The newest ``limit`` transfers of the wallet."""
+        found: list[ledger_pb2.Transfer] = []
+        token = ""
+        while len(found) < limit:
+            request = ledger_pb2.ListTransfersRequest(
+                player_id=player_id, page_size=min(500, limit - len(found)), page_token=token
+            )
+            page = await self._call(
+                functools.partial(self._stub.ListTransfers, request, metadata=self._metadata)
+            )
+            found.extend(page.transfers)
+            token = page.next_page_token
+            if not token:
+                break
+        return found[:limit]
+
+    async def grant(
+        self, player_id: str, amount: int, reason: str, *, request_id: str | None = None
+    ) -> ledger_pb2.Transfer:
+        request = ledger_pb2.GrantChipsRequest(
+            request_id=request_id or new_request_id(),
+            player_id=player_id,
+            amount=amount,
+            reason=reason,
+        )
+        response = await self._call(lambda: self._stub.GrantChips(request, metadata=self._metadata))
+        return response.transfer
