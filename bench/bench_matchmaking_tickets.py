@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,7 @@ from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
-from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa.table.v1 import table_pb2, table_pb2_grpc, view_pb2
 from masa_platform.auth import mint_token
 from masa_platform.bus import KvBucket
 from masa_platform.settings import AuthSettings
@@ -48,6 +50,9 @@ from masa_platform.testing import NatsServer, free_port
 
 PLAYERS = 12_000
 CONCURRENCY = 200
+CLIENT_PROCESSES = 2
+# One instance, then two sharing the load (as behind a load balancer).
+INSTANCES = tuple(int(n) for n in os.environ.get("BENCH_INSTANCES", "1,2").split(","))
 TARGET_TICKETS_PER_SECOND = 2_000
 AUTH = AuthSettings()
 LOBBIES = """
@@ -73,7 +78,7 @@ class StubEngine(table_pb2_grpc.TableServiceServicer):
     ) -> table_pb2.CreateTableResponse:
         self.created.setdefault(request.table_id, time.perf_counter())
         return table_pb2.CreateTableResponse(
-            table=table_pb2.Table(table_id=request.table_id, owner_address=self.address)
+            table=view_pb2.Table(table_id=request.table_id, owner_address=self.address)
         )
 
 
@@ -103,20 +108,71 @@ async def wait_serving(address: str, deadline: float) -> None:
     raise RuntimeError("matchmaking did not start")
 
 
-async def closed_loop(count: int, call: Any) -> tuple[float, list[float]]:
-    """``count`` calls with CONCURRENCY in flight; the elapsed time and each call's latency."""
+async def _closed_loop(
+    address: str, kind: str, players: range, concurrency: int, issued: float
+) -> list[float]:
+    """Call ``kind`` once per player with ``concurrency`` calls in flight; each latency."""
     latencies: list[float] = []
-    queue = iter(range(count))
+    queue = iter(players)
+    # Each player keeps one token, as a client keeps its session's: the baseline pass (each
+    # player's first call) pays its verification, and later calls find it verified.
+    tokens = {
+        index: mint_token(AUTH, f"bench-{index}", ttl_seconds=3600, now=issued) for index in players
+    }
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
 
-    async def worker() -> None:
-        for index in queue:
-            started = time.perf_counter()
-            await call(index)
-            latencies.append(time.perf_counter() - started)
+        async def worker() -> None:
+            for index in queue:
+                metadata = (("authorization", f"Bearer {tokens[index]}"),)
+                started = time.perf_counter()
+                if kind == "create":
+                    await stub.CreateTicket(
+                        mm.CreateTicketRequest(
+                            request_id="bench",
+                            lobby_id="bench",
+                            party_size=int(os.environ.get("BENCH_PARTY", "1")),
+                        ),
+                        metadata=metadata,
+                    )
+                else:
+                    await stub.GetLobby(mm.GetLobbyRequest(lobby_id="bench"), metadata=metadata)
+                latencies.append(time.perf_counter() - started)
 
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-    return time.perf_counter() - started, latencies
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+def _load_process(
+    address: str, kind: str, players: range, concurrency: int, issued: float
+) -> tuple[float, float, list[float]]:
+    """One load process: its start and end (wall clock) and its latencies."""
+    started = time.time()
+    latencies = asyncio.run(_closed_loop(address, kind, players, concurrency, issued))
+    return started, time.time(), latencies
+
+
+def load(
+    pool: ProcessPoolExecutor, addresses: list[str], kind: str, count: int, issued: float
+) -> tuple[float, float, list[float]]:
+    """``count`` calls spread over CLIENT_PROCESSES processes, each calling one instance in
+    turn (as a load balancer would spread clients); the span and every latency."""
+    share = count // CLIENT_PROCESSES
+    futures = [
+        pool.submit(
+            _load_process,
+            addresses[k % len(addresses)],
+            kind,
+            range(k * share, (k + 1) * share),
+            CONCURRENCY // CLIENT_PROCESSES,
+            issued,
+        )
+        for k in range(CLIENT_PROCESSES)
+    ]
+    results = [future.result() for future in futures]
+    started = min(r[0] for r in results)
+    ended = max(r[1] for r in results)
+    return started, ended, [latency for r in results for latency in r[2]]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -124,10 +180,10 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-async def run(workdir: Path) -> dict[str, Any]:
+async def run(workdir: Path, instances: int) -> dict[str, Any]:
     lobbies = workdir / "lobbies.toml"
     lobbies.write_text(LOBBIES)
-    with NatsServer(workdir / "nats") as server:
+    with NatsServer(workdir / f"nats-{instances}") as server:
         nc = await nats.connect(server.url)
         js = nc.jetstream()
         engine = StubEngine()
@@ -138,55 +194,61 @@ async def run(workdir: Path) -> dict[str, Any]:
         await engine_server.start()
         stop = asyncio.Event()
         advertiser = asyncio.create_task(advertise(js, engine.address, stop))
-        port = free_port()
-        env = {
-            **os.environ,
-            "MASA_NATS_URL": server.url,
-            "MASA_GRPC_PORT": str(port),
-            "MASA_LOBBIES_FILE": str(lobbies),
-            "MASA_LOG_LEVEL": "WARNING",
-            "MASA_ROUND_SECONDS": "0.2",
-            "MASA_MAX_CONCURRENT_RPCS": "0",
-        }
-        process = subprocess.Popen([sys.executable, "-m", "masa_matchmaking"], env=env)
-        address = f"127.0.0.1:{port}"
+        ports = [free_port() for _ in range(instances)]
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    *os.environ.get("BENCH_PROFILE", "").split(),
+                    "-m",
+                    "masa_matchmaking",
+                ],
+                env={
+                    **os.environ,
+                    "MASA_NATS_URL": server.url,
+                    "MASA_GRPC_PORT": str(port),
+                    "MASA_INSTANCE_ID": f"bench-{index}",
+                    "MASA_LOBBIES_FILE": str(lobbies),
+                    "MASA_LOG_LEVEL": "WARNING",
+                    "MASA_ROUND_SECONDS": "0.2",
+                    "MASA_MAX_CONCURRENT_RPCS": "0",
+                },
+            )
+            for index, port in enumerate(ports)
+        ]
+        addresses = [f"127.0.0.1:{port}" for port in ports]
         try:
-            await wait_serving(address, time.monotonic() + 60)
-            tokens = [
-                (("authorization", f"Bearer {mint_token(AUTH, f'bench-{i}')}"),)
-                for i in range(PLAYERS)
-            ]
-            async with grpc.aio.insecure_channel(address) as channel:
-                stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
-
-                async def get_lobby(index: int) -> None:
-                    await stub.GetLobby(
-                        mm.GetLobbyRequest(lobby_id="bench"), metadata=tokens[index]
-                    )
-
-                async def create(index: int) -> None:
-                    await stub.CreateTicket(
-                        mm.CreateTicketRequest(request_id="bench", lobby_id="bench"),
-                        metadata=tokens[index],
-                    )
-
-                await closed_loop(2_000, get_lobby)  # warm-up: channel, token cache
-                base_seconds, base_latencies = await closed_loop(PLAYERS, get_lobby)
-                load_started = time.perf_counter()
-                load_seconds, latencies = await closed_loop(PLAYERS, create)
-                load_ended = load_started + load_seconds
-                deadline = time.monotonic() + 120
-                while len(engine.created) < PLAYERS // 4 and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
-                created = sorted(engine.created.values())
-                in_window = sum(1 for at in created if at <= load_ended)
-                lag = (created[-1] - load_ended) if created else float("inf")
+            for address in addresses:
+                await wait_serving(address, time.monotonic() + 60)
+            loop = asyncio.get_running_loop()
+            issued = float(int(time.time()))
+            with ProcessPoolExecutor(CLIENT_PROCESSES, mp_context=get_context("spawn")) as pool:
+                # Warm-up (processes, channels), then the baseline, then the tickets.
+                await loop.run_in_executor(None, load, pool, addresses, "lobby", 2_000, issued)
+                base_start, base_end, base_latencies = await loop.run_in_executor(
+                    None, load, pool, addresses, "lobby", PLAYERS, issued
+                )
+                load_start, load_end, latencies = await loop.run_in_executor(
+                    None, load, pool, addresses, "create", PLAYERS, issued
+                )
+            base_seconds = base_end - base_start
+            load_seconds = load_end - load_start
+            # The stand-in engine timed its tables with perf_counter; shift to the wall clock.
+            shift = time.time() - time.perf_counter()
+            deadline = time.monotonic() + 120
+            while len(engine.created) < PLAYERS // 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            created = sorted(at + shift for at in engine.created.values())
+            in_window = sum(1 for at in created if at <= load_end)
+            lag = (created[-1] - load_end) if created else float("inf")
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            for process in processes:
+                process.send_signal(signal.SIGINT)
+            for process in processes:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
             stop.set()
             await advertiser
             await engine_server.stop(0)
@@ -194,10 +256,10 @@ async def run(workdir: Path) -> dict[str, Any]:
     rate = PLAYERS / load_seconds
     baseline = PLAYERS / base_seconds
     return {
-        "benchmark": "matchmaking_create_ticket",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "instances": instances,
         "players": PLAYERS,
         "concurrency": CONCURRENCY,
+        "client_processes": CLIENT_PROCESSES,
         "target_tickets_per_second": TARGET_TICKETS_PER_SECOND,
         "create_ticket": {
             "per_second": round(rate),
@@ -221,8 +283,16 @@ async def run(workdir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
+    runs = []
     with tempfile.TemporaryDirectory(prefix="masa-bench-mm-") as workdir:
-        result = asyncio.run(run(Path(workdir)))
+        for instances in INSTANCES:
+            runs.append(asyncio.run(run(Path(workdir), instances)))
+    result = {
+        "benchmark": "matchmaking_create_ticket",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "runs": runs,
+        "meets_target": any(r["meets_target"] for r in runs),
+    }
     print(json.dumps(result, indent=2))
 
 
