@@ -56,9 +56,13 @@ SERVICES = {
     },
     "masa.matchmaking.v1.MatchmakingService": {
         "ListLobbies",
+        "GetLobby",
         "CreateTicket",
+        "GetTicket",
+        "ListTickets",
         "WatchTicket",
         "CancelTicket",
+        "GetRating",
     },
     "masa.ledger.v1.LedgerService": {
         "GetBalance",
@@ -210,6 +214,9 @@ def test_streaming_rpcs_are_the_watch_calls() -> None:
 def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
     envelopes_and_parts = {"TableResult", "LedgerEvent", "TableCreated", "HandStarted"}
     envelopes_and_parts |= {"ActionApplied", "TimerFired", "SeatChanged", "Payout"}
+    # The matchmaking envelope, and the engine-node registry's record, which is a KV value
+    # rewritten in place rather than an event.
+    envelopes_and_parts |= {"MatchmakingEvent", "EngineNode"}
     payloads = [
         m
         for f in _files()
@@ -228,6 +235,9 @@ def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
         "HoldsBound",
         "GameSettled",
         "GameVoided",
+        "TicketMatched",
+        "GameStarted",
+        "RatingChanged",
     }
     for message in payloads:
         event_id = message.fields_by_name["event_id"]
