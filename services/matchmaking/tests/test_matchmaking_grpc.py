@@ -11,6 +11,8 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+import nats
+import nats.js.errors
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
@@ -246,3 +248,119 @@ async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> 
         )
         assert (rating.rating.mu, rating.rating.games) == (25.0, 0)
         assert engines.tables
+
+
+async def _events(nats_url: str, subject: str) -> list[object]:
+    from masa.events.v1 import matchmaking_event_pb2
+
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        found = []
+        seq = 1
+        while True:
+            try:
+                raw = await js.get_msg("MASA_MATCHMAKING", seq=seq, subject=subject, next=True)
+            except nats.js.errors.NotFoundError:
+                return found
+            found.append(matchmaking_event_pb2.MatchmakingEvent.FromString(raw.data or b""))
+            seq = (raw.seq or seq) + 1
+    finally:
+        await nc.close()
+
+
+async def test_p30_placing_and_rating_publish_their_events_once(
+    service, nats_server: NatsServer
+) -> None:  # type: ignore[no-untyped-def]
+    """TicketMatched per ticket and GameStarted per table; a GameFinished on the engine's
+    result subject moves the ratings once, however often it is delivered, with RatingChanged."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from masa.events.v1 import result_pb2
+    from nats.js import api
+
+    running, _, engines = service
+    run = uuid.uuid4().hex[:6]
+    players = [f"{run}-ev{i}" for i in range(4)]
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        for player in players:
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="ev", lobby_id="salon"), metadata=_token(player)
+            )
+
+        async def seated() -> list[mm.Ticket]:
+            return [
+                (await stub.ListTickets(mm.ListTicketsRequest(), metadata=_token(p))).tickets[0]
+                for p in players
+            ]
+
+        deadline = asyncio.get_running_loop().time() + 30
+        tickets = await seated()
+        while {t.state for t in tickets} != {mm.Ticket.STATE_MATCHED}:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+            tickets = await seated()
+        table_id = tickets[0].table_id
+        started = await _events(nats_server.url, f"masa.matchmaking.v1.{table_id}.game_started")
+        assert len(started) == 1
+        game = started[0].game_started  # type: ignore[attr-defined]
+        assert sorted(seat.player_id for seat in game.seats) == sorted(players)
+        assert all(seat.hold_id for seat in game.seats) and game.stake == 100
+        for ticket in tickets:
+            matched = await _events(
+                nats_server.url, f"masa.matchmaking.v1.{ticket.ticket_id}.ticket_matched"
+            )
+            assert [m.ticket_matched.seat for m in matched] == [ticket.seat]  # type: ignore[attr-defined]
+
+        lobby = await stub.GetLobby(mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(run))
+        in_play = lobby.lobby.tables_in_play
+        assert in_play >= 1
+        # The engine's result, published twice as a redelivery would.
+        nc = await nats.connect(nats_server.url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(
+                api.StreamConfig(name="MASA_TABLES", subjects=["masa.table.v1.*.result"])
+            )
+            ranking = [
+                game_pb2.Standing(seat=t.seat, player_id=t.player_id, place=t.seat + 1)
+                for t in tickets
+            ]
+            finished = result_pb2.GameFinished(
+                event_id=f"finished-{table_id}",
+                occurred_at=Timestamp(seconds=1),
+                table_id=table_id,
+                game_no=1,
+                game=game_pb2.GAME_KIND_FIFTYONE,
+                mode=game_pb2.MODE_SINGLES,
+                ranking=ranking,
+            )
+            message = result_pb2.TableResult(game_finished=finished).SerializeToString()
+            for copy in range(2):
+                await js.publish(
+                    f"masa.table.v1.{table_id}.result", message, headers={"Nats-Msg-Id": f"c{copy}"}
+                )
+        finally:
+            await nc.close()
+        winner = next(t.player_id for t in tickets if t.seat == 0)
+        while True:
+            rating = (
+                await stub.GetRating(
+                    mm.GetRatingRequest(player_id=winner, game=game_pb2.GAME_KIND_FIFTYONE),
+                    metadata=_token(winner),
+                )
+            ).rating
+            if rating.games:
+                break
+            assert asyncio.get_running_loop().time() < deadline + 30
+            await asyncio.sleep(0.05)
+        assert rating.games == 1 and rating.mu > 25
+        changed = await _events(nats_server.url, f"masa.matchmaking.v1.{table_id}.rating_changed")
+        assert sorted(c.rating_changed.player_id for c in changed) == sorted(players)  # type: ignore[attr-defined]
+        # The finished table left the lobby's tables in play.
+        while (
+            await stub.GetLobby(mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(winner))
+        ).lobby.tables_in_play != in_play - 1:
+            assert asyncio.get_running_loop().time() < deadline + 30
+            await asyncio.sleep(0.05)
+        assert table_id in engines.tables
