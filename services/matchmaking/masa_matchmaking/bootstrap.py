@@ -231,6 +231,7 @@ async def start_matchmaking(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), _PRUNE_SECONDS)
             tickets.prune(time.time())
+            live_tables.prune()
 
     await server.start()
     await server.set_serving(tickets.ready.is_set())

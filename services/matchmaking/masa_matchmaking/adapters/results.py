@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from typing import Final
 
@@ -41,17 +42,19 @@ _WAIT_FOR_STREAM_SECONDS: Final = 2.0
 
 
 class KvLiveTables:
-    def __init__(self, bucket: KvBucket, kv: KeyValue) -> None:
+    def __init__(self, bucket: KvBucket, kv: KeyValue, *, ttl_seconds: float) -> None:
         self._bucket = bucket
         self._kv = kv
+        self._ttl = ttl_seconds
         self._lobby_of: dict[str, str] = {}
+        self._seen_at: dict[str, float] = {}
         self._counts: Counter[str] = Counter()
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, js: JetStreamContext, *, ttl_seconds: float) -> KvLiveTables:
         bucket = await KvBucket.ensure(js, TABLES_BUCKET, ttl_seconds=ttl_seconds)
-        return cls(bucket, await js.key_value(TABLES_BUCKET))
+        return cls(bucket, await js.key_value(TABLES_BUCKET), ttl_seconds=ttl_seconds)
 
     def count(self, lobby_id: str) -> int:
         return self._counts[lobby_id]
@@ -97,12 +100,22 @@ class KvLiveTables:
     def _add(self, table_id: str, lobby_id: str) -> None:
         if table_id not in self._lobby_of:
             self._lobby_of[table_id] = lobby_id
+            self._seen_at[table_id] = time.monotonic()
             self._counts[lobby_id] += 1
 
     def _drop(self, table_id: str) -> None:
         lobby_id = self._lobby_of.pop(table_id, None)
+        self._seen_at.pop(table_id, None)
         if lobby_id is not None:
             self._counts[lobby_id] -= 1
+
+    def prune(self) -> int:
+        """Forget the tables the bucket has expired by now (a TTL expiry sends no event)."""
+        cutoff = time.monotonic() - self._ttl
+        stale = [table_id for table_id, at in self._seen_at.items() if at < cutoff]
+        for table_id in stale:
+            self._drop(table_id)
+        return len(stale)
 
 
 def finished_game(event: result_pb2.GameFinished) -> FinishedGame:
