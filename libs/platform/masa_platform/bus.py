@@ -250,7 +250,9 @@ async def consume(
         while stop is None or not stop.is_set():
             try:
                 messages = await subscription.fetch(batch, timeout=fetch_timeout)
-            except nats.errors.TimeoutError:
+            except TimeoutError:
+                # Nothing to fetch in time; nats-py raises its own TimeoutError or asyncio's
+                # (the builtin), depending on where the wait ran out.
                 continue
             for message in messages:
                 try:
