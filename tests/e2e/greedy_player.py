@@ -11,6 +11,7 @@ from masa_rules.fiftyone.policies import greedy_policy as fiftyone_greedy
 from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as elevator_wire
 from masa_wire import fiftyone as fiftyone_wire
+from masa_wire.errors import WireError
 
 # Refusals a seat may meet without anything being wrong: another seat, a timer or the
 # autopilot moved first, so the view it decided from is stale.
@@ -27,16 +28,22 @@ async def play_seat(client: TableClient, table_id: str, salt: str) -> event_pb2.
                     return event.game_finished
         view = (await client.get_table(table_id)).seat_view
         table = view.table
-        if table.WhichOneof("game") == "elevator":
-            state = elevator_wire.state_from_seat_view(view)
-            if not elevator.legal_actions(state, view.seat):
-                continue
-            action = elevator_wire.action_to_proto(elevator_greedy(state, view.seat, rng))
-        else:
-            fifty = fiftyone_wire.state_from_seat_view(view)
-            if fifty.phase is fiftyone.Phase.OVER or not fiftyone.legal_actions(fifty, view.seat):
-                continue
-            action = fiftyone_wire.action_to_proto(fiftyone_greedy(fifty, view.seat, rng))
+        try:
+            if table.WhichOneof("game") == "elevator":
+                state = elevator_wire.state_from_seat_view(view)
+                if not elevator.legal_actions(state, view.seat):
+                    continue
+                action = elevator_wire.action_to_proto(elevator_greedy(state, view.seat, rng))
+            else:
+                fifty = fiftyone_wire.state_from_seat_view(view)
+                if fifty.phase is fiftyone.Phase.OVER or not fiftyone.legal_actions(
+                    fifty, view.seat
+                ):
+                    continue
+                action = fiftyone_wire.action_to_proto(fiftyone_greedy(fifty, view.seat, rng))
+        except WireError:
+            # The game ended between the update and this read: its end is on the watch.
+            continue
         try:
             await client.submit_action(table_id, action, table.table.sequence)
         except MasaCallError as error:
