@@ -37,6 +37,7 @@ from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_client.client import TableClient
 from masa_platform.auth import Role, mint_token
+from masa_platform.bus_access import ADMIN as ADMIN_USER
 from masa_platform.settings import AuthSettings
 
 AUTH = AuthSettings()
@@ -399,7 +400,11 @@ async def test_p30_no_hold_is_left_by_a_cancelled_or_expired_ticket_a_short_play
         table_pb2_grpc.add_TableServiceServicer_to_server(refusing, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
-        nc = await nats.connect(loop_stack["nats"])
+        # The registry is the engines'; an operator (the admin NATS user) writes this record.
+        admin_password = (Path(loop_stack["run_dir"]) / "nats" / "admin-password").read_text()
+        nc = await nats.connect(
+            loop_stack["nats"], user=ADMIN_USER, password=admin_password.strip()
+        )
         registry = await nc.jetstream().key_value("masa_engine_nodes")
         record = engine_pb2.EngineNode(
             node_id="aaa-refusing",

@@ -22,7 +22,8 @@ The plan for the four services:
 - ``ledger``: consumes ``masa.table.v1.*.result``, owns the ``MASA_LEDGER`` stream
   (``masa.ledger.v1.>``);
 - ``matchmaking``: reads ``masa_engine_nodes`` and the results, owns the ``MASA_MATCHMAKING``
-  stream (``masa.matchmaking.v1.>``) and its shard leases ``masa_matchmaking_leases``;
+  stream (``masa.matchmaking.v1.>``) and its buckets: tickets, ratings, the lobby leases
+  ``masa_matchmaking_leases`` and the tables in play;
 - ``bot``: stateless, no subject at all (its user exists so that it can never borrow another's);
 - ``admin``: operators, everything.
 """
@@ -63,7 +64,12 @@ TABLE_BUCKETS: Final = (
     "masa_engine_nodes",
 )
 ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
-MATCHMAKING_BUCKETS: Final = ("masa_matchmaking_leases",)
+MATCHMAKING_BUCKETS: Final = (
+    "masa_matchmaking_tickets",
+    "masa_matchmaking_ratings",
+    "masa_matchmaking_leases",
+    "masa_matchmaking_tables",
+)
 RESULTS: Final = "masa.table.v1.*.result"
 
 
@@ -96,6 +102,9 @@ def _stream_owner(
         f"{api}.STREAM.MSG.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}",
         f"{api}.DIRECT.GET.{stream}.>",
+        # An unnamed consumer (a KV watch: nats-py's ordered push consumer) has no name in
+        # its subject.
+        f"{api}.CONSUMER.CREATE.{stream}",
         f"{api}.CONSUMER.CREATE.{stream}.>",
         f"{api}.CONSUMER.DURABLE.CREATE.{stream}.>",
         f"{api}.CONSUMER.INFO.{stream}.>",

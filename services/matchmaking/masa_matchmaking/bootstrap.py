@@ -127,7 +127,12 @@ async def start_matchmaking(
     lobbies = load_lobbies(settings)
     by_id = {lobby.lobby_id: lobby for lobby in lobbies}
     instance = settings.instance
-    nc = await connect(platform.nats_url, name=f"matchmaking-{instance}")
+    nc = await connect(
+        platform.nats_url,
+        name=f"matchmaking-{instance}",
+        user=platform.nats_user,
+        password=platform.nats_password,
+    )
     js = nc.jetstream()
     await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     tickets = await KvTicketStore.open(js, retention_seconds=settings.ticket_retention_seconds)

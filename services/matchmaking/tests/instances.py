@@ -15,6 +15,8 @@ from masa_matchmaking.app.placement import PlacementSettings, Placer
 from masa_matchmaking.app.tickets import TicketDesk
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_platform.bus import connect
+from masa_platform.bus_access import MATCHMAKING
+from masa_platform.testing import NatsServer
 from matchmaking_support import (
     LOBBIES_TOML,
     FakeEngines,
@@ -56,7 +58,7 @@ class Instance:
 
 
 async def start_instance(
-    url: str,
+    server: NatsServer,
     *,
     name: str,
     ledger: FakeLedger,
@@ -73,7 +75,9 @@ async def start_instance(
 
     now = clock or time.time
     lobbies = {lobby.lobby_id: lobby for lobby in parse_lobbies(lobbies_toml)}
-    nc = await connect(url, name=name)
+    nc = await connect(
+        server.url, name=name, user=MATCHMAKING, password=server.password(MATCHMAKING)
+    )
     js = nc.jetstream()
     store = await KvTicketStore.open(js, retention_seconds=600)
     store.start()

@@ -22,6 +22,8 @@ from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.auth import mint_token
+from masa_platform.bus import connect
+from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import error_info
 from masa_platform.settings import AuthSettings, PlatformSettings
 from masa_platform.testing import NatsServer
@@ -43,7 +45,12 @@ async def service(
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
     settings = MatchmakingSettings(
-        platform=PlatformSettings(service_name="matchmaking", nats_url=nats_server.url),
+        platform=PlatformSettings(
+            service_name="matchmaking",
+            nats_url=nats_server.url,
+            nats_user=MATCHMAKING,
+            nats_password=nats_server.password(MATCHMAKING),
+        ),
         instance_id=f"grpc-{uuid.uuid4().hex[:6]}",
         lobbies_file=lobbies,
         ledger_address="unused:1",
@@ -250,10 +257,10 @@ async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> 
         assert engines.tables
 
 
-async def _events(nats_url: str, subject: str) -> list[object]:
+async def _events(server: NatsServer, subject: str) -> list[object]:
     from masa.events.v1 import matchmaking_event_pb2
 
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(server.url, user=ADMIN, password=server.password(ADMIN))
     try:
         js = nc.jetstream()
         found = []
@@ -301,26 +308,33 @@ async def test_p30_placing_and_rating_publish_their_events_once(
             await asyncio.sleep(0.05)
             tickets = await seated()
         table_id = tickets[0].table_id
-        started = await _events(nats_server.url, f"masa.matchmaking.v1.{table_id}.game_started")
+        started = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.game_started")
         assert len(started) == 1
         game = started[0].game_started  # type: ignore[attr-defined]
         assert sorted(seat.player_id for seat in game.seats) == sorted(players)
         assert all(seat.hold_id for seat in game.seats) and game.stake == 100
         for ticket in tickets:
             matched = await _events(
-                nats_server.url, f"masa.matchmaking.v1.{ticket.ticket_id}.ticket_matched"
+                nats_server, f"masa.matchmaking.v1.{ticket.ticket_id}.ticket_matched"
             )
             assert [m.ticket_matched.seat for m in matched] == [ticket.seat]  # type: ignore[attr-defined]
 
         lobby = await stub.GetLobby(mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(run))
         in_play = lobby.lobby.tables_in_play
         assert in_play >= 1
-        # The engine's result, published twice as a redelivery would.
-        nc = await nats.connect(nats_server.url)
+        # The engine's result, published twice as a redelivery would, by the engine's user.
+        nc = await connect(
+            nats_server.url,
+            name="engine-stand-in",
+            user=TABLE_ENGINE,
+            password=nats_server.password(TABLE_ENGINE),
+        )
         try:
             js = nc.jetstream()
             await js.add_stream(
-                api.StreamConfig(name="MASA_TABLES", subjects=["masa.table.v1.*.result"])
+                api.StreamConfig(
+                    name="MASA_TABLES", subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"]
+                )
             )
             ranking = [
                 game_pb2.Standing(seat=t.seat, player_id=t.player_id, place=t.seat + 1)
@@ -355,7 +369,7 @@ async def test_p30_placing_and_rating_publish_their_events_once(
             assert asyncio.get_running_loop().time() < deadline + 30
             await asyncio.sleep(0.05)
         assert rating.games == 1 and rating.mu > 25
-        changed = await _events(nats_server.url, f"masa.matchmaking.v1.{table_id}.rating_changed")
+        changed = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.rating_changed")
         assert sorted(c.rating_changed.player_id for c in changed) == sorted(players)  # type: ignore[attr-defined]
         # The finished table left the lobby's tables in play.
         while (

@@ -41,10 +41,10 @@ async def test_p2_two_instances_never_place_a_ticket_twice_and_the_survivor_take
     events = FakeEvents()
     run = uuid.uuid4().hex[:6]
     first = await start_instance(
-        nats_server.url, name="mm-1", ledger=ledger, engines=engines, events=events
+        nats_server, name="mm-1", ledger=ledger, engines=engines, events=events
     )
     second = await start_instance(
-        nats_server.url, name="mm-2", ledger=ledger, engines=engines, events=events
+        nats_server, name="mm-2", ledger=ledger, engines=engines, events=events
     )
     try:
         await until(lambda: first.matchmaker.leading | second.matchmaker.leading >= {"salon"})
@@ -104,11 +104,11 @@ async def test_p30_a_placement_whose_instance_died_is_resumed_without_a_second_t
     events = FakeEvents()
     stuck = FakeNodes([EngineNode("stuck", "stuck:1", frozenset(Game), 0, 100, 0.0, False)])
     first = await start_instance(
-        nats_server.url, name="mm-dies", ledger=ledger, engines=engines, events=events, nodes=stuck
+        nats_server, name="mm-dies", ledger=ledger, engines=engines, events=events, nodes=stuck
     )
     await until(lambda: "salon" in first.matchmaker.leading)
     second = await start_instance(
-        nats_server.url, name="mm-lives", ledger=ledger, engines=engines, events=events
+        nats_server, name="mm-lives", ledger=ledger, engines=engines, events=events
     )
     players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(4)]
     for player in players:

@@ -50,7 +50,7 @@ async def world(nats_server: NatsServer, request: pytest.FixtureRequest):  # typ
     events = FakeEvents()
     nodes = FakeNodes()
     instance = await start_instance(
-        nats_server.url,
+        nats_server,
         name=f"mm-{uuid.uuid4().hex[:4]}",
         ledger=ledger,
         engines=engines,

@@ -12,6 +12,7 @@ from masa_matchmaking.app.ratings import FinishedGame, Ratings
 from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.rating import INITIAL_MU, Result
 from masa_platform.bus import connect
+from masa_platform.bus_access import MATCHMAKING
 from masa_platform.testing import NatsServer
 from matchmaking_support import FakeEvents
 
@@ -30,7 +31,12 @@ def _game(players: list[str], *, table: str, training: bool = False) -> Finished
 async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
     nats_server: NatsServer,
 ) -> None:
-    nc = await connect(nats_server.url, name="ratings-test")
+    nc = await connect(
+        nats_server.url,
+        name="ratings-test",
+        user=MATCHMAKING,
+        password=nats_server.password(MATCHMAKING),
+    )
     try:
         store = await KvRatingStore.open(nc.jetstream())
         events = FakeEvents()
@@ -52,7 +58,15 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
 
 
 async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: NatsServer) -> None:
-    connections = [await connect(nats_server.url, name=f"ratings-{i}") for i in range(2)]
+    connections = [
+        await connect(
+            nats_server.url,
+            name=f"ratings-{i}",
+            user=MATCHMAKING,
+            password=nats_server.password(MATCHMAKING),
+        )
+        for i in range(2)
+    ]
     try:
         instances = [
             Ratings(await KvRatingStore.open(nc.jetstream()), FakeEvents(), time.time)

@@ -17,12 +17,14 @@ from engine_support import (
 )
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
+from masa_platform.bus import connect
+from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.registry import NodeRegistry
 
 
-async def _record(url: str, node_id: str) -> engine_pb2.EngineNode | None:
-    nc = await nats.connect(url)
+async def _record(server: NatsServer, node_id: str) -> engine_pb2.EngineNode | None:
+    nc = await nats.connect(server.url, user=ADMIN, password=server.password(ADMIN))
     try:
         bucket = await nc.jetstream().key_value("masa_engine_nodes")
         try:
@@ -37,9 +39,9 @@ async def _record(url: str, node_id: str) -> engine_pb2.EngineNode | None:
 async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
     nats_server: NatsServer,
 ) -> None:
-    node_settings = settings(nats_server.url, "registry-a", node_ttl_seconds=1.5, max_tables=10)
+    node_settings = settings(nats_server, "registry-a", node_ttl_seconds=1.5, max_tables=10)
     async with running_node(node_settings) as node:
-        record = await _record(nats_server.url, "registry-a")
+        record = await _record(nats_server, "registry-a")
         assert record is not None
         assert (record.address, record.capacity, record.tables) == (node.address, 10, 0)
         assert set(record.games) == {game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR}
@@ -48,17 +50,22 @@ async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
             await create_table(stub, elevator_config([seat(0, "ann"), seat(1), seat(2)]))
 
         async def counted() -> bool:
-            current = await _record(nats_server.url, "registry-a")
+            current = await _record(nats_server, "registry-a")
             return current is not None and current.tables == 1 and current.load == 0.1
 
         # Rewritten every third of the TTL, the record follows the node's tables.
         await wait_until(counted, what="the registry to count the table")
-    assert await _record(nats_server.url, "registry-a") is None
+    assert await _record(nats_server, "registry-a") is None
 
 
 async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
     """A node that stops rewriting its record (it died) drops out of the registry."""
-    nc = await nats.connect(nats_server.url)
+    nc = await connect(
+        nats_server.url,
+        name="registry-dead",
+        user=TABLE_ENGINE,
+        password=nats_server.password(TABLE_ENGINE),
+    )
     try:
         registry = await NodeRegistry.open(
             nc.jetstream(),
@@ -70,10 +77,10 @@ async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
             ttl_seconds=1.5,
         )
         await registry.advertise()
-        assert await _record(nats_server.url, "registry-dead") is not None
+        assert await _record(nats_server, "registry-dead") is not None
 
         async def gone() -> bool:
-            return await _record(nats_server.url, "registry-dead") is None
+            return await _record(nats_server, "registry-dead") is None
 
         await wait_until(gone, timeout=15, what="the record to expire")
     finally:

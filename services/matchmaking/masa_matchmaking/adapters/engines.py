@@ -79,7 +79,8 @@ class KvEngineNodes:
     async def _read(self) -> list[EngineNode]:
         if self._bucket is None:
             try:
-                self._bucket = KvBucket(await self._js.key_value(ENGINE_NODES_BUCKET))
+                kv = await self._js.key_value(ENGINE_NODES_BUCKET)
+                self._bucket = KvBucket(kv, self._js, ENGINE_NODES_BUCKET)
             except nats.js.errors.BucketNotFoundError:
                 return []
         bucket = self._bucket
