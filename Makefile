@@ -14,8 +14,10 @@ RUN := $(UV) run --frozen
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-# `make play` and `make watch` take their options as variables: make play GAME=elevator.
-GAME ?= fiftyone
+# `make play` and `make watch` take their options as variables: make play LOBBY=elevator.
+# GAME (with PRESET) makes a custom training table instead, without matchmaking.
+LOBBY ?=
+GAME ?=
 PRESET ?= salon
 TABLE ?=
 
@@ -51,11 +53,11 @@ test: setup lint ## Set up, lint, then run the whole test suite.
 bench: setup ## Run the benchmarks; each prints one JSON document.
 	@for b in bench/bench_*.py; do $(RUN) python "$$b"; done
 
-run: setup ## Start NATS, the bot and the table-engine locally (data in .masa/); Ctrl-C stops all.
+run: setup ## Start NATS, the bot, the ledger, the table-engine and matchmaking (data in .masa/).
 	$(RUN) python -m masa_client.launcher
 
-play: setup ## Play a training table in this terminal, with make run going (GAME=elevator, PRESET=remi).
-	@$(RUN) masa play --game $(GAME) --preset $(PRESET)
+play: setup ## Play through matchmaking with make run going: a lobby menu, or LOBBY=elevator.
+	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(GAME),--game $(GAME) --preset $(PRESET))
 
 watch: setup ## Follow a table as a spectator, with make run going: make watch TABLE=<table id>.
 	@test -n "$(TABLE)" || { echo "make watch: name the table, e.g. make watch TABLE=1a2b3c (masa play prints it)" >&2; exit 2; }

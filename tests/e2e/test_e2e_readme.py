@@ -144,12 +144,24 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
     ]
     plays = [step for step in steps if "make play" in step]
     rest = [step for step in steps if "make play" not in step]
-    assert len(plays) == 2 and len(rest) == 2, steps
+    # The stack of these tests runs in another folder, which the printed commands name.
+    where = f"MASA_RUN_DIR={running_stack.run_dir} "
+    assert [step.removeprefix(where) for step in plays] == [
+        "make play",
+        "make play LOBBY=elevator",
+        "make play LOBBY=training-51",
+    ]
+    assert [step.removeprefix(where) for step in rest][1] == "masa lobbies"
+    assert len(rest) == 3, steps
     env = without_uv()
     for play in plays:
         terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
         try:
-            terminal.expect(r"table \w+ created")
+            if play.removeprefix(where) == "make play":
+                terminal.expect(r"pick a lobby by number or id")
+                terminal.send("training-elevator")
+            # The Elevator lobby seats a player alone once bots fill the table (10 s).
+            terminal.expect(r"seated at table \w+, seat \d+")
             terminal.expect(r"your hand: ")
             terminal.send("quit")
             terminal.expect(r"bye")
@@ -166,4 +178,22 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
         check=False,
     )
     assert ran.returncode == 0, ran.stderr
-    assert "masa.table.v1.TableService" in ran.stdout
+    assert "masa.matchmaking.v1.MatchmakingService" in ran.stdout
+    assert re.search(r"salon-51 +51 salon, singles, 4 seats, 100 chips", ran.stdout)
+
+
+def test_the_lobby_and_chips_commands_run_as_written(running_stack: Stack) -> None:
+    """``masa lobbies``, ``balance``, ``history`` and ``grant`` as the README shows them."""
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block_with("masa grant alice")],
+        cwd=ROOT,
+        env={**without_uv(), "MASA_RUN_DIR": str(running_stack.run_dir)},
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr
+    assert re.search(r"training-51 +51 salon, training, 4 seats, no chips", ran.stdout)
+    assert re.search(r"granted 500 chips to alice \(grant:\w+\)", ran.stdout)
+    assert re.search(r"alice: [\d,]+ chips \(\d+ held, [\d,]+ available\)", ran.stdout)

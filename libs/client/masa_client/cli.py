@@ -1,18 +1,23 @@
-"""The ``masa`` command: development tokens, a training table in the terminal, a spectator.
+"""The ``masa`` command: play through matchmaking, see your chips, and development tools.
 
+- ``masa play`` shows the lobbies (``masa lobbies``) and queues you through matchmaking for the
+  one you pick, or for ``--lobby``; once seated, the table is played here. A chip table is
+  paid by the ledger when the game ends, and the result and your balance are shown.
+  ``--table`` comes back to a seat you have (P-12). ``--game`` (with ``--preset``,
+  ``--players``, ``--level``, ``--turn-seconds``) is a development shortcut: a custom training
+  table created directly with a development service token, for table sizes and turn times no
+  lobby has;
+- ``masa lobbies``, ``masa balance``, ``masa history`` (your transfers) and ``masa grant
+  PLAYER AMOUNT`` (an admin grant, with a development admin token);
 - ``masa token --player NAME`` prints a development token signed with the local secret
   (``MASA_JWT_SECRET``, the development default when unset);
-- ``masa play --game fiftyone --preset salon`` creates a training table against bots and plays
-  it in the terminal. Until matchmaking exists the table is created directly, with a
-  development service token (P-1 training: no chips). ``quit`` leaves the table, which ends a
-  training table; the session also ends by itself when the game is over;
 - ``masa watch TABLE`` follows a table as a spectator, or shows the result of one that has
   just finished.
 
-The table-engine address comes from ``--address``; else from the ``run.json`` that ``make run``
-writes into its run folder (``MASA_RUN_DIR``, default ``.masa``), looked for in the current
-folder and in every folder above it, so the commands work from any folder of the checkout;
-else ``127.0.0.1:50051``.
+Addresses come from ``--matchmaking``, ``--ledger`` and ``--address`` (the table-engine); else
+from the ``run.json`` that ``make run`` writes into its run folder (``MASA_RUN_DIR``, default
+``.masa``), looked for in the current folder and in every folder above it, so the commands
+work from any folder of the checkout; else the default ports on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -29,19 +34,34 @@ from typing import Final
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import game_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.table.v1 import view_pb2
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings, load_settings
 
+from masa_client.accounts import grant, print_balance, print_history, print_lobbies, show_payout
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.launcher import RunSettings
+from masa_client.matchmaking import LedgerClient, MatchmakingClient
 from masa_client.render import BOT_NAMES, style_for
+from masa_client.seating import NoSeat, choose_lobby, find_seat
 from masa_client.session import Console, Keyboard, PlaySession, watch_table
 
-__all__ = ["DEFAULT_ADDRESS", "engine_address", "main", "run_file", "table_config"]
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "DEFAULT_LEDGER",
+    "DEFAULT_MATCHMAKING",
+    "engine_address",
+    "main",
+    "run_file",
+    "service_address",
+    "table_config",
+]
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:50051"
+DEFAULT_LEDGER: Final = "127.0.0.1:50053"
+DEFAULT_MATCHMAKING: Final = "127.0.0.1:50054"
 _PRESETS: Final = {
     "classic": game_pb2.PRESET_CLASSIC,
     "salon": game_pb2.PRESET_SALON,
@@ -92,16 +112,22 @@ def run_file(start: Path | None = None) -> Path | None:
     return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
-def engine_address(given: str | None, start: Path | None = None) -> str:
-    """``--address``, else the table-engine ``make run`` started, else the default."""
+def service_address(key: str, given: str | None, default: str, start: Path | None = None) -> str:
+    """``given``, else the address ``make run`` wrote under ``key`` in run.json, else
+    ``default``."""
     if given:
         return given
     found = run_file(start)
     if found is not None:
-        address = json.loads(found.read_text()).get("table_engine")
+        address = json.loads(found.read_text()).get(key)
         if isinstance(address, str) and address:
             return address
-    return DEFAULT_ADDRESS
+    return default
+
+
+def engine_address(given: str | None, start: Path | None = None) -> str:
+    """``--address``, else the table-engine ``make run`` started, else the default."""
+    return service_address("table_engine", given, DEFAULT_ADDRESS, start)
 
 
 def _token(auth: AuthSettings, subject: str, roles: Sequence[Role]) -> str:
@@ -110,43 +136,96 @@ def _token(auth: AuthSettings, subject: str, roles: Sequence[Role]) -> str:
 
 async def _play(args: argparse.Namespace) -> int:
     auth = load_settings(AuthSettings)
-    address = engine_address(args.address)
     console = Console(sys.stdout)
     style = style_for(sys.stdout)
-    created = not args.table
-    if not created:
-        table_id, owner = args.table, address
+    player_token = _token(auth, args.player, [Role.PLAYER])
+    staked: mm.Ticket | None = None
+    if args.table:
+        table_id, owner = args.table, engine_address(args.address)
+    elif args.game:
+        table_id, owner = await _custom_training_table(args, auth, console)
     else:
-        config = table_config(
-            args.game,
-            args.preset,
-            args.player,
-            players=args.players,
-            level=args.level,
-            turn_seconds=args.turn_seconds,
-        )
-        async with TableClient(address, _token(auth, "masa-cli", [Role.SERVICE])) as service:
-            table = await service.create_table(config)
-        table_id, owner = table.table_id, table.owner_address or address
+        ticket = await _seat_through_matchmaking(args, player_token, console)
+        if ticket is None:
+            return 1
+        table_id, owner = ticket.table_id, ticket.table_address
         # Named on an interrupt (main), so that the player knows how to come back.
         args.table = table_id
-        console.say(f"table {table_id} created at {owner}")
+        staked = ticket if ticket.hold_id else None
         console.say(f"watch it from another terminal: make watch TABLE={table_id}")
     console.say("type 'help' for the commands")
-    async with TableClient(owner, _token(auth, args.player, [Role.PLAYER])) as client:
-        game = args.game
-        if not created:
-            joined = await client.get_table(table_id)
-            if joined.WhichOneof("view") != "seat_view":
-                console.say(f"{args.player} has no seat at table {table_id}")
-                return 1
-            game = _GAMES[joined.seat_view.table.table.config.game]
+    async with TableClient(owner, player_token) as client:
+        joined = await client.get_table(table_id)
+        if joined.WhichOneof("view") != "seat_view":
+            console.say(f"{args.player} has no seat at table {table_id}")
+            return 1
+        game = _GAMES[joined.seat_view.table.table.config.game]
         session = PlaySession(client, table_id, game, console, style)
-        return await _drive(session, console)
+        ended = await _drive(session, console)
+    if ended and staked is not None:
+        ledger = service_address("ledger", args.ledger, DEFAULT_LEDGER)
+        async with LedgerClient(ledger, player_token) as chips:
+            await show_payout(chips, staked.hold_id, console)
+    console.say("bye")
+    return 0
 
 
-async def _drive(session: PlaySession, console: Console) -> int:
-    """Typed lines and the table's stream at once: the game's end ends the session at once."""
+async def _custom_training_table(
+    args: argparse.Namespace, auth: AuthSettings, console: Console
+) -> tuple[str, str]:
+    """A training table made directly (development shortcut): the table id and its owner."""
+    address = engine_address(args.address)
+    config = table_config(
+        args.game,
+        args.preset,
+        args.player,
+        players=args.players,
+        level=args.level,
+        turn_seconds=args.turn_seconds,
+    )
+    async with TableClient(address, _token(auth, "masa-cli", [Role.SERVICE])) as service:
+        table = await service.create_table(config)
+    # Named on an interrupt (main), so that the player knows how to come back.
+    args.table = table.table_id
+    console.say(f"table {table.table_id} created at {table.owner_address or address}")
+    console.say(f"watch it from another terminal: make watch TABLE={table.table_id}")
+    return table.table_id, table.owner_address or address
+
+
+async def _seat_through_matchmaking(
+    args: argparse.Namespace, token: str, console: Console
+) -> mm.Ticket | None:
+    """The lobby of ``--lobby`` or of the menu, and a ticket there until seated."""
+    address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
+    async with MatchmakingClient(address, token) as matchmaking:
+        if args.lobby:
+            lobby = await matchmaking.get_lobby(args.lobby)
+        else:
+            lobbies = await matchmaking.list_lobbies()
+            with Keyboard(sys.stdin.fileno()) as keyboard:
+                chosen = await choose_lobby(lobbies, keyboard, console)
+            if chosen is None:
+                console.say("bye")
+                return None
+            lobby = chosen
+        try:
+            return await find_seat(
+                matchmaking,
+                lobby,
+                console,
+                bot_level=_LEVELS[args.level],
+                party_size=args.party,
+                party_code=args.code,
+            )
+        except NoSeat as no_seat:
+            console.say(str(no_seat))
+            return None
+
+
+async def _drive(session: PlaySession, console: Console) -> bool:
+    """Typed lines and the table's stream at once: the game's end ends the session at once.
+
+    True when the game ended, False when the player left the table."""
     follower = asyncio.create_task(session.follow())
     with Keyboard(sys.stdin.fileno()) as keyboard:
         try:
@@ -156,8 +235,7 @@ async def _drive(session: PlaySession, console: Console) -> int:
                 if follower in done:
                     typed.cancel()
                     follower.result()
-                    console.say("bye")
-                    return 0
+                    return True
                 line = typed.result()
                 console.typed()
                 if line is None or not await session.handle(line):
@@ -174,8 +252,7 @@ async def _drive(session: PlaySession, console: Console) -> int:
         )
     else:
         console.say("you left the table, and it ended: no other player is left (P-12)")
-    console.say("bye")
-    return 0
+    return False
 
 
 async def _watch(args: argparse.Namespace) -> int:
@@ -197,12 +274,50 @@ async def _watch(args: argparse.Namespace) -> int:
     return 1
 
 
+async def _lobbies(args: argparse.Namespace) -> int:
+    auth = load_settings(AuthSettings)
+    address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
+    async with MatchmakingClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+        print_lobbies(await client.list_lobbies(args.filter), sys.stdout)
+    return 0
+
+
+async def _balance(args: argparse.Namespace) -> int:
+    auth = load_settings(AuthSettings)
+    address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
+    async with LedgerClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+        print_balance(await client.balance(), sys.stdout)
+    return 0
+
+
+async def _history(args: argparse.Namespace) -> int:
+    auth = load_settings(AuthSettings)
+    address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
+    async with LedgerClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+        print_history(args.player, await client.transfers(limit=args.limit), sys.stdout)
+    return 0
+
+
+async def _grant(args: argparse.Namespace) -> int:
+    auth = load_settings(AuthSettings)
+    address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
+    async with LedgerClient(address, _token(auth, "masa-cli", [Role.ADMIN])) as client:
+        await grant(client, args.player, args.amount, args.reason, sys.stdout)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="masa", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     where = (
         "the table-engine host:port (default: the one `make run` started, found through "
         f".masa/run.json from any folder of the checkout, else {DEFAULT_ADDRESS})"
+    )
+    matchmaking_where = (
+        f"matchmaking's host:port (default: the one `make run` started, else {DEFAULT_MATCHMAKING})"
+    )
+    ledger_where = (
+        f"the ledger's host:port (default: the one `make run` started, else {DEFAULT_LEDGER})"
     )
     me = getpass.getuser()
 
@@ -223,48 +338,99 @@ def _parser() -> argparse.ArgumentParser:
 
     play = commands.add_parser(
         "play",
-        help="play a training table against bots",
-        description="Create a training table (no chips, P-1) with you on seat 0 and bots on "
-        "the other seats, and play it here. Type 'help' at the table for the commands.",
+        help="play a table: pick a lobby, get seated through matchmaking, play",
+        description="Show the lobbies (or take --lobby), queue through matchmaking until "
+        "seated, and play the table here; a chip table's result and your balance are shown "
+        "at the end. Type 'help' at the table for the commands.",
     )
+    play.add_argument("--lobby", help="the lobby to queue for (masa lobbies lists them)")
     play.add_argument(
+        "--party",
+        type=int,
+        default=1,
+        help="players in your party, you included (teams lobbies: 2, your partner); the "
+        "first member gets a code the others join with",
+    )
+    play.add_argument("--code", default="", help="join the party of this code")
+    play.add_argument(
+        "--level",
+        choices=sorted(_LEVELS),
+        default="normal",
+        help="how well the bots play at a training table: easy (random legal moves) or "
+        "normal (default, greedy)",
+    )
+    play.add_argument("--player", default=me, help=f"your player id (default: {me})")
+    play.add_argument(
+        "--table",
+        help="come back to a table you already have a seat at, for example after losing the "
+        "connection (within the seat protection, P-12)",
+    )
+    play.add_argument("--matchmaking", help=matchmaking_where)
+    play.add_argument("--ledger", help=ledger_where)
+    play.add_argument("--address", help=where)
+    custom = play.add_argument_group(
+        "a custom training table (development shortcut: created directly, not through "
+        "matchmaking, with a development service token)"
+    )
+    custom.add_argument(
         "--game",
         choices=["fiftyone", "elevator"],
-        default="fiftyone",
-        help="the game: 51 (default) or Elevator",
+        help="the game: 51 or Elevator; makes a custom training table",
     )
-    play.add_argument(
+    custom.add_argument(
         "--preset",
         choices=sorted(_PRESETS),
         default="salon",
         help="the 51 rule preset (default: salon); Elevator has none",
     )
-    play.add_argument(
+    custom.add_argument(
         "--players",
         type=int,
         default=4,
         help="seats at the table, you included (default: 4; 51 salon: 4, classic and remi: "
         "2-4; Elevator: 3-6)",
     )
-    play.add_argument(
-        "--level",
-        choices=sorted(_LEVELS),
-        default="normal",
-        help="how well the bots play: easy (random legal moves) or normal (default, greedy)",
-    )
-    play.add_argument(
+    custom.add_argument(
         "--turn-seconds",
         type=int,
         default=60,
         help="seconds you have per turn before the autopilot plays it (P-10; default: 60)",
     )
-    play.add_argument("--player", default=me, help=f"your player id (default: {me})")
-    play.add_argument(
-        "--table",
-        help="join a table you already have a seat at, for example after losing the "
-        "connection (within the seat protection, P-12), instead of creating one",
+
+    lobbies = commands.add_parser(
+        "lobbies", help="list the lobbies", description="List the lobbies and how busy they are."
     )
-    play.add_argument("--address", help=where)
+    lobbies.add_argument(
+        "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
+    )
+    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
+    lobbies.add_argument("--matchmaking", help=matchmaking_where)
+
+    balance = commands.add_parser(
+        "balance", help="show your chips", description="Show a player's chips in the ledger."
+    )
+    balance.add_argument("--player", default=me, help=f"whose chips (default: {me})")
+    balance.add_argument("--ledger", help=ledger_where)
+
+    history = commands.add_parser(
+        "history",
+        help="show your transfers",
+        description="Show a player's transfers (grants, stakes, payouts), newest first.",
+    )
+    history.add_argument("--player", default=me, help=f"whose transfers (default: {me})")
+    history.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
+    history.add_argument("--ledger", help=ledger_where)
+
+    grant_chips = commands.add_parser(
+        "grant",
+        help="grant chips to a player (admin)",
+        description="Grant chips to a player from the issuing account, with a development "
+        "admin token (the local secret).",
+    )
+    grant_chips.add_argument("player", help="who gets the chips")
+    grant_chips.add_argument("amount", type=int, help="how many chips")
+    grant_chips.add_argument("--reason", default="granted with masa grant", help="why")
+    grant_chips.add_argument("--ledger", help=ledger_where)
 
     watch = commands.add_parser(
         "watch",
@@ -286,7 +452,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         auth = load_settings(AuthSettings)
         print(mint_token(auth, args.player, [Role(args.role)], ttl_seconds=args.ttl))
         return
-    runner = _play if args.command == "play" else _watch
+    runners = {
+        "play": _play,
+        "watch": _watch,
+        "lobbies": _lobbies,
+        "balance": _balance,
+        "history": _history,
+        "grant": _grant,
+    }
+    runner = runners[args.command]
     try:
         code = asyncio.run(runner(args))
     except MasaCallError as error:

@@ -228,7 +228,7 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
             _wait_ready(running[-1], settings.run_ready_seconds, stop)
             print(f"  {spec.name:<13} ready  {_endpoint(spec)}", file=out, flush=True)
         _write_state(settings, running)
-        _print_next_steps(settings, _address_of(running, "table-engine"), out)
+        _print_next_steps(settings, _address_of(running, "matchmaking"), out)
         while not stop.wait(_POLL_SECONDS):
             dead = next((child for child in running if child.process.poll() is not None), None)
             if dead is not None:
@@ -371,18 +371,25 @@ def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
     partial.replace(settings.run_dir / "run.json")
 
 
-def _print_next_steps(settings: RunSettings, engine: str | None, out: IO[str]) -> None:
+def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[str]) -> None:
     """What to do next, as commands that work as printed from the folder ``make run`` ran in,
     whether or not ``uv`` is on PATH (``make`` and ``.venv`` need neither)."""
     lines = [f"masa is running. Logs: {settings.run_dir / 'logs'}/. Press Ctrl-C to stop."]
-    if engine is not None:
+    if matchmaking is not None:
+        if settings.dev_welcome_chips:
+            lines.append(
+                f"Every player gets {settings.dev_welcome_chips} chips the first time matchmaking "
+                "sees them (development only)."
+            )
         # `masa play` finds run.json in .masa by itself; another run folder must be named.
         where = "" if settings.run_dir == Path(".masa") else f"MASA_RUN_DIR={settings.run_dir} "
         steps = [
-            (f"{where}make play", "51 (salon) against 3 bots"),
-            (f"{where}make play GAME=elevator", "Elevator against 3 bots"),
+            (f"{where}make play", "pick a lobby from the menu and play"),
+            (f"{where}make play LOBBY=elevator", "a chip table; bots fill it after 10 s alone"),
+            (f"{where}make play LOBBY=training-51", "51 (salon) against 3 bots, no chips"),
             (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
-            (f"grpcurl -plaintext {engine} list", "the gRPC services, through reflection"),
+            (f"{where}masa lobbies", "the lobbies; masa balance and masa history: your chips"),
+            (f"grpcurl -plaintext {matchmaking} list", "the gRPC services, through reflection"),
         ]
         width = max(len(command) for command, _ in steps)
         lines += ["", "Next, in another terminal in this folder:"]

@@ -150,6 +150,14 @@ class MatchmakingClient(_Client):
         response = await self._call(lambda: self._stub.GetTicket(request, metadata=self._metadata))
         return response.ticket
 
+    async def list_tickets(self) -> list[mm.Ticket]:
+        """The caller's tickets, newest first (the open one and recent closed ones)."""
+        request = mm.ListTicketsRequest(page_size=200)
+        response = await self._call(
+            lambda: self._stub.ListTickets(request, metadata=self._metadata)
+        )
+        return list(response.tickets)
+
     async def cancel_ticket(self, ticket_id: str, *, request_id: str | None = None) -> mm.Ticket:
         request = mm.CancelTicketRequest(
             request_id=request_id or new_request_id(), ticket_id=ticket_id
@@ -202,13 +210,23 @@ class LedgerClient(_Client):
         response = await self._call(lambda: self._stub.GetBalance(request, metadata=self._metadata))
         return response.account
 
-    async def transfers(self, player_id: str = "", *, limit: int = 20) -> list[ledger_pb2.Transfer]:
-        """The newest ``limit`` transfers of the wallet."""
+    async def hold(self, hold_id: str) -> ledger_pb2.StakeHold:
+        request = ledger_pb2.GetHoldRequest(hold_id=hold_id)
+        response = await self._call(lambda: self._stub.GetHold(request, metadata=self._metadata))
+        return response.hold
+
+    async def transfers(
+        self, player_id: str = "", *, limit: int = 20, table_id: str = ""
+    ) -> list[ledger_pb2.Transfer]:
+        """The newest ``limit`` transfers of the wallet, of one table's games if named."""
         found: list[ledger_pb2.Transfer] = []
         token = ""
         while len(found) < limit:
             request = ledger_pb2.ListTransfersRequest(
-                player_id=player_id, page_size=min(500, limit - len(found)), page_token=token
+                player_id=player_id,
+                page_size=min(500, limit - len(found)),
+                page_token=token,
+                table_id=table_id,
             )
             page = await self._call(
                 functools.partial(self._stub.ListTransfers, request, metadata=self._metadata)

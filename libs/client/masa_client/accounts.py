@@ -1,0 +1,92 @@
+"""What ``masa lobbies``, ``balance``, ``history`` and ``grant`` print, and the payout a player
+sees after a chip table (P-30)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import IO, Final
+
+from masa.common.v1 import chips_pb2
+from masa.ledger.v1 import ledger_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+
+from masa_client.matchmaking import LedgerClient
+from masa_client.seating import lobby_table
+from masa_client.session import Console
+
+__all__ = ["grant", "print_balance", "print_history", "print_lobbies", "show_payout"]
+
+_KINDS: Final = {
+    chips_pb2.TRANSFER_KIND_GRANT: "grant",
+    chips_pb2.TRANSFER_KIND_STAKE: "stake",
+    chips_pb2.TRANSFER_KIND_PAYOUT: "payout",
+    chips_pb2.TRANSFER_KIND_RAKE: "rake",
+    chips_pb2.TRANSFER_KIND_FORFEIT: "forfeit",
+}
+# How long the end of a chip table waits for the ledger to settle it.
+_SETTLE_SECONDS: Final = 30.0
+_CLOSED: Final = frozenset(
+    {
+        ledger_pb2.StakeHold.STATE_POSTED,
+        ledger_pb2.StakeHold.STATE_VOIDED,
+        ledger_pb2.StakeHold.STATE_RELEASED,
+        ledger_pb2.StakeHold.STATE_EXPIRED,
+    }
+)
+
+
+def print_lobbies(lobbies: Sequence[mm.Lobby], out: IO[str]) -> None:
+    if not lobbies:
+        print("no lobby matches", file=out)
+    for line in lobby_table(lobbies):
+        print(line, file=out)
+
+
+def print_balance(account: ledger_pb2.Account, out: IO[str]) -> None:
+    print(
+        f"{account.player_id}: {account.balance:,} chips "
+        f"({account.held:,} held, {account.available:,} available)",
+        file=out,
+    )
+
+
+def print_history(player: str, transfers: Sequence[ledger_pb2.Transfer], out: IO[str]) -> None:
+    if not transfers:
+        print(f"{player} has no transfers yet", file=out)
+    wallet = f"player:{player}"
+    for transfer in transfers:
+        when = datetime.fromtimestamp(transfer.create_time.seconds, UTC).strftime("%Y-%m-%d %H:%M")
+        sign = "-" if transfer.debit_account_id == wallet else "+"
+        where = f"  table {transfer.table_id} game {transfer.game_no}" if transfer.table_id else ""
+        reason = f"  {transfer.reason}" if transfer.reason and not transfer.table_id else ""
+        kind = _KINDS.get(transfer.kind, "?")
+        print(f"{when}  {kind:<7} {sign}{transfer.amount:>9,}{where}{reason}", file=out)
+
+
+async def grant(client: LedgerClient, player: str, amount: int, reason: str, out: IO[str]) -> None:
+    transfer = await client.grant(player, amount, reason)
+    print(f"granted {transfer.amount:,} chips to {player} ({transfer.transfer_id})", file=out)
+    print_balance(await client.balance(player), out)
+
+
+async def show_payout(client: LedgerClient, hold_id: str, console: Console) -> None:
+    """Wait for the ledger to settle the stake's game, then say what it paid and the balance."""
+    deadline = time.monotonic() + _SETTLE_SECONDS
+    hold = await client.hold(hold_id)
+    while hold.state not in _CLOSED and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        hold = await client.hold(hold_id)
+    if hold.state not in _CLOSED:
+        console.say("the ledger has not settled the table yet: see masa balance later")
+        return
+    if hold.state == ledger_pb2.StakeHold.STATE_POSTED:
+        transfers = await client.transfers(limit=50, table_id=hold.table_id)
+        paid = sum(t.amount for t in transfers if t.kind == chips_pb2.TRANSFER_KIND_PAYOUT)
+        console.say(f"the table paid you {paid:,} chips for your stake of {hold.amount:,}")
+    else:
+        console.say("the table was voided: your stake was never taken (P-30)")
+    account = await client.balance()
+    console.say(f"balance: {account.balance:,} chips ({account.available:,} available)")

@@ -1,0 +1,142 @@
+"""From a lobby to a seat, in the terminal: the lobby menu, and a ticket watched until seated.
+
+``masa play`` shows the lobbies (or takes ``--lobby``), queues the player through matchmaking
+and, once seated, hands the table to :class:`~masa_client.session.PlaySession`. A search that
+is interrupted cancels its ticket, so the player is never seated at a table they have left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Final
+
+from masa.common.v1 import game_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+
+from masa_client.errors import MasaCallError
+from masa_client.matchmaking import MatchmakingClient
+from masa_client.session import Console, Keyboard
+
+__all__ = ["NoSeat", "choose_lobby", "describe_lobby", "find_seat", "lobby_table"]
+
+_GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "51", game_pb2.GAME_KIND_ELEVATOR: "Elevator"}
+_PRESETS: Final = {
+    game_pb2.PRESET_CLASSIC: "classic",
+    game_pb2.PRESET_SALON: "salon",
+    game_pb2.PRESET_REMI: "remi",
+}
+_MODES: Final = {
+    game_pb2.MODE_SINGLES: "singles",
+    game_pb2.MODE_TEAMS: "teams",
+    game_pb2.MODE_TRAINING: "training",
+}
+_STATES: Final = {
+    mm.Ticket.STATE_SEARCHING: "searching",
+    mm.Ticket.STATE_PLACING: "a table is being made",
+    mm.Ticket.STATE_MATCHED: "seated",
+    mm.Ticket.STATE_CANCELLED: "cancelled",
+    mm.Ticket.STATE_EXPIRED: "expired",
+    mm.Ticket.STATE_FAILED: "failed",
+}
+_CANCEL_SECONDS: Final = 5.0
+
+
+class NoSeat(Exception):
+    """The ticket ended without a seat (cancelled, expired or failed); the message says why."""
+
+
+def describe_lobby(lobby: mm.Lobby) -> str:
+    game = _GAMES.get(lobby.game, "?")
+    preset = _PRESETS.get(lobby.preset)
+    kind = f"{game} {preset}" if preset else game
+    seats = (
+        str(lobby.max_seats)
+        if lobby.min_seats == lobby.max_seats
+        else f"{lobby.min_seats}-{lobby.max_seats}"
+    )
+    stake = f"{lobby.stake} chips" if lobby.stake else "no chips"
+    return f"{kind}, {_MODES.get(lobby.mode, '?')}, {seats} seats, {stake}"
+
+
+def lobby_table(lobbies: Sequence[mm.Lobby]) -> list[str]:
+    """The lobbies as numbered lines: id, what it is, how busy."""
+    width = max((len(lobby.lobby_id) for lobby in lobbies), default=0)
+    return [
+        f"{index:>2}. {lobby.lobby_id:<{width}}  {describe_lobby(lobby)}"
+        f"  [{lobby.queue_length} waiting, {lobby.tables_in_play} playing]"
+        f"  {lobby.display_name}"
+        for index, lobby in enumerate(lobbies, start=1)
+    ]
+
+
+async def choose_lobby(
+    lobbies: Sequence[mm.Lobby], keyboard: Keyboard, console: Console
+) -> mm.Lobby | None:
+    """A lobby picked by number or id from the menu; None when the player quits."""
+    console.say("lobbies:")
+    for line in lobby_table(lobbies):
+        console.say(f"  {line}")
+    by_id = {lobby.lobby_id: lobby for lobby in lobbies}
+    while True:
+        console.say("pick a lobby by number or id ('quit' to leave):")
+        console.prompt()
+        typed = await keyboard.line()
+        console.typed()
+        if typed is None or typed.strip() in ("quit", "q"):
+            return None
+        choice = typed.strip()
+        if choice.isdigit() and 1 <= int(choice) <= len(lobbies):
+            return lobbies[int(choice) - 1]
+        if choice in by_id:
+            return by_id[choice]
+        console.say(f"no lobby {choice!r}")
+
+
+async def find_seat(
+    matchmaking: MatchmakingClient,
+    lobby: mm.Lobby,
+    console: Console,
+    *,
+    bot_level: game_pb2.BotLevel.ValueType = game_pb2.BOT_LEVEL_UNSPECIFIED,
+    party_size: int = 1,
+    party_code: str = "",
+) -> mm.Ticket:
+    """Queue for ``lobby`` and wait until seated; the MATCHED ticket.
+
+    Raises :class:`NoSeat` when the ticket ends otherwise. Cancelled meanwhile (Ctrl-C), it
+    cancels the ticket before it goes.
+    """
+    level = bot_level if lobby.mode == game_pb2.MODE_TRAINING else game_pb2.BOT_LEVEL_UNSPECIFIED
+    ticket = await matchmaking.create_ticket(
+        lobby.lobby_id, bot_level=level, party_size=party_size, party_code=party_code
+    )
+    if ticket.party_code and not party_code:
+        console.say(
+            f"your party code is {ticket.party_code}: your partner joins with "
+            f"masa play --lobby {lobby.lobby_id} --party {party_size} --code {ticket.party_code}"
+        )
+    console.say(f"looking for a table in {lobby.lobby_id} ({describe_lobby(lobby)}) ...")
+    try:
+        seen: int | None = None
+        async for current in matchmaking.watch_ticket(ticket.ticket_id):
+            ticket = current
+            if current.state not in (seen, mm.Ticket.STATE_SEARCHING):
+                console.say(f"  {_STATES.get(current.state, '?')}")
+            seen = current.state
+    except asyncio.CancelledError:
+        await _cancel(matchmaking, ticket)
+        raise
+    if ticket.state != mm.Ticket.STATE_MATCHED:
+        why = ticket.error.metadata.get("message") or ticket.error.reason
+        raise NoSeat(f"no seat: the ticket {_STATES.get(ticket.state, '?')} ({why})")
+    console.say(f"seated at table {ticket.table_id}, seat {ticket.seat}, on {ticket.table_address}")
+    return ticket
+
+
+async def _cancel(matchmaking: MatchmakingClient, ticket: mm.Ticket) -> None:
+    with contextlib.suppress(MasaCallError, TimeoutError):
+        await asyncio.wait_for(
+            asyncio.shield(matchmaking.cancel_ticket(ticket.ticket_id)), _CANCEL_SECONDS
+        )
