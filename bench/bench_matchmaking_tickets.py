@@ -14,7 +14,9 @@ at which tickets were seated over the same window, and how long after the last C
 the last table was created (matching keeps up when that lag stays small and the seated rate
 matches the ticket rate). As a baseline, ``GetLobby`` (authenticated, no write) is called as
 often at the same concurrency on the same server: the ratio says what a ticket costs above
-gRPC, auth and the interceptors.
+gRPC, auth and the interceptors. ``BENCH_INSTANCES`` (``1,2``) says how many matchmaking
+instances each run has (two share the load, as behind a load balancer); ``BENCH_PROFILE``
+(for example ``-m cProfile -o /tmp/mm.prof``) runs the instances under a profiler.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ from masa_platform.testing import NatsServer, free_port
 PLAYERS = 12_000
 CONCURRENCY = 200
 CLIENT_PROCESSES = 2
+# BENCH_PARTY=2 makes every ticket the first of a party of two that never completes: the
+# CreateTicket path alone, with no table placed (and a queue that grows to PLAYERS).
+PARTY_SIZE = int(os.environ.get("BENCH_PARTY", "1"))
 # One instance, then two sharing the load (as behind a load balancer).
 INSTANCES = tuple(int(n) for n in os.environ.get("BENCH_INSTANCES", "1,2").split(","))
 TARGET_TICKETS_PER_SECOND = 2_000
