@@ -136,7 +136,7 @@ async def _closed_loop(
                         mm.CreateTicketRequest(
                             request_id="bench",
                             lobby_id="bench",
-                            party_size=int(os.environ.get("BENCH_PARTY", "1")),
+                            party_size=PARTY_SIZE,
                         ),
                         metadata=metadata,
                     )
