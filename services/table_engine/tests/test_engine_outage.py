@@ -67,10 +67,17 @@ def nats(tmp_path: Path) -> AsyncIterator[NatsServer]:
 async def _next_move(
     stub: table_pb2_grpc.TableServiceStub, table_id: str, request_id: str
 ) -> tuple[int, table_pb2.SubmitActionRequest]:
-    """The seat on turn and a legal move for it, from a fresh view."""
-    public = await get_view(stub, table_id, PLAYERS[0])
-    turn = public.seat_view.table.turn_seat
-    mine = (await get_view(stub, table_id, PLAYERS[turn])).seat_view
+    """The seat on turn and a legal move for it, from a fresh view.
+
+    A move that timed out earlier may land between the two reads and pass the turn on, so
+    the seat's own view must still show it on turn; otherwise read again.
+    """
+    while True:
+        public = await get_view(stub, table_id, PLAYERS[0])
+        turn = public.seat_view.table.turn_seat
+        mine = (await get_view(stub, table_id, PLAYERS[turn])).seat_view
+        if mine.table.turn_seat == turn:
+            break
     return turn, table_pb2.SubmitActionRequest(
         request_id=request_id,
         table_id=table_id,
