@@ -497,7 +497,6 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
     goes_pairs = action.pairs or own.pair_status
     if state.seats[before].pair_status and not goes_pairs:
         raise _illegal("F-32", "the seat after a pair-goer takes discards only by going pairs")
-    hand = [*_faces(own.hand), card.card]
     rule: str | None = None
     must_open = False
     events: list[Event] = []
@@ -508,27 +507,8 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
             raise _illegal("F-70", "only an unopened seat at a table with pair openings goes pairs")
         own = evolve(own, pair_status=True)
         events.append(DeclaredPairs(seat, with_take=True))
-    elif own.pair_status and not own.opened:
-        rule = None  # F-31: a pair-goer takes without opening and without using the card.
-    elif counts_opened(state, seat):
-        if rules.opened_take_discard is OpenedTakeDiscard.MUST_USE:
-            if not _usable(state, seat, card.card, hand, layoff=True):
-                raise _illegal("F-33", f"{card.code} cannot be laid down or off this turn")
-            rule = "F-33"
-    elif rules.first_turn_free_take and own.turns <= 1:
-        rule = None  # F-33r: the first turn takes freely.
-    elif rules.first_turn_free_take:
-        # F-36: the opening holds the taken card or leaves another card to discard.
-        if not (
-            _can_open_now(state, seat, _faces(own.hand), None)
-            or _can_open_now(state, seat, hand, card.card)
-        ):
-            raise _illegal("F-33r", "an unopened seat takes the discard only to open this turn")
-        rule, must_open = "F-33r", True
     else:
-        if not _can_open_now(state, seat, hand, card.card):
-            raise _illegal("F-30", f"{card.code} can be taken only to open with it this turn")
-        rule, must_open = "F-30", True
+        rule, must_open = _take_rule(state, seat, card)
     state = evolve(state, seats=_set_seat(state, seat, own))
     if rule == "F-30" and rules.sorgu and len(own.hand) > rules.query_skip_max_hand:
         asked = tuple(
@@ -542,6 +522,35 @@ def _take_discard(state: State, action: TakeDiscard) -> tuple[State, list[Event]
             events.append(QueryStarted(seat, card, asked))
             return new, events
     return _give_discard(state, seat, rule, must_open, events)
+
+
+def _take_rule(state: State, seat: int, card: PhysicalCard) -> tuple[str | None, bool]:
+    """The rule under which ``seat`` takes ``card`` without going pairs, and whether it must
+    open this turn; raises when no rule lets it take the card."""
+    rules = state.rules
+    own = state.seats[seat]
+    hand = [*_faces(own.hand), card.card]
+    if own.pair_status and not own.opened:
+        return None, False  # F-31: a pair-goer takes without opening and without using the card.
+    if counts_opened(state, seat):
+        if rules.opened_take_discard is not OpenedTakeDiscard.MUST_USE:
+            return None, False
+        if not _usable(state, seat, card.card, hand, layoff=True):
+            raise _illegal("F-33", f"{card.code} cannot be laid down or off this turn")
+        return "F-33", False
+    if rules.first_turn_free_take and own.turns <= 1:
+        return None, False  # F-33r: the first turn takes freely.
+    if rules.first_turn_free_take:
+        # F-36: the opening holds the taken card or leaves another card to discard.
+        if not (
+            _can_open_now(state, seat, _faces(own.hand), None)
+            or _can_open_now(state, seat, hand, card.card)
+        ):
+            raise _illegal("F-33r", "an unopened seat takes the discard only to open this turn")
+        return "F-33r", True
+    if not _can_open_now(state, seat, hand, card.card):
+        raise _illegal("F-30", f"{card.code} can be taken only to open with it this turn")
+    return "F-30", True
 
 
 def _give_discard(
@@ -589,18 +598,7 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
         raise _illegal("F-23", "there is no face-up bottom card")
     stock = state.stock[:-1]
     if rules.bottom_card is BottomCardRule.CLAIM_BY_PAIR_GOER:
-        if action.melds or action.discard is not None:
-            raise _illegal("F-34", "the claimed bottom card is taken on its own")
-        if own.bottom_claim is None or own.bottom_claim >= state.turn.number:
-            raise _illegal("F-34", "the bottom card is taken on a turn after claiming it")
-        new = evolve(
-            state,
-            stock=stock,
-            bottom_card=None,
-            seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, bottom))))),
-            phase=Phase.PLAY,
-        )
-        return new, [TookBottom(seat, bottom)]
+        return _take_claimed_bottom(state, action, bottom)
     if rules.bottom_card is not BottomCardRule.HAND_FINISH_ONLY:
         raise _illegal("F-23", f"{rules.preset} has no bottom card to take")
     # F-35: the bottom card only with a hand finish in the same turn, made in this one action.
@@ -643,6 +641,61 @@ def _take_bottom(state: State, action: TakeBottom) -> tuple[State, list[Event]]:
     return ended, events + more
 
 
+def _take_claimed_bottom(
+    state: State, action: TakeBottom, bottom: PhysicalCard
+) -> tuple[State, list[Event]]:
+    """F-34: the seat that claimed the bottom card takes it on a later turn, on its own."""
+    seat = action.seat
+    own = state.seats[seat]
+    if action.melds or action.discard is not None:
+        raise _illegal("F-34", "the claimed bottom card is taken on its own")
+    if own.bottom_claim is None or own.bottom_claim >= state.turn.number:
+        raise _illegal("F-34", "the bottom card is taken on a turn after claiming it")
+    new = evolve(
+        state,
+        stock=state.stock[:-1],
+        bottom_card=None,
+        seats=_set_seat(state, seat, evolve(own, hand=tuple(sorted((*own.hand, bottom))))),
+        phase=Phase.PLAY,
+    )
+    return new, [TookBottom(seat, bottom)]
+
+
+def _open_with_pairs(state: State, own: SeatState, melds: int, pairs: int) -> tuple[SeatState, int]:
+    """F-43, F-41: the seat opening with ``pairs`` pairs (and ``melds`` melds), and the number
+    of pairs the table asked for."""
+    rules = state.rules
+    needed = pairs_needed(state)
+    if needed is None or rules.pairs_with_meld is None:
+        raise _illegal("F-43", f"{rules.preset} has no pair openings")
+    count = pairs + melds
+    shape_ok = not melds or (melds == 1 and pairs >= rules.pairs_with_meld)
+    if not shape_ok or count < (rules.pairs_to_open or 0):
+        raise _illegal(
+            "F-43",
+            f"a pair opening is {rules.pairs_to_open} pairs, or {rules.pairs_with_meld} pairs and a meld",
+        )
+    if count < needed:
+        raise _illegal("F-41", f"this escalating table needs {needed} pairs to open")
+    # F-70 (reading): opening with pairs is where going pairs leads: pair status.
+    opened = evolve(own, opened=True, opened_with_pairs=True, opening_total=count, pair_status=True)
+    return opened, needed
+
+
+def _open_with_melds(state: State, seat: int, own: SeatState, total: int) -> tuple[SeatState, int]:
+    """F-40..F-42, F-70: the seat opening with melds worth ``total``, and its threshold."""
+    rules = state.rules
+    limit = threshold(state, seat)
+    if limit is None:
+        raise _illegal("F-70", "a seat in pair status opens only with pairs")
+    if total < limit:
+        rule = "F-40"
+        if total >= rules.open_threshold:
+            rule = "F-41" if rules.escalating_threshold and state.high_open else "F-42"
+        raise _illegal(rule, f"the opening is worth {total}, the threshold is {limit}")
+    return evolve(own, opened=True, opening_total=total), limit
+
+
 def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
     _need_phase(state, Phase.PLAY)
     rules = state.rules
@@ -666,39 +719,13 @@ def _lay_down(state: State, action: LayDown) -> tuple[State, list[Event]]:
         pairs.append((meld, align(meld, [first, second])))
     high_open, high_pairs, pair_opened = state.high_open, state.high_pairs, state.pair_opened
     needed_now = 0
-    if opening:
-        if pairs:
-            needed = pairs_needed(state)
-            if needed is None or rules.pairs_with_meld is None:
-                raise _illegal("F-43", f"{rules.preset} has no pair openings")
-            count = len(pairs) + len(melds)
-            shape_ok = not melds or (len(melds) == 1 and len(pairs) >= rules.pairs_with_meld)
-            if not shape_ok or count < (rules.pairs_to_open or 0):
-                raise _illegal(
-                    "F-43",
-                    f"a pair opening is {rules.pairs_to_open} pairs, or {rules.pairs_with_meld} pairs and a meld",
-                )
-            if count < needed:
-                raise _illegal("F-41", f"this escalating table needs {needed} pairs to open")
-            needed_now = needed
-            # F-70 (reading): opening with pairs is where going pairs leads: pair status.
-            own = evolve(
-                own, opened=True, opened_with_pairs=True, opening_total=count, pair_status=True
-            )
-            high_pairs, pair_opened = max(high_pairs, count), True
-        else:
-            limit = threshold(state, seat)
-            if limit is None:
-                raise _illegal("F-70", "a seat in pair status opens only with pairs")
-            total = sum(m.value(rules) for m, _ in melds)
-            if total < limit:
-                rule = "F-40"
-                if total >= rules.open_threshold:
-                    rule = "F-41" if rules.escalating_threshold and state.high_open else "F-42"
-                raise _illegal(rule, f"the opening is worth {total}, the threshold is {limit}")
-            needed_now = limit
-            own = evolve(own, opened=True, opening_total=total)
-            high_open = max(high_open, total)
+    if opening and pairs:
+        own, needed_now = _open_with_pairs(state, own, len(melds), len(pairs))
+        high_pairs, pair_opened = max(high_pairs, own.opening_total), True
+    elif opening:
+        total = sum(m.value(rules) for m, _ in melds)
+        own, needed_now = _open_with_melds(state, seat, own, total)
+        high_open = max(high_open, total)
     elif own.opened_with_pairs and melds:
         raise _illegal("F-43", "a pair opener lays down pairs only, no new runs or sets")
     elif not own.opened_with_pairs and pairs:
@@ -819,11 +846,35 @@ def _discardable(state: State, seat: int, islek: frozenset[int]) -> list[Physica
     return [c for c in own.hand if c != took and c not in own.locked and c.face_index not in islek]
 
 
-def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
+def _islek_locked(state: State, action: Discard, islek: frozenset[int]) -> tuple[PhysicalCard, ...]:
+    """F-61 classic: the seat's shown twins after discarding an işlek (or shown) card, which
+    needs a twin shown with it unless the seat has nothing else to discard."""
+    card = action.card
+    own = state.seats[action.seat]
+    locked = own.locked
+    twin = action.twin
+    if twin is None:
+        if _discardable(state, action.seat, islek):
+            # A seat whose every card is işlek or shown may discard any of them (F-61 reading).
+            raise _illegal(
+                "F-61", f"{card.code} is işlek (or a shown twin) and may not be discarded"
+            )
+        return locked
+    if (
+        twin == card
+        or twin not in own.hand
+        or twin.card != card.card
+        or own.opened
+        or card in locked
+    ):
+        raise _illegal("F-61", "an unopened seat shows an identical işlek card to discard one")
+    return (*locked, twin)
+
+
+def _check_turn_done(state: State, action: Discard) -> None:
+    """C-4, F-36, F-30/F-33, F-55: the card is in hand and the turn's duties are done."""
     _need_phase(state, Phase.PLAY)
-    rules = state.rules
-    seat = action.seat
-    own = state.seats[seat]
+    own = state.seats[action.seat]
     turn = state.turn
     card = action.card
     if card not in own.hand:
@@ -836,6 +887,15 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
         raise _illegal(turn.took_rule or "F-55", "this seat must open before discarding")
     if turn.jokers:
         raise _illegal("F-55", "the retrieved joker must be laid down or laid off first")
+
+
+def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
+    _check_turn_done(state, action)
+    rules = state.rules
+    seat = action.seat
+    own = state.seats[seat]
+    turn = state.turn
+    card = action.card
     finishing = len(own.hand) == 1
     islek_set = islek_faces(state.table, rules)
     is_islek = not finishing and card.face_index in islek_set
@@ -845,25 +905,7 @@ def _discard(state: State, action: Discard) -> tuple[State, list[Event]]:
     if action.twin is not None and not (is_islek and rules.islek is IslekRule.ILLEGAL):
         raise _illegal("F-61", "a twin is shown only to discard an işlek card in classic")
     if rules.islek is IslekRule.ILLEGAL and not finishing and (is_islek or card in locked):
-        allowed = _discardable(state, seat, islek_set)
-        if action.twin is not None:
-            twin = action.twin
-            if (
-                twin == card
-                or twin not in own.hand
-                or twin.card != card.card
-                or own.opened
-                or card in locked
-            ):
-                raise _illegal(
-                    "F-61", "an unopened seat shows an identical işlek card to discard one"
-                )
-            locked = (*locked, twin)
-        elif allowed:
-            # A seat whose every card is işlek or shown may discard any of them (F-61 reading).
-            raise _illegal(
-                "F-61", f"{card.code} is işlek (or a shown twin) and may not be discarded"
-            )
+        locked = _islek_locked(state, action, islek_set)
     elif rules.islek is IslekRule.PENALTY and is_islek:
         if own.pair_status and free_used < rules.islek_free_in_pair_status:
             free_used += 1
@@ -1041,7 +1083,7 @@ def _game_over(state: State) -> bool:
     return len(seats) <= 1
 
 
-def _dispatch(state: State, action: Action) -> tuple[State, list[Event]]:
+def _dispatch(state: State, action: Action) -> tuple[State, list[Event]]:  # noqa: C901, PLR0911 - one arm per action kind
     if isinstance(action, Draw):
         return _draw(state, action)
     if isinstance(action, TakeDiscard):
