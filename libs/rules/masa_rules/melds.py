@@ -265,15 +265,19 @@ def _explain(
             return MeldError("F-12", "a set has at most 4 cards, one of each suit")
         return MeldError("F-12", "a set holds each suit only once")
     if same_suit:
-        ranks = {card.rank for card in naturals}
-        if Rank.ACE in ranks and Rank.TWO in ranks and Rank.KING in ranks:
-            return MeldError("F-11", "a run never wraps from K over A to 2")
-        if Rank.ACE in ranks and not rules.ace_low and ranks & {Rank.TWO, Rank.THREE}:
-            return MeldError("F-11", f"the ace is high only in {rules.preset}: A 2 3 is not a run")
-        if same_rank:
-            return MeldError("F-12", "identical cards form neither a run nor a set")
-        return MeldError("F-11", "a run needs consecutive ranks of one suit")
+        return _explain_run({card.rank for card in naturals}, rules)
     return MeldError("F-10", "a meld is a run (one suit, consecutive) or a set (one rank)")
+
+
+def _explain_run(ranks: set[Rank], rules: RuleSet) -> MeldError:
+    """Why naturals of one suit with these ``ranks`` are no run (F-11) nor set (F-12)."""
+    if Rank.ACE in ranks and Rank.TWO in ranks and Rank.KING in ranks:
+        return MeldError("F-11", "a run never wraps from K over A to 2")
+    if Rank.ACE in ranks and not rules.ace_low and ranks & {Rank.TWO, Rank.THREE}:
+        return MeldError("F-11", f"the ace is high only in {rules.preset}: A 2 3 is not a run")
+    if len(ranks) == 1:
+        return MeldError("F-12", "identical cards form neither a run nor a set")
+    return MeldError("F-11", "a run needs consecutive ranks of one suit")
 
 
 def readings(

@@ -177,6 +177,12 @@ def _values(rules: RuleSet) -> _Values:
 def _raw_shapes(counts: Sequence[int], jokers: int, rules: RuleSet) -> list[_RawShape]:
     """Every run and set the hand could form with at most ``jokers`` jokers."""
     values = _values(rules).positions
+    return [*_raw_runs(counts, jokers, rules, values), *_raw_sets(counts, jokers, values)]
+
+
+def _raw_runs(
+    counts: Sequence[int], jokers: int, rules: RuleSet, values: Sequence[int]
+) -> list[_RawShape]:
     shapes: list[_RawShape] = []
     lowest = LOW_ACE if rules.ace_low else 2
     for suit in range(4):
@@ -195,6 +201,11 @@ def _raw_shapes(counts: Sequence[int], jokers: int, rules: RuleSet) -> list[_Raw
                 if length >= 3 and ext < length:
                     faces = _RUN_FACES[suit, start, position]
                     shapes.append(_RawShape(MeldKind.RUN, start, faces, value))
+    return shapes
+
+
+def _raw_sets(counts: Sequence[int], jokers: int, values: Sequence[int]) -> list[_RawShape]:
+    shapes: list[_RawShape] = []
     for rank in range(2, HIGH_ACE + 1):
         present = sum(1 << s for s in range(4) if counts[s * 13 + rank - 2])
         if not present:
@@ -227,46 +238,21 @@ class _Problem:
         strict = joker_count > 0 and (objective is _Objective.PENALTY or joker_limit < joker_count)
         counts = self.counts
         raw = _raw_shapes(counts, min(joker_count, joker_limit), rules)
-        per_face: dict[int, int] = {}
-        for _, _, faces, _ in raw:
-            for face in faces:
-                if counts[face]:
-                    per_face[face] = per_face.get(face, 0) + 1
-        order = sorted(per_face, key=lambda f: (per_face[f], -face_weight[f], f))
+        order = _bit_order(raw, counts, face_weight)
         bit_of = {face: i for i, face in enumerate(order)}
         self.card_weight = [face_weight[f] for f in order]
         shapes: dict[tuple[int, int, int, int, tuple[int, ...]], _Shape] = {}
+        placements = min(joker_count, joker_limit) if strict else None
         for kind, start, faces, value in raw:
-            variants = (
-                _joker_placements(faces, counts, min(joker_count, joker_limit)) if strict else [()]
-            )
+            variants = [()] if placements is None else _joker_placements(faces, counts, placements)
             for joker_at in variants:
-                mask = mask2 = fixed = weight = 0
-                for i, face in enumerate(faces):
-                    if i in joker_at or face not in bit_of:
-                        fixed += 1
-                        continue
-                    bit = 1 << bit_of[face]
-                    if mask & bit:
-                        mask2 |= bit
-                    else:
-                        weight += face_weight[face]
-                    mask |= bit
-                key = (mask, mask2, fixed, value, joker_at)
+                shape = _local_shape(kind, start, faces, value, joker_at, bit_of, face_weight)
+                key = (shape.mask, shape.mask2, shape.ext, value, joker_at)
                 if key not in shapes:
-                    shapes[key] = _Shape(
-                        kind, start, faces, value, mask, mask2, fixed, joker_at, weight
-                    )
+                    shapes[key] = shape
         self.strict = strict
         self.shapes = list(shapes.values())
-        # Highest value first, so that good arrangements are found early and bound the rest.
-        self.by_anchor: list[list[_Shape]] = [[] for _ in order]
-        for candidate in sorted(self.shapes, key=lambda s: -s.value):
-            mask = candidate.mask
-            while mask:
-                low = mask & -mask
-                self.by_anchor[low.bit_length() - 1].append(candidate)
-                mask ^= low
+        self.by_anchor = _by_anchor(self.shapes, len(order))
         self.one = self.two = self.rest = 0
         for face, bit in bit_of.items():
             self.one |= 1 << bit
@@ -282,6 +268,56 @@ class _Problem:
         if shape.kind is MeldKind.SET:
             return _position_value(shape.start, self.rules)
         return max(_position_value(shape.start + i, self.rules) for i in range(len(shape.faces)))
+
+
+def _bit_order(
+    raw: Sequence[_RawShape], counts: Sequence[int], face_weight: Sequence[int]
+) -> list[int]:
+    """The faces the hand holds that some shape uses, the rarest in shapes first (bit 0)."""
+    per_face: dict[int, int] = {}
+    for _, _, faces, _ in raw:
+        for face in faces:
+            if counts[face]:
+                per_face[face] = per_face.get(face, 0) + 1
+    return sorted(per_face, key=lambda f: (per_face[f], -face_weight[f], f))
+
+
+def _by_anchor(shapes: Sequence[_Shape], bits: int) -> list[list[_Shape]]:
+    """For each bit, the shapes that use it; highest value first, so that good arrangements
+    are found early and bound the rest."""
+    by_anchor: list[list[_Shape]] = [[] for _ in range(bits)]
+    for candidate in sorted(shapes, key=lambda s: -s.value):
+        mask = candidate.mask
+        while mask:
+            low = mask & -mask
+            by_anchor[low.bit_length() - 1].append(candidate)
+            mask ^= low
+    return by_anchor
+
+
+def _local_shape(
+    kind: MeldKind,
+    start: int,
+    faces: tuple[int, ...],
+    value: int,
+    joker_at: tuple[int, ...],
+    bit_of: dict[int, int],
+    face_weight: Sequence[int],
+) -> _Shape:
+    """A raw shape in the hand's local bits: jokers at ``joker_at`` and faces the hand lacks
+    are counted in ``ext``; a face the shape needs twice sets its bit in ``mask2`` too."""
+    mask = mask2 = fixed = weight = 0
+    for i, face in enumerate(faces):
+        if i in joker_at or face not in bit_of:
+            fixed += 1
+            continue
+        bit = 1 << bit_of[face]
+        if mask & bit:
+            mask2 |= bit
+        else:
+            weight += face_weight[face]
+        mask |= bit
+    return _Shape(kind, start, faces, value, mask, mask2, fixed, joker_at, weight)
 
 
 def _joker_placements(
@@ -309,7 +345,9 @@ def _bits_weight(mask: int, weights: Sequence[int]) -> int:
 _Memo = dict[tuple[int, int, int], tuple[int, bool, "_Shape | None"]]
 
 
-def _run(problem: _Problem, alpha: int, *, satisfice: bool = False) -> tuple[int, _Memo]:
+def _run(  # noqa: C901, PLR0915 - the search's hot loop: a nested function, one frame per node
+    problem: _Problem, alpha: int, *, satisfice: bool = False
+) -> tuple[int, _Memo]:
     """Search the hand; the result exceeds ``alpha`` exactly when the optimum does.
 
     ``best(state, alpha)`` returns the exact optimum of the remaining hand when it exceeds
@@ -325,7 +363,7 @@ def _run(problem: _Problem, alpha: int, *, satisfice: bool = False) -> tuple[int
     strict = problem.strict
     memo: _Memo = {}
 
-    def best(one: int, two: int, jokers: int, rest: int, alpha: int) -> int:
+    def best(one: int, two: int, jokers: int, rest: int, alpha: int) -> int:  # noqa: C901, PLR0912 - hot loop, one frame per node
         if not one:
             return 0
         bound = rest + jokers * joker_weight

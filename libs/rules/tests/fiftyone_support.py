@@ -38,7 +38,7 @@ class _Pool:
         return tuple(self.take(code) for code in codes.split())
 
 
-def build(
+def build(  # noqa: PLR0913 - one keyword per part of the State a test sets up
     preset: str | RuleSet = "classic",
     players: int = 4,
     *,

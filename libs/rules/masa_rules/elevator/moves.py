@@ -123,13 +123,16 @@ def play_fault(
     missing = [card.code for card in cards if card not in hand]
     if missing:
         return ("E-4", f"not in your hand: {', '.join(missing)}")
+    return _shape_fault(cards, top, direction, joker_any)
+
+
+def _shape_fault(
+    cards: Sequence[PhysicalCard], top: PhysicalCard, direction: Direction, joker_any: bool
+) -> tuple[str, str] | None:
+    """E-4, E-5, E-7: what is wrong with ``cards`` as a play on ``top``, or None."""
     first = cards[0]
     if first.face_index >= _FIRST_JOKER:
-        if len(cards) > 1:
-            return ("E-7", "a joker is a play of its own")
-        if not can_start(first, top, direction, joker_any):
-            return ("E-7", f"{first.code} goes only on a card of the other colour, not {top.code}")
-        return None
+        return _joker_fault(cards, top, direction, joker_any)
     if not can_start(first, top, direction, joker_any):
         way = "higher" if direction is Direction.ASCENDING else "lower"
         return ("E-4", f"{first.code} must be the other colour and {way} than {top.code}")
@@ -139,6 +142,18 @@ def play_fault(
             return ("E-5", f"{card.code} is not the same rank as {first.code}")
         if RED[card.face_index] == RED[below.face_index]:
             return ("E-5", f"{card.code} must be the other colour to {below.code}")
+    return None
+
+
+def _joker_fault(
+    cards: Sequence[PhysicalCard], top: PhysicalCard, direction: Direction, joker_any: bool
+) -> tuple[str, str] | None:
+    """E-7: a joker is played alone, on a card of the other colour."""
+    joker = cards[0]
+    if len(cards) > 1:
+        return ("E-7", "a joker is a play of its own")
+    if not can_start(joker, top, direction, joker_any):
+        return ("E-7", f"{joker.code} goes only on a card of the other colour, not {top.code}")
     return None
 
 

@@ -20,7 +20,7 @@ __all__ = ["position"]
 _DEFAULT_RULES = ElevatorRules()
 
 
-def position(
+def position(  # noqa: PLR0913 - one keyword per part of the State a test sets up
     hands: Sequence[Sequence[str]],
     pile: Sequence[str],
     stock: Sequence[str] = (),

@@ -67,12 +67,7 @@ def deal_cards(rules: RuleSet, order: Sequence[int], seed: bytes) -> Deal:
     kept: list[PhysicalCard] = []
     if rules.cut:
         cutter = order[-2] if len(order) > 1 else order[0]
-        k = MIN_CUT_PART + stream.below(len(deck) - 2 * MIN_CUT_PART + 1)
-        deck = deck[k:] + deck[:k]
-        while deck and deck[0].card.is_joker and len(kept) < 2:
-            kept.append(deck.pop(0))
-        if not kept:
-            bottom = deck.pop(0)
+        deck, kept, bottom = _cut(deck, stream)
     need = dict.fromkeys(order, HAND_SIZE)
     need[order[0]] += 1
     if cutter is not None:
@@ -89,14 +84,34 @@ def deal_cards(rules: RuleSet, order: Sequence[int], seed: bytes) -> Deal:
             top += give
     stock = tuple(deck[top:]) + ((bottom,) if bottom is not None else ())
     out = {seat: tuple(sorted(cards)) for seat, cards in hands.items()}
-    # F-6: a misdeal cannot happen in software; the counts are asserted all the same.
-    for seat, cards in out.items():
-        expected = HAND_SIZE + (seat == order[0])
+    _check_counts(out, stock, order[0])
+    return Deal(out, stock, bottom, cutter, tuple(kept))
+
+
+def _cut(
+    deck: list[PhysicalCard], stream: DrawStream
+) -> tuple[list[PhysicalCard], list[PhysicalCard], PhysicalCard | None]:
+    """The cut deck, the jokers the cutter keeps from its top, and the bottom card shown when
+    the cut showed no joker."""
+    k = MIN_CUT_PART + stream.below(len(deck) - 2 * MIN_CUT_PART + 1)
+    deck = deck[k:] + deck[:k]
+    kept: list[PhysicalCard] = []
+    while deck and deck[0].card.is_joker and len(kept) < 2:
+        kept.append(deck.pop(0))
+    bottom = None if kept else deck.pop(0)
+    return deck, kept, bottom
+
+
+def _check_counts(
+    hands: dict[int, tuple[PhysicalCard, ...]], stock: tuple[PhysicalCard, ...], starter: int
+) -> None:
+    """F-6: a misdeal cannot happen in software; the counts are asserted all the same."""
+    for seat, cards in hands.items():
+        expected = HAND_SIZE + (seat == starter)
         if len(cards) != expected:
             raise RuleViolation("F-6", f"seat {seat} was dealt {len(cards)} cards")
-    if sum(len(c) for c in out.values()) + len(stock) != len(fiftyone_pack()):
+    if sum(len(c) for c in hands.values()) + len(stock) != len(fiftyone_pack()):
         raise RuleViolation("F-6", "the deal lost or duplicated a card")
-    return Deal(out, stock, bottom, cutter, tuple(kept))
 
 
 def reshuffled(seed: bytes, number: int, pile: Sequence[PhysicalCard]) -> tuple[PhysicalCard, ...]:

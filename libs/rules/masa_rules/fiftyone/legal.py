@@ -362,6 +362,13 @@ def _bottom_actions(state: State, seat: int) -> list[Action]:
         return []
     if rules.bottom_card is not BottomCardRule.HAND_FINISH_ONLY or own.opened:
         return []
+    return _bottom_finish(state, seat, bottom)
+
+
+def _bottom_finish(state: State, seat: int, bottom: PhysicalCard) -> list[Action]:
+    """F-35: one hand finish with the bottom card, if the seat has one."""
+    rules = state.rules
+    own = state.seats[seat]
     limit = threshold(state, seat)
     if limit is None:
         return []

@@ -307,42 +307,53 @@ def melds_with(
         counts[c.index] = counts.get(c.index, 0) + 1
     jokers = [c for c in hand if c.is_joker]
     limit = min(len(jokers), rules.max_jokers_per_meld_at_opening if opening else 2)
-    suit = card.natural_suit()
     lowest = LOW_ACE if rules.ace_low else 2
     for position in _positions(card, rules):
         for start in range(max(lowest, position - 12), position + 1):
-            group: list[Card] = []
-            used: dict[int, int] = {card.index: 1}
-            wild = 0
-            ok = True
-            for p in range(start, position):
-                face = _card(suit, p)
-                if used.get(face.index, 0) < counts.get(face.index, 0):
-                    used[face.index] = used.get(face.index, 0) + 1
-                    group.append(face)
-                else:
-                    wild += 1
-                    group.append(jokers[wild - 1] if wild <= limit else face)
-                if wild > limit:
-                    ok = False
-                    break
-            if not ok:
-                continue
-            group.append(card)
-            if len(group) >= 3:
-                yield list(group)
-            for p in range(position + 1, HIGH_ACE + 1):
-                face = _card(suit, p)
-                if used.get(face.index, 0) < counts.get(face.index, 0):
-                    used[face.index] = used.get(face.index, 0) + 1
-                    group.append(face)
-                elif wild < limit:
-                    wild += 1
-                    group.append(jokers[wild - 1])
-                else:
-                    break
-                if len(group) >= 3:
-                    yield list(group)
+            yield from _runs_from(card, position, start, counts, jokers[:limit])
+    yield from _sets_with(card, counts, jokers[:limit])
+
+
+def _runs_from(
+    card: Card, position: int, start: int, counts: dict[int, int], jokers: Sequence[Card]
+) -> Iterator[list[Card]]:
+    """The runs of ``card``'s suit from ``start`` that hold ``card`` at ``position``, each
+    missing natural filled by the next of ``jokers``."""
+    suit = card.natural_suit()
+    group: list[Card] = []
+    used: dict[int, int] = {card.index: 1}
+    wild = 0
+    for p in range(start, position):
+        face = _card(suit, p)
+        if used.get(face.index, 0) < counts.get(face.index, 0):
+            used[face.index] = used.get(face.index, 0) + 1
+            group.append(face)
+        elif wild < len(jokers):
+            group.append(jokers[wild])
+            wild += 1
+        else:
+            return
+    group.append(card)
+    if len(group) >= 3:
+        yield list(group)
+    for p in range(position + 1, HIGH_ACE + 1):
+        face = _card(suit, p)
+        if used.get(face.index, 0) < counts.get(face.index, 0):
+            used[face.index] = used.get(face.index, 0) + 1
+            group.append(face)
+        elif wild < len(jokers):
+            group.append(jokers[wild])
+            wild += 1
+        else:
+            return
+        if len(group) >= 3:
+            yield list(group)
+
+
+def _sets_with(card: Card, counts: dict[int, int], jokers: Sequence[Card]) -> Iterator[list[Card]]:
+    """The sets of three and four suits that hold ``card``, missing suits filled by jokers."""
+    suit = card.natural_suit()
+    limit = len(jokers)
     rank = card.natural_rank()
     others = [s for s in Suit if s is not suit]
     for size in (2, 3):
@@ -387,13 +398,18 @@ def can_open(
         return True
     if pairs_needed is None or rules.pairs_to_open is None:
         return False
+    return _can_open_pairs(hand, rules, pairs_needed, forced, keep)
+
+
+def _can_open_pairs(
+    hand: Sequence[Card], rules: RuleSet, pairs_needed: int, forced: Card | None, keep: int
+) -> bool:
+    """F-43: a pair opening (pairs alone, or pairs and a meld) keeping ``keep`` cards."""
     pairs = cached_pairs(hand, rules) if pairs_bound(hand) >= pairs_needed else ()
     if len(pairs) >= pairs_needed and len(hand) - 2 * pairs_needed >= keep:
-        if forced is None:
-            return True
         # Any maximum pairing can be changed to include a card that pairs (twin or joker).
         partners = [c for c in hand if c == forced or c.is_joker]
-        if len(partners) >= 2:
+        if forced is None or len(partners) >= 2:
             return True
     if rules.pairs_with_meld is None or rules.pairs_with_meld + 1 < pairs_needed:
         return False
@@ -403,10 +419,8 @@ def can_open(
     size = 2 * len(found.pairs) + len(found.meld.cards)
     if len(hand) - size < keep:
         return False
-    if forced is None:
-        return True
     used = [p.card for m in (*found.pairs, found.meld) for p in m.cards]
-    return forced in used
+    return forced is None or forced in used
 
 
 def _can_open_melds(
@@ -427,7 +441,7 @@ def _can_open_exact(
     return solver_can_open(hand, _RULES[key], threshold, forced=taken, keep=keep)
 
 
-def can_use(
+def can_use(  # noqa: PLR0913 - melds, pairs and layoff are what F-43 lets this seat lay
     card: Card,
     hand: Sequence[Card],
     table: Sequence[TableMeld],
@@ -444,28 +458,33 @@ def can_use(
     counts, ``keep`` how many cards must stay in hand (F-21, F-52).
     """
     if layoff and len(hand) - 1 >= keep:
-        if card.is_joker:
-            if joker_fits_table(table, rules):
-                return True
-        elif card.index in islek_faces(table, rules):
+        fits = joker_fits_table(table, rules) if card.is_joker else None
+        if fits or (fits is None and card.index in islek_faces(table, rules)):
             return True
     if pairs and len(hand) - 2 >= keep:
-        naturals = [c for c in hand if c == card] if not card.is_joker else []
-        if card.is_joker and any(not c.is_joker for c in hand):
-            return True
-        if len(naturals) >= 2 or (naturals and any(c.is_joker for c in hand)):
+        if _pairs_use(card, hand):
             return True
         if layoff and any(
             e.meld.kind is MeldKind.PAIR and e.meld.cards[0].stands_for == card for e in table
         ):
-            return len(naturals) >= 2 or any(c.is_joker for c in hand)
-    if melds:
-        if card.is_joker:
-            best = cached_opening(hand, rules)
-            return (
-                any(p.card == card for m in best.melds for p in m.cards) and len(hand) - 3 >= keep
-            )
-        for group in melds_with(card, hand, rules, opening=False):
-            if len(hand) - len(group) >= keep and _value(group, rules, opening=False) is not None:
-                return True
-    return False
+            return False  # a pair opener's area takes a whole pair, never this card alone
+    return melds and _melds_use(card, hand, rules, keep)
+
+
+def _pairs_use(card: Card, hand: Sequence[Card]) -> bool:
+    """F-43: ``card`` makes a pair with another card of ``hand`` (its twin or a joker)."""
+    if card.is_joker:
+        return any(not c.is_joker for c in hand)
+    naturals = sum(1 for c in hand if c == card)
+    return naturals >= 2 or (naturals > 0 and any(c.is_joker for c in hand))
+
+
+def _melds_use(card: Card, hand: Sequence[Card], rules: RuleSet, keep: int) -> bool:
+    """F-10: ``card`` is in a meld of ``hand`` that leaves ``keep`` cards behind."""
+    if card.is_joker:
+        best = cached_opening(hand, rules)
+        return any(p.card == card for m in best.melds for p in m.cards) and len(hand) - 3 >= keep
+    return any(
+        len(hand) - len(group) >= keep and _value(group, rules, opening=False) is not None
+        for group in melds_with(card, hand, rules, opening=False)
+    )

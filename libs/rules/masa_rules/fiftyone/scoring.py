@@ -40,20 +40,25 @@ def _finisher_score(rules: RuleSet, finish: Finish) -> int:
     return rules.finisher_score
 
 
+def _finish_multiplier(rules: RuleSet, finish: Finish) -> int:
+    """F-91: what a joker, pair or hand finish multiplies the losers' scores by."""
+    multiplier = 1
+    if finish.joker:
+        multiplier *= rules.joker_finish_multiplier
+    if finish.pairs:
+        multiplier *= rules.pairs_finish_multiplier
+    if finish.by_hand:
+        multiplier *= rules.hand_finish_multiplier
+        if rules.hand_finish_doubles_losers:
+            multiplier *= 2
+    return multiplier
+
+
 def hand_scores(state: State, finisher: int | None, finish: Finish) -> tuple[int, ...]:
     """F-90..F-94: each seat's score for the hand that ``state`` ends (0 for inactive seats)."""
     rules = state.rules
     kafa = is_kafa(state, finisher)
-    multiplier = 1
-    if finisher is not None:
-        if finish.joker:
-            multiplier *= rules.joker_finish_multiplier
-        if finish.pairs:
-            multiplier *= rules.pairs_finish_multiplier
-        if finish.by_hand:
-            multiplier *= rules.hand_finish_multiplier
-            if rules.hand_finish_doubles_losers:
-                multiplier *= 2
+    multiplier = 1 if finisher is None else _finish_multiplier(rules, finish)
     scores: list[int] = []
     for i, seat in enumerate(state.seats):
         if not state.active[i]:
