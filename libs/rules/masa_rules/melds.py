@@ -269,7 +269,7 @@ def _explain(
     return MeldError("F-10", "a meld is a run (one suit, consecutive) or a set (one rank)")
 
 
-def _explain_run(ranks: set[Rank], rules: RuleSet) -> MeldError:
+def _explain_run(ranks: set[Rank | None], rules: RuleSet) -> MeldError:
     """Why naturals of one suit with these ``ranks`` are no run (F-11) nor set (F-12)."""
     if Rank.ACE in ranks and Rank.TWO in ranks and Rank.KING in ranks:
         return MeldError("F-11", "a run never wraps from K over A to 2")
