@@ -280,7 +280,7 @@ class Driver:
         self.state = replace(public, hands=hands, stock=stock)
         return int(table.turn_seat)
 
-    async def act(self, seat: int) -> int | None:
+    async def act(self, seat: int) -> int | None:  # noqa: C901, PLR0911, PLR0912 - one timed move: read, choose, submit, follow; each early exit resyncs
         """One move of ``seat``, on turn now; returns the next seat on turn, None at the end."""
         phase = self.recorder.phase
         started = time.perf_counter()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from masa.table.v1 import event_pb2
+from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_rules import elevator, fiftyone
@@ -18,6 +18,19 @@ from masa_wire.errors import WireError
 _RACES = frozenset({"SEQUENCE_MISMATCH", "E-3", "F-21"})
 
 
+def _greedy_move(view: view_pb2.SeatView, rng: DrawStream) -> action_pb2.Action | None:
+    """The greedy policy's move for the seat of ``view``, None when it has none to make."""
+    if view.table.WhichOneof("game") == "elevator":
+        state = elevator_wire.state_from_seat_view(view)
+        if not elevator.legal_actions(state, view.seat):
+            return None
+        return elevator_wire.action_to_proto(elevator_greedy(state, view.seat, rng))
+    fifty = fiftyone_wire.state_from_seat_view(view)
+    if fifty.phase is fiftyone.Phase.OVER or not fiftyone.legal_actions(fifty, view.seat):
+        return None
+    return fiftyone_wire.action_to_proto(fiftyone_greedy(fifty, view.seat, rng))
+
+
 async def play_seat(client: TableClient, table_id: str, salt: str) -> event_pb2.GameFinished:
     """Watch the table and move whenever this seat may, until GameFinished."""
     rng = DrawStream(salt.encode())
@@ -27,25 +40,15 @@ async def play_seat(client: TableClient, table_id: str, salt: str) -> event_pb2.
                 if event.WhichOneof("kind") == "game_finished":
                     return event.game_finished
         view = (await client.get_table(table_id)).seat_view
-        table = view.table
         try:
-            if table.WhichOneof("game") == "elevator":
-                state = elevator_wire.state_from_seat_view(view)
-                if not elevator.legal_actions(state, view.seat):
-                    continue
-                action = elevator_wire.action_to_proto(elevator_greedy(state, view.seat, rng))
-            else:
-                fifty = fiftyone_wire.state_from_seat_view(view)
-                if fifty.phase is fiftyone.Phase.OVER or not fiftyone.legal_actions(
-                    fifty, view.seat
-                ):
-                    continue
-                action = fiftyone_wire.action_to_proto(fiftyone_greedy(fifty, view.seat, rng))
+            action = _greedy_move(view, rng)
         except WireError:
             # The game ended between the update and this read: its end is on the watch.
             continue
+        if action is None:
+            continue
         try:
-            await client.submit_action(table_id, action, table.table.sequence)
+            await client.submit_action(table_id, action, view.table.table.sequence)
         except MasaCallError as error:
             if error.reason not in _RACES:
                 raise

@@ -338,7 +338,7 @@ def _hand_over(
     return style.paint(heading, "cyan") + "\n  " + _scores(hand, table, elevator, me)
 
 
-def describe(
+def describe(  # noqa: C901, PLR0911, PLR0912 - one line per event kind, read as a table
     event: event_pb2.TableEvent,
     table: view_pb2.TableView,
     style: Style,

@@ -229,7 +229,7 @@ async def _ephemeral_consumer(
             _log.debug("could not delete consumer %s of %s; it expires when idle", name, stream)
 
 
-async def consume(
+async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword with a default
     js: JetStreamContext,
     subject: str,
     handle: Callable[[Msg], Awaitable[None]],

@@ -270,12 +270,6 @@ def _refusing_undecodable(
         except DecodeError as error:
             return _Undecodable(str(error)[:100])
 
-    def check(request: Any) -> None:
-        if isinstance(request, _Undecodable):
-            raise BadRequest(
-                f"the request is not a valid message for this method: {request.reason}"
-            )
-
     serializers: dict[str, Any] = {
         "request_deserializer": lenient,
         "response_serializer": handler.response_serializer,
@@ -284,22 +278,31 @@ def _refusing_undecodable(
         unary: Any = handler.unary_unary
 
         async def checked_unary(request: Any, context: Context) -> Any:
-            check(request)
+            _check_decoded(request)
             return await unary(request, context)
 
         return grpc.unary_unary_rpc_method_handler(checked_unary, **serializers)
-    streamed: Any = handler.unary_stream
+    return _checked_stream(handler.unary_stream, serializers)
+
+
+def _check_decoded(request: Any) -> None:
+    if isinstance(request, _Undecodable):
+        raise BadRequest(f"the request is not a valid message for this method: {request.reason}")
+
+
+def _checked_stream(streamed: Any, serializers: dict[str, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+    """A server-streaming handler that refuses an undecodable request before ``streamed``."""
     if inspect.isasyncgenfunction(streamed):
 
         async def checked_yielded(request: Any, context: Context) -> AsyncIterator[Any]:
-            check(request)
+            _check_decoded(request)
             async for response in streamed(request, context):
                 yield response
 
         return grpc.unary_stream_rpc_method_handler(checked_yielded, **serializers)
 
     async def checked_written(request: Any, context: Context) -> None:
-        check(request)
+        _check_decoded(request)
         await streamed(request, context)
 
     return grpc.unary_stream_rpc_method_handler(checked_written, **serializers)

@@ -135,16 +135,7 @@ def wrap_handler(
             return first
         return _counted(first, received)
 
-    behavior: Any
-    if handler.request_streaming and handler.response_streaming:
-        behavior = handler.stream_stream
-    elif handler.request_streaming:
-        behavior = handler.stream_unary
-    elif handler.response_streaming:
-        behavior = handler.unary_stream
-    else:
-        behavior = handler.unary_unary
-
+    behavior = _behavior(handler)
     if not handler.response_streaming:
 
         async def unary_response(request: Any, context: Context) -> Any:
@@ -173,14 +164,31 @@ def wrap_handler(
                 await behavior(requests_of(request), context)
 
         wrapped = written_responses
+    return _method_handler(handler, wrapped, serializers)
 
+
+def _behavior(handler: grpc.RpcMethodHandler[Any, Any]) -> Any:
+    """The one of the handler's four callables that its streaming flags say is set."""
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(wrapped, **serializers)
+        return handler.stream_stream
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(wrapped, **serializers)
+        return handler.stream_unary
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(wrapped, **serializers)
-    return grpc.unary_unary_rpc_method_handler(wrapped, **serializers)
+        return handler.unary_stream
+    return handler.unary_unary
+
+
+def _method_handler(
+    like: grpc.RpcMethodHandler[Any, Any], behavior: Any, serializers: dict[str, Any]
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler of the same streaming kind as ``like`` that runs ``behavior``."""
+    if like.request_streaming and like.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(behavior, **serializers)
+    if like.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(behavior, **serializers)
+    if like.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(behavior, **serializers)
+    return grpc.unary_unary_rpc_method_handler(behavior, **serializers)
 
 
 async def _counted(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from masa.table.v1 import action_pb2, view_pb2
+from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import PhysicalCard
 from masa_rules.elevator import (
     ElevatorRules,
@@ -91,18 +91,22 @@ def test_no_seat_and_no_spectator_ever_receives_another_seats_hidden_cards() -> 
         for viewer in (None, 0, 1, 2, 3):
             for state, events in steps:
                 for event in events_to_proto(events, state, viewer):
-                    kind = event.WhichOneof("kind")
-                    if kind == "hand_dealt":
-                        assert (len(event.hand_dealt.hand) > 0) == (viewer is not None)
-                    elif kind == "passed" and event.passed.HasField("drawn"):
-                        assert event.passed.seat == viewer
-                    elif kind == "kopile_started" and event.kopile_started.drawn:
-                        assert event.kopile_started.seat == viewer
-                    elif kind == "card_given" and event.card_given.HasField("card"):
-                        assert viewer in (event.card_given.from_seat, event.card_given.to_seat)
-                    elif kind == "hand_finished":
-                        for score in event.hand_finished.scores:
-                            assert not score.remaining or score.seat == viewer
+                    _assert_hidden_from(event, viewer)
+
+
+def _assert_hidden_from(event: event_pb2.TableEvent, viewer: int | None) -> None:
+    kind = event.WhichOneof("kind")
+    if kind == "hand_dealt":
+        assert (len(event.hand_dealt.hand) > 0) == (viewer is not None)
+    elif kind == "passed" and event.passed.HasField("drawn"):
+        assert event.passed.seat == viewer
+    elif kind == "kopile_started" and event.kopile_started.drawn:
+        assert event.kopile_started.seat == viewer
+    elif kind == "card_given" and event.card_given.HasField("card"):
+        assert viewer in (event.card_given.from_seat, event.card_given.to_seat)
+    elif kind == "hand_finished":
+        for score in event.hand_finished.scores:
+            assert not score.remaining or score.seat == viewer
 
 
 def test_the_log_viewer_sees_every_draw() -> None:

@@ -116,6 +116,36 @@ class MatchmakingService:
             await self.nats.drain()
 
 
+def _clients(
+    settings: MatchmakingSettings, given: Overrides, closers: list[_Closable]
+) -> tuple[Ledger | None, Engines]:
+    """The ledger (none without an address) and the table-engines, unless ``given``; the gRPC
+    clients made here join ``closers``."""
+    platform = settings.platform
+    name = f"matchmaking-{settings.instance}"
+    ledger: Ledger | None = given.ledger
+    if ledger is None and settings.ledger_address:
+        grpc_ledger = GrpcLedger(
+            open_channel(settings.ledger_address, platform.tls),
+            platform.auth,
+            service_name=name,
+            timeout_seconds=settings.ledger_timeout_seconds,
+        )
+        closers.append(grpc_ledger)
+        ledger = grpc_ledger
+    engines: Engines | None = given.engines
+    if engines is None:
+        grpc_engines = GrpcEngines(
+            platform.auth,
+            lambda address: open_channel(address, platform.tls),
+            service_name=name,
+            timeout_seconds=settings.engine_timeout_seconds,
+        )
+        closers.append(grpc_engines)
+        engines = grpc_engines
+    return ledger, engines
+
+
 async def start_matchmaking(
     settings: MatchmakingSettings,
     registry: CollectorRegistry = REGISTRY,
@@ -142,27 +172,7 @@ async def start_matchmaking(
     live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
     live_tables.start()
     closers: list[_Closable] = [tickets, live_tables]
-
-    ledger: Ledger | None = given.ledger
-    if ledger is None and settings.ledger_address:
-        grpc_ledger = GrpcLedger(
-            open_channel(settings.ledger_address, platform.tls),
-            platform.auth,
-            service_name=f"matchmaking-{instance}",
-            timeout_seconds=settings.ledger_timeout_seconds,
-        )
-        closers.append(grpc_ledger)
-        ledger = grpc_ledger
-    engines: Engines | None = given.engines
-    if engines is None:
-        grpc_engines = GrpcEngines(
-            platform.auth,
-            lambda address: open_channel(address, platform.tls),
-            service_name=f"matchmaking-{instance}",
-            timeout_seconds=settings.engine_timeout_seconds,
-        )
-        closers.append(grpc_engines)
-        engines = grpc_engines
+    ledger, engines = _clients(settings, given, closers)
     nodes = given.nodes or KvEngineNodes(js)
 
     metrics = PrometheusMetrics(registry)

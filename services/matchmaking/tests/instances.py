@@ -57,7 +57,7 @@ class Instance:
         await self.store.close()
 
 
-async def start_instance(
+async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a test swaps
     server: NatsServer,
     *,
     name: str,

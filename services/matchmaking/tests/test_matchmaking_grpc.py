@@ -276,7 +276,7 @@ async def _events(server: NatsServer, subject: str) -> list[object]:
         await nc.close()
 
 
-async def test_p30_placing_and_rating_publish_their_events_once(
+async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR0915 - one table told from ticket to rating
     service, nats_server: NatsServer
 ) -> None:  # type: ignore[no-untyped-def]
     """TicketMatched per ticket and GameStarted per table; a GameFinished on the engine's

@@ -22,7 +22,7 @@ from engine_support import (
     wait_until,
 )
 from grpc_status import rpc_status
-from masa.table.v1 import action_pb2, table_pb2
+from masa.table.v1 import action_pb2, event_pb2, table_pb2
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
@@ -123,22 +123,23 @@ def _assert_no_leaks(messages: list[table_pb2.WatchTableResponse], own_seat: int
             assert message.seat_view.seat == own_seat
         else:
             for event in message.update.events:
-                kind = event.WhichOneof("kind")
-                if kind == "hand_dealt":
-                    assert bool(event.hand_dealt.hand) == (own_seat is not None)
-                elif kind == "passed":
-                    assert not event.passed.HasField("drawn") or event.passed.seat == own_seat
-                elif kind == "kopile_started":
-                    assert not event.kopile_started.drawn or event.kopile_started.seat == own_seat
-                elif kind == "card_given":
-                    given = event.card_given
-                    assert not given.HasField("card") or own_seat in (
-                        given.from_seat,
-                        given.to_seat,
-                    )
-                elif kind == "hand_finished":
-                    for score in event.hand_finished.scores:
-                        assert not score.remaining or score.seat == own_seat
+                _assert_event_hidden(event, own_seat)
+
+
+def _assert_event_hidden(event: event_pb2.TableEvent, own_seat: int | None) -> None:
+    kind = event.WhichOneof("kind")
+    if kind == "hand_dealt":
+        assert bool(event.hand_dealt.hand) == (own_seat is not None)
+    elif kind == "passed":
+        assert not event.passed.HasField("drawn") or event.passed.seat == own_seat
+    elif kind == "kopile_started":
+        assert not event.kopile_started.drawn or event.kopile_started.seat == own_seat
+    elif kind == "card_given":
+        given = event.card_given
+        assert not given.HasField("card") or own_seat in (given.from_seat, given.to_seat)
+    elif kind == "hand_finished":
+        for score in event.hand_finished.scores:
+            assert not score.remaining or score.seat == own_seat
 
 
 async def test_auth_bad_input_and_other_seats_are_refused_and_leave_the_table_unchanged(

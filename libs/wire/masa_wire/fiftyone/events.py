@@ -71,7 +71,9 @@ def events_to_proto(
     return [message for event in events for message in _event_to_proto(event, context)]
 
 
-def _event_to_proto(event: engine.Event, context: _Context) -> list[event_pb2.TableEvent]:
+def _event_to_proto(  # noqa: C901, PLR0911, PLR0912 - one match arm per 51 event kind
+    event: engine.Event, context: _Context
+) -> list[event_pb2.TableEvent]:
     rules = context.after.rules
     match event:
         case engine.Deal():

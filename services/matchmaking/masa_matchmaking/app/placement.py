@@ -75,7 +75,7 @@ class PlacementSettings:
 
 
 class Placer:
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each port is its own argument, so tests pass fakes for any
         self,
         store: TicketStore,
         ledger: Ledger | None,

@@ -153,6 +153,11 @@ def _check_lobby(lobby: Lobby) -> None:
     if not 0 <= lobby.stake <= MAX_STAKE:
         raise InvalidLobby(f"{where}: the stake must be 0 to {MAX_STAKE}")
     _check_payout(where, lobby)
+    _check_waiting(where, lobby)
+
+
+def _check_waiting(where: str, lobby: Lobby) -> None:
+    """The lobby's timers, bot fill and matching spread are within their bounds."""
     if not 0 < lobby.turn_seconds <= MAX_TURN_SECONDS:
         raise InvalidLobby(f"{where}: turn_seconds must be above 0 and at most {MAX_TURN_SECONDS}")
     if not 0 < lobby.ticket_ttl_seconds <= MAX_TICKET_TTL_SECONDS:

@@ -149,6 +149,49 @@ def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
 # --- configuration and the table resource ---------------------------------------------------
 
 
+def _seat_from_proto(seat: game_pb2.SeatAssignment) -> SeatConfig:
+    if seat.kind == game_pb2.SEAT_KIND_HUMAN:
+        kind = SeatKind.HUMAN
+    elif seat.kind == game_pb2.SEAT_KIND_BOT:
+        kind = SeatKind.BOT
+    else:
+        raise BadRequest(f"seat {seat.seat} needs a kind, human or bot")
+    level = _LEVEL.get(seat.bot_level)
+    if level is None:
+        raise BadRequest(f"seat {seat.seat}: unknown bot level {seat.bot_level}")
+    return SeatConfig(
+        seat=seat.seat,
+        kind=kind,
+        player_id=seat.player_id if kind is SeatKind.HUMAN else "",
+        display_name=seat.display_name,
+        bot_level=level,
+        hold_id=seat.hold_id,
+    )
+
+
+def _options_from_proto(message: game_pb2.GameOptions, game: GameKind) -> GameOptions:
+    which = message.WhichOneof("game")
+    if which == "elevator" and game is GameKind.ELEVATOR:
+        elevator = message.elevator
+        return GameOptions(decks=elevator.decks if elevator.HasField("decks") else None)
+    if which == "fiftyone" and game is GameKind.FIFTYONE:
+        fiftyone = message.fiftyone
+        return GameOptions(
+            open_threshold=(
+                fiftyone.open_threshold if fiftyone.HasField("open_threshold") else None
+            ),
+            escalating_threshold=(
+                fiftyone.escalating_threshold if fiftyone.HasField("escalating_threshold") else None
+            ),
+            hands_per_game=(
+                fiftyone.hands_per_game if fiftyone.HasField("hands_per_game") else None
+            ),
+        )
+    if which is not None:
+        raise BadRequest(f"{which} options do not fit a {game.value} table")
+    return GameOptions()
+
+
 def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float) -> TableConfig:
     """A lobby configuration; raises ``BadRequest`` for one that is malformed."""
     game = _GAME.get(message.game)
@@ -164,59 +207,19 @@ def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float
     mode = _MODE.get(message.mode)
     if mode is None:
         raise BadRequest(f"unknown mode {message.mode}")
-    seats = []
-    for seat in message.seats:
-        if seat.kind == game_pb2.SEAT_KIND_HUMAN:
-            kind = SeatKind.HUMAN
-        elif seat.kind == game_pb2.SEAT_KIND_BOT:
-            kind = SeatKind.BOT
-        else:
-            raise BadRequest(f"seat {seat.seat} needs a kind, human or bot")
-        level = _LEVEL.get(seat.bot_level)
-        if level is None:
-            raise BadRequest(f"seat {seat.seat}: unknown bot level {seat.bot_level}")
-        seats.append(
-            SeatConfig(
-                seat=seat.seat,
-                kind=kind,
-                player_id=seat.player_id if kind is SeatKind.HUMAN else "",
-                display_name=seat.display_name,
-                bot_level=level,
-                hold_id=seat.hold_id,
-            )
-        )
+    seats = [_seat_from_proto(seat) for seat in message.seats]
     if not seats:
         raise BadRequest("config.seats must list the seats")
     turn_seconds = default_turn_seconds
     if message.HasField("turn_time"):
         turn_seconds = message.turn_time.ToNanoseconds() / 1e9
-    options = GameOptions()
-    which = message.options.WhichOneof("game")
-    if which == "elevator" and game is GameKind.ELEVATOR:
-        elevator = message.options.elevator
-        options = GameOptions(decks=elevator.decks if elevator.HasField("decks") else None)
-    elif which == "fiftyone" and game is GameKind.FIFTYONE:
-        fiftyone = message.options.fiftyone
-        options = GameOptions(
-            open_threshold=(
-                fiftyone.open_threshold if fiftyone.HasField("open_threshold") else None
-            ),
-            escalating_threshold=(
-                fiftyone.escalating_threshold if fiftyone.HasField("escalating_threshold") else None
-            ),
-            hands_per_game=(
-                fiftyone.hands_per_game if fiftyone.HasField("hands_per_game") else None
-            ),
-        )
-    elif which is not None:
-        raise BadRequest(f"{which} options do not fit a {game.value} table")
     return TableConfig(
         game=game,
         seats=tuple(seats),
         turn_seconds=turn_seconds,
         preset=preset,
         mode=mode,
-        options=options,
+        options=_options_from_proto(message.options, game),
         stake=message.stake,
         lobby_id=message.lobby_id,
         payout=PayoutRule(message.payout.rake_basis_points, tuple(message.payout.place_shares)),
@@ -415,6 +418,25 @@ def update_for(entry: Entry, viewer: Viewer) -> event_pb2.TableUpdate:
     )
 
 
+def _game_events(
+    event: GameEvents, viewer: Viewer, query_deadline: timestamp_pb2.Timestamp | None
+) -> list[event_pb2.TableEvent]:
+    """The game's own events, as ``viewer`` may see them, in that game's messages."""
+    if isinstance(event.after, fiftyone_engine.State):
+        return fiftyone_wire.events_to_proto(
+            [e for e in event.events if isinstance(e, fiftyone_engine.Event)],
+            event.after,
+            viewer,
+            query_deadline=query_deadline,
+            timed_out=event.timeout,
+        )
+    return elevator_wire.events_to_proto(
+        [e for e in event.events if isinstance(e, _ELEVATOR_EVENTS)],
+        _elevator(event.after),
+        viewer,
+    )
+
+
 def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
     out: list[event_pb2.TableEvent] = []
     query_deadline = next(
@@ -426,23 +448,8 @@ def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
         None,
     )
     for event in entry.events:
-        if isinstance(event, GameEvents) and isinstance(event.after, fiftyone_engine.State):
-            out.extend(
-                fiftyone_wire.events_to_proto(
-                    [e for e in event.events if isinstance(e, fiftyone_engine.Event)],
-                    event.after,
-                    viewer,
-                    query_deadline=query_deadline,
-                    timed_out=event.timeout,
-                )
-            )
-        elif isinstance(event, GameEvents):
-            game = _elevator(event.after)
-            out.extend(
-                elevator_wire.events_to_proto(
-                    [e for e in event.events if isinstance(e, _ELEVATOR_EVENTS)], game, viewer
-                )
-            )
+        if isinstance(event, GameEvents):
+            out.extend(_game_events(event, viewer, query_deadline))
         elif isinstance(event, TurnStarted):
             out.append(
                 event_pb2.TableEvent(
