@@ -39,6 +39,7 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
         **without_uv(),
         "MASA_RUN_DIR": str(run_dir),
         "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_TABLE_ENGINE_1_PORT": "0",
         "MASA_BOT_PORT": "0",
         "MASA_LEDGER_PORT": "0",
         "MASA_MATCHMAKING_PORT": "0",

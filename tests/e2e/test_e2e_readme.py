@@ -151,8 +151,8 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
         "make play LOBBY=elevator",
         "make play LOBBY=training-51",
     ]
-    assert [step.removeprefix(where) for step in rest][1] == "masa lobbies"
-    assert len(rest) == 3, steps
+    assert [step.removeprefix(where) for step in rest][1:3] == ["masa lobbies", "masa nodes"]
+    assert len(rest) == 4, steps
     env = without_uv()
     for play in plays:
         terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
@@ -180,10 +180,12 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
     assert ran.returncode == 0, ran.stderr
     assert "masa.matchmaking.v1.MatchmakingService" in ran.stdout
     assert re.search(r"salon-51 +51 salon, singles, 4 seats, 100 chips", ran.stdout)
+    assert re.search(r"table-engine-1 +127\.0\.0\.1:\d+ +\d+ +\d+ .* serving", ran.stdout)
 
 
 def test_the_lobby_and_chips_commands_run_as_written(running_stack: Stack) -> None:
-    """``masa lobbies``, ``balance``, ``history`` and ``grant`` as the README shows them."""
+    """``masa lobbies``, ``balance``, ``history``, ``grant`` and ``nodes`` as the README shows
+    them."""
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block_with("masa grant alice")],
         cwd=ROOT,
@@ -197,3 +199,4 @@ def test_the_lobby_and_chips_commands_run_as_written(running_stack: Stack) -> No
     assert re.search(r"training-51 +51 salon, training, 4 seats, no chips", ran.stdout)
     assert re.search(r"granted 500 chips to alice \(grant:\w+\)", ran.stdout)
     assert re.search(r"alice: [\d,]+ chips \(\d+ held, [\d,]+ available\)", ran.stdout)
+    assert re.search(r"table-engine-0 +127\.0\.0\.1:\d+ ", ran.stdout)

@@ -12,7 +12,9 @@
 - ``masa token --player NAME`` prints a development token signed with the local secret
   (``MASA_JWT_SECRET``, the development default when unset);
 - ``masa watch TABLE`` follows a table as a spectator, or shows the result of one that has
-  just finished.
+  just finished;
+- ``masa nodes`` lists the live table-engine nodes from the engine-node registry in NATS (as
+  the operators' user, :mod:`masa_client.operator_bus`).
 
 Addresses come from ``--matchmaking``, ``--ledger`` and ``--address`` (the table-engine); else
 from the ``run.json`` that ``make run`` writes into its run folder (``MASA_RUN_DIR``, default
@@ -44,6 +46,8 @@ from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.launcher import RunSettings
 from masa_client.matchmaking import LedgerClient, MatchmakingClient
+from masa_client.nodes import print_nodes, read_nodes
+from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
 from masa_client.render import BOT_NAMES, style_for
 from masa_client.seating import NoSeat, choose_lobby, find_seat
 from masa_client.session import Console, Keyboard, PlaySession, watch_table
@@ -69,6 +73,9 @@ _PRESETS: Final = {
 }
 _LEVELS: Final = {"easy": game_pb2.BOT_LEVEL_EASY, "normal": game_pb2.BOT_LEVEL_NORMAL}
 _GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "fiftyone", game_pb2.GAME_KIND_ELEVATOR: "elevator"}
+NATS_WHERE: Final = (
+    "the NATS server, nats://host:port (default: the one `make run` started, else MASA_NATS_URL)"
+)
 # How long a quitting player waits for the engine to confirm the end of a training table.
 _LEAVE_SECONDS: Final = 10.0
 
@@ -306,6 +313,16 @@ async def _grant(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _nodes(args: argparse.Namespace) -> int:
+    bus = await connect_operator(bus_login(args.nats, run_file()))
+    try:
+        nodes = await read_nodes(bus.jetstream())
+    finally:
+        await bus.close()
+    print_nodes(nodes, sys.stdout)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="masa", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -443,6 +460,17 @@ def _parser() -> argparse.ArgumentParser:
         "--player", default=me, help=f"who is watching, for the token (default: {me})"
     )
     watch.add_argument("--address", help=where)
+
+    nodes = commands.add_parser(
+        "nodes",
+        help="list the live table-engine nodes",
+        description="List the live table-engine nodes from the engine-node registry in NATS: "
+        "node id, address, tables served, capacity, seconds since the node last renewed its "
+        "record (HEARD; a node silent for the registry's TTL is gone), and whether it drains. "
+        "Logs into NATS as the operators' user (the admin password `make run` keeps in "
+        ".masa/nats/, or MASA_NATS_USER and MASA_NATS_PASSWORD).",
+    )
+    nodes.add_argument("--nats", help=NATS_WHERE)
     return parser
 
 
@@ -459,12 +487,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "balance": _balance,
         "history": _history,
         "grant": _grant,
+        "nodes": _nodes,
     }
     runner = runners[args.command]
     try:
         code = asyncio.run(runner(args))
     except MasaCallError as error:
         print(f"masa {args.command}: {_failure(error)}", file=sys.stderr)
+        code = 1
+    except BusUnreachable as error:
+        print(f"masa {args.command}: {error}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         if args.command == "play" and args.table:

@@ -16,15 +16,21 @@ passed in ``MASA_NATS_USER`` / ``MASA_NATS_PASSWORD``. The ``admin`` user's pass
 ``.masa/nats/admin-password`` for operators (readable by the owner only, like the config).
 
 Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``NATS_PORT``,
-``TABLE_ENGINE_PORT`` (50051), ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and
-``MATCHMAKING_PORT`` (50054), where 0 picks a free port (the NATS default),
+``TABLE_ENGINE_PORT`` (50051) and ``TABLE_ENGINE_1_PORT`` (50055) for the two table-engine
+nodes, ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and ``MATCHMAKING_PORT`` (50054), where 0
+picks a free port (the NATS default),
 ``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
 ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips matchmaking
 grants every player on first sight, development only) and ``LOBBIES_FILE`` (matchmaking's
 lobbies; the shipped set when unset); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the
 services. The ledger keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they
-survive a restart. Matchmaking starts last: it places tables on the engine and holds stakes in
+survive a restart. Matchmaking starts last: it places tables on the engines and holds stakes in
 the ledger, and stops first, giving its lobby leases up.
+
+Two table-engine nodes run, as DESIGN.md §5 asks, so that a table can move from one to the
+other: ``table-engine`` (node id ``table-engine-0``) and ``table-engine-1`` (node id
+``table-engine-1``), both the NATS user ``table-engine``. Each advertises itself in the
+engine-node registry, and matchmaking places tables on the less loaded one.
 """
 
 from __future__ import annotations
@@ -48,11 +54,14 @@ from typing import IO, Final
 
 import grpc
 from grpc_health.v1 import health_pb2
-from masa_platform.bus_access import ADMIN, authorization_block, bus_users
+from masa_platform.bus_access import ADMIN, TABLE_ENGINE, authorization_block, bus_users
 from masa_platform.settings import load_settings
 from masa_platform.testing import free_port, nats_server_binary
 
-__all__ = ["RunSettings", "ServiceSpec", "main", "run", "stack"]
+__all__ = ["ENGINE_SERVICES", "RunSettings", "ServiceSpec", "main", "run", "stack"]
+
+# The table-engine nodes, by their names in run.json; node ``table-engine-<i>`` runs as the i-th.
+ENGINE_SERVICES: Final = ("table-engine", "table-engine-1")
 
 # How often the launcher polls readiness and checks that its children are alive.
 _POLL_SECONDS: Final = 0.05
@@ -66,6 +75,7 @@ class RunSettings:
     run_host: str = "127.0.0.1"
     nats_port: int = 0
     table_engine_port: int = 50051
+    table_engine_1_port: int = 50055
     bot_port: int = 50052
     ledger_port: int = 50053
     matchmaking_port: int = 50054
@@ -114,7 +124,8 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     nats_url = f"nats://{host}:{nats_port}"
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
     ledger_address = f"{host}:{settings.ledger_port or free_port(host)}"
-    engine_address = f"{host}:{settings.table_engine_port or free_port(host)}"
+    engine_ports = (settings.table_engine_port, settings.table_engine_1_port)
+    engine_addresses = [f"{host}:{port or free_port(host)}" for port in engine_ports]
     matchmaking_address = f"{host}:{settings.matchmaking_port or free_port(host)}"
     ledger_database = (settings.run_dir / "ledger.sqlite3").resolve()
     lobbies = (
@@ -122,11 +133,13 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     )
 
     def python_service(
-        name: str, module: str, address: str, extra: Mapping[str, str]
+        name: str, module: str, address: str, extra: Mapping[str, str], *, user: str = ""
     ) -> ServiceSpec:
+        """``user``: its NATS user and service name when several processes share one."""
         metrics_port = free_port(host)
+        user = user or name
         env = {
-            "MASA_SERVICE_NAME": name,
+            "MASA_SERVICE_NAME": user,
             "MASA_LOG_LEVEL": settings.log_level,
             "MASA_GRPC_HOST": host,
             "MASA_GRPC_PORT": address.rsplit(":", 1)[1],
@@ -134,8 +147,8 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "MASA_METRICS_PORT": str(metrics_port),
             "MASA_NATS_URL": nats_url,
             # Each service is a NATS user of its own name (masa_platform.bus_access).
-            "MASA_NATS_USER": name,
-            "MASA_NATS_PASSWORD": passwords[name],
+            "MASA_NATS_USER": user,
+            "MASA_NATS_PASSWORD": passwords[user],
             **extra,
         }
         return ServiceSpec(
@@ -159,16 +172,21 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             ledger_address,
             {"MASA_DATABASE_URL": f"sqlite:///{ledger_database}"},
         ),
-        python_service(
-            "table-engine",
-            "masa_table_engine",
-            engine_address,
-            {
-                "MASA_BOT_ADDRESS": bot_address,
-                "MASA_LEDGER_ADDRESS": ledger_address,
-                "MASA_ADVERTISE_ADDRESS": engine_address,
-                "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
-            },
+        *(
+            python_service(
+                ENGINE_SERVICES[index],
+                "masa_table_engine",
+                address,
+                {
+                    "MASA_NODE_ID": f"table-engine-{index}",
+                    "MASA_BOT_ADDRESS": bot_address,
+                    "MASA_LEDGER_ADDRESS": ledger_address,
+                    "MASA_ADVERTISE_ADDRESS": address,
+                    "MASA_BOT_DELAY_SECONDS": str(settings.bot_delay_seconds),
+                },
+                user=TABLE_ENGINE,
+            )
+            for index, address in enumerate(engine_addresses)
         ),
         python_service(
             "matchmaking",
@@ -352,6 +370,11 @@ def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
     """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it)."""
     state = {
         "table_engine": _address_of(running, "table-engine"),
+        "table_engines": [
+            address
+            for address in (_address_of(running, name) for name in ENGINE_SERVICES)
+            if address is not None
+        ],
         "ledger": _address_of(running, "ledger"),
         "matchmaking": _address_of(running, "matchmaking"),
         "services": {
@@ -389,6 +412,7 @@ def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[st
             (f"{where}make play LOBBY=training-51", "51 (salon) against 3 bots, no chips"),
             (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
             (f"{where}masa lobbies", "the lobbies; masa balance and masa history: your chips"),
+            (f"{where}masa nodes", "the table-engine nodes and how many tables each serves"),
             (f"grpcurl -plaintext {matchmaking} list", "the gRPC services, through reflection"),
         ]
         width = max(len(command) for command, _ in steps)

@@ -65,6 +65,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         **os.environ,
         "MASA_RUN_DIR": str(tmp_path / ".masa"),
         "MASA_TABLE_ENGINE_PORT": "0",
+        "MASA_TABLE_ENGINE_1_PORT": "0",
         "MASA_BOT_PORT": "0",
         "MASA_LEDGER_PORT": "0",
         "MASA_MATCHMAKING_PORT": "0",
@@ -81,7 +82,18 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         state = wait_for(tmp_path / ".masa" / "run.json", process)
         services = state["services"]
         assert isinstance(services, dict)
-        assert set(services) == {"nats", "bot", "ledger", "table-engine", "matchmaking"}
+        assert set(services) == {
+            "nats",
+            "bot",
+            "ledger",
+            "table-engine",
+            "table-engine-1",
+            "matchmaking",
+        }
+        engines = [services["table-engine"]["grpc"], services["table-engine-1"]["grpc"]]
+        assert state["table_engines"] == engines
+        assert state["table_engine"] == engines[0]
+        assert engines[0] != engines[1]
         assert state["ledger"] == services["ledger"]["grpc"]
         assert state["matchmaking"] == services["matchmaking"]["grpc"]
         assert (tmp_path / ".masa" / "ledger.sqlite3").exists()

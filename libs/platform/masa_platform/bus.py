@@ -7,7 +7,7 @@
   round trips (an ephemeral pull consumer fetching batches), not one round trip per message.
 - :class:`KvBucket` returns plain entries and raises one :class:`RevisionConflict` for every
   optimistic-concurrency failure nats-py reports in its various ways; its ``keys(prefix)``
-  lists live keys filtered on the server.
+  and ``entries(prefix)`` list live keys (with their values) filtered on the server.
 - :class:`Leases` builds ownership with a TTL on a bucket whose entries expire (per-bucket TTL).
 """
 
@@ -316,25 +316,35 @@ class KvBucket:
         the listing ends with the message after which the consumer had nothing pending.
         (nats-py's ``keys()`` filters on the client and can end before the last key arrives.)
         """
+        return [entry.key for entry in await self._latest(prefix, timeout, headers_only=True)]
+
+    async def entries(self, prefix: str = "", *, timeout: float = 5.0) -> list[KvEntry]:
+        """Every live entry starting with ``prefix``, values included: one listing as
+        :meth:`keys`, not a GET per key."""
+        return await self._latest(prefix, timeout, headers_only=False)
+
+    async def _latest(self, prefix: str, timeout: float, *, headers_only: bool) -> list[KvEntry]:
         stream = f"KV_{self.bucket}"
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
-            headers_only=True,
+            headers_only=headers_only,
             filter_subject=f"$KV.{self.bucket}.{prefix}>",
         )
-        keys: list[str] = []
+        found: list[KvEntry] = []
         async with _ephemeral_consumer(self._js, stream, config, timeout) as (info, subscription):
             pending = info.num_pending or 0
             while pending:
                 for message in await subscription.fetch(min(pending, _BATCH), timeout=timeout):
-                    pending = message.metadata.num_pending
+                    metadata = message.metadata
+                    pending = metadata.num_pending
                     headers = message.headers or {}
                     if (
                         headers.get("KV-Operation") not in _GONE_OPERATIONS
                         and headers.get("Nats-Marker-Reason") not in _GONE_MARKERS
                     ):
-                        keys.append(message.subject[len(f"$KV.{self.bucket}.") :])
-        return keys
+                        key = message.subject[len(f"$KV.{self.bucket}.") :]
+                        found.append(KvEntry(key, message.data, metadata.sequence.stream))
+        return found
 
     async def put(self, key: str, value: bytes) -> int:
         """Write unconditionally; returns the new revision."""

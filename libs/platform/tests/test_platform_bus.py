@@ -253,6 +253,24 @@ async def test_kv_keys_lists_the_live_keys_under_a_prefix_on_the_server(
     assert not info.state.subjects
 
 
+async def test_kv_entries_lists_the_live_entries_with_their_values_in_one_listing(
+    js: JetStreamContext,
+) -> None:
+    bucket = await KvBucket.ensure(js, unique("leases_"))
+    for n in range(10):
+        await bucket.put(f"t{n}", f"node-{n % 3}".encode())
+    await bucket.put("t0", b"node-9")
+    await bucket.delete("t1")
+    found = {entry.key: entry for entry in await bucket.entries()}
+    assert set(found) == {f"t{n}" for n in range(10)} - {"t1"}
+    assert found["t0"].value == b"node-9"
+    assert found["t4"].value == b"node-1"
+    current = await bucket.get("t4")
+    assert current is not None
+    assert found["t4"].revision == current.revision
+    assert await bucket.entries("nothing.") == []
+
+
 async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) -> None:
     with NatsServer(tmp_path / "nats") as server:
         client = await connect(server.url, name="pause-test")

@@ -1,0 +1,101 @@
+"""Two table-engine nodes under ``make run`` (DESIGN.md §5): ``masa nodes`` lists both from the
+engine-node registry, and matchmaking places tables on both."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from e2e_stack import Stack
+from e2e_terminal import masa, without_uv
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa_client.client import TableClient
+from masa_client.matchmaking import CLOSED_STATES, MatchmakingClient
+from masa_client.nodes import EngineNodeInfo, read_nodes
+from masa_client.operator_bus import bus_login, connect_operator
+from masa_platform.auth import Role, mint_token
+from masa_platform.settings import AuthSettings
+from masa_platform.testing import NatsServer
+from nats.js import JetStreamContext
+
+AUTH = AuthSettings()
+WAIT_SECONDS = 30.0
+
+
+def run_masa(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**without_uv(), "MASA_RUN_DIR": str(run_dir)}
+    return subprocess.run(
+        [masa(), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_masa_nodes_lists_both_engine_nodes_of_make_run(running_stack: Stack) -> None:
+    state = json.loads((running_stack.run_dir / "run.json").read_text())
+    engines = state["table_engines"]
+    assert engines == [
+        running_stack.addresses["table-engine"],
+        running_stack.addresses["table-engine-1"],
+    ]
+    listed = run_masa(running_stack.run_dir, "nodes")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["NODE", "ADDRESS", "TABLES", "CAPACITY", "HEARD", "STATE"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {"table-engine-0", "table-engine-1"}
+    assert rows["table-engine-0"][1] == engines[0]
+    assert rows["table-engine-1"][1] == engines[1]
+    assert {row[5] for row in rows.values()} == {"serving"}
+
+
+def test_masa_nodes_says_so_when_no_node_is_live(tmp_path: Path) -> None:
+    with NatsServer(tmp_path / "nats") as server:
+        listed = run_masa(tmp_path, "nodes", "--nats", server.url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("no live table-engine node")
+
+
+def test_masa_nodes_says_so_when_nats_is_not_there(tmp_path: Path) -> None:
+    listed = run_masa(tmp_path, "nodes", "--nats", "nats://127.0.0.1:1")
+    assert listed.returncode == 1
+    assert "cannot reach NATS at nats://127.0.0.1:1" in listed.stderr
+    assert "Traceback" not in listed.stderr
+
+
+async def test_matchmaking_places_tables_on_both_nodes(running_stack: Stack) -> None:
+    """The second table goes to the node the first did not load (the registry's lowest load)."""
+    matchmaking = running_stack.addresses["matchmaking"]
+    login = bus_login(None, running_stack.run_dir / "run.json")
+    bus = await connect_operator(login)
+    placed: list[tuple[str, str, str]] = []
+    try:
+        for n in range(2):
+            player = f"spread-{n}-{time.monotonic_ns()}"
+            token = mint_token(AUTH, player, [Role.PLAYER])
+            async with MatchmakingClient(matchmaking, token) as client:
+                created = await client.create_ticket("training-51")
+                async for ticket in client.watch_ticket(created.ticket_id):
+                    if ticket.state in CLOSED_STATES:
+                        break
+            assert ticket.state == mm.Ticket.STATE_MATCHED, ticket
+            placed.append((player, ticket.table_id, ticket.table_address))
+            await _until_advertised(bus.jetstream(), ticket.table_address)
+    finally:
+        await bus.close()
+        for player, table_id, address in placed:
+            async with TableClient(address, mint_token(AUTH, player, [Role.PLAYER])) as table:
+                await table.leave_table(table_id)
+    assert placed[0][2] != placed[1][2]
+
+
+async def _until_advertised(js: JetStreamContext, address: str) -> EngineNodeInfo:
+    """The node at ``address`` once its registry record counts a table."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        for node in await read_nodes(js):
+            if node.address == address and node.tables > 0:
+                return node
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no registry record of {address} counted its table")
