@@ -14,7 +14,8 @@
 - ``masa watch TABLE`` follows a table as a spectator, or shows the result of one that has
   just finished;
 - ``masa nodes`` lists the live table-engine nodes from the engine-node registry in NATS (as
-  the operators' user, :mod:`masa_client.operator_bus`).
+  the operators' user, :mod:`masa_client.operator_bus`);
+- ``masa admin`` holds the operator's commands (:mod:`masa_client.admin`).
 
 Addresses come from ``--matchmaking``, ``--ledger`` and ``--address`` (the table-engine); else
 from the ``run.json`` that ``make run`` writes into its run folder (``MASA_RUN_DIR``, default
@@ -42,6 +43,7 @@ from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings, load_settings
 
 from masa_client.accounts import grant, print_balance, print_history, print_lobbies, show_payout
+from masa_client.admin import add_admin_parser, run_admin
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.launcher import RunSettings
@@ -323,6 +325,13 @@ async def _nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _admin(args: argparse.Namespace) -> int:
+    def ledger(given: str | None) -> str:
+        return service_address("ledger", given, DEFAULT_LEDGER)
+
+    return await run_admin(args, ledger=ledger, run_file=run_file())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="masa", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -471,6 +480,7 @@ def _parser() -> argparse.ArgumentParser:
         ".masa/nats/, or MASA_NATS_USER and MASA_NATS_PASSWORD).",
     )
     nodes.add_argument("--nats", help=NATS_WHERE)
+    add_admin_parser(commands, ledger_where=ledger_where, nats_where=NATS_WHERE)
     return parser
 
 
@@ -488,6 +498,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "history": _history,
         "grant": _grant,
         "nodes": _nodes,
+        "admin": _admin,
     }
     runner = runners[args.command]
     try:

@@ -199,7 +199,7 @@ class MatchmakingClient(_Client):
 
 
 class LedgerClient(_Client):
-    """A player's chips: balance and transfers; grants with an admin token."""
+    """A player's chips: balance and transfers; grants and voids with an internal token."""
 
     def __init__(self, address: str, token: str, **kwargs: Any) -> None:
         super().__init__(address, token, **kwargs)
@@ -248,3 +248,16 @@ class LedgerClient(_Client):
         )
         response = await self._call(lambda: self._stub.GrantChips(request, metadata=self._metadata))
         return response.transfer
+
+    async def void_game(
+        self, table_id: str, game_no: int, reason: str, *, request_id: str | None = None
+    ) -> ledger_pb2.VoidGameResponse:
+        """Void a game that cannot finish: its bound holds are voided, no chips move (P-30).
+        Service or admin role."""
+        request = ledger_pb2.VoidGameRequest(
+            request_id=request_id or new_request_id(),
+            table_id=table_id,
+            game_no=game_no,
+            reason=reason,
+        )
+        return await self._call(lambda: self._stub.VoidGame(request, metadata=self._metadata))

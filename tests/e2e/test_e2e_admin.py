@@ -1,0 +1,226 @@
+"""``masa admin`` against the real stack ``make run`` starts (issue 13): nodes with their
+tables, a table's log as lines, voiding a staked table (its stakes go back, P-30), and an
+idempotent grant; bad ids and amounts are refused before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import grpc.aio
+import pytest
+from e2e_stack import Stack
+from e2e_terminal import masa, without_uv
+from google.protobuf.duration_pb2 import Duration
+from masa.common.v1 import chips_pb2, game_pb2
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_client.cli import main
+from masa_client.client import TableClient
+from masa_client.errors import MasaCallError
+from masa_platform.auth import Role, mint_token
+from masa_platform.settings import AuthSettings
+from masa_rules import elevator
+from masa_rules.elevator.policies import greedy_policy
+from masa_rules.shuffle import DrawStream
+from masa_wire import elevator as wire
+
+AUTH = AuthSettings()
+SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'e2e-admin', [Role.SERVICE])}"),)
+STAKE = 100
+MOVE_SECONDS = 60.0
+
+
+def admin(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**without_uv(), "MASA_RUN_DIR": str(run_dir)}
+    return subprocess.run(
+        [masa(), "admin", *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_admin_grant_is_idempotent_on_its_request_id(running_stack: Stack) -> None:
+    player = f"granted-{uuid.uuid4().hex[:8]}"
+    request = f"grant-{uuid.uuid4().hex[:8]}"
+    first = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
+    assert first.returncode == 0, first.stderr
+    assert f"granted 250 chips to {player} (grant:{request}); request id {request}" in first.stdout
+    assert f"{player}: 250 chips (250 available)" in first.stdout
+    again = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
+    assert again.returncode == 0, again.stderr
+    assert f"{player}: 250 chips (250 available)" in again.stdout
+
+
+def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
+    running_stack: Stack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process (``masa_client.cli.main``): a process per case would cost seconds each."""
+    monkeypatch.setenv("MASA_RUN_DIR", str(running_stack.run_dir))
+    cases = [
+        (("grant", "alice", "lots"), 2, "not a whole number of chips: 'lots'"),
+        (("grant", "alice", "0"), 2, "the amount must be 1 to 1,000,000,000,000 chips"),
+        (("grant", "alice", "1000000000001"), 2, "the amount must be 1 to"),
+        (("grant", "no spaces please", "5"), 2, "not a valid player id"),
+        (("void", "../etc"), 2, "not a valid table id: '../etc'"),
+        (("void", "t1", "--game", "0"), 2, "not a game number"),
+        (("log", "x" * 65), 2, "not a valid table id"),
+        (("drop-everything",), 2, "invalid choice"),
+        (("log", "no-such-table"), 1, "table no-such-table has no log"),
+    ]
+    for args, code, message in cases:
+        with pytest.raises(SystemExit) as refused:
+            main(["admin", *args])
+        err = capsys.readouterr().err
+        assert refused.value.code == code, (args, err)
+        assert message in err, (args, err)
+        assert "Traceback" not in err
+
+
+async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> None:
+    """A chip table with two staked players who each made one move: admin nodes shows it under
+    its node, admin log shows its entries with seat names and request ids, and admin void
+    gives both stakes back (P-30), once."""
+    addresses = running_stack.addresses
+    run_dir = running_stack.run_dir
+    table_id = f"void-{uuid.uuid4().hex[:8]}"
+    players = (f"ada-{table_id}", f"ben-{table_id}")
+    holds = await _staked(addresses["ledger"], table_id, players)
+    config = game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_ELEVATOR,
+        mode=game_pb2.MODE_SINGLES,
+        seats=[
+            game_pb2.SeatAssignment(
+                seat=seat,
+                kind=game_pb2.SEAT_KIND_HUMAN,
+                player_id=player,
+                display_name=player[:3],
+                hold_id=holds[player],
+            )
+            for seat, player in enumerate(players)
+        ]
+        + [
+            game_pb2.SeatAssignment(
+                seat=2,
+                kind=game_pb2.SEAT_KIND_BOT,
+                display_name="Bot",
+                bot_level=game_pb2.BOT_LEVEL_EASY,
+            ),
+        ],
+        stake=STAKE,
+        turn_time=Duration(seconds=30),
+        payout=chips_pb2.PayoutRule(rake_basis_points=500),
+    )
+    service = TableClient(addresses["table-engine"], mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    async with service:
+        table = await service.create_table(
+            config, request_id=f"{table_id}-create", table_id=table_id
+        )
+    clients = [TableClient(table.owner_address, mint_token(AUTH, p)) for p in players]
+    try:
+        moved = await asyncio.wait_for(
+            asyncio.gather(
+                *(_one_move(c, table_id, f"{table_id}-{n}") for n, c in enumerate(clients))
+            ),
+            MOVE_SECONDS,
+        )
+        assert moved == [f"{table_id}-0", f"{table_id}-1"]
+
+        listed = admin(run_dir, "nodes")
+        assert listed.returncode == 0, listed.stderr
+        owner = re.search(
+            rf"^(table-engine-\d) +{re.escape(table.owner_address)} ", listed.stdout, re.M
+        )
+        assert owner is not None, listed.stdout
+        under = listed.stdout.split(owner.group(0), 1)[1].split("\ntable-engine-", 1)[0]
+        assert f"  table {table_id}\n" in under + "\n"
+
+        log = admin(run_dir, "log", table_id)
+        assert log.returncode == 0, log.stderr
+        lines = log.stdout.splitlines()
+        assert re.match(
+            rf" +1  \S+ \S+  table_created +table  3 seats, stake {STAKE}  "
+            rf"request {table_id}-create  -> hand_dealt, turn_started  \(node {owner.group(1)}\)",
+            lines[0],
+        ), lines[0]
+        # Cards read as codes (7H), not as protobuf text.
+        assert "RANK_" not in log.stdout
+        sequences = [int(line.split()[0]) for line in lines]
+        assert sequences == list(range(1, len(lines) + 1))
+        for n, name in enumerate(("ada", "ben")):
+            mine = [line for line in lines if f"request {table_id}-{n}" in line]
+            assert len(mine) == 1, lines
+            assert f"action_applied  seat {n} {name}  " in mine[0]
+            assert "[player]" in mine[0]
+        assert any("action_applied  seat 2 Bot  " in line and "[bot]" in line for line in lines)
+
+        voided = admin(run_dir, "void", table_id, "--request-id", f"{table_id}-void")
+        assert voided.returncode == 0, voided.stderr
+        assert f"voided table {table_id} game 1: 2 stakes given back" in voided.stdout
+        for player in players:
+            assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
+        async with grpc.aio.insecure_channel(addresses["ledger"]) as channel:
+            ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
+            for player in players:
+                account = (
+                    await ledger.GetBalance(
+                        ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
+                    )
+                ).account
+                assert (account.balance, account.held, account.available) == (1000, 0, 1000)
+        again = admin(run_dir, "void", table_id)
+        assert again.returncode == 0, again.stderr
+        assert f"table {table_id} game 1 was voided already; nothing changed" in again.stdout
+    finally:
+        for client in clients:
+            with contextlib.suppress(MasaCallError):
+                await client.leave_table(table_id)
+            await client.close()
+
+
+async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) -> dict[str, str]:
+    """1000 chips for each player and a hold of the stake; hold ids by player."""
+    async with grpc.aio.insecure_channel(ledger_address) as channel:
+        ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
+        for player in players:
+            await ledger.GrantChips(
+                ledger_pb2.GrantChipsRequest(
+                    request_id=f"{table_id}-{player}", player_id=player, amount=1000
+                ),
+                metadata=SERVICE,
+            )
+        placed = await ledger.HoldStakes(
+            ledger_pb2.HoldStakesRequest(
+                request_id=f"{table_id}-stakes",
+                stakes=[
+                    ledger_pb2.HoldStakeRequest(
+                        request_id=f"{table_id}-{p}-stake", player_id=p, amount=STAKE
+                    )
+                    for p in players
+                ],
+            ),
+            metadata=SERVICE,
+        )
+    return {hold.player_id: hold.hold_id for hold in placed.holds}
+
+
+async def _one_move(client: TableClient, table_id: str, request_id: str) -> str:
+    """Play the seat's first possible move (greedy) with ``request_id``; the id once taken."""
+    rng = DrawStream(request_id.encode())
+    async for _ in client.watch(table_id):
+        view = (await client.get_table(table_id)).seat_view
+        state = wire.state_from_seat_view(view)
+        if not elevator.legal_actions(state, view.seat):
+            continue
+        action = wire.action_to_proto(greedy_policy(state, view.seat, rng))
+        try:
+            await client.submit_action(
+                table_id, action, view.table.table.sequence, request_id=request_id
+            )
+        except MasaCallError as error:
+            if error.reason not in ("SEQUENCE_MISMATCH", "E-3"):
+                raise
+            continue
+        return request_id
+    raise AssertionError(f"the watch of {table_id} ended before a move")
