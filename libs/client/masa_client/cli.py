@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_LEDGER",
     "DEFAULT_MATCHMAKING",
     "engine_address",
+    "engine_nodes",
     "main",
     "run_file",
     "service_address",
@@ -139,6 +140,18 @@ def engine_address(given: str | None, start: Path | None = None) -> str:
     return service_address("table_engine", given, DEFAULT_ADDRESS, start)
 
 
+def engine_nodes(start: Path | None = None) -> tuple[str, ...]:
+    """Every table-engine node ``make run`` started: where a client asks for a table whose node
+    does not answer (it died, or drains)."""
+    found = run_file(start)
+    if found is None:
+        return ()
+    nodes = json.loads(found.read_text()).get("table_engines")
+    if not isinstance(nodes, list):
+        return ()
+    return tuple(node for node in nodes if isinstance(node, str) and node)
+
+
 def _token(auth: AuthSettings, subject: str, roles: Sequence[Role]) -> str:
     return mint_token(auth, subject, roles, ttl_seconds=12 * 3600)
 
@@ -163,7 +176,7 @@ async def _play(args: argparse.Namespace) -> int:
         staked = ticket if ticket.hold_id else None
         console.say(f"watch it from another terminal: make watch TABLE={table_id}")
     console.say("type 'help' for the commands")
-    async with TableClient(owner, player_token) as client:
+    async with TableClient(owner, player_token, nodes=engine_nodes()) as client:
         joined = await client.get_table(table_id)
         if joined.WhichOneof("view") != "seat_view":
             console.say(f"{args.player} has no seat at table {table_id}")
@@ -268,7 +281,8 @@ async def _watch(args: argparse.Namespace) -> int:
     auth = load_settings(AuthSettings)
     address = engine_address(args.address)
     console = Console(sys.stdout)
-    async with TableClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+    token = _token(auth, args.player, [Role.PLAYER])
+    async with TableClient(address, token, nodes=engine_nodes()) as client:
         try:
             return await watch_table(client, args.table, console, style_for(sys.stdout))
         except MasaCallError as error:

@@ -5,11 +5,18 @@ What it does for the caller:
 - sends the bearer token on every call (``authorization: Bearer ...``);
 - retries a call that failed with ``UNAVAILABLE`` (a node restarting, a dropped connection) with
   backoff, sending the *same* ``request_id`` so the server applies a write at most once
-  (AIP-155);
-- follows ``TABLE_MOVED``: the error's metadata names the node that owns the table now, and the
-  client dials it and remembers it for that table;
-- keeps :meth:`TableClient.watch` streams alive: after a disconnect it resumes from the last
-  sequence it delivered, so no update is lost or repeated.
+  (AIP-155); an action the old node accepted but never acknowledged is answered from the log
+  by the node that serves the table now;
+- follows a table from node to node (DESIGN.md §3, issue 12). ``TABLE_MOVED``: the error's
+  metadata names the node that serves the table now, and the client dials it and remembers it
+  for that table. ``UNAVAILABLE`` from a table's node (it died, or drains and hands its tables
+  over): the client asks the other nodes it knows (``nodes``), each of which serves the table
+  or points to the node that does, with backoff, for at most ``RetryPolicy.follow_seconds``,
+  the time a dead node's leases take to expire and a live node to take its tables over; then
+  it gives up with a clear error. ``on_moved`` hears once of each move;
+- keeps :meth:`TableClient.watch` streams alive: after a disconnect or a move it resumes from
+  the last sequence it delivered, on whichever node serves the table, so no update is lost or
+  repeated.
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     async with TableClient("127.0.0.1:50051", token) as client:
@@ -21,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
@@ -58,8 +66,12 @@ class RetryPolicy:
     initial_backoff: float = 0.1
     max_backoff: float = 2.0
     multiplier: float = 2.0
-    # How many TABLE_MOVED redirects one call follows before giving up (a redirect loop).
+    # How many TABLE_MOVED redirects one call follows in a row before it waits (a redirect
+    # loop, or a redirect to a node that died).
     max_redirects: int = 3
+    # How long a table's calls look for the node that serves it while none does: a dead
+    # node's leases expire (15 s by default), then a live node takes its tables over.
+    follow_seconds: float = 45.0
 
     def backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff, self.initial_backoff * self.multiplier**attempt))
@@ -85,14 +97,22 @@ class TableClient:
         *,
         retry: RetryPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        nodes: Sequence[str] = (),
+        on_moved: Callable[[str, str], None] | None = None,
     ) -> None:
         self._address = address
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._retry = retry or RetryPolicy()
         self._credentials = credentials
         self._channels: dict[str, grpc.aio.Channel] = {}
-        # TABLE_MOVED redirects learned so far: table id -> owner address.
+        # Every engine node this client may ask about a table whose node does not answer.
+        self._nodes = tuple(dict.fromkeys((address, *nodes)))
+        # Where each table was found last: table id -> the address of the node serving it.
         self._owners: dict[str, str] = {}
+        # The node that last answered for each table, to notice a move once.
+        self._served: dict[str, str] = {}
+        # Told (table id, new address) once each time a table is found on another node.
+        self.on_moved = on_moved
 
     async def __aenter__(self) -> TableClient:
         return self
@@ -194,24 +214,28 @@ class TableClient:
         spectate: bool = False,
         seat: int | None = None,
     ) -> AsyncIterator[table_pb2.WatchTableResponse]:
-        """Every snapshot and update of ``table_id`` for the caller, across reconnections.
+        """Every snapshot and update of ``table_id`` for the caller, across reconnections and
+        moves.
 
-        The stream ends when the server ends it (the table finished). A dropped connection is
-        resumed from the last delivered sequence; updates at or below it are never repeated.
+        The stream ends when the server ends it (the table finished). A dropped connection, or
+        a node that hands the table over, is resumed from the last delivered sequence on the
+        node that serves the table then; updates at or below it are never repeated.
         """
         last = after_sequence
-        failures = 0
-        redirects = 0
+        search = self._search(table_id)
         while True:
             request = table_pb2.WatchTableRequest(table_id=table_id, spectate=spectate)
             if last is not None:
                 request.after_sequence = last
             if seat is not None:
                 request.seat = seat
-            stub = table_pb2_grpc.TableServiceStub(self._channel(self.owner_of(table_id)))
+            address = self.owner_of(table_id)
+            stub = table_pb2_grpc.TableServiceStub(self._channel(address))
             try:
                 async for message in stub.WatchTable(request, metadata=self._metadata):
-                    failures = 0
+                    if search.started:
+                        search = self._search(table_id)
+                    self._answered(table_id, address)
                     sequence = sequence_of(message)
                     is_update = message.WhichOneof("payload") == "update"
                     if is_update and last is not None and sequence <= last:
@@ -220,17 +244,8 @@ class TableClient:
                     yield message
                 return
             except grpc.aio.AioRpcError as error:
-                failure = from_rpc_error(error)
-                if self._follow(table_id, failure) and redirects < self._retry.max_redirects:
-                    redirects += 1
-                    continue
-                if error.code() is not grpc.StatusCode.UNAVAILABLE:
-                    raise failure from error
-                if failures + 1 >= self._retry.attempts:
-                    raise failure from error
                 _log.info("watch reconnecting", extra={"table_id": table_id, "after": last})
-                await asyncio.sleep(self._retry.backoff(failures))
-                failures += 1
+                await self._search_on(table_id, address, error, search)
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -244,42 +259,139 @@ class TableClient:
             self._channels[address] = channel
         return channel
 
-    def _follow(self, table_id: str | None, failure: MasaCallError) -> bool:
-        """Remember a TABLE_MOVED owner; True when the call should go again to it."""
-        if table_id is None or failure.reason != TABLE_MOVED:
-            return False
-        owner = failure.metadata.get("owner_address", "")
-        if not owner or owner == self.owner_of(table_id):
-            return False
-        _log.info("table moved", extra={"table_id": table_id, "owner_address": owner})
-        self._owners[table_id] = owner
-        return True
+    def _search(self, table_id: str) -> _Search:
+        return _Search(self._retry, patient=table_id in self._served)
+
+    def _answered(self, table_id: str, address: str) -> None:
+        """``address`` served the table: a move when another node served it before."""
+        before = self._served.get(table_id)
+        self._served[table_id] = address
+        if before is not None and before != address:
+            _log.info("table moved", extra={"table_id": table_id, "owner_address": address})
+            if self.on_moved is not None:
+                self.on_moved(table_id, address)
+
+    async def _search_on(
+        self, table_id: str, address: str, error: grpc.aio.AioRpcError, search: _Search
+    ) -> None:
+        """After ``error`` from ``address``: point the table at where to ask next, waiting
+        first when no node is left to ask now; raise what cannot be retried."""
+        failure = from_rpc_error(error)
+        if failure.reason == TABLE_MOVED:
+            owner = failure.metadata.get("owner_address", "")
+            if owner and search.may_follow(owner, address):
+                self._owners[table_id] = owner
+                return
+        elif error.code() is not grpc.StatusCode.UNAVAILABLE:
+            raise failure from error
+        else:
+            search.unreachable.add(address)
+        if search.expired():
+            raise MasaCallError(
+                code=grpc.StatusCode.UNAVAILABLE,
+                message=f"no node has served table {table_id} for {search.waited():.0f} s; "
+                f"the table may be gone for good ({failure})",
+                reason=failure.reason,
+                metadata=failure.metadata,
+            ) from error
+        await asyncio.sleep(search.backoff())
+        self._owners[table_id] = search.next_node(self._nodes, self.owner_of(table_id))
 
     async def _call(
         self,
         table_id: str | None,
         invoke: Callable[[table_pb2_grpc.TableServiceAsyncStub], Awaitable[T]],
     ) -> T:
-        """``invoke`` against the table's owner, retrying UNAVAILABLE and following moves.
+        """``invoke`` against the table's node, retrying UNAVAILABLE and following moves.
 
         ``invoke`` builds the same request object every time, so a retry carries the same
         ``request_id``.
         """
-        failures = 0
-        redirects = 0
+        if table_id is None:
+            return await self._call_any(invoke)
+        search = self._search(table_id)
         while True:
-            address = self._address if table_id is None else self.owner_of(table_id)
+            address = self.owner_of(table_id)
             stub = table_pb2_grpc.TableServiceStub(self._channel(address))
+            try:
+                answer = await invoke(stub)
+            except grpc.aio.AioRpcError as error:
+                await self._search_on(table_id, address, error, search)
+                continue
+            self._answered(table_id, address)
+            return answer
+
+    async def _call_any(
+        self, invoke: Callable[[table_pb2_grpc.TableServiceAsyncStub], Awaitable[T]]
+    ) -> T:
+        """A call about no table yet (CreateTable): the first address, UNAVAILABLE retried."""
+        failures = 0
+        stub = table_pb2_grpc.TableServiceStub(self._channel(self._address))
+        while True:
             try:
                 return await invoke(stub)
             except grpc.aio.AioRpcError as error:
                 failure = from_rpc_error(error)
-                if self._follow(table_id, failure) and redirects < self._retry.max_redirects:
-                    redirects += 1
-                    continue
                 if error.code() is not grpc.StatusCode.UNAVAILABLE:
                     raise failure from error
                 failures += 1
                 if failures >= self._retry.attempts:
                     raise failure from error
                 await asyncio.sleep(self._retry.backoff(failures - 1))
+
+
+class _Search:
+    """One search for the node that serves a table, after a call or a stream failed there:
+    redirects followed in a row, nodes that did not answer, and the time spent."""
+
+    def __init__(self, retry: RetryPolicy, *, patient: bool) -> None:
+        self._retry = retry
+        # A table this client has been served before is waited for while it moves; one never
+        # reached (a wrong address, a stack that is not running) fails after a few attempts.
+        self._patient = patient
+        self._started: float | None = None
+        self._redirects = 0
+        self._failures = 0
+        self.unreachable: set[str] = set()
+
+    @property
+    def started(self) -> bool:
+        return self._started is not None
+
+    def may_follow(self, owner: str, address: str) -> bool:
+        """Follow a TABLE_MOVED to ``owner``, unless it points back, to a node that did not
+        answer during this search, or is one redirect too many."""
+        if self._started is None:
+            self._started = time.monotonic()
+        if owner == address or owner in self.unreachable:
+            return False
+        self._redirects += 1
+        return self._redirects <= self._retry.max_redirects
+
+    def expired(self) -> bool:
+        if self._started is None:
+            self._started = time.monotonic()
+        if not self._patient:
+            return self._failures + 1 >= self._retry.attempts
+        return self.waited() >= self._retry.follow_seconds
+
+    def waited(self) -> float:
+        return 0.0 if self._started is None else time.monotonic() - self._started
+
+    def backoff(self) -> float:
+        self._redirects = 0
+        delay = self._retry.backoff(self._failures)
+        self._failures += 1
+        return min(delay, max(0.0, self._retry.follow_seconds - self.waited()))
+
+    def next_node(self, nodes: Sequence[str], current: str) -> str:
+        """The next node to ask: one that has not failed yet, in turn after ``current``;
+        once every one has, all of them again from ``current``'s successor."""
+        candidates = list(dict.fromkeys((*nodes, current)))
+        start = (candidates.index(current) + 1) % len(candidates)
+        ordered = candidates[start:] + candidates[:start]
+        fresh = [node for node in ordered if node not in self.unreachable]
+        if not fresh:
+            self.unreachable.clear()
+            fresh = ordered
+        return fresh[0]

@@ -20,7 +20,9 @@ TABLE_MOVED = "TABLE_MOVED"
 _DETAILS_KEY = "grpc-status-details-bin"
 
 
-@dataclass(frozen=True)
+# Not frozen: raising sets __traceback__ (and contextlib sets it again on the way out of an
+# async with), which a frozen dataclass refuses. eq=False keeps exceptions hashable by identity.
+@dataclass(eq=False)
 class MasaCallError(Exception):
     """A call that failed for good (after any retries and redirects the client makes)."""
 

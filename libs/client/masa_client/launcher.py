@@ -5,7 +5,9 @@ data under ``.masa/``), then every service of :func:`stack` as ``python -m <pack
 ``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING),
 prints the endpoints and a next step, and writes them to ``.masa/run.json`` for the ``masa``
 CLI. On SIGINT or SIGTERM, or when a child dies, it stops the services in reverse order
-(SIGTERM, then SIGKILL after a grace period) and NATS last, so nothing is left running.
+(SIGTERM, then SIGKILL after a grace period) and NATS last, so nothing is left running. A
+table-engine node that dies (kill -9, or drained by ``masa admin drain``) is the exception
+while the other node runs: its tables move there, and the stack goes on.
 
 Every child runs in its own session: a Ctrl-C in the terminal reaches the launcher only, which
 then stops the children in order (services drain before the bus they write to goes away).
@@ -63,6 +65,9 @@ __all__ = ["ENGINE_SERVICES", "RunSettings", "ServiceSpec", "main", "run", "stac
 # The table-engine nodes, by their names in run.json; node ``table-engine-<i>`` runs as the i-th.
 ENGINE_SERVICES: Final = ("table-engine", "table-engine-1")
 
+_ENGINE_GONE: Final = (
+    "the other table-engine node takes its tables over; the stack goes on without this one"
+)
 # How often the launcher polls readiness and checks that its children are alive.
 _POLL_SECONDS: Final = 0.05
 
@@ -247,12 +252,21 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
             print(f"  {spec.name:<13} ready  {_endpoint(spec)}", file=out, flush=True)
         _write_state(settings, running)
         _print_next_steps(settings, _address_of(running, "matchmaking"), out)
+        gone: set[str] = set()
         while not stop.wait(_POLL_SECONDS):
-            dead = next((child for child in running if child.process.poll() is not None), None)
-            if dead is not None:
-                print(_died(dead), file=sys.stderr, flush=True)
-                code = 1
-                break
+            dead = next(
+                (c for c in running if c.process.poll() is not None and c.spec.name not in gone),
+                None,
+            )
+            if dead is None:
+                continue
+            gone.add(dead.spec.name)
+            if _engine_left(dead, running):
+                print(f"{_died(dead)}\n{_ENGINE_GONE}", file=sys.stderr, flush=True)
+                continue
+            print(_died(dead), file=sys.stderr, flush=True)
+            code = 1
+            break
     except _Stop:
         pass
     except (RuntimeError, TimeoutError, OSError) as error:
@@ -267,6 +281,14 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
             signal.signal(sig, handler)
     print("stopped", file=out, flush=True)
     return code
+
+
+def _engine_left(dead: _Running, running: Sequence[_Running]) -> bool:
+    """Whether ``dead`` is a table-engine node and another one still runs: its tables move
+    there, so the stack goes on (issue 12)."""
+    return dead.spec.name in ENGINE_SERVICES and any(
+        child.spec.name in ENGINE_SERVICES and child.process.poll() is None for child in running
+    )
 
 
 def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:

@@ -13,7 +13,10 @@ What the player sees, and when:
 - the prompt only while the move is theirs. Lines that arrive while the prompt shows first
   erase it and then put it back, so the prompt never sits in the middle of other lines;
 - while the autopilot plays the seat (P-11), the board says so and how to stop it (``resume``);
-- at the end, the result and why the game ended; the session then ends by itself.
+- at the end, the result and why the game ended; the session then ends by itself;
+- when the table moves to another node (its node died or drained), one line says so
+  (:data:`MOVED_NOTICE`) and play goes on: the stream resumes from the last sequence seen, and
+  a move sent meanwhile is re-sent with its request id, so nothing is shown twice or lost.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from masa_client.errors import MasaCallError
 from masa_client.render import Style, board, describe, game_over, with_names
 from masa_client.rulebook import meaning
 
-__all__ = ["PROMPT", "Console", "Keyboard", "PlaySession", "watch_table"]
+__all__ = ["MOVED_NOTICE", "PROMPT", "Console", "Keyboard", "PlaySession", "watch_table"]
 
 PROMPT: Final = "> "
+MOVED_NOTICE: Final = "(table moved to another server; play goes on)"
 # Events that end the game; the stream closes after them.
 _GAME_ENDS: Final = frozenset({"game_finished", "game_abandoned"})
 # Events about a seat that neither start its move nor change its cards.
@@ -139,6 +143,14 @@ class PlaySession:
     # Whether the move was the player's after the last update, to notice a move beginning.
     _was_mine: bool = False
 
+    def __post_init__(self) -> None:
+        self.client.on_moved = self._moved
+
+    def _moved(self, table_id: str, address: str) -> None:
+        self.console.say(self.style.paint(MOVED_NOTICE, "dim"))
+        if self.my_move():
+            self.console.prompt()
+
     def my_move(self) -> bool:
         """Whether this seat must act now: its turn, or a query that asks it (F-80)."""
         if self.view is None or self.finished.is_set() or self.on_autopilot():
@@ -179,10 +191,14 @@ class PlaySession:
     async def follow(self) -> None:
         """Print the table's events until the game ends; show the board when a move starts."""
         async for message in self.client.watch(self.table_id):
+            seen = self.sequence
             self.sequence = max(self.sequence, sequence_of(message))
             if message.WhichOneof("payload") == "seat_view":
                 self.view = message.seat_view
-                self.show_board()
+                # A stream resumed on another node may start again with the table as the
+                # player saw it last: nothing new to show.
+                if not seen or self.sequence > seen:
+                    self.show_board()
                 if _finished(self.view.table):
                     break
             else:
@@ -309,11 +325,19 @@ async def watch_table(client: TableClient, table_id: str, console: Console, styl
     board and result at once.
     """
     view: view_pb2.TableView | None = None
+    seen = 0
+    client.on_moved = lambda _table, _address: console.say(style.paint(MOVED_NOTICE, "dim"))
     async for message in client.watch(table_id, spectate=True):
+        sequence = sequence_of(message)
         if message.WhichOneof("payload") == "spectator_view":
+            # A stream resumed on another node starts again with the table: shown only when
+            # it holds something not seen yet.
+            if view is None or sequence > seen:
+                console.say(board(message.spectator_view, style))
             view = message.spectator_view
-            console.say(board(view, style))
+            seen = max(seen, sequence)
             continue
+        seen = max(seen, sequence)
         if view is None:
             continue
         for event in message.update.events:

@@ -4,6 +4,7 @@ watch streams resumed from the last sequence without repeats, errors carrying th
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -32,6 +33,8 @@ class Scripted(table_pb2_grpc.TableServiceServicer):
         self.request_ids: list[str] = []
         self.callers: list[str] = []
         self.moved_to: str | None = None
+        # How many calls answer TABLE_MOVED (to moved_to) before this node serves the table.
+        self.moved_calls = 1_000_000
         self.watch_requests: list[table_pb2.WatchTableRequest] = []
         self.watch_script: list[list[table_pb2.WatchTableResponse | None]] = []
 
@@ -40,7 +43,8 @@ class Scripted(table_pb2_grpc.TableServiceServicer):
     ) -> table_pb2.SubmitActionResponse:
         self.request_ids.append(request.request_id)
         self.callers.append(require_principal().subject)
-        if self.moved_to is not None:
+        if self.moved_to is not None and self.moved_calls > 0:
+            self.moved_calls -= 1
             raise TableMoved(request.table_id, self.moved_to)
         if self.unavailable_first > 0:
             self.unavailable_first -= 1
@@ -162,3 +166,67 @@ async def test_a_watch_without_a_token_fails_with_unauthenticated() -> None:
         with pytest.raises(MasaCallError) as caught:
             _ = [message async for message in c.watch("t1")]
     assert caught.value.code is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_table_whose_node_died_is_found_on_another_node_with_the_same_request_id() -> None:
+    """Issue 12: the node serving the table dies; the client asks the other nodes it knows,
+    one of which serves the table now (or points to the one that does), and re-sends the
+    unacknowledged action there with the same request id. on_moved hears of it once."""
+    dying, stale, taker = Scripted(), Scripted(), Scripted()
+    moves: list[tuple[str, str]] = []
+    async with serving(dying) as first, serving(stale) as second, serving(taker) as third:
+        # The second node still names the dead one for a while (its takeover under way).
+        stale.moved_to = first.address
+        stale.moved_calls = 2
+        nodes = [second.address, third.address]
+        client = TableClient(first.address, TOKEN, retry=FAST, nodes=nodes)
+        client.on_moved = lambda table, address: moves.append((table, address))
+        async with client:
+            await client.submit_action("t1", PLAY, 1)
+            await first.stop(0)
+            taker.moved_to = second.address
+            answer = await client.submit_action("t1", PLAY, 2, request_id="again")
+            assert client.owner_of("t1") == second.address
+            later = await client.submit_action("t1", PLAY, 3)
+    assert answer.sequence == 3 and later.sequence == 4
+    assert moves == [("t1", second.address)]
+    # Asked again and again while the table moved, always as the same request.
+    assert set(stale.request_ids[:3]) == {"again"}
+    assert set(taker.request_ids) == {"again"}
+
+
+async def test_a_table_that_no_node_serves_any_more_gives_up_with_a_clear_error() -> None:
+    only = Scripted()
+    patient = RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.05, follow_seconds=0.5)
+    async with serving(only) as server:
+        client = TableClient(server.address, TOKEN, retry=patient)
+        async with client:
+            await client.submit_action("t1", PLAY, 1)
+            await server.stop(0)
+            with pytest.raises(MasaCallError) as caught:
+                await client.submit_action("t1", PLAY, 2)
+    assert caught.value.code is grpc.StatusCode.UNAVAILABLE
+    assert re.search(
+        r"no node has served table t1 for \d s; the table may be gone for good", str(caught.value)
+    )
+
+
+async def test_a_watch_resumes_on_another_node_from_the_last_sequence() -> None:
+    """The node hands the table over (its stream ends UNAVAILABLE) and stops answering; the
+    stream goes on at the next node after the last sequence seen, with no repeat."""
+    leaving, taking = Scripted(), Scripted()
+    leaving.watch_script = [[snapshot(3), update(4), None]]
+    taking.watch_script = [[snapshot(4), update(5)]]
+    async with serving(leaving) as first, serving(taking) as second:
+        client = TableClient(first.address, TOKEN, retry=FAST, nodes=[second.address])
+        moves: list[str] = []
+        client.on_moved = lambda _table, address: moves.append(address)
+        async with client:
+            seen: list[tuple[str | None, int]] = []
+            async for message in client.watch("t1"):
+                seen.append((message.WhichOneof("payload"), sequence_of(message)))
+                if sequence_of(message) == 4 and len(seen) == 2:
+                    await first.stop(0)
+    assert seen == [("seat_view", 3), ("update", 4), ("seat_view", 4), ("update", 5)]
+    assert taking.watch_requests[0].after_sequence == 4
+    assert moves == [second.address]

@@ -7,7 +7,9 @@ waits for it and gets the same answer, so the handler runs once.
 
 Final answers are kept: responses and deterministic refusals (bad request, illegal move, not
 found...). Transient failures (overload, internal errors, cancellation) are forgotten, so a retry
-runs the handler again.
+runs the handler again; so is ``TABLE_MOVED``, which says where a table is now, not what the
+request is worth: a node that pointed elsewhere while a table moved may serve it a moment later,
+and must then run the retry rather than replay its old pointer.
 
 Only what a retry needs is kept: the response as its serialized bytes, a refusal as its status
 (code, message, ``ErrorInfo``), and a digest of the request. Never the exception itself: its
@@ -38,6 +40,7 @@ from masa_platform.errors import (
     BadRequest,
     MasaError,
     RequestIdReused,
+    TableMoved,
     preview,
     to_status,
 )
@@ -270,6 +273,8 @@ def _as_bytes(response: Any) -> bytes:
 
 
 def _is_final(error: BaseException) -> bool:
+    if isinstance(error, TableMoved):
+        return False
     if isinstance(error, MasaError):
         return error.code in _FINAL_CODES
     return isinstance(error, RuleViolation)

@@ -10,7 +10,7 @@ import grpc.aio
 import pytest
 from grpc_status import rpc_status
 from masa_platform.auth import mint_token
-from masa_platform.errors import AnsweredBefore, IllegalMove, Overloaded, error_info
+from masa_platform.errors import AnsweredBefore, IllegalMove, Overloaded, TableMoved, error_info
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
@@ -174,6 +174,24 @@ async def test_transient_failures_are_forgotten_so_a_retry_runs_again() -> None:
         await cache.run(("p", "/m", "id"), b"f", flaky)
     assert await cache.run(("p", "/m", "id"), b"f", flaky) == b"ok"
     assert attempts == 2
+
+
+async def test_table_moved_is_not_replayed_so_a_retry_reaches_the_table_once_it_is_here() -> None:
+    """Issue 12: while a table moves, a node may point elsewhere; once it serves the table, a
+    retry with the same request id must run, not replay the old pointer."""
+    cache = IdempotencyCache()
+    here = False
+
+    async def submit() -> bytes:
+        if not here:
+            raise TableMoved("t1", "127.0.0.1:1")
+        return b"applied"
+
+    with pytest.raises(TableMoved):
+        await cache.run(("p", "/m", "id"), b"f", submit)
+    here = True
+    assert await cache.run(("p", "/m", "id"), b"f", submit) == b"applied"
+    assert await cache.run(("p", "/m", "id"), b"f", submit) == b"applied"
 
 
 async def test_entries_expire_after_the_ttl_and_the_cache_is_bounded() -> None:
