@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -29,6 +30,7 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
 from masa_platform.bus_access import inbox_prefix
+from masa_platform.metrics import ConsumerMetrics
 
 __all__ = [
     "KvBucket",
@@ -239,11 +241,13 @@ async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword
     batch: int = 64,
     fetch_timeout: float = 1.0,
     stop: asyncio.Event | None = None,
+    metrics: ConsumerMetrics | None = None,
 ) -> None:
     """Fetch from a durable pull consumer and ack each message that ``handle`` handled.
 
     A message whose handler raises is nak'ed for redelivery, so handlers must be idempotent
-    (on ``event_id``). Runs until ``stop`` is set or the task is cancelled.
+    (on ``event_id``). Runs until ``stop`` is set or the task is cancelled. ``metrics`` counts
+    and times each message under the durable's name, and keeps its lag.
     """
     subscription = await js.pull_subscribe(subject, durable=durable, stream=stream)
     try:
@@ -253,8 +257,11 @@ async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword
             except TimeoutError:
                 # Nothing to fetch in time; nats-py raises its own TimeoutError or asyncio's
                 # (the builtin), depending on where the wait ran out.
+                if metrics is not None:
+                    metrics.pending(durable, 0)
                 continue
             for message in messages:
+                started = time.perf_counter()
                 try:
                     await handle(message)
                 except Exception:
@@ -263,9 +270,15 @@ async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword
                         extra={"nats_subject": message.subject, "nats_consumer": durable},
                     )
                     await message.nak()
+                    ok = False
                 else:
                     # Confirmed acks: once consume returns, nothing handled is redelivered.
                     await message.ack_sync()
+                    ok = True
+                if metrics is not None:
+                    metrics.handled(durable, time.perf_counter() - started, ok=ok)
+            if metrics is not None and messages:
+                metrics.pending(durable, messages[-1].metadata.num_pending)
     finally:
         await subscription.unsubscribe()
 

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 from wsgiref.simple_server import WSGIServer
 
 import grpc
 import grpc.aio
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import start_http_server
 
 from masa_platform.handlers import (
@@ -30,7 +37,9 @@ from masa_platform.handlers import (
 )
 
 __all__ = [
+    "ConsumerMetrics",
     "GrpcMetrics",
+    "LoopMetrics",
     "MetricsInterceptor",
     "MetricsServer",
     "go_code_name",
@@ -89,6 +98,100 @@ class GrpcMetrics:
             buckets=HANDLING_BUCKETS,
             registry=registry,
         )
+
+
+# Background work runs from a millisecond (a KV put) to seconds (an invariant check).
+LOOP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class LoopMetrics:
+    """``masa_loop_runs_total{loop,outcome}`` and ``masa_loop_run_seconds{loop}``: one run of a
+    background loop (a relay batch, a timer sweep, a health probe, a lease renewal ...).
+
+    ``loop`` is a fixed name chosen in the code, never an id; ``outcome`` is ``ok`` or
+    ``error`` (the run raised).
+    """
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self._runs = Counter(
+            "masa_loop_runs_total",
+            "Runs of a background loop, by loop and outcome (ok, error).",
+            ("loop", "outcome"),
+            registry=registry,
+        )
+        self._seconds = Histogram(
+            "masa_loop_run_seconds",
+            "Time one run of a background loop took.",
+            ("loop",),
+            buckets=LOOP_BUCKETS,
+            registry=registry,
+        )
+
+    @contextmanager
+    def run(self, loop: str) -> Iterator[None]:
+        """Count and time the ``with`` block as one run of ``loop``; an exception counts as
+        ``error`` and propagates (cancellation is not a run and counts nothing)."""
+        started = time.perf_counter()
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._record(loop, "error", started)
+            raise
+        self._record(loop, "ok", started)
+
+    def timed(
+        self, loop: str, work: Callable[[], Awaitable[object]]
+    ) -> Callable[[], Awaitable[None]]:
+        """``work`` counted and timed as runs of ``loop``."""
+
+        async def measured() -> None:
+            with self.run(loop):
+                await work()
+
+        return measured
+
+    def _record(self, loop: str, outcome: str, started: float) -> None:
+        self._runs.labels(loop=loop, outcome=outcome).inc()
+        self._seconds.labels(loop=loop).observe(time.perf_counter() - started)
+
+
+class ConsumerMetrics:
+    """What a JetStream consumer did: ``masa_bus_messages_total{consumer,outcome}`` (handled,
+    failed), ``masa_bus_message_seconds{consumer}`` and ``masa_bus_consumer_pending{consumer}``,
+    the messages the stream still holds for it as the last delivery told (its lag).
+
+    ``consumer`` is the durable consumer's name, fixed in the configuration.
+    """
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self._messages = Counter(
+            "masa_bus_messages_total",
+            "Messages a JetStream consumer took, by consumer and outcome (handled, failed).",
+            ("consumer", "outcome"),
+            registry=registry,
+        )
+        self._seconds = Histogram(
+            "masa_bus_message_seconds",
+            "Time to handle one message of a JetStream consumer.",
+            ("consumer",),
+            buckets=LOOP_BUCKETS,
+            registry=registry,
+        )
+        self._pending = Gauge(
+            "masa_bus_consumer_pending",
+            "Messages the stream holds for a consumer beyond those delivered (its lag).",
+            ("consumer",),
+            registry=registry,
+        )
+
+    def handled(self, consumer: str, seconds: float, *, ok: bool) -> None:
+        self._messages.labels(consumer=consumer, outcome="handled" if ok else "failed").inc()
+        self._seconds.labels(consumer=consumer).observe(seconds)
+
+    def pending(self, consumer: str, messages: int) -> None:
+        self._pending.labels(consumer=consumer).set(messages)
 
 
 def set_build_info(service: str, version: str, registry: CollectorRegistry = REGISTRY) -> Gauge:
@@ -170,6 +273,11 @@ class MetricsServer:
 def start_metrics_server(
     host: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry = REGISTRY
 ) -> MetricsServer:
-    """Serve ``registry`` over HTTP; port 0 binds a free port, reported in ``.port``."""
+    """Serve ``registry`` over HTTP; port 0 binds a free port, reported in ``.port``.
+
+    Without the ``*_created`` series prometheus_client adds to every counter and histogram:
+    they double the series count, and go-grpc-prometheus (whose names we reuse) has none.
+    """
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     server, _thread = start_http_server(port, addr=host, registry=registry)
     return MetricsServer(host, server.server_port, server)

@@ -21,10 +21,12 @@ from masa_platform.bus import (
     publish,
     read_subject,
 )
+from masa_platform.metrics import ConsumerMetrics
 from masa_platform.testing import NatsServer
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
+from prometheus_client import CollectorRegistry
 
 
 @pytest.fixture
@@ -112,6 +114,7 @@ async def test_a_pull_consumer_acks_handled_messages_and_redelivers_failures(
         if len(seen) == 3:
             stop.set()
 
+    registry = CollectorRegistry()
     await asyncio.wait_for(
         consume(
             js,
@@ -121,6 +124,7 @@ async def test_a_pull_consumer_acks_handled_messages_and_redelivers_failures(
             stream=stream,
             fetch_timeout=0.2,
             stop=stop,
+            metrics=ConsumerMetrics(registry),
         ),
         10,
     )
@@ -128,6 +132,11 @@ async def test_a_pull_consumer_acks_handled_messages_and_redelivers_failures(
     consumer = await js.consumer_info(stream, "ledger")
     assert consumer.num_ack_pending == 0
     assert consumer.num_pending == 0
+    counted = {"consumer": "ledger", "outcome": "handled"}
+    assert registry.get_sample_value("masa_bus_messages_total", counted) == 3
+    failed = {"consumer": "ledger", "outcome": "failed"}
+    assert registry.get_sample_value("masa_bus_messages_total", failed) == 1
+    assert registry.get_sample_value("masa_bus_consumer_pending", {"consumer": "ledger"}) == 0
 
 
 async def test_kv_writes_are_guarded_by_revision(js: JetStreamContext) -> None:

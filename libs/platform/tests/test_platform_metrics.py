@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.request
 from collections.abc import AsyncIterator
 
@@ -9,7 +10,13 @@ import grpc.aio
 import pytest
 from masa_platform.auth import mint_token
 from masa_platform.errors import IllegalMove
-from masa_platform.metrics import GrpcMetrics, go_code_name, set_build_info, start_metrics_server
+from masa_platform.metrics import (
+    GrpcMetrics,
+    LoopMetrics,
+    go_code_name,
+    set_build_info,
+    start_metrics_server,
+)
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
 from platform_support import TEST_SERVICE, ServeFactory
@@ -126,3 +133,35 @@ async def test_grpc_metrics_are_exposed_over_http_with_go_grpc_prometheus_names(
 )
 def test_codes_are_spelled_as_go_spells_them(code: grpc.StatusCode, name: str) -> None:
     assert go_code_name(code) == name
+
+
+async def test_a_loop_run_is_counted_by_outcome_and_timed() -> None:
+    registry = CollectorRegistry()
+    loops = LoopMetrics(registry)
+
+    async def fails() -> None:
+        raise RuntimeError("database busy")
+
+    with loops.run("prune"):
+        await asyncio.sleep(0)
+    with pytest.raises(RuntimeError):
+        await loops.timed("prune", fails)()
+    with pytest.raises(asyncio.CancelledError), loops.run("prune"):
+        raise asyncio.CancelledError
+    assert (
+        registry.get_sample_value("masa_loop_runs_total", {"loop": "prune", "outcome": "ok"}) == 1
+    )
+    error = {"loop": "prune", "outcome": "error"}
+    assert registry.get_sample_value("masa_loop_runs_total", error) == 1
+    # Cancellation is not a run: two runs timed.
+    assert registry.get_sample_value("masa_loop_run_seconds_count", {"loop": "prune"}) == 2
+
+
+def test_the_metrics_endpoint_leaves_out_the_created_series() -> None:
+    registry = CollectorRegistry()
+    with LoopMetrics(registry).run("prune"):
+        pass
+    with contextlib.closing(start_metrics_server(registry=registry)) as server:
+        names = {name for name, _ in scrape(server.port)}
+    assert "masa_loop_runs_total" in names
+    assert not [name for name in names if name.endswith("_created")]

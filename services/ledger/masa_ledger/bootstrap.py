@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from masa_platform.bus import connect
-from masa_platform.metrics import GrpcMetrics
+from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -100,7 +100,8 @@ async def start_ledger(
     js = nc.jetstream()
     await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     metrics = PrometheusLedgerMetrics(registry)
-    relay = OutboxRelay(js, store, metrics)
+    loops = LoopMetrics(registry)
+    relay = OutboxRelay(js, store, metrics, loops)
     ledger = Ledger(
         store,
         encode_event,
@@ -126,6 +127,7 @@ async def start_ledger(
         durable=settings.results_consumer,
         ack_wait_seconds=settings.results_ack_wait_seconds,
         fetch_seconds=settings.results_fetch_seconds,
+        metrics=ConsumerMetrics(registry),
     )
 
     async def check() -> None:
@@ -155,16 +157,30 @@ async def start_ledger(
         loop.create_task(consumer.run(stopping), name="ledger-results"),
         loop.create_task(relay.run(stopping), name="ledger-outbox"),
         loop.create_task(
-            every(settings.expiry_interval_seconds, ledger.expire_due, stopping, name="expiry"),
+            every(
+                settings.expiry_interval_seconds,
+                loops.timed("hold_expiry", ledger.expire_due),
+                stopping,
+                name="expiry",
+            ),
             name="ledger-expiry",
         ),
         loop.create_task(
-            every(settings.check_interval_seconds, check, stopping, name="check"),
+            every(
+                settings.check_interval_seconds,
+                loops.timed("invariant_check", check),
+                stopping,
+                name="check",
+            ),
             name="ledger-check",
         ),
-        loop.create_task(every(_PRUNE_SECONDS, prune, stopping, name="prune"), name="ledger-prune"),
         loop.create_task(
-            every(_HEALTH_SECONDS, probe, stopping, name="health"), name="ledger-health"
+            every(_PRUNE_SECONDS, loops.timed("prune", prune), stopping, name="prune"),
+            name="ledger-prune",
+        ),
+        loop.create_task(
+            every(_HEALTH_SECONDS, loops.timed("health_probe", probe), stopping, name="health"),
+            name="ledger-health",
         ),
     ]
     _log.info(

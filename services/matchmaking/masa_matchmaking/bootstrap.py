@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import Final, Protocol
 
 from masa_platform.bus import connect
-from masa_platform.metrics import GrpcMetrics
+from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
@@ -233,11 +233,14 @@ async def start_matchmaking(
         live_tables,
         stream=settings.results_stream,
         durable=settings.results_consumer,
+        metrics=ConsumerMetrics(registry),
     )
+    loops = LoopMetrics(registry)
 
     async def probe() -> None:
         while not stopping.is_set():
-            await server.set_serving(nc.is_connected and tickets.ready.is_set())
+            with loops.run("health_probe"):
+                await server.set_serving(nc.is_connected and tickets.ready.is_set())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), _PROBE_SECONDS)
 
@@ -245,8 +248,9 @@ async def start_matchmaking(
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), _PRUNE_SECONDS)
-            tickets.prune(time.time())
-            live_tables.prune()
+            with loops.run("prune"):
+                tickets.prune(time.time())
+                live_tables.prune()
 
     await server.start()
     await server.set_serving(tickets.ready.is_set())

@@ -241,7 +241,7 @@ class FakeMetrics:
     def queue_depth(self, lobby_id: str, depth: int) -> None:
         self.depths[lobby_id] = depth
 
-    def round_run(self, lobby_id: str) -> None:
+    def round_run(self, lobby_id: str, seconds: float) -> None:
         self.rounds += 1
 
     def matched(self, lobby_id: str, waits: Sequence[float], spread: float) -> None:

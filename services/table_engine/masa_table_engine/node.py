@@ -21,7 +21,7 @@ from masa.table.v1 import table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
-from masa_platform.metrics import GrpcMetrics
+from masa_platform.metrics import GrpcMetrics, LoopMetrics
 from masa_platform.server import (
     GrpcServer,
     ServiceRegistration,
@@ -46,7 +46,7 @@ from masa_table_engine.adapters.jetstream import (
     ensure_table_stream,
 )
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
-from masa_table_engine.adapters.metrics import PrometheusMetrics
+from masa_table_engine.adapters.metrics import OVERDUE_SLACK_SECONDS, PrometheusMetrics
 from masa_table_engine.adapters.registry import NodeRegistry
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import RecoveryReport, Tables
@@ -175,6 +175,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         Leases(lease_bucket, settings.node_id), renew_every=settings.lease_ttl_seconds / 3
     )
     metrics = PrometheusMetrics(registry)
+    loops = LoopMetrics(registry)
     server_settings = platform.server
     # The servicer exists before the server so that it can be registered; it is bound to the
     # tables once they are recovered (until then every table call is UNAVAILABLE).
@@ -254,7 +255,9 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         server,
         probe=probe,
         frozen=lambda: tables.frozen,
+        overdue=lambda: tables.overdue(OVERDUE_SLACK_SECONDS),
         metrics=metrics,
+        loops=loops,
         interval=settings.health_check_seconds,
     )
     # Health answers (NOT_SERVING) while the tables come back.

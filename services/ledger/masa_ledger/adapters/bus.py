@@ -25,6 +25,7 @@ import nats.js.errors
 from google.protobuf.message import DecodeError
 from masa.events.v1 import result_pb2
 from masa_platform.bus import ensure_stream, publish
+from masa_platform.metrics import ConsumerMetrics, LoopMetrics
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
@@ -83,10 +84,12 @@ class ResultsConsumer:
         durable: str,
         ack_wait_seconds: float,
         fetch_seconds: float,
+        metrics: ConsumerMetrics,
         batch: int = 64,
     ) -> None:
         self._js = js
         self._ledger = ledger
+        self._metrics = metrics
         self._stream = stream
         self._durable = durable
         self._ack_wait = ack_wait_seconds
@@ -104,6 +107,7 @@ class ResultsConsumer:
                 except TimeoutError:
                     # No result within the pull's time (nats-py raises its own TimeoutError
                     # or asyncio's, both this one).
+                    self._metrics.pending(self._durable, 0)
                     continue
                 except Exception:
                     # Whatever went wrong, the consumer must not die: settlements would stop.
@@ -111,7 +115,9 @@ class ResultsConsumer:
                     await _pause(stop, _RETRY_SECONDS)
                     continue
                 # Results of different games settle independently, so a batch runs at once.
-                await asyncio.gather(*(self._handle(message) for message in messages))
+                await asyncio.gather(*(self._measured(message) for message in messages))
+                if messages:
+                    self._metrics.pending(self._durable, messages[-1].metadata.num_pending)
         finally:
             await subscription.unsubscribe()
 
@@ -139,7 +145,13 @@ class ResultsConsumer:
             await _pause(stop, _RETRY_SECONDS)
         return None
 
-    async def _handle(self, message: Msg) -> None:
+    async def _measured(self, message: Msg) -> None:
+        started = time.perf_counter()
+        ok = await self._handle(message)
+        self._metrics.handled(self._durable, time.perf_counter() - started, ok=ok)
+
+    async def _handle(self, message: Msg) -> bool:
+        """Settle one result; False when it could not be handled (dropped or to come back)."""
         try:
             result = result_pb2.TableResult.FromString(message.data)
         except DecodeError:
@@ -148,7 +160,7 @@ class ResultsConsumer:
                 extra={"subject": message.subject},
             )
             await message.term()
-            return
+            return False
         found: GameResult | GameAbandonment | None = None
         kind = result.WhichOneof("result")
         if kind == "game_finished":
@@ -164,7 +176,7 @@ class ResultsConsumer:
                     extra={"event_id": found.event_id},
                 )
                 await message.nak(delay=_RETRY_SECONDS)
-                return
+                return False
             _log.info(
                 "table result handled",
                 extra={
@@ -174,6 +186,7 @@ class ResultsConsumer:
                 },
             )
         await message.ack_sync()
+        return True
 
 
 class JetStreamResultLog:
@@ -236,6 +249,7 @@ class OutboxRelay:
         js: JetStreamContext,
         store: Store,
         metrics: PrometheusLedgerMetrics,
+        loops: LoopMetrics,
         *,
         batch: int = 256,
         idle_seconds: float = 1.0,
@@ -244,6 +258,7 @@ class OutboxRelay:
         self._js = js
         self._store = store
         self._metrics = metrics
+        self._loops = loops
         self._batch = batch
         self._idle_seconds = idle_seconds
         self._clock = clock
@@ -256,7 +271,8 @@ class OutboxRelay:
         while not stop.is_set():
             self._wake.clear()
             try:
-                published = await self.publish_once()
+                with self._loops.run("outbox_relay"):
+                    published = await self.publish_once()
             except Exception:
                 _log.warning("publishing the outbox failed; again shortly", exc_info=True)
                 await _pause(stop, _RETRY_SECONDS)

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 __all__ = ["PrometheusMetrics"]
 
 _WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+_ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 _SPREAD_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0)
 
 
@@ -32,6 +33,13 @@ class PrometheusMetrics:
             "masa_matchmaking_rounds_total",
             "Matching rounds run.",
             ["lobby"],
+            registry=registry,
+        )
+        self._round_seconds = Histogram(
+            "masa_matchmaking_round_seconds",
+            "Time one matching round took: expiring, matching, and starting the placements.",
+            ["lobby"],
+            buckets=_ROUND_BUCKETS,
             registry=registry,
         )
         self._matched = Counter(
@@ -58,8 +66,9 @@ class PrometheusMetrics:
     def queue_depth(self, lobby_id: str, depth: int) -> None:
         self._depth.labels(lobby=lobby_id).set(depth)
 
-    def round_run(self, lobby_id: str) -> None:
+    def round_run(self, lobby_id: str, seconds: float) -> None:
         self._rounds.labels(lobby=lobby_id).inc()
+        self._round_seconds.labels(lobby=lobby_id).observe(seconds)
 
     def matched(self, lobby_id: str, waits: Sequence[float], spread: float) -> None:
         histogram = self._wait.labels(lobby=lobby_id)

@@ -24,6 +24,7 @@ import nats.js.errors
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2
 from masa_platform.bus import KvBucket, consume
+from masa_platform.metrics import ConsumerMetrics
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
@@ -143,8 +144,10 @@ class ResultsConsumer:
         *,
         stream: str,
         durable: str,
+        metrics: ConsumerMetrics,
     ) -> None:
         self._js = js
+        self._metrics = metrics
         self._ratings = ratings
         self._tables = tables
         self._stream = stream
@@ -160,6 +163,7 @@ class ResultsConsumer:
                     durable=self._durable,
                     stream=self._stream,
                     stop=stop,
+                    metrics=self._metrics,
                 )
             except asyncio.CancelledError:
                 raise

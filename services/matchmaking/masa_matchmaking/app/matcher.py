@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -217,17 +218,18 @@ class _LobbyRounds:
             # Arrivals within a few milliseconds share one round instead of one each.
             await asyncio.sleep(_COALESCE_SECONDS)
             self._wake.clear()
+            started = time.perf_counter()
             try:
                 await self._round(settings)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 _log.exception("matching round of %s failed", self._lobby.lobby_id)
+            self._metrics.round_run(self._lobby.lobby_id, time.perf_counter() - started)
 
     async def _round(self, settings: MatcherSettings) -> None:
         lobby = self._lobby
         now = self._clock()
-        self._metrics.round_run(lobby.lobby_id)
         every = self._store.lobby_tickets(lobby.lobby_id)
         await self._resume_stale(every, now, self._placer.placement_timeout_seconds)
         waiting: list[Ticket] = []

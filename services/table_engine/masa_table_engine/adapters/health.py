@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from masa_platform.metrics import LoopMetrics
 from masa_platform.server import GrpcServer
 
 from masa_table_engine.app.ports import Metrics
@@ -36,12 +37,16 @@ class HealthMonitor:
         *,
         probe: Callable[[], Awaitable[None]],
         frozen: Callable[[], int],
+        overdue: Callable[[], int],
         metrics: Metrics,
+        loops: LoopMetrics,
         interval: float,
     ) -> None:
         self._server = server
         self._probe = probe
         self._frozen = frozen
+        self._overdue = overdue
+        self._loops = loops
         self._metrics = metrics
         self._interval = interval
         self._serving: bool | None = None
@@ -61,6 +66,7 @@ class HealthMonitor:
             reason = f"NATS does not answer ({error!r})"
         frozen = self._frozen()
         self._metrics.frozen(frozen)
+        self._metrics.overdue(self._overdue())
         serving = reachable and frozen == 0
         if serving != self._serving:
             if serving:
@@ -75,7 +81,8 @@ class HealthMonitor:
 
     async def _watch(self) -> None:
         while True:
-            await self.check()
+            with self._loops.run("health_probe"):
+                await self.check()
             await asyncio.sleep(self._interval)
 
     async def close(self) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["PrometheusMetrics"]
+__all__ = ["OVERDUE_SLACK_SECONDS", "PrometheusMetrics"]
+
+# A table past its timer by this much has been missed: the timer acts within milliseconds.
+OVERDUE_SLACK_SECONDS: Final = 10.0
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -49,6 +54,12 @@ class PrometheusMetrics:
             ("reason",),
             registry=registry,
         )
+        self._overdue = Gauge(
+            "masa_tables_overdue",
+            "Tables in play on this node whose turn or seat timer ran out more than "
+            f"{OVERDUE_SLACK_SECONDS:g} s ago without the engine acting on it: stuck tables.",
+            registry=registry,
+        )
         self._persist = Histogram(
             "masa_table_persist_seconds",
             "Time to append one entry to the table log in JetStream.",
@@ -80,3 +91,6 @@ class PrometheusMetrics:
 
     def recovery_skipped(self, reason: str) -> None:
         self._skipped.labels(reason=reason).inc()
+
+    def overdue(self, tables: int) -> None:
+        self._overdue.set(tables)

@@ -132,6 +132,10 @@ class Metrics(Protocol):
         """A table in this node's index that a start did not resume, and why."""
         ...
 
+    def overdue(self, tables: int) -> None:
+        """How many tables in play are past a timer that nothing acted on (stuck)."""
+        ...
+
 
 class NullMetrics:
     """Metrics that record nothing, for unit tests."""
@@ -159,3 +163,6 @@ class NullMetrics:
 
     def recovery_skipped(self, reason: str) -> None:
         del reason
+
+    def overdue(self, tables: int) -> None:
+        del tables

@@ -45,7 +45,7 @@ from masa_table_engine.domain.model import (
     SeatKind,
     TableConfig,
 )
-from masa_table_engine.domain.table import Table, accept
+from masa_table_engine.domain.table import Table, accept, next_deadline
 
 __all__ = ["RecoveryReport", "TableNotFound", "Tables"]
 
@@ -116,6 +116,17 @@ class Tables:
     def frozen(self) -> int:
         """Tables that cannot take input now (see TableRuntime.frozen)."""
         return sum(1 for runtime in self._runtimes.values() if runtime.frozen)
+
+    def overdue(self, slack_seconds: float) -> int:
+        """Tables in play, not frozen, whose next timer ran out more than ``slack_seconds``
+        ago: the timer should have moved them (P-10, P-11), so nothing is moving them."""
+        cutoff = self._deps.clock() - slack_seconds
+        count = 0
+        for runtime in self._runtimes.values():
+            deadline = next_deadline(runtime.table)
+            if deadline is not None and deadline < cutoff and not runtime.frozen:
+                count += 1
+        return count
 
     # --- creating --------------------------------------------------------------------------
 
