@@ -4,6 +4,7 @@ when the machine lacks it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -124,3 +125,16 @@ def uncatalogued(expr: str, rows: dict[str, Catalogued]) -> set[str]:
             continue
         missing.add(name)
     return missing
+
+
+def dashboard_queries() -> dict[str, list[tuple[str, str]]]:
+    """Every checked-in dashboard's panels as (panel title, PromQL), by file name."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted((DEPLOY / "grafana" / "dashboards").glob("*.json")):
+        model = json.loads(path.read_text())
+        found[path.name] = [
+            (panel["title"], target["expr"])
+            for panel in model["panels"]
+            for target in panel["targets"]
+        ]
+    return found

@@ -250,6 +250,8 @@ async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword
     and times each message under the durable's name, and keeps its lag.
     """
     subscription = await js.pull_subscribe(subject, durable=durable, stream=stream)
+    if metrics is not None:
+        metrics.started(durable)
     try:
         while stop is None or not stop.is_set():
             try:

@@ -186,6 +186,13 @@ class ConsumerMetrics:
             registry=registry,
         )
 
+    def started(self, consumer: str) -> None:
+        """The consumer's series exist from its start (at 0), before its first message."""
+        for outcome in ("handled", "failed"):
+            self._messages.labels(consumer=consumer, outcome=outcome)
+        self._seconds.labels(consumer=consumer)
+        self._pending.labels(consumer=consumer)
+
     def handled(self, consumer: str, seconds: float, *, ok: bool) -> None:
         self._messages.labels(consumer=consumer, outcome="handled" if ok else "failed").inc()
         self._seconds.labels(consumer=consumer).observe(seconds)

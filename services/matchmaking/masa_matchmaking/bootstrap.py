@@ -175,7 +175,7 @@ async def start_matchmaking(
     ledger, engines = _clients(settings, given, closers)
     nodes = given.nodes or KvEngineNodes(js)
 
-    metrics = PrometheusMetrics(registry)
+    metrics = PrometheusMetrics(registry, list(by_id))
     events = JetStreamEvents(js, live_tables.started)
     placer = Placer(
         tickets,

@@ -256,6 +256,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
         probe=probe,
         frozen=lambda: tables.frozen,
         overdue=lambda: tables.overdue(OVERDUE_SLACK_SECONDS),
+        players=lambda: tables.players_online,
         metrics=metrics,
         loops=loops,
         interval=settings.health_check_seconds,

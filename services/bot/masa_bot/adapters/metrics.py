@@ -6,7 +6,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
 from masa_bot.domain import Level
 
-__all__ = ["PrometheusRecorder"]
+__all__ = ["GAMES", "PrometheusRecorder"]
+
+# The games the bot plays, as the use case names them.
+GAMES = ("fiftyone", "elevator")
 
 # Decisions are sub-millisecond for Elevator and up to tens of milliseconds for a dense 51
 # hand; the budget fallback sits near one second.
@@ -30,6 +33,12 @@ class PrometheusRecorder:
             buckets=_BUCKETS,
             registry=registry,
         )
+
+        # Every game and level from the start, so the dashboards read 0 rather than no data.
+        for game in GAMES:
+            for level in Level:
+                self._decisions.labels(game=game, level=level.value)
+                self._seconds.labels(game=game, level=level.value)
 
     def record(self, game: str, level: Level, seconds: float) -> None:
         self._decisions.labels(game=game, level=level.value).inc()

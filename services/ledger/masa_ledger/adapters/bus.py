@@ -100,6 +100,7 @@ class ResultsConsumer:
         subscription = await self._subscribe(stop)
         if subscription is None:
             return
+        self._metrics.started(self._durable)
         try:
             while not stop.is_set():
                 try:

@@ -25,6 +25,10 @@ __all__ = ["PrometheusLedgerMetrics"]
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+_KINDS = ("grant", "hold", "bind", "release", "expire", "settle", "void", "settle_rejected")
+_RESULTS = ("ok", "replayed", "refused", "error")
+
+
 class PrometheusLedgerMetrics:
     """The use cases' metrics port, and the gauges the background tasks keep."""
 
@@ -67,6 +71,11 @@ class PrometheusLedgerMetrics:
             "When the invariant check last completed.",
             registry=registry,
         )
+
+        # Every kind and result from the start, so the dashboards read 0 rather than no data.
+        for kind in _KINDS:
+            for result in _RESULTS:
+                self._transfers.labels(kind=kind, result=result)
 
     def operation(self, kind: str, result: str) -> None:
         self._transfers.labels(kind=kind, result=result).inc()

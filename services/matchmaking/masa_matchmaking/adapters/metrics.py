@@ -15,7 +15,10 @@ _SPREAD_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0)
 
 
 class PrometheusMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    """Every lobby's series exist from the start (at 0), so that rates and quantiles read 0,
+    not "no data", until its first ticket."""
+
+    def __init__(self, registry: CollectorRegistry, lobby_ids: Sequence[str] = ()) -> None:
         self._depth = Gauge(
             "masa_matchmaking_queue_depth",
             "Tickets searching in a lobby, as its last round saw them.",
@@ -62,6 +65,12 @@ class PrometheusMetrics:
             ["reason"],
             registry=registry,
         )
+
+        for lobby_id in lobby_ids:
+            for family in (self._depth, self._wait, self._rounds, self._round_seconds):
+                family.labels(lobby=lobby_id)
+            for family in (self._matched, self._spread):
+                family.labels(lobby=lobby_id)
 
     def queue_depth(self, lobby_id: str, depth: int) -> None:
         self._depth.labels(lobby=lobby_id).set(depth)

@@ -38,6 +38,7 @@ class HealthMonitor:
         probe: Callable[[], Awaitable[None]],
         frozen: Callable[[], int],
         overdue: Callable[[], int],
+        players: Callable[[], int],
         metrics: Metrics,
         loops: LoopMetrics,
         interval: float,
@@ -46,6 +47,7 @@ class HealthMonitor:
         self._probe = probe
         self._frozen = frozen
         self._overdue = overdue
+        self._players = players
         self._loops = loops
         self._metrics = metrics
         self._interval = interval
@@ -67,6 +69,7 @@ class HealthMonitor:
         frozen = self._frozen()
         self._metrics.frozen(frozen)
         self._metrics.overdue(self._overdue())
+        self._metrics.players_online(self._players())
         serving = reachable and frozen == 0
         if serving != self._serving:
             if serving:

@@ -6,6 +6,8 @@ from typing import Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from masa_table_engine.domain.model import GameKind
+
 __all__ = ["OVERDUE_SLACK_SECONDS", "PrometheusMetrics"]
 
 # A table past its timer by this much has been missed: the timer acts within milliseconds.
@@ -60,12 +62,21 @@ class PrometheusMetrics:
             f"{OVERDUE_SLACK_SECONDS:g} s ago without the engine acting on it: stuck tables.",
             registry=registry,
         )
+        self._players = Gauge(
+            "masa_players_online",
+            "Players connected to a seat of a table in play on this node.",
+            registry=registry,
+        )
         self._persist = Histogram(
             "masa_table_persist_seconds",
             "Time to append one entry to the table log in JetStream.",
             buckets=_FAST,
             registry=registry,
         )
+
+        # Every game's series from the start, so the dashboards read 0 rather than no data.
+        for game in GameKind:
+            self._active.labels(game=game.value)
 
     def table_opened(self, game: str) -> None:
         self._active.labels(game=game).inc()
@@ -94,3 +105,6 @@ class PrometheusMetrics:
 
     def overdue(self, tables: int) -> None:
         self._overdue.set(tables)
+
+    def players_online(self, players: int) -> None:
+        self._players.set(players)

@@ -136,6 +136,10 @@ class Metrics(Protocol):
         """How many tables in play are past a timer that nothing acted on (stuck)."""
         ...
 
+    def players_online(self, players: int) -> None:
+        """How many players are connected to a seat of a table in play."""
+        ...
+
 
 class NullMetrics:
     """Metrics that record nothing, for unit tests."""
@@ -166,3 +170,6 @@ class NullMetrics:
 
     def overdue(self, tables: int) -> None:
         del tables
+
+    def players_online(self, players: int) -> None:
+        del players

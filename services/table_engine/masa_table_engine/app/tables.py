@@ -117,6 +117,17 @@ class Tables:
         """Tables that cannot take input now (see TableRuntime.frozen)."""
         return sum(1 for runtime in self._runtimes.values() if runtime.frozen)
 
+    @property
+    def players_online(self) -> int:
+        """Human seats with a player connected, at tables in play."""
+        return sum(
+            1
+            for runtime in self._runtimes.values()
+            if not runtime.table.finished
+            for status in runtime.table.seats
+            if status.connected
+        )
+
     def overdue(self, slack_seconds: float) -> int:
         """Tables in play, not frozen, whose next timer ran out more than ``slack_seconds``
         ago: the timer should have moved them (P-10, P-11), so nothing is moving them."""
