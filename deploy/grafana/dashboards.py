@@ -219,6 +219,18 @@ ENGINE = [
     ),
     Panel("Players online by node", (("sum by (instance) (masa_players_online)", "{{instance}}"),)),
     Panel(
+        "Results waiting in the outbox by node",
+        (("max by (instance) (masa_outbox_pending_results)", "{{instance}}"),),
+    ),
+    Panel(
+        "Result publishes/s by outcome and takeovers/s by reason",
+        (
+            (f"sum by (outcome) (rate(masa_outbox_publishes_total{RATE}))", "publish {{outcome}}"),
+            (f"sum by (reason) (rate(masa_table_takeovers_total{RATE}))", "takeover {{reason}}"),
+        ),
+        unit="ops",
+    ),
+    Panel(
         "Tables recovery skipped (1h)",
         (
             (
