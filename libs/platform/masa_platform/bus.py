@@ -29,6 +29,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
+from masa_platform import tracing
 from masa_platform.bus_access import inbox_prefix
 from masa_platform.metrics import ConsumerMetrics
 
@@ -134,6 +135,8 @@ async def publish(
     ``expected_last_subject_sequence=0`` means the subject must still be empty.
     """
     all_headers = dict(headers or {})
+    # The reader's span continues the writer's trace (when tracing is on).
+    tracing.inject(all_headers)
     if msg_id is not None:
         all_headers[api.Header.MSG_ID] = msg_id
     if expected_last_subject_sequence is not None:
@@ -265,7 +268,8 @@ async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword
             for message in messages:
                 started = time.perf_counter()
                 try:
-                    await handle(message)
+                    with tracing.consumer_span(f"consume {durable}", message.headers):
+                        await handle(message)
                 except Exception:
                     _log.exception(
                         "message handler failed; asking for redelivery",

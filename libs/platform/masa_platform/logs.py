@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -53,15 +54,23 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(
-    level: str | int = "INFO", *, service: str | None = None, stream: IO[str] | None = None
+    level: str | int = "INFO",
+    *,
+    service: str | None = None,
+    node: str | None = None,
+    stream: IO[str] | None = None,
 ) -> logging.Handler:
     """Send every log record of the process to ``stream`` (stderr) as JSON lines.
 
-    Replaces the root logger's handlers, so calling it twice does not duplicate lines. Returns
-    the installed handler.
+    Every line carries ``service`` and ``node`` (the table-engine's node id; the host's name,
+    which is the pod's in Kubernetes, by default). Replaces the root logger's handlers, so
+    calling it twice does not duplicate lines. Returns the installed handler.
     """
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter({"service": service} if service else None))
+    static = {"node": node or socket.gethostname()}
+    if service:
+        static = {"service": service, **static}
+    handler.setFormatter(JsonFormatter(static))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

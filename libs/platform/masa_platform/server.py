@@ -19,10 +19,12 @@ import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from masa_platform import tracing
 from masa_platform.auth import AuthInterceptor, AuthPolicy
 from masa_platform.errors import ErrorInterceptor
 from masa_platform.idempotency import IdempotencyCache, IdempotencyInterceptor
 from masa_platform.metrics import GrpcMetrics, MetricsInterceptor
+from masa_platform.request_logs import LogContextInterceptor
 from masa_platform.settings import AuthSettings, ServerSettings, TlsSettings
 from masa_platform.tls import server_credentials
 
@@ -66,12 +68,14 @@ def standard_interceptors(
 ) -> list[grpc.aio.ServerInterceptor]:
     """The interceptors in the order they must run, outermost first.
 
-    Metrics see every final status, auth failures included; errors map whatever auth and the
-    handler raise; idempotency keys answers by the caller that auth established.
+    Tracing (when on) wraps everything; metrics see every final status, auth failures included; every log line of the call,
+    auth's included, carries the call's identity; errors map whatever auth and the handler
+    raise; idempotency keys answers by the caller that auth established.
     """
-    chain: list[grpc.aio.ServerInterceptor] = []
+    chain: list[grpc.aio.ServerInterceptor] = [*tracing.server_interceptors()]
     if metrics is not None:
         chain.append(MetricsInterceptor(metrics))
+    chain.append(LogContextInterceptor())
     chain.append(ErrorInterceptor())
     chain.append(AuthInterceptor(auth, policy))
     chain.append(IdempotencyInterceptor(idempotency))

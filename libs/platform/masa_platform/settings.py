@@ -143,6 +143,8 @@ class PlatformSettings:
     # authorization.
     nats_user: str = ""
     nats_password: str = ""
+    # Where spans go over OTLP/gRPC (e.g. http://otel-collector:4317); empty traces nothing.
+    otlp_endpoint: str = ""
     server: ServerSettings = field(default_factory=ServerSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)

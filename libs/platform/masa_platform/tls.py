@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from masa_platform import tracing
 from masa_platform.settings import TlsSettings
 
 __all__ = ["channel_credentials", "open_channel", "server_credentials"]
@@ -51,9 +52,13 @@ def open_channel(
         ("grpc.max_send_message_length", max_message_bytes),
         *options,
     ]
+    # Traced calls carry their context to the server (when tracing is on).
+    interceptors = tracing.client_interceptors()
     if tls is not None and (tls.tls_ca is not None or tls.enabled):
-        return grpc.aio.secure_channel(target, channel_credentials(tls), options=all_options)
-    return grpc.aio.insecure_channel(target, options=all_options)
+        return grpc.aio.secure_channel(
+            target, channel_credentials(tls), options=all_options, interceptors=interceptors
+        )
+    return grpc.aio.insecure_channel(target, options=all_options, interceptors=interceptors)
 
 
 def _read(path: Path) -> bytes:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nats.errors
 import pytest
+from masa_platform import tracing
 from masa_platform.bus import (
     KvBucket,
     LeaseLost,
@@ -26,6 +27,9 @@ from masa_platform.testing import NatsServer
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 
@@ -301,3 +305,29 @@ async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) 
             assert [m.data for m in found] == [b"a1"]
         finally:
             await client.close()
+
+
+async def test_a_consumed_message_continues_the_trace_of_its_publish(js: JetStreamContext) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        stream, prefix = await tables_stream(js)
+        with provider.get_tracer("test").start_as_current_span("settle game") as publisher:
+            await publish(js, f"{prefix}.t1.result", b"r1", msg_id="traced-r1")
+        stop = asyncio.Event()
+
+        async def handle(message: Msg) -> None:
+            stop.set()
+
+        await asyncio.wait_for(
+            consume(js, f"{prefix}.*.result", handle, durable="traced", stream=stream, stop=stop),
+            10,
+        )
+    finally:
+        tracing.install(None)
+    (consumed,) = [span for span in exporter.get_finished_spans() if span.name == "consume traced"]
+    assert consumed.context.trace_id == publisher.get_span_context().trace_id
+    assert consumed.parent is not None
+    assert consumed.parent.span_id == publisher.get_span_context().span_id

@@ -3,10 +3,19 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 from collections.abc import Iterator
 
+import grpc
+import grpc.aio
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import Message
+from masa_platform.auth import mint_token
 from masa_platform.logs import bound_context, configure_logging
+from masa_platform.server import standard_interceptors
+from masa_platform.settings import AuthSettings
+from platform_support import TEST_SERVICE, ServeFactory
 
 
 @pytest.fixture
@@ -67,3 +76,63 @@ def test_configuring_twice_does_not_duplicate_lines(stream: io.StringIO) -> None
     logging.getLogger("masa.test").info("once")
     assert stream.getvalue() == ""
     assert len(second.getvalue().splitlines()) == 1
+
+
+def test_every_line_names_the_node_and_the_host_by_default(stream: io.StringIO) -> None:
+    logging.getLogger("masa.test").info("hello")
+    (line,) = lines(stream)
+    assert line["node"] == socket.gethostname()
+    other = io.StringIO()
+    configure_logging("INFO", service="table-engine", node="table-engine-1", stream=other)
+    logging.getLogger("masa.test").info("hello")
+    assert lines(other)[0]["node"] == "table-engine-1"
+
+
+def _request_class() -> type[Message]:
+    """A request message with the fields a log line picks up, as the masa protos name them."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="masa_test_logs.proto", package="masatest", syntax="proto3"
+    )
+    message = file.message_type.add(name="SubmitRequest")
+    string, uint32 = (
+        descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+        descriptor_pb2.FieldDescriptorProto.TYPE_UINT32,
+    )
+    message.field.add(name="request_id", number=1, type=string)
+    message.field.add(name="table_id", number=2, type=string)
+    message.field.add(name="game_no", number=3, type=uint32)
+    message.oneof_decl.add(name="_seat")
+    message.field.add(name="seat", number=4, type=uint32, oneof_index=0, proto3_optional=True)
+    message.field.add(name="secret", number=5, type=string)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("masatest.SubmitRequest"))
+
+
+async def test_a_call_logs_its_method_request_table_game_and_seat(
+    stream: io.StringIO, serve: ServeFactory
+) -> None:
+    request_class = _request_class()
+
+    async def submit(request: Message, context: grpc.aio.ServicerContext[Message, bytes]) -> bytes:
+        logging.getLogger("masa.test").warning("move refused")
+        return b"ok"
+
+    handlers = {
+        "SubmitAction": grpc.unary_unary_rpc_method_handler(
+            submit, request_deserializer=request_class.FromString
+        )
+    }
+    token = (("authorization", f"Bearer {mint_token(AuthSettings(), 'ayse')}"),)
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AuthSettings())) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        call = channel.unary_unary(f"/{TEST_SERVICE}/SubmitAction")
+        sent = request_class(request_id="r-1", table_id="t-9", seat=0, secret="hidden")
+        await call(sent.SerializeToString(), metadata=token)
+    (line,) = [line for line in lines(stream) if line["msg"] == "move refused"]
+    assert line["rpc"] == "SubmitAction"
+    assert (line["request_id"], line["table_id"], line["seat"]) == ("r-1", "t-9", 0)
+    # An unset game number is not logged, nor a field that is no identity.
+    assert "game_no" not in line and "secret" not in line

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from socket import gethostname
 
+from masa_platform import tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -36,8 +38,10 @@ async def serve(settings: BotSettings) -> None:
 
 def main() -> None:
     settings = load_settings(BotSettings)
-    configure_logging(settings.platform.log_level, service=settings.platform.service_name)
-    asyncio.run(serve(settings))
+    platform = settings.platform
+    configure_logging(platform.log_level, service=platform.service_name)
+    with tracing.exported(platform.service_name, gethostname(), platform.otlp_endpoint):
+        asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from socket import gethostname
 
+from masa_platform import tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -76,10 +78,12 @@ def main(argv: list[str] | None = None) -> None:
     if "MASA_SERVICE_NAME" not in os.environ:
         # The platform's default name is generic; logs and masa_build_info should say which.
         settings = replace(settings, platform=replace(settings.platform, service_name="ledger"))
-    configure_logging(settings.platform.log_level, service=settings.platform.service_name)
+    platform = settings.platform
+    configure_logging(platform.log_level, service=platform.service_name)
     if args.command == "check":
         sys.exit(asyncio.run(check(settings)))
-    asyncio.run(serve(settings))
+    with tracing.exported(platform.service_name, gethostname(), platform.otlp_endpoint):
+        asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ import logging
 import os
 import sys
 from dataclasses import replace
+from socket import gethostname
 
+from masa_platform import tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -52,8 +54,10 @@ def main() -> None:
         settings = replace(
             settings, platform=replace(settings.platform, service_name="matchmaking")
         )
-    configure_logging(settings.platform.log_level, service=settings.platform.service_name)
-    asyncio.run(serve(settings))
+    platform = settings.platform
+    configure_logging(platform.log_level, service=platform.service_name)
+    with tracing.exported(platform.service_name, gethostname(), platform.otlp_endpoint):
+        asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

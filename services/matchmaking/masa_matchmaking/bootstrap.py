@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Final, Protocol
 
+from masa_platform import tracing
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
@@ -203,9 +204,12 @@ async def start_matchmaking(
             round_seconds=settings.round_seconds,
             lease_ttl_seconds=settings.lease_ttl_seconds,
         ),
+        traced=tracing.continued,
     )
     ratings = Ratings(ratings_store, events, time.time)
-    desk = TicketDesk(by_id, tickets, ratings_store, time.time)
+    desk = TicketDesk(
+        by_id, tickets, ratings_store, time.time, trace_parent=tracing.current_traceparent
+    )
     welcome = Welcome(ledger, settings.dev_welcome_chips)
     servicer = MatchmakingServicer(
         lobbies,

@@ -13,6 +13,7 @@ import os
 from dataclasses import replace
 from typing import Final
 
+from masa_platform import tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -51,7 +52,11 @@ def main() -> None:
         settings = replace(
             settings, platform=replace(settings.platform, service_name="table-engine")
         )
-    configure_logging(settings.platform.log_level, service=settings.platform.service_name)
+    configure_logging(
+        settings.platform.log_level,
+        service=settings.platform.service_name,
+        node=settings.node_id,
+    )
     # The live tables' histories are many small long-lived objects, and every full pass of
     # the garbage collector scans them all, stalling every table at once: under the issue-5
     # benchmark a pass came every few seconds and took 100-600 ms. Table data are immutable
@@ -59,7 +64,9 @@ def main() -> None:
     # in cycles, so full passes can be 100 times rarer; the young generations, where the
     # cycles are found, are collected as often as before.
     gc.set_threshold(700, 10, 1000)
-    asyncio.run(serve(settings))
+    platform = settings.platform
+    with tracing.exported(platform.service_name, settings.node_id, platform.otlp_endpoint):
+        asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ import nats.errors
 import nats.js.errors
 from google.protobuf.message import DecodeError
 from masa.events.v1 import result_pb2
+from masa_platform import tracing
 from masa_platform.bus import ensure_stream, publish
+from masa_platform.logs import bound_context
 from masa_platform.metrics import ConsumerMetrics, LoopMetrics
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
@@ -148,7 +150,8 @@ class ResultsConsumer:
 
     async def _measured(self, message: Msg) -> None:
         started = time.perf_counter()
-        ok = await self._handle(message)
+        with tracing.consumer_span(f"consume {self._durable}", message.headers):
+            ok = await self._handle(message)
         self._metrics.handled(self._durable, time.perf_counter() - started, ok=ok)
 
     async def _handle(self, message: Msg) -> bool:
@@ -170,7 +173,8 @@ class ResultsConsumer:
             found = abandonment_from_proto(result.game_abandoned)
         if found is not None:
             try:
-                outcome = await self._ledger.on_result(found)
+                with bound_context(table_id=found.key.table_id, game_no=found.key.game_no):
+                    outcome = await self._ledger.on_result(found)
             except Exception:
                 _log.exception(
                     "could not settle a table result; it comes back",

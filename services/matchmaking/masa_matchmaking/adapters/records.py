@@ -82,6 +82,7 @@ def _ticket(ticket: Ticket) -> dict[str, Any]:
         "bot_level": ticket.bot_level.value if ticket.bot_level else None,
         "rating": ticket.rating,
         "requeues": ticket.requeues,
+        "trace_parent": ticket.trace_parent,
         "placement": None
         if placement is None
         else {
@@ -118,6 +119,7 @@ def _read_ticket(raw: dict[str, Any]) -> Ticket:
         bot_level=BotLevel(raw["bot_level"]) if raw["bot_level"] else None,
         rating=raw["rating"],
         requeues=raw["requeues"],
+        trace_parent=raw.get("trace_parent", ""),
         placement=None
         if placed is None
         else Placement(

@@ -42,6 +42,13 @@ _log = logging.getLogger(__name__)
 _MAX_PLACEMENTS: Final = 64
 _COALESCE_SECONDS: Final = 0.005
 
+# Runs a block in a span continuing a saved trace: (span name, W3C traceparent).
+Traced = Callable[[str, str], contextlib.AbstractContextManager[None]]
+
+
+def _untraced(name: str, traceparent: str) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
 
 @dataclass(frozen=True, slots=True)
 class MatcherSettings:
@@ -62,7 +69,9 @@ class Matchmaker:
         metrics: Metrics,
         clock: Callable[[], float],
         settings: MatcherSettings,
+        traced: Traced = _untraced,
     ) -> None:
+        self._traced = traced
         self._lobbies = lobbies
         self._store = store
         self._leases = leases
@@ -113,7 +122,14 @@ class Matchmaker:
             if acquired is not None:
                 _log.info("leading lobby %s", lobby_id)
                 self._held[lobby_id] = acquired
-                rounds = _LobbyRounds(lobby, self._store, self._placer, self._metrics, self._clock)
+                rounds = _LobbyRounds(
+                    lobby,
+                    self._store,
+                    self._placer,
+                    self._metrics,
+                    self._clock,
+                    traced=self._traced,
+                )
                 rounds.start(self._settings)
                 self._rounds[lobby_id] = rounds
 
@@ -142,7 +158,10 @@ class _LobbyRounds:
         placer: Placer,
         metrics: Metrics,
         clock: Callable[[], float],
+        *,
+        traced: Traced,
     ) -> None:
+        self._traced = traced
         self._lobby = lobby
         self._store = store
         self._placer = placer
@@ -247,7 +266,7 @@ class _LobbyRounds:
                 break
             ids = set(plan.ticket_ids)
             tickets = [ticket for ticket in waiting if ticket.ticket_id in ids]
-            self._spawn(ids, self._placer.place(lobby, plan, tickets))
+            self._spawn(tickets, self._placer.place(lobby, plan, tickets))
 
     async def _resume_stale(self, tickets: list[Ticket], now: float, timeout: float) -> None:
         stale: dict[str, list[Ticket]] = {}
@@ -261,15 +280,18 @@ class _LobbyRounds:
             ):
                 stale.setdefault(placement.table_id, []).append(ticket)
         for group in stale.values():
-            ids = {ticket.ticket_id for ticket in group}
-            self._spawn(ids, self._placer.resume(self._lobby, group))
+            self._spawn(group, self._placer.resume(self._lobby, group))
 
-    def _spawn(self, ids: set[str], placing: Coroutine[Any, Any, bool]) -> None:
+    def _spawn(self, tickets: list[Ticket], placing: Coroutine[Any, Any, bool]) -> None:
+        ids = {ticket.ticket_id for ticket in tickets}
         self._placing |= ids
+        # The placement continues the trace of the ticket that waited longest.
+        first = min(tickets, key=lambda ticket: ticket.created_at)
 
         async def run() -> None:
             try:
-                await placing
+                with self._traced("place table", first.trace_parent):
+                    await placing
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -85,6 +85,7 @@ class TicketDesk:
         new_code: Callable[[], str] = lambda: "".join(
             secrets.choice(_CODE_ALPHABET) for _ in range(8)
         ),
+        trace_parent: Callable[[], str] = lambda: "",
     ) -> None:
         self._lobbies = lobbies
         self._store = store
@@ -92,6 +93,7 @@ class TicketDesk:
         self._clock = clock
         self._new_id = new_id
         self._new_code = new_code
+        self._trace_parent = trace_parent
 
     def lobby(self, lobby_id: str) -> Lobby:
         lobby = self._lobbies.get(lobby_id)
@@ -180,6 +182,7 @@ class TicketDesk:
             party_code=party_code if request.party_size > 1 else "",
             bot_level=request.bot_level,
             rating=rating,
+            trace_parent=self._trace_parent(),
         )
 
     def _check_party(self, lobby: Lobby, request: NewTicket, player_id: str) -> None:

@@ -95,6 +95,9 @@ class Ticket:
     placement: Placement | None = None
     failure: Failure | None = None
     requeues: int = 0
+    # The W3C traceparent of the request that made the ticket ("" when not tracing), so that
+    # its placement, run later by a matching round, continues that trace.
+    trace_parent: str = ""
 
     @property
     def open(self) -> bool:
