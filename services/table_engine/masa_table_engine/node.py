@@ -46,7 +46,7 @@ from masa_table_engine.adapters.jetstream import (
     ensure_table_stream,
 )
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
-from masa_table_engine.adapters.metrics import OVERDUE_SLACK_SECONDS, PrometheusMetrics
+from masa_table_engine.adapters.metrics import PrometheusMetrics
 from masa_table_engine.adapters.registry import NodeRegistry
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import RecoveryReport, Tables
@@ -254,9 +254,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
     health = HealthMonitor(
         server,
         probe=probe,
-        frozen=lambda: tables.frozen,
-        overdue=lambda: tables.overdue(OVERDUE_SLACK_SECONDS),
-        players=lambda: tables.players_online,
+        tables=tables,
         metrics=metrics,
         loops=loops,
         interval=settings.health_check_seconds,

@@ -54,6 +54,8 @@ __all__ = [
 EVENTS_STREAM: Final = "MASA_LEDGER"
 RESULT_SUBJECTS: Final = "masa.table.v1.*.result"
 _RETRY_SECONDS: Final = 1.0
+# Results fetched at once; they settle concurrently.
+_BATCH: Final = 64
 
 _log = logging.getLogger(__name__)
 
@@ -87,7 +89,6 @@ class ResultsConsumer:
         ack_wait_seconds: float,
         fetch_seconds: float,
         metrics: ConsumerMetrics,
-        batch: int = 64,
     ) -> None:
         self._js = js
         self._ledger = ledger
@@ -96,7 +97,6 @@ class ResultsConsumer:
         self._durable = durable
         self._ack_wait = ack_wait_seconds
         self._fetch_seconds = fetch_seconds
-        self._batch = batch
 
     async def run(self, stop: asyncio.Event) -> None:
         subscription = await self._subscribe(stop)
@@ -106,7 +106,7 @@ class ResultsConsumer:
         try:
             while not stop.is_set():
                 try:
-                    messages = await subscription.fetch(self._batch, timeout=self._fetch_seconds)
+                    messages = await subscription.fetch(_BATCH, timeout=self._fetch_seconds)
                 except TimeoutError:
                     # No result within the pull's time (nats-py raises its own TimeoutError
                     # or asyncio's, both this one).

@@ -59,7 +59,7 @@ class MatcherSettings:
 class Matchmaker:
     """Holds the lobby leases this instance can get and runs their rounds."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each port is its own argument, so tests pass fakes for any
         self,
         lobbies: Mapping[str, Lobby],
         store: TicketStore,

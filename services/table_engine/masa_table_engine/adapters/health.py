@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 from masa_platform.metrics import LoopMetrics
 from masa_platform.server import GrpcServer
 
+from masa_table_engine.adapters.metrics import OVERDUE_SLACK_SECONDS
 from masa_table_engine.app.ports import Metrics
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "HealthMonitor"]
@@ -30,24 +31,32 @@ _log = logging.getLogger(__name__)
 PROBE_TIMEOUT_SECONDS: Final = 2.0
 
 
+class TableCounts(Protocol):
+    """What the monitor reads of the node's tables (``Tables``) at each probe."""
+
+    @property
+    def frozen(self) -> int: ...
+
+    @property
+    def players_online(self) -> int: ...
+
+    def overdue(self, slack_seconds: float) -> int: ...
+
+
 class HealthMonitor:
     def __init__(
         self,
         server: GrpcServer,
         *,
         probe: Callable[[], Awaitable[None]],
-        frozen: Callable[[], int],
-        overdue: Callable[[], int],
-        players: Callable[[], int],
+        tables: TableCounts,
         metrics: Metrics,
         loops: LoopMetrics,
         interval: float,
     ) -> None:
         self._server = server
         self._probe = probe
-        self._frozen = frozen
-        self._overdue = overdue
-        self._players = players
+        self._tables = tables
         self._loops = loops
         self._metrics = metrics
         self._interval = interval
@@ -66,10 +75,10 @@ class HealthMonitor:
         except Exception as error:
             reachable = False
             reason = f"NATS does not answer ({error!r})"
-        frozen = self._frozen()
+        frozen = self._tables.frozen
         self._metrics.frozen(frozen)
-        self._metrics.overdue(self._overdue())
-        self._metrics.players_online(self._players())
+        self._metrics.overdue(self._tables.overdue(OVERDUE_SLACK_SECONDS))
+        self._metrics.players_online(self._tables.players_online)
         serving = reachable and frozen == 0
         if serving != self._serving:
             if serving:
