@@ -137,11 +137,11 @@ async def test_one_tickets_trace_spans_matchmaking_the_ledger_and_the_engine(
 
 
 def names_in_trace(finished: tuple[ReadableSpan, ...]) -> set[str]:
-    """The span names of the trace that holds the first CreateTicket call, once that trace
-    reaches the engine's server span (before that: empty)."""
+    """The span names of the trace that holds the first CreateTicket call, once the
+    placement's span has ended in it, after the engine's CreateTable (before that: empty)."""
     creates = [span for span in finished if span.name.endswith("/CreateTicket")]
     if not creates:
         return set()
     trace_id = min(creates, key=lambda span: span.start_time or 0).context.trace_id
     names = {span.name for span in finished if span.context.trace_id == trace_id}
-    return names if "/masa.table.v1.TableService/CreateTable" in names else set()
+    return names if "place table" in names else set()
