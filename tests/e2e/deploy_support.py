@@ -36,6 +36,21 @@ class Catalogued:
     pending: bool
 
 
+def service_of(name: str) -> str:
+    """The service a process of run.json runs: ``table-engine-1`` is a ``table-engine``."""
+    return re.sub(r"-\d+$", "", name)
+
+
+def metrics_ports(run_dir: Path) -> dict[str, list[int]]:
+    """Every service's ``/metrics`` ports in a running stack (one per process), by service."""
+    services = json.loads((run_dir / "run.json").read_text())["services"]
+    ports: dict[str, list[int]] = {}
+    for name, entry in services.items():
+        if entry.get("metrics_port"):
+            ports.setdefault(service_of(name), []).append(entry["metrics_port"])
+    return ports
+
+
 def catalogue() -> dict[str, Catalogued]:
     """The rows between the catalogue markers of deploy/README.md, by metric name."""
     text = (DEPLOY / "README.md").read_text()

@@ -5,11 +5,10 @@ id. Costs one scrape per service on the session's stack (well under a second).""
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.request
 
-from deploy_support import SERVICES, Catalogued, catalogue
+from deploy_support import SERVICES, Catalogued, catalogue, metrics_ports
 from e2e_stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -41,18 +40,19 @@ def test_every_service_exports_exactly_the_catalogued_metrics_and_no_id_labels(
     running_stack: Stack,
 ) -> None:
     rows = catalogue()
-    services = json.loads((running_stack.run_dir / "run.json").read_text())["services"]
-    assert set(SERVICES) <= set(services), "the stack runs every service the catalogue names"
+    ports = metrics_ports(running_stack.run_dir)
+    assert set(ports) == set(SERVICES), "the stack runs every service the catalogue names"
     problems: list[str] = []
-    for service in SERVICES:
-        exported = scrape(services[service]["metrics_port"])
-        for name, (kind, samples) in exported.items():
-            problems += exported_problems(service, name, kind, samples, rows)
-        for name, row in rows.items():
-            if service in row.services and name not in exported and not row.pending:
-                problems.append(
-                    f"the catalogue lists {name} for {service}, which does not export it"
-                )
+    for service, service_ports in ports.items():
+        for port in service_ports:
+            exported = scrape(port)
+            for name, (kind, samples) in exported.items():
+                problems += exported_problems(service, name, kind, samples, rows)
+            problems += [
+                f"the catalogue lists {name} for {service}, which does not export it"
+                for name, row in rows.items()
+                if service in row.services and name not in exported and not row.pending
+            ]
     assert not problems, "\n".join(problems)
 
 

@@ -23,6 +23,7 @@ from deploy_support import (
     catalogue,
     dashboard_queries,
     metric_names,
+    metrics_ports,
     prometheus,
 )
 from e2e_stack import Stack
@@ -60,13 +61,13 @@ def query(base: str, expr: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def prometheus_url(running_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Prometheus with deploy/prometheus/prometheus.yml, its targets pointed at the stack."""
-    services = json.loads((running_stack.run_dir / "run.json").read_text())["services"]
+    ports = metrics_ports(running_stack.run_dir)
     folder = tmp_path_factory.mktemp("prometheus")
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"].update(scrape_interval="1s", evaluation_interval="1s")
     for job in config["scrape_configs"]:
         service = job["job_name"].removeprefix("masa-")
-        job["static_configs"] = [{"targets": [f"127.0.0.1:{services[service]['metrics_port']}"]}]
+        job["static_configs"] = [{"targets": [f"127.0.0.1:{port}" for port in ports[service]]}]
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     shutil.copy(DEPLOY / "prometheus" / "alerts.yml", folder / "alerts.yml")
     port = free_port()
