@@ -16,7 +16,8 @@ matches the ticket rate). As a baseline, ``GetLobby`` (authenticated, no write) 
 often at the same concurrency on the same server: the ratio says what a ticket costs above
 gRPC, auth and the interceptors. ``BENCH_INSTANCES`` (``1,2``) says how many matchmaking
 instances each run has (two share the load, as behind a load balancer); ``BENCH_PROFILE``
-(for example ``-m cProfile -o /tmp/mm.prof``) runs the instances under a profiler.
+(for example ``-m cProfile -o /tmp/mm-{instance}.prof``) runs the instances under a profiler,
+and ``BENCH_PLAYERS`` changes the number of tickets.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from masa_platform.bus import KvBucket
 from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer, free_port
 
-PLAYERS = 12_000
+PLAYERS = int(os.environ.get("BENCH_PLAYERS", "12000"))
 CONCURRENCY = 200
 CLIENT_PROCESSES = 2
 # BENCH_PARTY=2 makes every ticket the first of a party of two that never completes: the
@@ -204,7 +205,7 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             subprocess.Popen(
                 [
                     sys.executable,
-                    *os.environ.get("BENCH_PROFILE", "").split(),
+                    *os.environ.get("BENCH_PROFILE", "").format(instance=index).split(),
                     "-m",
                     "masa_matchmaking",
                 ],

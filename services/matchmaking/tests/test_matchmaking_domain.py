@@ -131,7 +131,7 @@ def test_p2_the_allowed_spread_widens_with_waiting() -> None:
 def test_p2_the_front_of_the_queue_goes_first() -> None:
     lobby = BY_ID["salon-51"]
     queue = [_ticket(i, 25, at=float(i)) for i in range(4)]
-    queue.append(_ticket(9, 25, at=9.0, requeues=1))
+    queue.append(_ticket(9, 25, at=9.0, front=True))
     (plan,) = match_round(lobby, queue, 10.0)
     assert "t9" in plan.ticket_ids and "t3" not in plan.ticket_ids
 
@@ -185,6 +185,9 @@ def test_p2_a_ticket_moves_only_along_its_lifecycle() -> None:
         with pytest.raises(Refused):
             change(matched)
     assert placing.requeued(3.0).requeues == 1
+    # P-30: a player put back because of another player goes first, uncounted.
+    innocent = placing.requeued(3.0, counted=False)
+    assert (innocent.requeues, innocent.front, innocent.state) == (0, True, TicketState.SEARCHING)
     assert ticket.failed(Failure("X", "y"), 2.0).state is TicketState.FAILED
 
 

@@ -81,7 +81,7 @@ async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bou
     assert len(started) == 1 and started[0].node_id == "node-b"
 
 
-async def test_p30_a_player_without_chips_fails_and_the_others_go_back_to_the_front(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_a_player_without_chips_fails_and_the_others_go_back_first_uncounted(world) -> None:  # type: ignore[no-untyped-def]
     instance, ledger, engines, _, _ = world
     players = _players(4, 500, ledger)
     ledger.balances[players[2]] = 10
@@ -91,7 +91,10 @@ async def test_p30_a_player_without_chips_fails_and_the_others_go_back_to_the_fr
     assert failed.failure is not None and failed.failure.reason == "INSUFFICIENT_FUNDS"
     others = [p for p in players if p != players[2]]
     await until(lambda: _all(instance, others, TicketState.SEARCHING))
-    assert all(_ticket(instance, p).requeues == 1 for p in others)
+    # Their table failed because of another player: put back first, and not counted against
+    # them (max_requeues is 2 here, so a counted requeue would bring each close to failing).
+    assert all(_ticket(instance, p).requeues == 0 for p in others)
+    assert all(_ticket(instance, p).front for p in others)
     assert not ledger.open_holds()
     assert not any(p in engines.seated() for p in players)
     # A fourth player with chips completes the table: the three go first.

@@ -83,6 +83,7 @@ def _ticket(ticket: Ticket) -> dict[str, Any]:
         "rating": ticket.rating,
         "requeues": ticket.requeues,
         "trace_parent": ticket.trace_parent,
+        "front": ticket.front,
         "placement": None
         if placement is None
         else {
@@ -120,6 +121,8 @@ def _read_ticket(raw: dict[str, Any]) -> Ticket:
         rating=raw["rating"],
         requeues=raw["requeues"],
         trace_parent=raw.get("trace_parent", ""),
+        # Records written before "front" existed put back exactly the requeued tickets.
+        front=raw.get("front", raw["requeues"] > 0),
         placement=None
         if placed is None
         else Placement(

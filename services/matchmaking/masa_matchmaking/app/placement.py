@@ -207,7 +207,8 @@ class Placer:
                 if ticket.player_id in short.players:
                     await self._change(ticket, lambda t: t.failed(failure, now))
                 else:
-                    await self._change(ticket, lambda t: t.requeued(now))
+                    # Not their fault: back to the front without counting against them.
+                    await self._change(ticket, lambda t: t.requeued(now, counted=False))
             return False
         except LedgerRefused as refused:
             await self._fail_placement(lobby, tickets, [], refused.reason, refused.message)

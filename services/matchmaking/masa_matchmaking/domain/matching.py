@@ -89,7 +89,7 @@ def units(tickets: Iterable[Ticket], now: float) -> list[_Unit]:
 def _unit(tickets: tuple[Ticket, ...], now: float) -> _Unit:
     rating = sum(ticket.rating for ticket in tickets) / len(tickets)
     oldest = min(ticket.created_at for ticket in tickets)
-    front = any(ticket.requeues for ticket in tickets)
+    front = any(ticket.front for ticket in tickets)
     return _Unit(tickets, rating, max(0.0, now - oldest), (not front, oldest))
 
 

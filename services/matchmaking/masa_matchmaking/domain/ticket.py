@@ -94,10 +94,13 @@ class Ticket:
     rating: float = 25.0
     placement: Placement | None = None
     failure: Failure | None = None
+    # Failed placements that counted against this ticket (see requeued).
     requeues: int = 0
     # The W3C traceparent of the request that made the ticket ("" when not tracing), so that
     # its placement, run later by a matching round, continues that trace.
     trace_parent: str = ""
+    # Put back after a failed placement: matched before the tickets that never were.
+    front: bool = False
 
     @property
     def open(self) -> bool:
@@ -118,15 +121,18 @@ class Ticket:
         self._require(TicketState.PLACING, "seated")
         return replace(self, state=TicketState.MATCHED, updated_at=now)
 
-    def requeued(self, now: float) -> Ticket:
-        """Back to the queue after a placement that failed for a reason not the player's."""
+    def requeued(self, now: float, *, counted: bool = True) -> Ticket:
+        """Back to the front of the queue after a placement that failed for a reason not the
+        player's. ``counted`` is False when another player of the table was the cause (one who
+        could not pay): an innocent player's ticket never fails for what others did."""
         self._require(TicketState.PLACING, "put back in the queue")
         return replace(
             self,
             state=TicketState.SEARCHING,
             placement=None,
             updated_at=now,
-            requeues=self.requeues + 1,
+            requeues=self.requeues + 1 if counted else self.requeues,
+            front=True,
         )
 
     def returned(self, now: float) -> Ticket:
