@@ -136,6 +136,28 @@ def test_p2_the_front_of_the_queue_goes_first() -> None:
     assert "t9" in plan.ticket_ids and "t3" not in plan.ticket_ids
 
 
+def test_p2_a_round_makes_at_most_the_tables_it_may_place_oldest_first() -> None:
+    lobby = BY_ID["salon-51"]
+    queue = [_ticket(i, 25, at=float(i)) for i in range(40)]
+    plans = match_round(lobby, queue, 100.0, limit=3)
+    assert [plan.ticket_ids for plan in plans] == [
+        tuple(f"t{n}" for n in range(first, first + 4)) for first in (0, 4, 8)
+    ]
+    assert match_round(lobby, queue, 100.0, limit=0) == []
+
+
+def test_p2_a_long_queue_of_equal_ratings_seats_everyone_once_in_queue_order() -> None:
+    """The case that once made a round quadratic (each anchor walked past every unit seated
+    before it): ten thousand players of one rating make 2,500 tables, each of four neighbours
+    in the queue."""
+    lobby = BY_ID["salon-51"]
+    queue = [_ticket(i, 25, at=float(i)) for i in range(10_000)]
+    plans = match_round(lobby, queue, 20_000.0)
+    assert len(plans) == 2_500
+    seated = [ticket_id for plan in plans for ticket_id in plan.ticket_ids]
+    assert seated == [f"t{n}" for n in range(10_000)]
+
+
 def test_p2_short_tables_and_bot_fill_wait_their_time() -> None:
     elevator = BY_ID["elevator"]
     three = [_ticket(i) for i in range(3)]

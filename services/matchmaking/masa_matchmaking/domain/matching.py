@@ -20,7 +20,6 @@ players alone are paired into a team; bots complete a team when bots fill the ta
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -93,52 +92,105 @@ def _unit(tickets: tuple[Ticket, ...], now: float) -> _Unit:
     return _Unit(tickets, rating, max(0.0, now - oldest), (not front, oldest))
 
 
-def match_round(lobby: Lobby, tickets: Iterable[Ticket], now: float) -> list[TablePlan]:
-    """The tables this round places; the tickets of no plan stay in the queue."""
+def match_round(
+    lobby: Lobby, tickets: Iterable[Ticket], now: float, *, limit: int | None = None
+) -> list[TablePlan]:
+    """The tables this round places, at most ``limit`` (the placements the caller may start
+    now); the tickets of no plan stay in the queue.
+
+    A round's work follows the tables it makes, not the length of the queue: it stops at
+    ``limit``, and each anchor skips the units already seated this round in constant time, so a
+    long queue of equally rated players (whose walks would otherwise cross every unit seated
+    before them) costs a sort, not a square.
+    """
+    if limit is not None and limit <= 0:
+        return []
     queue = units(tickets, now)
     if lobby.training:
-        return [_training_table(lobby, unit) for unit in queue if unit.size <= lobby.max_seats]
+        tables = [_training_table(lobby, unit) for unit in queue if unit.size <= lobby.max_seats]
+        return tables if limit is None else tables[:limit]
     by_rating = sorted(queue, key=lambda unit: unit.rating)
     ratings = [unit.rating for unit in by_rating]
-    used: set[int] = set()
+    position = {id(unit): index for index, unit in enumerate(by_rating)}
+    free = _Free(len(by_rating))
     plans: list[TablePlan] = []
     for anchor in queue:
-        if id(anchor) in used or anchor.size > lobby.max_seats:
+        if limit is not None and len(plans) >= limit:
+            break
+        here = position[id(anchor)]
+        if not free.is_free(here) or anchor.size > lobby.max_seats:
             continue
-        chosen = _fill(lobby, anchor, by_rating, ratings, used)
+        chosen = _fill(lobby, anchor, here, by_rating=by_rating, ratings=ratings, free=free)
         plan = _plan(lobby, anchor, chosen)
         if plan is not None:
-            used.update(id(unit) for unit in chosen)
+            for unit in chosen:
+                free.take(position[id(unit)])
             plans.append(plan)
     return plans
+
+
+class _Free:
+    """The positions of the rating order not yet seated this round: the nearest free one on
+    either side of a position, found in near-constant time (union-find with path halving)."""
+
+    def __init__(self, size: int) -> None:
+        # _right[i]: towards the nearest free position >= i (size: none).
+        self._right = list(range(size + 1))
+        # _left[i + 1]: towards the nearest free position <= i (0: none).
+        self._left = list(range(size + 1))
+
+    def is_free(self, index: int) -> bool:
+        return self._right[index] == index
+
+    def right(self, index: int) -> int:
+        """The nearest free position at or after ``index``; the size when there is none."""
+        parent = self._right
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    def left(self, index: int) -> int:
+        """The nearest free position at or before ``index``; -1 when there is none."""
+        parent = self._left
+        slot = index + 1
+        while parent[slot] != slot:
+            parent[slot] = parent[parent[slot]]
+            slot = parent[slot]
+        return slot - 1
+
+    def take(self, index: int) -> None:
+        self._right[index] = index + 1
+        self._left[index + 1] = index
 
 
 def _fill(
     lobby: Lobby,
     anchor: _Unit,
+    here: int,
+    *,
     by_rating: Sequence[_Unit],
     ratings: Sequence[float],
-    used: set[int],
+    free: _Free,
 ) -> list[_Unit]:
-    """The anchor and the closest acceptable units, closest first, up to a full table."""
+    """The anchor and the closest acceptable units not seated yet, closest first (the older on
+    a tie), up to a full table."""
     chosen = [anchor]
     seats = anchor.size
     window = lobby.matching.spread(anchor.waited)
-    position = bisect.bisect_left(ratings, anchor.rating)
-    left, right = position - 1, position
-    while seats < lobby.max_seats and (left >= 0 or right < len(by_rating)):
+    size = len(by_rating)
+    left, right = free.left(here - 1), free.right(here + 1)
+    while seats < lobby.max_seats and (left >= 0 or right < size):
         left_gap = anchor.rating - ratings[left] if left >= 0 else float("inf")
-        right_gap = ratings[right] - anchor.rating if right < len(by_rating) else float("inf")
+        right_gap = ratings[right] - anchor.rating if right < size else float("inf")
         if left_gap <= right_gap:
             candidate, gap = by_rating[left], left_gap
-            left -= 1
+            left = free.left(left - 1)
         else:
             candidate, gap = by_rating[right], right_gap
-            right += 1
+            right = free.right(right + 1)
         if gap > window:
             break
-        if candidate is anchor or id(candidate) in used:
-            continue
         if gap > lobby.matching.spread(candidate.waited):
             continue
         if seats + candidate.size > lobby.max_seats:
