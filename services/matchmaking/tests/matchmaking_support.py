@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from masa_matchmaking.app.ports import (
+    EngineFull,
     EngineNode,
     EngineRefused,
     GameStarted,
@@ -160,6 +161,10 @@ class FakeEngines:
     unreachable: set[str] = field(default_factory=set)
     # Nodes that take the call and never answer (a node stuck, or its instance dying).
     hanging: set[str] = field(default_factory=set)
+    # Nodes that run all the tables they may (MASA_MAX_TABLES): RESOURCE_EXHAUSTED.
+    full: set[str] = field(default_factory=set)
+    # Creates that make the table but whose answer is lost on the way back.
+    lose_answers: int = 0
     creates: int = 0
 
     async def create_table(
@@ -173,13 +178,21 @@ class FakeEngines:
         if self.refuse:
             raise EngineRefused(self.refuse, "refused by the test")
         existing = self.tables.get(table_id)
+        if existing is None and address in self.full:
+            raise EngineFull(f"{address} is full")
         if existing is not None:
             if existing.request_id != request_id:
                 raise EngineRefused("TABLE_EXISTS", table_id)
-            return existing.address
+            return self._answer(existing.address)
         if spec.lobby.stake and self.ledger is not None:
             self.ledger.bind(table_id, [seat.hold_id for seat in spec.seats if seat.hold_id])
         self.tables[table_id] = CreatedTable(table_id, request_id, address, spec)
+        return self._answer(address)
+
+    def _answer(self, address: str) -> str:
+        if self.lose_answers:
+            self.lose_answers -= 1
+            raise Unreachable(f"the answer of {address} was lost")
         return address
 
     def seated(self) -> dict[str, str]:

@@ -81,7 +81,9 @@ async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bou
     assert len(started) == 1 and started[0].node_id == "node-b"
 
 
-async def test_p30_a_player_without_chips_fails_and_the_others_go_back_first_uncounted(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_a_player_without_chips_fails_and_the_others_go_back_first_uncounted(
+    world,
+) -> None:  # type: ignore[no-untyped-def]
     instance, ledger, engines, _, _ = world
     players = _players(4, 500, ledger)
     ledger.balances[players[2]] = 10
@@ -152,6 +154,67 @@ async def test_p30_no_live_node_for_the_game_releases_the_holds_and_fails_in_the
     again = _players(4, 500, ledger)
     await _queue(instance, again, "salon")
     await until(lambda: _all(instance, again, TicketState.MATCHED))
+
+
+async def test_p30_a_full_node_is_passed_over_and_with_every_node_full_the_tickets_wait(
+    world,
+) -> None:  # type: ignore[no-untyped-def]
+    """MASA_MAX_TABLES: a node that answers NODE_AT_CAPACITY made nothing, so the next node is
+    asked at once; when every node is full the holds are released and the players keep their
+    place in the queue, uncounted (max_requeues is 2 here), until a node has room."""
+    instance, ledger, engines, events, _ = world
+    engines.full = {"b:1"}
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+    (started,) = [s for s in events.started if players[0] in {x.player_id for x in s.seats}]
+    assert started.node_id == "node-a"
+    engines.full = {"a:1", "b:1"}
+    waiting = _players(4, 500, ledger)
+    await _queue(instance, waiting, "salon")
+    await until(lambda: instance.metrics.failures.count("node_at_capacity") >= 3)
+    assert all(_ticket(instance, p).state is not TicketState.FAILED for p in waiting)
+    assert {_ticket(instance, p).requeues for p in waiting} == {0}
+    assert not any(p in engines.seated() for p in waiting)
+    engines.full = set()
+    await until(lambda: _all(instance, waiting, TicketState.MATCHED))
+    assert not ledger.open_holds()
+    assert all(ledger.available(p) == 400 for p in waiting)
+
+
+async def test_p30_while_the_registry_shows_no_room_nothing_is_claimed_or_held(world) -> None:  # type: ignore[no-untyped-def]
+    instance, ledger, _engines, _, nodes = world
+    saved = nodes.nodes
+    nodes.nodes = [
+        EngineNode("node-a", "a:1", frozenset(Game), 100, 100, 1.0, False),
+        EngineNode("node-b", "b:1", frozenset(Game), 5, 100, 0.05, True),
+    ]
+    players = _players(4, 500, ledger)
+    await _queue(instance, players, "salon")
+    await until(lambda: instance.metrics.failures.count("node_at_capacity") >= 3)
+    assert _all(instance, players, TicketState.SEARCHING)
+    assert {_ticket(instance, p).requeues for p in players} == {0}
+    assert not [call for call in ledger.calls if call.startswith("hold:")]
+    nodes.nodes = saved
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+
+
+async def test_p1_a_training_table_is_created_once_when_the_engines_answer_is_lost(world) -> None:  # type: ignore[no-untyped-def]
+    """A table without stakes has no hold to fence a create whose answer was lost: its ticket
+    stays PLACING and the resume asks again under the same table id, which finds the table the
+    first create made. A new id would have started a second table for the same player."""
+    instance, ledger, engines, _, _ = world
+    (player,) = _players(1, 0, ledger)
+    engines.lose_answers = 3
+    await instance.desk.create(player, NewTicket(f"r-{player}", "training"))
+    await until(lambda: engines.lose_answers == 0)
+    assert _ticket(instance, player).state is TicketState.PLACING
+    await until(lambda: _all(instance, [player], TicketState.MATCHED))
+    mine = [t for t in engines.tables.values() if player in {s.player_id for s in t.spec.seats}]
+    assert len(mine) == 1
+    assert _ticket(instance, player).placement.table_id == mine[0].table_id
+    assert _ticket(instance, player).requeues == 0
+    assert engines.creates == 4
 
 
 async def test_p1_partners_queue_as_a_party_and_sit_opposite(world) -> None:  # type: ignore[no-untyped-def]

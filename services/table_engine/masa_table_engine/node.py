@@ -179,7 +179,7 @@ async def start_node(settings: EngineSettings, registry: CollectorRegistry = REG
     server_settings = platform.server
     # The servicer exists before the server so that it can be registered; it is bound to the
     # tables once they are recovered (until then every table call is UNAVAILABLE).
-    servicer = TableServicer(settings.turn_seconds)
+    servicer = TableServicer(settings.turn_seconds, max_tables=settings.max_tables)
     server = create_server(
         server_settings,
         [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import grpc.aio
 import pytest
@@ -80,6 +82,56 @@ async def test_a_retried_create_makes_no_second_table_even_after_a_restart(
         if e.WhichOneof("input") == "table_created"
     ]
     assert [e.table_created.request_id for e in created] == ["create-1"]
+
+
+async def test_racing_creates_of_one_table_id_make_one_table(nats_server: NatsServer) -> None:
+    """A retry sent while its original is still being served (a client that timed out) gets
+    the original's table; the log holds one creation."""
+    config = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
+    request = table_pb2.CreateTableRequest(request_id="race-1", table_id="race-t1", config=config)
+    async with (
+        running_node(settings(nats_server, "create-race")) as node,
+        table_stub(node.address) as stub,
+    ):
+        answers = await asyncio.gather(
+            *(stub.CreateTable(request, metadata=SERVICE) for _ in range(4))
+        )
+    assert len({answer.table.SerializeToString() for answer in answers}) == 1
+    created = [
+        e
+        for e in await log_entries(nats_server, "race-t1")
+        if e.WhichOneof("input") == "table_created"
+    ]
+    assert [e.table_created.request_id for e in created] == ["race-1"]
+
+
+async def test_a_node_at_capacity_refuses_a_new_table_but_answers_a_retry(
+    nats_server: NatsServer,
+) -> None:
+    """MASA_MAX_TABLES is enforced: RESOURCE_EXHAUSTED with NODE_AT_CAPACITY, nothing
+    written; a retry of a table the node runs still gets its table."""
+    config = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
+    async with (
+        running_node(settings(nats_server, "create-full", max_tables=2)) as node,
+        table_stub(node.address) as stub,
+    ):
+        first = table_pb2.CreateTableRequest(request_id="full-1", table_id="full-t1", config=config)
+        await stub.CreateTable(first, metadata=SERVICE)
+        await stub.CreateTable(
+            table_pb2.CreateTableRequest(request_id="full-2", table_id="full-t2", config=config),
+            metadata=SERVICE,
+        )
+        third = table_pb2.CreateTableRequest(request_id="full-3", table_id="full-t3", config=config)
+        assert await _refusal(stub.CreateTable(third, metadata=SERVICE)) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "NODE_AT_CAPACITY",
+        )
+        unnamed = table_pb2.CreateTableRequest(request_id="full-4", config=config)
+        code, _ = await _refusal(stub.CreateTable(unnamed, metadata=SERVICE))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        again = await stub.CreateTable(first, metadata=SERVICE)
+        assert again.table.table_id == "full-t1"
+    assert await log_entries(nats_server, "full-t3") == []
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,13 @@ from masa_matchmaking.adapters.convert import (
     options_to_proto,
     seat_to_proto,
 )
-from masa_matchmaking.app.ports import EngineNode, EngineRefused, TableSpec, Unreachable
+from masa_matchmaking.app.ports import (
+    EngineFull,
+    EngineNode,
+    EngineRefused,
+    TableSpec,
+    Unreachable,
+)
 from masa_matchmaking.domain.lobby import Game
 
 __all__ = ["ENGINE_NODES_BUCKET", "GrpcEngines", "KvEngineNodes", "table_config"]
@@ -51,6 +57,8 @@ _REFUSALS: Final = frozenset(
         grpc.StatusCode.NOT_FOUND,
     }
 )
+# The engine's reason for a CreateTable refused for want of room (MASA_MAX_TABLES).
+_AT_CAPACITY: Final = "NODE_AT_CAPACITY"
 _GAME_OF: Final = {value: key for key, value in GAMES.items()}
 
 
@@ -162,6 +170,10 @@ class GrpcEngines:
         try:
             response = await call
         except grpc.aio.AioRpcError as error:
+            if error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                info = error_info(await rpc_status.aio.from_call(call))
+                if info is not None and info.reason == _AT_CAPACITY:
+                    raise EngineFull(error.details() or _AT_CAPACITY) from None
             if error.code() not in _REFUSALS:
                 raise Unreachable(f"CreateTable at {address}: {error.code().name}") from None
             info = error_info(await rpc_status.aio.from_call(call))

@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from masa_matchmaking.app.ports import (
+    EngineFull,
+    EngineNode,
     EngineNodes,
     EngineRefused,
     Engines,
@@ -105,7 +107,13 @@ class Placer:
         return self._settings.placement_timeout_seconds
 
     async def place(self, lobby: Lobby, plan: TablePlan, tickets: Sequence[Ticket]) -> bool:
-        """Place one planned table; True when its players were seated."""
+        """Place one planned table; True when its players were seated.
+
+        While the registry shows no node with room for the game, nothing is claimed: the
+        tickets keep searching untouched until a node has room."""
+        if not await self._room_for(lobby):
+            self._metrics.placement_failed("node_at_capacity")
+            return False
         by_id = {ticket.ticket_id: ticket for ticket in tickets}
         table_id = self._new_table_id()
         now = self._clock()
@@ -134,6 +142,11 @@ class Placer:
                 await self._give_back(claimed)
                 return False
         return await self._complete(lobby, claimed)
+
+    async def _room_for(self, lobby: Lobby) -> bool:
+        hosts = [node for node in await self._nodes.live() if lobby.game in node.games]
+        # No node at all is NO_ENGINE, reported by the placement itself.
+        return not hosts or any(_has_room(node) and not node.draining for node in hosts)
 
     async def resume(self, lobby: Lobby, tickets: Sequence[Ticket]) -> bool:
         """Finish the placement of these PLACING tickets (one table) whose placer is gone.
@@ -171,6 +184,17 @@ class Placer:
             node_id, address = await self._create(lobby, table_id, seats)
         except _Failed as failed:
             await self._fail_placement(lobby, tickets, holds, failed.reason, failed.message)
+            return False
+        except _Full:
+            # Every node runs all the tables it may: the players wait for room, uncounted.
+            await self._fail_placement(
+                lobby,
+                tickets,
+                holds,
+                "NODE_AT_CAPACITY",
+                "every table-engine node is full",
+                counted=False,
+            )
             return False
         except _Unknown:
             return await self._fence(lobby, tickets, holds)
@@ -222,19 +246,33 @@ class Placer:
     async def _create(
         self, lobby: Lobby, table_id: str, seats: tuple[SeatSpec, ...]
     ) -> tuple[str, str]:
+        """CreateTable on the least-loaded node with room, another when one is full or does
+        not answer; raises _Full when every node said it is full, _Unknown when some did not
+        answer (the table may exist there)."""
         nodes = [
             node
             for node in await self._nodes.live()
-            if lobby.game in node.games and not node.draining and node.tables < node.capacity
+            if lobby.game in node.games and not node.draining
         ]
         if not nodes:
             raise _Failed("NO_ENGINE", "no live table-engine node hosts this game now")
-        nodes.sort(key=lambda node: (node.load, node.tables, node.node_id))
+        # The registry's counts lag: a node it shows full is still asked, last.
+        nodes.sort(key=lambda node: (not _has_room(node), node.load, node.tables, node.node_id))
         spec = TableSpec(lobby, seats)
-        for attempt in range(_CREATE_ATTEMPTS):
-            node = nodes[attempt % len(nodes)]
+        full: set[str] = set()
+        unanswered = 0
+        turn = 0
+        while unanswered < _CREATE_ATTEMPTS and len(full) < len(nodes):
+            node = nodes[turn % len(nodes)]
+            turn += 1
+            if node.node_id in full:
+                continue
             try:
                 address = await self._engines.create_table(node.address, table_id, table_id, spec)
+            except EngineFull:
+                # Refused before anything was written there: the next node may take it.
+                full.add(node.node_id)
+                continue
             except EngineRefused as refused:
                 raise _Failed(refused.reason, refused.message) from None
             except Unreachable as error:
@@ -242,18 +280,26 @@ class Placer:
                     "CreateTable did not answer; trying again",
                     extra={"table_id": table_id, "node_id": node.node_id, "error": str(error)},
                 )
-                await asyncio.sleep(0.05 * (attempt + 1))
+                unanswered += 1
+                await asyncio.sleep(0.05 * unanswered)
                 continue
             return node.node_id, address or node.address
+        if len(full) == len(nodes):
+            raise _Full
         raise _Unknown
 
     async def _fence(self, lobby: Lobby, tickets: list[Ticket], holds: list[str]) -> bool:
         """No node answered CreateTable: release the holds, so that a create still in flight
         can no longer bind them. A hold the ledger reports bound means the table was made, and
         a ledger that does not answer leaves it unknown: the tickets stay PLACING, and the
-        resume after placement_timeout finishes the placement either way."""
+        resume after placement_timeout finishes the placement either way.
+
+        A table without stakes (training, free lobbies) has no hold to fence it with: its
+        tickets stay PLACING and the resume asks again under the same table id, which the
+        engine answers with the table if the first create made it. Requeueing them would
+        place them again under a new id while the first table may be starting."""
         self._metrics.placement_failed("engine_unavailable")
-        if await self._release(holds) != "released":
+        if not holds or await self._release(holds) != "released":
             return False
         await self._requeue(lobby, tickets, "ENGINE_UNAVAILABLE", "no engine node answered")
         return False
@@ -274,7 +320,14 @@ class Placer:
         return "released"
 
     async def _fail_placement(
-        self, lobby: Lobby, tickets: list[Ticket], holds: list[str], reason: str, message: str
+        self,
+        lobby: Lobby,
+        tickets: list[Ticket],
+        holds: list[str],
+        reason: str,
+        message: str,
+        *,
+        counted: bool = True,
     ) -> None:
         self._metrics.placement_failed(reason.lower())
         _log.warning(
@@ -288,7 +341,12 @@ class Placer:
                 except (LedgerRefused, Unreachable) as error:
                     # An unbound hold expires by itself (hold_ttl_seconds); log and go on.
                     _log.warning("could not release hold %s: %s", hold, error)
-        await self._requeue(lobby, tickets, reason, message)
+        if counted:
+            await self._requeue(lobby, tickets, reason, message)
+            return
+        now = self._clock()
+        for ticket in tickets:
+            await self._change(ticket, lambda t: t.requeued(now, counted=False))
 
     async def _requeue(
         self, lobby: Lobby, tickets: list[Ticket], reason: str, message: str
@@ -367,6 +425,14 @@ class _Failed(Exception):
 
 class _Unknown(Exception):
     """No node answered CreateTable: whether the table exists is unknown."""
+
+
+class _Full(Exception):
+    """Every node hosting the game refused CreateTable for want of room."""
+
+
+def _has_room(node: EngineNode) -> bool:
+    return node.tables < node.capacity
 
 
 def _placing(placement: Placement) -> Callable[[Ticket], Ticket]:

@@ -15,6 +15,7 @@ from masa_matchmaking.domain.ticket import Ticket
 
 __all__ = [
     "Conflict",
+    "EngineFull",
     "EngineNode",
     "EngineNodes",
     "EngineRefused",
@@ -69,6 +70,11 @@ class EngineRefused(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+class EngineFull(Exception):
+    """An engine node refused CreateTable because it runs all the tables it may: nothing was
+    made there, and another node may take the table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +197,7 @@ class Engines(Protocol):
     ) -> str:
         """Create (or find, for the same request) the table; returns its owner's address.
 
-        Raises :class:`EngineRefused` or :class:`Unreachable`."""
+        Raises :class:`EngineFull`, :class:`EngineRefused` or :class:`Unreachable`."""
         ...
 
 

@@ -12,11 +12,16 @@ the platform's error interceptor:
 - another seat: PERMISSION_DENIED, reason NOT_YOUR_SEAT;
 - an illegal move: FAILED_PRECONDITION with the rule id;
 - a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence;
-  an unset one (0) asks for no check, as a write without an etag does (AIP-154).
+  an unset one (0) asks for no check, as a write without an etag does (AIP-154);
+- a new table on a node that already runs ``max_tables`` (MASA_MAX_TABLES, counting the creates
+  in flight): RESOURCE_EXHAUSTED, reason NODE_AT_CAPACITY, before anything is written, so the
+  caller places it elsewhere. A retry of a table the node runs is answered at capacity too.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import ClassVar
 
@@ -50,10 +55,16 @@ from masa_table_engine.app.ports import LogConflict, LogUnavailable
 from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
 from masa_table_engine.app.tables import TableNotFound, Tables
-from masa_table_engine.domain.model import PlayerAction, SeatChange, SeatChanged, Source
+from masa_table_engine.domain.model import (
+    PlayerAction,
+    SeatChange,
+    SeatChanged,
+    Source,
+    TableConfig,
+)
 from masa_table_engine.domain.table import Table
 
-__all__ = ["SequenceMismatchError", "TableServicer", "TableUnavailable"]
+__all__ = ["NodeAtCapacity", "SequenceMismatchError", "TableServicer", "TableUnavailable"]
 
 
 class SequenceMismatchError(MasaError):
@@ -68,6 +79,13 @@ class TableExistsError(MasaError):
     default_reason: ClassVar[str] = "TABLE_EXISTS"
 
 
+class NodeAtCapacity(MasaError):
+    """The node runs as many tables as it may (MASA_MAX_TABLES): create the table elsewhere."""
+
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_reason: ClassVar[str] = "NODE_AT_CAPACITY"
+
+
 class TableUnavailable(MasaError):
     """The table cannot take input here now (its log is unreachable or it moved)."""
 
@@ -76,10 +94,14 @@ class TableUnavailable(MasaError):
 
 
 class TableServicer(table_pb2_grpc.TableServiceServicer):
-    def __init__(self, default_turn_seconds: float) -> None:
+    def __init__(self, default_turn_seconds: float, *, max_tables: int) -> None:
         self._default_turn_seconds = default_turn_seconds
+        self._max_tables = max_tables
         self._bound: Tables | None = None
         self.owner_address = ""
+        # The creates being served, by table id: each holds a place under max_tables.
+        self._creating: Counter[str] = Counter()
+        self._unnamed = itertools.count()
 
     def bind(self, tables: Tables, owner_address: str) -> None:
         """Serve ``tables``; until then every call is UNAVAILABLE."""
@@ -100,8 +122,28 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             check_table_id(request.table_id)
         check_config(request.config)
         config = config_from_proto(request.config, self._default_turn_seconds)
+        tables = self._tables
+        key = request.table_id or f"new-{next(self._unnamed)}"
+        if key not in self._creating:
+            running = bool(request.table_id) and _runs(tables, request.table_id)
+            if not running and tables.active + len(self._creating) >= self._max_tables:
+                raise NodeAtCapacity(
+                    f"this node runs {tables.active} tables, its most; create it on another",
+                    metadata={"max_tables": str(self._max_tables)},
+                )
+        self._creating[key] += 1
         try:
-            table = await self._tables.create(
+            table = await self._create(request, config)
+        finally:
+            self._creating[key] -= 1
+            if not self._creating[key]:
+                del self._creating[key]
+        owner = await tables.locate(table.table_id) or self.owner_address
+        return table_pb2.CreateTableResponse(table=table_to_proto(table, owner))
+
+    async def _create(self, request: table_pb2.CreateTableRequest, config: TableConfig) -> Table:
+        try:
+            return await self._tables.create(
                 config, table_id=request.table_id, request_id=request.request_id
             )
         except RuleViolation as error:
@@ -117,8 +159,6 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             raise Unavailable(str(error)) from None
         except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
-        owner = await self._tables.locate(table.table_id) or self.owner_address
-        return table_pb2.CreateTableResponse(table=table_to_proto(table, owner))
 
     async def GetTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.GetTableRequest, context: Context
@@ -258,3 +298,11 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         if not 0 <= seat < len(runtime.table.seats):
             raise BadRequest(f"there is no seat {seat}")
         return seat
+
+
+def _runs(tables: Tables, table_id: str) -> bool:
+    try:
+        tables.get(table_id)
+    except TableNotFound:
+        return False
+    return True
