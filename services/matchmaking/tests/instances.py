@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
 from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
 from masa_matchmaking.app.placement import PlacementSettings, Placer
+from masa_matchmaking.app.ports import LeaseStore
 from masa_matchmaking.app.tickets import TicketDesk
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_platform.bus import connect
@@ -70,6 +71,7 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
     clock: Callable[[], float] | None = None,
     placement: PlacementSettings | None = None,
     run: bool = True,
+    wrap_leases: Callable[[LeaseStore], LeaseStore] | None = None,
 ) -> Instance:
     import time
 
@@ -83,9 +85,11 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
     store.start()
     await asyncio.wait_for(store.ready.wait(), 10)
     ratings = await KvRatingStore.open(js)
-    leases = await KvLeaseStore.open(
+    leases: LeaseStore = await KvLeaseStore.open(
         js, holder=f"{name}-{uuid.uuid4().hex[:6]}", ttl_seconds=lease_ttl
     )
+    if wrap_leases is not None:
+        leases = wrap_leases(leases)
     metrics = FakeMetrics()
     placer = Placer(
         store,

@@ -19,6 +19,7 @@ from masa_matchmaking.app.ports import (
     GameStarted,
     HoldRequest,
     InsufficientFunds,
+    LeaseStore,
     LedgerRefused,
     SeatSpec,
     TableSpec,
@@ -217,6 +218,31 @@ class FakeNodes:
 
     async def live(self) -> list[EngineNode]:
         return list(self.nodes)
+
+
+@dataclass
+class FlakyLeases:
+    """A real lease store whose renewals can be made to time out, as a starved instance's
+    did (its event loop too busy to read the answers in time)."""
+
+    leases: LeaseStore
+    failing: bool = False
+    failed: int = 0
+
+    async def acquire(self, key: str) -> int | None:
+        if self.failing:
+            self.failed += 1
+            raise Unreachable("the lease store did not answer")
+        return await self.leases.acquire(key)
+
+    async def renew(self, key: str, revision: int) -> int | None:
+        if self.failing:
+            self.failed += 1
+            raise Unreachable("the lease store did not answer")
+        return await self.leases.renew(key, revision)
+
+    async def release(self, key: str, revision: int) -> None:
+        await self.leases.release(key, revision)
 
 
 @dataclass

@@ -7,10 +7,11 @@ import asyncio
 import uuid
 
 from instances import Instance, start_instance, until
+from masa_matchmaking.app.ports import LeaseStore
 from masa_matchmaking.app.tickets import NewTicket
 from masa_matchmaking.domain.ticket import TicketState
 from masa_platform.testing import NatsServer
-from matchmaking_support import FakeEngines, FakeEvents, FakeLedger
+from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FlakyLeases
 
 
 async def _queue(instances: list[Instance], players: list[str], lobby: str) -> list[str]:
@@ -129,6 +130,67 @@ async def test_p30_a_placement_whose_instance_died_is_resumed_without_a_second_t
             h.request.hold_id for h in ledger.holds.values() if h.request.player_id in players
         } == {s.hold_id for s in engines.tables[table].spec.seats}
         assert {h.state for h in held} == {"bound"}
+    finally:
+        for instance in (first, second):
+            if not instance.nc.is_closed:
+                await instance.close()
+
+
+async def test_p2_a_leader_whose_renewals_time_out_stops_before_another_takes_over(
+    nats_server: NatsServer,
+) -> None:
+    """The two-instance collapse: a leader whose lease renewals timed out (its event loop
+    starved) kept running rounds after its lease had expired and the other instance had taken
+    the lobby, so both claimed the same tickets, lost compare-and-sets and gave tickets back,
+    and the placements cancelled at the flip sat PLACING until their timeout.
+
+    A lease now counts only until lease_ttl after the last renewal that succeeded: the flaky
+    leader has stopped placing by the time the other leads. Then 48 tickets, created on both
+    instances, are each matched once, with no claim lost and no ticket write conflict."""
+    ledger = FakeLedger()
+    engines = FakeEngines(ledger)
+    events = FakeEvents()
+    run = uuid.uuid4().hex[:6]
+    flaky: list[FlakyLeases] = []
+
+    def wrap(leases: LeaseStore) -> LeaseStore:
+        flaky.append(FlakyLeases(leases))
+        return flaky[-1]
+
+    first = await start_instance(
+        nats_server,
+        name="mm-flaky",
+        ledger=ledger,
+        engines=engines,
+        events=events,
+        wrap_leases=wrap,
+    )
+    await until(lambda: "salon" in first.matchmaker.leading)
+    second = await start_instance(
+        nats_server, name="mm-steady", ledger=ledger, engines=engines, events=events
+    )
+    try:
+        conflicts_before = first.store.conflicts + second.store.conflicts
+        flaky[0].failing = True
+        await until(lambda: "salon" in second.matchmaker.leading, timeout=30)
+        assert flaky[0].failed > 0
+        assert "salon" not in first.matchmaker.leading
+
+        players = [f"{run}-p{i:02d}" for i in range(48)]
+        for player in players:
+            ledger.balances[player] = 1_000
+        await _queue([first, second], players, "salon")
+        everyone = dict.fromkeys(players, TicketState.MATCHED)
+        await until(
+            lambda: _states(first, players) == everyone and _states(second, players) == everyone
+        )
+        seated = engines.seated()  # asserts that nobody sits at two tables
+        assert len({seated[player] for player in players}) == 12
+        matched = [t.ticket_id for t in events.matched if t.player_id in players]
+        assert len(matched) == len(set(matched)) == 48
+        assert "claim_lost" not in first.metrics.failures + second.metrics.failures
+        assert first.store.conflicts + second.store.conflicts == conflicts_before
+        assert not ledger.open_holds()
     finally:
         for instance in (first, second):
             if not instance.nc.is_closed:

@@ -74,6 +74,8 @@ class KvTicketStore:
         self._listeners: list[Callable[[Ticket], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
+        # Writes refused for a stale revision: each costs a read and a retry.
+        self.conflicts = 0
 
     @classmethod
     async def open(cls, js: JetStreamContext, *, retention_seconds: float) -> KvTicketStore:
@@ -107,6 +109,7 @@ class KvTicketStore:
             else:
                 written = await self._bucket.update(key, data, revision)
         except RevisionConflict:
+            self.conflicts += 1
             raise Conflict(f"the tickets of {record.player_id} changed meanwhile") from None
         except _NATS_ERRORS as error:
             raise Unreachable(f"the ticket store did not answer: {error}") from None

@@ -2,19 +2,26 @@
 
 Every lobby is a shard with a lease in the shared lease store (a KV bucket whose TTL is the
 lease's life). Each instance tries to take the free leases every ``lease_ttl / 3`` and renews
-the ones it holds; while it holds a lobby's lease it runs that lobby's rounds, and when a
-renewal fails it stops them at once. An instance that dies stops renewing, its leases expire
-and another instance takes the lobbies over, resuming the placements it left behind. The lease
-decides who runs rounds; the compare-and-set claim of every ticket (see
-:mod:`~masa_matchmaking.app.placement`) is what makes a ticket placed at most once even while
-a dying instance still believes it leads.
+the ones it holds; while it holds a lobby's lease it runs that lobby's rounds. A lease counts
+as held only until ``lease_ttl`` after the last renewal *sent* that succeeded: a renewal that
+fails or does not answer in time (a loaded machine, NATS away) never extends it, so the rounds
+stop placing before the lease can have expired in the store and another instance can have
+taken it; two instances never run one lobby's rounds at once. When a renewal says the lease
+is lost, the rounds stop, and the placements already started finish (each is short, and the
+new leader resumes a placement only after ``placement_timeout``): cancelling them half-way
+would leave their tickets PLACING and their stakes held until then. An instance that dies
+stops renewing, its leases expire and another instance takes the lobbies over, resuming the
+placements it left behind. The compare-and-set claim of every ticket (see
+:mod:`~masa_matchmaking.app.placement`) is what makes a ticket placed at most once whatever
+the instances believe.
 
 A round runs every ``round_seconds``, and at once when a new ticket makes a full table
 possible. It expires the tickets past their expiry, resumes placements older than the
 placer's ``placement_timeout_seconds`` that no running placement of this instance owns, and
 places the
 tables of :func:`~masa_matchmaking.domain.matching.match_round`, each in its own task so that a
-slow engine never holds the round up.
+slow engine never holds the round up. A round plans only the tables it may start (at most
+``_MAX_PLACEMENTS`` placements run at once), so its cost follows what it places.
 """
 
 from __future__ import annotations
@@ -56,6 +63,13 @@ class MatcherSettings:
     lease_ttl_seconds: float = 6.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Held:
+    revision: int
+    # The loop time until which the lease is surely ours: lease_ttl after the renewal was sent.
+    until: float
+
+
 class Matchmaker:
     """Holds the lobby leases this instance can get and runs their rounds."""
 
@@ -79,14 +93,20 @@ class Matchmaker:
         self._metrics = metrics
         self._clock = clock
         self._settings = settings
-        self._held: dict[str, int] = {}
+        self._held: dict[str, _Held] = {}
         self._rounds: dict[str, _LobbyRounds] = {}
+        # Placements of lobbies whose lease was lost, left to finish.
+        self._finishing: set[asyncio.Task[None]] = set()
         self._unlisten: Callable[[], None] | None = None
 
     @property
     def leading(self) -> frozenset[str]:
-        """The lobbies this instance matches now."""
-        return frozenset(self._held)
+        """The lobbies this instance matches now (whose lease is surely still its own)."""
+        return frozenset(lobby_id for lobby_id in self._held if self._leads(lobby_id))
+
+    def _leads(self, lobby_id: str) -> bool:
+        held = self._held.get(lobby_id)
+        return held is not None and asyncio.get_running_loop().time() < held.until
 
     async def run(self, stop: asyncio.Event) -> None:
         self._unlisten = self._store.listen(self._heard)
@@ -109,43 +129,71 @@ class Matchmaker:
 
     async def _tend_leases(self) -> None:
         for lobby_id, lobby in self._lobbies.items():
-            revision = self._held.get(lobby_id)
-            if revision is not None:
-                renewed = await self._leases.renew(lobby_id, revision)
-                if renewed is None:
-                    _log.warning("lost the lease of lobby %s", lobby_id)
-                    await self._stop_rounds(lobby_id)
-                    continue
-                self._held[lobby_id] = renewed
-                continue
-            acquired = await self._leases.acquire(lobby_id)
-            if acquired is not None:
-                _log.info("leading lobby %s", lobby_id)
-                self._held[lobby_id] = acquired
-                rounds = _LobbyRounds(
-                    lobby,
-                    self._store,
-                    self._placer,
-                    self._metrics,
-                    self._clock,
-                    traced=self._traced,
+            try:
+                await self._tend(lobby_id, lobby)
+            except Exception as error:
+                # Not lost, not renewed: the lease stays ours only until its last renewal's
+                # TTL runs out, and then the rounds stop before anyone else can take it.
+                _log.warning(
+                    "could not renew or take a lobby lease",
+                    extra={"lobby_id": lobby_id, "error": repr(error)},
                 )
-                rounds.start(self._settings)
-                self._rounds[lobby_id] = rounds
+                if lobby_id in self._held and not self._leads(lobby_id):
+                    _log.warning("the lease of lobby %s may have lapsed", lobby_id)
+                    await self._stop_rounds(lobby_id)
+
+    async def _tend(self, lobby_id: str, lobby: Lobby) -> None:
+        loop = asyncio.get_running_loop()
+        ttl = self._settings.lease_ttl_seconds
+        held = self._held.get(lobby_id)
+        sent = loop.time()
+        if held is not None:
+            renewed = await self._leases.renew(lobby_id, held.revision)
+            if renewed is None:
+                _log.warning("lost the lease of lobby %s", lobby_id)
+                await self._stop_rounds(lobby_id)
+                return
+            self._held[lobby_id] = _Held(renewed, sent + ttl)
+            return
+        acquired = await self._leases.acquire(lobby_id)
+        if acquired is not None:
+            _log.info("leading lobby %s", lobby_id)
+            self._held[lobby_id] = _Held(acquired, sent + ttl)
+            rounds = _LobbyRounds(
+                lobby,
+                self._store,
+                self._placer,
+                self._metrics,
+                self._clock,
+                leads=lambda: self._leads(lobby_id),
+                traced=self._traced,
+            )
+            rounds.start(self._settings)
+            self._rounds[lobby_id] = rounds
 
     async def _stop_rounds(self, lobby_id: str) -> None:
+        """Stop the rounds; the placements they started finish by themselves."""
         self._held.pop(lobby_id, None)
         rounds = self._rounds.pop(lobby_id, None)
         if rounds is not None:
-            await rounds.stop()
+            for task in await rounds.stop():
+                self._finishing.add(task)
+                task.add_done_callback(self._finishing.discard)
 
     async def _give_up_all(self) -> None:
         for lobby_id in list(self._rounds):
-            revision = self._held.get(lobby_id)
+            held = self._held.get(lobby_id)
             await self._stop_rounds(lobby_id)
-            if revision is not None:
+            if held is not None:
                 with contextlib.suppress(Exception):
-                    await self._leases.release(lobby_id, revision)
+                    await self._leases.release(lobby_id, held.revision)
+        # Stopping: what is still being placed is resumed by the next leader.
+        tasks = list(self._finishing)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class _LobbyRounds:
@@ -160,9 +208,11 @@ class _LobbyRounds:
         clock: Callable[[], float],
         *,
         traced: Traced,
+        leads: Callable[[], bool],
     ) -> None:
         self._traced = traced
         self._lobby = lobby
+        self._leads = leads
         self._store = store
         self._placer = placer
         self._metrics = metrics
@@ -199,7 +249,12 @@ class _LobbyRounds:
             self._party_members[ticket.party_code] = members
             if members == ticket.party_size:
                 self._ready_players += members
-        if self._lobby.training or self._ready_players >= self._lobby.max_seats:
+        self._wake_if_placeable()
+
+    def _wake_if_placeable(self) -> None:
+        """Run a round now if it could start a placement (a full table and a free slot)."""
+        possible = self._lobby.training or self._ready_players >= self._lobby.max_seats
+        if possible and len(self._placements) < _MAX_PLACEMENTS:
             self._wake.set()
 
     def _recount(self, waiting: list[Ticket]) -> None:
@@ -215,13 +270,13 @@ class _LobbyRounds:
                 if members == ticket.party_size:
                     self._ready_players += members
 
-    async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._placements) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
+    async def stop(self) -> set[asyncio.Task[None]]:
+        """Stop the rounds; returns the placements still running, left to finish."""
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._task
+        return set(self._placements)
 
     def _waiting(self) -> list[Ticket]:
         return [
@@ -248,6 +303,9 @@ class _LobbyRounds:
 
     async def _round(self, settings: MatcherSettings) -> None:
         lobby = self._lobby
+        if not self._leads():
+            # The lease is not surely ours now: place nothing until it is renewed.
+            return
         now = self._clock()
         every = self._store.lobby_tickets(lobby.lobby_id)
         await self._resume_stale(every, now, self._placer.placement_timeout_seconds)
@@ -258,12 +316,13 @@ class _LobbyRounds:
             else:
                 waiting.append(ticket)
         self._metrics.queue_depth(lobby.lobby_id, len(waiting))
-        plans = match_round(lobby, waiting, now)
+        slots = _MAX_PLACEMENTS - len(self._placements)
+        if slots <= 0:
+            return
+        plans = match_round(lobby, waiting, now, limit=slots)
         matched = {ticket_id for plan in plans for ticket_id in plan.ticket_ids}
         self._recount([ticket for ticket in waiting if ticket.ticket_id not in matched])
         for plan in plans:
-            if len(self._placements) >= _MAX_PLACEMENTS:
-                break
             ids = set(plan.ticket_ids)
             tickets = [ticket for ticket in waiting if ticket.ticket_id in ids]
             self._spawn(tickets, self._placer.place(lobby, plan, tickets))
@@ -299,9 +358,14 @@ class _LobbyRounds:
             finally:
                 self._placing -= ids
 
+        def done(task: asyncio.Task[None]) -> None:
+            self._placements.discard(task)
+            # A slot is free: the tables waiting for one go now, not at the next tick.
+            self._wake_if_placeable()
+
         task = asyncio.get_running_loop().create_task(run())
         self._placements.add(task)
-        task.add_done_callback(self._placements.discard)
+        task.add_done_callback(done)
 
     async def _expire(self, ticket: Ticket, now: float) -> None:
         try:

@@ -139,6 +139,8 @@ class Placer:
                     )
                 )
             except (Refused, NotFound):
+                # Cancelled meanwhile, or (never while one instance leads) claimed by another.
+                self._metrics.placement_failed("claim_lost")
                 await self._give_back(claimed)
                 return False
         return await self._complete(lobby, claimed)
