@@ -7,11 +7,15 @@ import asyncio
 import time
 import uuid
 
+import pytest
+from masa.events.v1 import matchmaking_event_pb2 as ev
+from masa_matchmaking.adapters.events import STREAM, JetStreamEvents, ensure_events_stream
 from masa_matchmaking.adapters.kv_store import KvRatingStore
+from masa_matchmaking.app.ports import Events
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
 from masa_matchmaking.domain.lobby import Game
-from masa_matchmaking.domain.rating import INITIAL_MU, Result
-from masa_platform.bus import connect
+from masa_matchmaking.domain.rating import INITIAL_MU, PlayerRating, Result
+from masa_platform.bus import connect, read_subject
 from masa_platform.bus_access import MATCHMAKING
 from masa_platform.testing import NatsServer
 from matchmaking_support import FakeEvents
@@ -88,3 +92,83 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
     finally:
         for nc in connections:
             await nc.drain()
+
+
+class Killed(BaseException):
+    """The instance dies here: nothing after this point runs, nothing is acked."""
+
+
+class DiesAfter:
+    """Real events that kill the instance before its ``publishes``-th RatingChanged."""
+
+    def __init__(self, events: Events, publishes: int) -> None:
+        self._events = events
+        self._left = publishes
+
+    async def ticket_matched(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("not a rating event")
+
+    async def game_started(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("not a rating event")
+
+    async def rating_changed(
+        self, before: PlayerRating, after: PlayerRating, **kwargs: object
+    ) -> None:
+        if self._left == 0:
+            raise Killed
+        self._left -= 1
+        await self._events.rating_changed(before, after, **kwargs)  # type: ignore[arg-type]
+
+
+async def _no_tables(table_id: str, lobby_id: str) -> None:
+    raise AssertionError("not a table event")
+
+
+async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_events(
+    nats_server: NatsServer,
+) -> None:
+    """Exactly one RatingChanged per player and game, on the real stream, when the instance
+    is killed after writing the ratings and before publishing (then again half-way through
+    publishing), and the game is delivered again to a new instance each time."""
+    players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
+    table = f"t{uuid.uuid4().hex[:8]}"
+    game = _game(players, table=table)
+    connections = []
+
+    async def instance(publishes: int | None) -> Ratings:
+        nc = await connect(
+            nats_server.url,
+            name=f"ratings-kill-{len(connections)}",
+            user=MATCHMAKING,
+            password=nats_server.password(MATCHMAKING),
+        )
+        connections.append(nc)
+        js = nc.jetstream()
+        await ensure_events_stream(js, max_age_seconds=3600)
+        events: Events = JetStreamEvents(js, _no_tables)
+        if publishes is not None:
+            events = DiesAfter(events, publishes)
+        return Ratings(await KvRatingStore.open(js), events, time.time)
+
+    try:
+        with pytest.raises(Killed):
+            await (await instance(publishes=0)).apply(game)
+        with pytest.raises(Killed):
+            # The redelivery: the ratings are written already; one event gets out.
+            assert await (await instance(publishes=1)).apply(game) == 0
+        survivor = await instance(publishes=None)
+        assert await survivor.apply(game) == 0
+        assert await survivor.apply(game) == 0  # announced: skipped at once
+        ratings = [await survivor.get(p, Game.ELEVATOR) for p in players]
+        assert [rating.games for rating in ratings] == [1, 1, 1]
+        stored = await read_subject(
+            connections[-1].jetstream(), STREAM, f"masa.matchmaking.v1.{table}.rating_changed"
+        )
+        changes = [ev.MatchmakingEvent.FromString(m.data).rating_changed for m in stored]
+        assert sorted(c.player_id for c in changes) == sorted(players)
+        assert len({c.event_id for c in changes}) == 3
+        after = {c.player_id: (c.mu_before, c.mu_after) for c in changes}
+        assert all(after[r.player_id] == (INITIAL_MU, r.mu) for r in ratings)
+    finally:
+        for nc in connections:
+            await nc.close()

@@ -20,7 +20,7 @@ from masa_platform.bus import ensure_stream, publish
 from nats.js import JetStreamContext, api
 
 from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
-from masa_matchmaking.app.ports import GameStarted
+from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
 
@@ -60,7 +60,9 @@ class JetStreamEvents:
         self._js = js
         self._on_started = on_started
 
-    async def _publish(self, subject: str, event_id: str, event: ev.MatchmakingEvent) -> None:
+    async def _publish(
+        self, subject: str, event_id: str, event: ev.MatchmakingEvent, *, required: bool = False
+    ) -> None:
         try:
             await publish(
                 self._js,
@@ -70,6 +72,8 @@ class JetStreamEvents:
                 timeout=_PUBLISH_SECONDS,
             )
         except (nats.errors.Error, TimeoutError) as error:
+            if required:
+                raise Unreachable(f"could not publish {subject}: {error}") from None
             # Events inform; the tickets and tables they report are already recorded.
             _log.warning("could not publish %s: %s", subject, error)
 
@@ -151,4 +155,6 @@ class JetStreamEvents:
                     sigma_after=after.sigma,
                 )
             ),
+            # A game's ratings are delivered again until their events are out (app/ratings).
+            required=True,
         )

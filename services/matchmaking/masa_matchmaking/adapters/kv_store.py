@@ -5,8 +5,9 @@
   ones. Every instance mirrors the whole bucket in memory through a KV watch, for the rounds,
   WatchTicket and the lobbies' queue lengths; the bucket's TTL forgets the records of players
   gone quiet, and the mirror forgets them on the same schedule.
-- ``masa_matchmaking_ratings``: one rating per player and game (``r.<game>.<sha256>``), and
-  one record per rated game (``g.<sha256 of table/game>``) fixing its outcome.
+- ``masa_matchmaking_ratings``: one rating per player and game (``r.<game>.<sha256>``), one
+  record per rated game (``g.<sha256 of table/game>``) fixing its outcome, and a mark
+  (``a.<sha256 of table/game>``) once its RatingChanged events are all published.
 - ``masa_matchmaking_leases``: one lease per lobby, whose life is the bucket's TTL.
 """
 
@@ -245,6 +246,23 @@ class KvRatingStore:
                 return entry.value
             raise Conflict(f"the outcome of {game_key} is being written") from None
         return outcome
+
+    async def announced(self, game_key: str) -> bool:
+        try:
+            entry = await self._bucket.get(_announced_key(game_key))
+        except _NATS_ERRORS as error:
+            raise Unreachable(f"the rating store did not answer: {error}") from None
+        return entry is not None and bool(entry.value)
+
+    async def mark_announced(self, game_key: str) -> None:
+        try:
+            await self._bucket.put(_announced_key(game_key), b"1")
+        except _NATS_ERRORS as error:
+            raise Unreachable(f"the rating store did not answer: {error}") from None
+
+
+def _announced_key(game_key: str) -> str:
+    return f"a.{_digest(game_key)}"
 
 
 def _rating_key(player_id: str, game: Game) -> str:

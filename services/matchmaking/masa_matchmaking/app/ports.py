@@ -236,7 +236,10 @@ class Events(Protocol):
         game_no: int,
         place: int,
         now: float,
-    ) -> None: ...
+    ) -> None:
+        """Publish once per game and player (a repeat is dropped); raises
+        :class:`Unreachable` when it could not, so that the game is delivered again."""
+        ...
 
 
 class RatingStore(Protocol):
@@ -252,6 +255,12 @@ class RatingStore(Protocol):
         """Record a game's outcome once: the first one recorded under the key wins and is
         returned, so every instance that rates the game applies the same result."""
         ...
+
+    async def announced(self, game_key: str) -> bool:
+        """Whether every RatingChanged of the game has been published."""
+        ...
+
+    async def mark_announced(self, game_key: str) -> None: ...
 
 
 class Metrics(Protocol):

@@ -3,8 +3,15 @@
 A game's outcome is computed once and recorded under the game's key (``decide``): whichever
 instance rates it first fixes the result, and every later delivery applies that same result.
 Each player's rating is then written with compare-and-set and remembers the game, so a player
-already updated is skipped; a crash half-way through is finished by the next delivery. A
-RatingChanged event goes out for each player whose rating this delivery changed.
+already updated is skipped; a crash half-way through is finished by the next delivery.
+
+RatingChanged is exactly once: the events are built from the recorded outcome (not from the
+ratings as they are now), published after every rating is written under event ids derived
+from the game and the player (JetStream drops a repeat within its duplicate window), and only
+then is the game marked announced. A delivery of a game not yet announced publishes all its
+events again, so an instance killed between writing the ratings and publishing (or while
+publishing) leaves the redelivery of the durable consumer to publish them; a publish that
+fails fails the delivery, which is redelivered. A game announced is skipped at once.
 """
 
 from __future__ import annotations
@@ -53,11 +60,24 @@ class Ratings:
         """Rate one finished game; returns how many ratings this call changed."""
         if finished.training or len({r.player_id for r in finished.results}) < 2:
             return 0
+        if await self._store.announced(finished.key):
+            return 0
         outcomes = await self._outcomes(finished)
         changed = 0
         for outcome in outcomes:
             if await self._apply_one(finished, outcome):
                 changed += 1
+        now = self._clock()
+        for outcome in outcomes:
+            await self._events.rating_changed(
+                PlayerRating(outcome.player_id, finished.game, *outcome.before),
+                PlayerRating(outcome.player_id, finished.game, *outcome.after),
+                table_id=finished.table_id,
+                game_no=finished.game_no,
+                place=outcome.place,
+                now=now,
+            )
+        await self._store.mark_announced(finished.key)
         return changed
 
     async def _outcomes(self, finished: FinishedGame) -> list[GameOutcome]:
@@ -80,14 +100,6 @@ class Ratings:
                 await self._store.write(updated, revision)
             except Conflict:
                 continue
-            await self._events.rating_changed(
-                rating,
-                updated,
-                table_id=finished.table_id,
-                game_no=finished.game_no,
-                place=outcome.place,
-                now=now,
-            )
             return True
         raise Unavailable(f"the rating of {outcome.player_id} changed too often to be written")
 
