@@ -415,6 +415,9 @@ async def test_p30_no_hold_is_left_by_a_cancelled_or_expired_ticket_a_short_play
         )
         try:
             await registry.put("aaa-refusing", record.SerializeToString())
+            # Matchmaking reads the registry at most every 0.5 s (KvEngineNodes): a table placed
+            # sooner would go to the node it knew, not to this one.
+            await asyncio.sleep(1.0)
             refused = [f"{run}-refused{i}" for i in range(4)]
             for player in refused:
                 await grant(player, CHIPS)
