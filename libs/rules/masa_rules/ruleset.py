@@ -148,6 +148,14 @@ class RuleSet:
     islek_penalty_for_finisher: bool = True
     # F-64 (decision): full rounds without a card drawn from the stock that end a hand.
     stall_rounds: int = 10
+    # F-63 classic (decision): how many hands of one game may be replayed because nobody opened;
+    # past that a hand nobody opened is scored without a finisher like any other, so a game
+    # deals at most ``hands_per_game + max_replays`` hands.
+    max_replays: int = 11
+    # F-96 (decision): an elimination game also ends after this many scored hands, the players
+    # still in ranked by total: the limit rises 10 a hand, so players who keep their scores low
+    # could otherwise play on for ever.
+    elimination_max_hands: int = 100
 
     def __post_init__(self) -> None:
         if self.open_threshold <= 0:
@@ -171,6 +179,12 @@ class RuleSet:
             raise RuleSetError("pairs_to_open and pairs_with_meld come together", "F-43")
         if self.stall_rounds < 1:
             raise RuleSetError(f"stall_rounds must be positive, not {self.stall_rounds}", "F-64")
+        if self.elimination_max_hands < 1:
+            raise RuleSetError(
+                f"elimination_max_hands must be positive, not {self.elimination_max_hands}", "F-96"
+            )
+        if self.max_replays < 0:
+            raise RuleSetError(f"max_replays must not be negative, not {self.max_replays}", "F-63")
 
     @property
     def pair_opening(self) -> bool:

@@ -918,6 +918,54 @@ def test_F63_deck_exhaustion_per_preset(
         assert after.hands_scored == 1 and end["scores"][1] > 0
 
 
+@pytest.mark.parametrize(("replayed_before", "replays"), [(0, True), (2, True), (3, False)])
+def test_F63_classic_replays_at_most_max_replays_hands_of_a_game(
+    replayed_before: int, replays: bool
+) -> None:
+    """Nobody ever opening would replay a classic hand without end: once a game has replayed
+    ``max_replays`` hands, a hand nobody opened is scored without a finisher (F-63 reading)."""
+    rules = RuleSet.classic(max_replays=3)
+    state = build(
+        rules,
+        4,
+        hands={1: "2C 9D"},
+        stock="",
+        seat=1,
+        phase=Phase.DRAW,
+        rest="discard",
+        hand_no=1 + replayed_before + 4,
+        hands_scored=4,
+    )
+    after, events = apply(state, Draw(1))
+    end = next(e for e in events if isinstance(e, HandEnded))
+    assert end.finisher is None and end.reason is HandEndReason.STOCK_EXHAUSTED
+    assert end.replayed is replays
+    if replays:
+        assert end.scores == (0, 0, 0, 0) and after.hands_scored == 4
+    else:
+        # F-92: no finisher, no multipliers, never kafa: every unopened seat pays its 100.
+        assert end.scores == (100, 100, 100, 100) and after.hands_scored == 5
+    assert after.hand_no == state.hand_no + 1
+
+
+def test_F63_max_replays_bounds_the_hands_of_a_classic_game() -> None:
+    """With no replays allowed a one-hand game deals exactly one hand, whatever is played."""
+    rules = RuleSet.classic(max_replays=0)
+    for seed in range(6):
+        state, _ = start(rules, 2, f"replays-{seed}", hands=1)
+        rng = DrawStream(f"replays-{seed}".encode())
+        while state.phase is not Phase.OVER:
+            state, _ = apply(state, random_policy(state, state.to_act[0], rng))
+        assert state.hand_no == 1 and state.hands_scored == 1
+
+
+def test_F63_max_replays_is_a_non_negative_option() -> None:
+    assert RuleSet.classic().max_replays == 11
+    with pytest.raises(RuleSetError) as info:
+        RuleSet.classic(max_replays=-1)
+    assert info.value.rule == "F-63"
+
+
 def hand_back_and_forth(state: State, turns: int) -> tuple[State, list[Event]]:
     """Each seat takes the discard and discards another card: no card from the stock."""
     events: list[Event] = []
@@ -1225,6 +1273,37 @@ def test_F96_salon_elimination_over_a_rising_limit() -> None:
     )
     after, events = apply(keep, Discard(0, pc("2C")))
     assert hand_end(events)["eliminated"] == [] and after.active == (True,) * 4
+
+
+@pytest.mark.parametrize(("max_hands", "over"), [(2, True), (3, False)])
+def test_F96_an_elimination_game_ends_after_elimination_max_hands(
+    max_hands: int, over: bool
+) -> None:
+    """Players who keep their scores under the rising limit could play on for ever: after
+    ``elimination_max_hands`` scored hands the game ends, the players still in ranked by
+    total (F-96 reading)."""
+    rules = RuleSet.salon(elimination_max_hands=max_hands)
+    state = build(
+        rules,
+        hands={0: "2C", 1: "KD", 2: "KS", 3: "5C"},
+        totals=(0, 20, 40, 60),
+        hands_scored=1,
+        seats={s: {"opened": True} for s in range(4)},
+    )
+    after, events = apply(state, Discard(0, pc("2C")))
+    assert hand_end(events)["eliminated"] == [] and after.active == (True,) * 4
+    assert (after.phase is Phase.OVER) is over
+    if over:
+        assert after.totals == (0, 30, 50, 65)
+        assert after.ranking == ((0,), (1,), (2,), (3,))
+        assert event_json(events[-1])["type"] == "game_end"
+
+
+def test_F96_elimination_max_hands_is_a_positive_option() -> None:
+    assert RuleSet.salon().elimination_max_hands == 100
+    with pytest.raises(RuleSetError) as info:
+        RuleSet.salon(elimination_max_hands=0)
+    assert info.value.rule == "F-96"
 
 
 def test_F96_team_is_out_over_twice_the_limit() -> None:

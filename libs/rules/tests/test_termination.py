@@ -1,4 +1,5 @@
-"""Every simulated game ends, within a bound on events (E-9, E-11, F-52, F-63, F-64, issue 8).
+"""Every simulated game ends, within a bound on events (E-9, E-11, F-52, F-63, F-64, F-96,
+issue 8).
 
 2,000 games of each kind are played by the built-in policies, across presets, player counts,
 team mode, both policies and text and integer seeds:
@@ -8,7 +9,8 @@ team mode, both policies and text and integer seeds:
   or salon's elimination to the end). Hands are dealt independently, so one-hand games cover
   hands as well as whole games do, at a tenth of the cost; the whole games cover what only a
   game has (the dealer rotating, totals, eliminations and the end of the game). Every hand
-  must end within :func:`fiftyone_hand_bound` events, and every game with its ranking.
+  must end within :func:`fiftyone_hand_bound` events, every game within
+  :func:`fiftyone_game_hands` hands, and so within their product of events, with its ranking.
 - Elevator: a game is one hand; every one must end within the engine's own bound
   (:func:`elevator_action_bound`, argued in ``masa_rules.elevator.engine``) with a winner who
   holds no cards: E-9's repeated Kopile leaves no hand blocked with cards everywhere.
@@ -28,7 +30,7 @@ from masa_rules.elevator import ElevatorRules, JokerStart
 from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
 from masa_rules.policy import policy_stream
-from masa_rules.ruleset import GameLength, RuleSet
+from masa_rules.ruleset import DeckExhausted, GameLength, RuleSet
 from masa_rules.shuffle import Seed
 
 GAMES = 2000
@@ -71,6 +73,26 @@ def fiftyone_hand_bound(rules: RuleSet, players: int) -> int:
     return turns * (players + 5) + 2 * 106 + 3 * players + 4
 
 
+def fiftyone_game_hands(rules: RuleSet, hands: int | None) -> int:
+    """Hands dealt in one 51 game, at most; with :func:`fiftyone_hand_bound`, a proof that
+    every game ends.
+
+    - A game of ``hands`` (or ``hands_per_game``, F-95) ends when that many hands are scored;
+      with elimination (F-96) it ends at the latest after ``elimination_max_hands`` scored
+      hands (or ``hands``, when fewer).
+    - Every hand ends (:func:`fiftyone_hand_bound`) scored or replayed; only classic replays
+      (F-63), and at most ``max_replays`` hands of a game.
+    """
+    if rules.game_length is GameLength.HANDS:
+        scored = hands or rules.hands_per_game
+    else:
+        scored = min(hands or rules.elimination_max_hands, rules.elimination_max_hands)
+    replays = (
+        rules.max_replays if rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED else 0
+    )
+    return scored + replays
+
+
 def elevator_action_bound(state: elevator.State) -> int:
     """The bound ``masa_rules.elevator.engine`` argues: C cards, p players."""
     cards, players = 54 * state.decks, state.players
@@ -91,6 +113,8 @@ class Outcome:
     ended: bool
     whole_game_of: int | None = None
     winner_cards: int | None = None
+    hands_dealt: int = 1
+    hands_bound: int = 1
 
 
 def seed_of(case: int, text: bool) -> Seed:
@@ -104,10 +128,14 @@ def play_fiftyone(case: int) -> Outcome:
     whole = case % WHOLE_GAME_EVERY == 0
     rules = RuleSet.preset_named(preset)
     bound = fiftyone_hand_bound(rules, players)
-    state, events = fiftyone.start(rules, players, seed, teams=teams, hands=None if whole else 1)
+    hands = None if whole else 1
+    hands_bound = fiftyone_game_hands(rules, hands)
+    state, events = fiftyone.start(rules, players, seed, teams=teams, hands=hands)
     rng = policy_stream("fiftyone", seed)
     in_hand, longest = len(events), 0
-    while state.phase is not fiftyone.Phase.OVER and in_hand <= bound:
+    while (
+        state.phase is not fiftyone.Phase.OVER and in_hand <= bound and state.hand_no <= hands_bound
+    ):
         state, events = fiftyone.apply(state, policy(state, state.to_act[0], rng))
         in_hand += len(events)
         if any(isinstance(e, fiftyone.HandEnded) for e in events):
@@ -122,6 +150,8 @@ def play_fiftyone(case: int) -> Outcome:
         state.hands_scored,
         over and ranked,
         whole_game_of=length if whole else None,
+        hands_dealt=state.hand_no,
+        hands_bound=hands_bound,
     )
 
 
@@ -154,11 +184,12 @@ def test_E9_E11_2000_elevator_games_end_with_a_winner_holding_no_cards() -> None
         assert outcome.ended and outcome.winner_cards == 0, outcome
 
 
-def test_F52_F63_F64_2000_fiftyone_games_end_within_the_bound() -> None:
+def test_F52_F63_F64_F96_2000_fiftyone_games_end_within_the_bound() -> None:
     outcomes = list(played("fiftyone"))
     assert len(outcomes) == GAMES
     for outcome in outcomes:
         assert outcome.longest_hand <= outcome.bound, outcome
+        assert outcome.hands_dealt <= outcome.hands_bound, outcome
         assert outcome.ended, outcome
     whole = [o for o in outcomes if o.whole_game_of is not None]
     assert len(whole) == GAMES // WHOLE_GAME_EVERY

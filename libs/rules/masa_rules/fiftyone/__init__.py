@@ -86,6 +86,15 @@ still this engine's choices where the book is silent.
     offer an opening that keeps one when any exists (:func:`masa_rules.solver.opening_keeping`).
     Was: the best arrangement was trimmed by one meld, which missed openings worth exactly the
     threshold.
+22. F-63 *(changed; the book is silent on a bound)*: a classic game replays at most
+    ``RuleSet.max_replays`` (11, as many as a default game has hands) hands nobody opened;
+    after that such a hand is scored without a finisher (F-92: every unopened seat pays its
+    100), so a game deals at most ``hands_per_game + max_replays`` hands. Was: a hand could
+    be replayed without end.
+23. F-96 *(changed; the book is silent on a bound)*: an elimination game also ends after
+    ``RuleSet.elimination_max_hands`` (100) scored hands, the seats still in ranked by total
+    ahead of those eliminated. The limit rises 10 a hand, so seats that keep their scores under
+    it could otherwise play for ever (greedy seats have played 53 hands). Was: no bound.
 """
 
 from masa_rules.fiftyone.actions import (

@@ -19,7 +19,10 @@ F-33r; use a retrieved joker, F-55) the engine checks that the obligation can st
 while a card to discard stays in hand (F-36, F-52), and it rejects any later play that would
 make it impossible, so a seat can always end its turn; the termination test plays 2,000 games
 to the end on that promise. A hand ends by a finishing discard (F-60), an empty stock (F-63)
-or ``stall_rounds`` rounds without a stock draw (F-64).
+or ``stall_rounds`` rounds without a stock draw (F-64). A game ends after ``hands_per_game``
+scored hands (F-95) or, with elimination, when one seat or team is left and at the latest after
+``elimination_max_hands`` scored hands (F-96); only classic replays a hand (F-63), at most
+``max_replays`` of them in a game. ``tests/test_termination.py`` states both bounds.
 """
 
 from __future__ import annotations
@@ -473,9 +476,14 @@ def _exhausted(state: State, seat: int) -> tuple[State, list[Event]]:
 
 def _no_finisher(state: State, reason: HandEndReason) -> tuple[State, list[Event]]:
     """F-63 (and F-64, which ends a hand the same way): no finisher; a classic hand nobody
-    opened is replayed, any other is scored."""
-    replay = state.rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED and not any(
-        s.opened for s in state.seats
+    opened is replayed while the game has replayed fewer than ``max_replays`` hands, any other
+    is scored."""
+    rules = state.rules
+    replayed = state.hand_no - 1 - state.hands_scored
+    replay = (
+        rules.deck_exhausted is DeckExhausted.REPLAY_IF_NONE_OPENED
+        and not any(s.opened for s in state.seats)
+        and replayed < rules.max_replays
     )
     return _end_hand(state, None, Finish(), scored=not replay, reason=reason)
 
@@ -1075,7 +1083,10 @@ def _game_over(state: State) -> bool:
     rules = state.rules
     if rules.game_length is GameLength.HANDS:
         return state.hands_scored >= (state.hands_limit or rules.hands_per_game)
-    if state.hands_limit is not None and state.hands_scored >= state.hands_limit:
+    limit = rules.elimination_max_hands
+    if state.hands_limit is not None:
+        limit = min(limit, state.hands_limit)
+    if state.hands_scored >= limit:
         return True
     seats = [i for i, a in enumerate(state.active) if a]
     if state.teams:
