@@ -1,0 +1,52 @@
+"""How fast a load run acts: a cap that no burst can break, and human think times.
+
+:class:`RateCap` lets sends go one at a time, each at least ``1 / rate`` after the one before
+by the clock, in the order asked, across every table of the run: however the tables'
+schedules line up, or however late the event loop wakes a waiter, no window of a second sends
+more than ``rate`` actions (plus the one that opens it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+__all__ = ["RateCap", "ThinkTime"]
+
+
+class RateCap:
+    """At most ``rate`` sends a second across every caller (``None``: no cap)."""
+
+    def __init__(self, rate: float | None) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError("a rate cap must be positive")
+        self._gap = 1.0 / rate if rate else 0.0
+        self._last = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def slot(self) -> None:
+        """Wait for this caller's turn to send; the send follows at once."""
+        if not self._gap:
+            return
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            # A sleep may end early by the loop's clock resolution: wait until it has passed.
+            while (wait := self._last + self._gap - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            self._last = loop.time()
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkTime:
+    """A human's pause before each move: uniform in [low, high] seconds."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low <= self.high:
+            raise ValueError("think times need 0 <= low <= high")
+
+    def draw(self, rng: random.Random) -> float:
+        return rng.uniform(self.low, self.high)
