@@ -1,0 +1,82 @@
+"""``masa-load`` against the running stack: the console script, the public API only, a bounded
+run, a JSON report; closed tables under a rate cap it never exceeds, and live tables with bot
+seats, watch streams and think times."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from masa_platform.auth import Role, mint_token
+from masa_platform.settings import AuthSettings
+
+
+def _masa_load(*args: str) -> tuple[dict[str, Any], str, float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "masa-load"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout), done.stderr, time.monotonic() - started
+
+
+def test_closed_tables_of_a_mix_stay_under_the_rate_cap(stack: dict[str, str]) -> None:
+    rate = 40.0
+    report, progress, seconds = _masa_load(
+        "--address", stack["table-engine"], "--tables", "8", "--mix", "elevator=3,fiftyone=1",
+        "--rate", str(rate), "--warmup", "1", "--duration", "4",
+    )  # fmt: skip
+    # It stops by itself: warm-up, window and a short wind-down, not much more.
+    assert seconds < 30
+    assert report["address"] == stack["table-engine"]
+    assert report["game_mix"] == {"elevator": 3, "fiftyone": 1}
+    assert report["refused"] == {}
+    # Never above the cap (one more for the send that opens a window), yet near it.
+    assert rate * 4 * 0.5 <= report["accepted_actions"] <= rate * 4 + 1
+    submits = report["submit_action_ms"]
+    assert submits["count"] == report["accepted_actions"]
+    assert sum(submits["histogram_ms"].values()) == submits["count"]
+    assert set(report["submit_action_ms_by_game"]) == {"elevator", "fiftyone"}
+    assert submits["p50"] <= submits["p99"] <= submits["max"]
+    assert "accepted" in progress
+
+
+def test_live_tables_with_bot_seats_play_through_watch_streams(
+    stack: dict[str, str], tmp_path: Path
+) -> None:
+    # Tokens from a token file, as for a deployment whose secret the operator keeps.
+    auth = AuthSettings()
+    tokens = {
+        "service": mint_token(auth, "load-lobby", [Role.SERVICE]),
+        "players": [mint_token(auth, f"file-player-{n}") for n in range(8)],
+    }
+    token_file = tmp_path / "tokens.json"
+    token_file.write_text(json.dumps(tokens))
+    report, _, _ = _masa_load(
+        "--address", stack["table-engine"], "--tables", "4", "--seats", "4", "--humans", "2",
+        "--live", "0.05", "0.2", "--turn-seconds", "20", "--token-file", str(token_file),
+        "--warmup", "1", "--duration", "4", "--quiet",
+    )  # fmt: skip
+    assert report["tables_kind"] == "live"
+    assert report["human_seats"] == 2
+    # Each human move reads the seat's view first, then submits it.
+    assert report["accepted_actions"] > 4
+    assert report["get_table_ms"]["count"] >= report["accepted_actions"]
+    assert report["refused"] == {}
+
+
+def test_bad_options_are_refused_before_any_call() -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "masa-load"), "--address", "127.0.0.1:1",
+         "--mix", "poker", "--duration", "1"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "unknown game 'poker'" in done.stderr
