@@ -1,44 +1,37 @@
-"""Table-engine speed (issue 5): SubmitAction latency and actions/s of one engine process.
+"""Table-engine speed and capacity (issues 5 and 14), driven by ``masa-load``; one JSON document.
 
-Prints one JSON document. The set-up is the real one: a nats-server with JetStream (temporary
-store) and one ``python -m masa_table_engine`` process, each on free ports; this process is
-the load generator. It keeps ``TABLES`` Elevator tables running at once, every seat a human
-seat played from here through ``SubmitAction`` (with its player's token, a request id and the
-expected sequence), moves chosen by the engines' greedy policy. Every accepted action is
-appended to JetStream by the engine before it answers. A finished table is replaced by a new
-one, so table creation is part of the load.
+The set-up is the real one: a nats-server with JetStream (temporary store) and
+``python -m masa_table_engine`` processes, each on free ports, a fresh engine for each phase.
+The load comes from ``masa-load`` (libs/client), run as its own process against the engine's
+public API, exactly as an operator would run it; this process only reads the engine's own
+counters (accepted actions from ``/metrics``, CPU and RSS from ``/proc``) over each window.
+Every accepted action is appended to JetStream before SubmitAction answers.
 
-The client holds every seat of a table, so it keeps each table's state itself: it reads each
-seat's view once per game (hands included) and applies every accepted action with the
-engine's own rules, taking the secret stock cards from the answers (the drawer sees them) and
-the cards of a Kopile from that seat's view. So the engine serves one call per action, as it
-would for clients that follow their tables on watch streams.
+Phases (``BENCH_PHASES`` picks some, all by default):
 
-Phases, each measured over a fixed window after a warm-up:
+- ``echo``: a bare ``grpc.aio`` echo server (its own process, no interceptors), called by
+  ``BENCH_TABLES`` callers as fast as answered, and again at a light paced rate: the baseline
+  every figure is also given against (``vs_echo``), since the machine is shared and noisy.
+- ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
+  engine's CPU per accepted action and its actions/s. A 51 move starts from the actor's view
+  (GetTable), so its CPU is counted "from the actor's view": both calls.
+- ``live``: ``BENCH_LIVE_TABLES`` live 4-seat tables on one engine (one in four 51), two
+  human seats each on watch streams acting 2-8 s after their turn starts, two bot seats the
+  engine plays, 20 s turn timers: SubmitAction p99, the engine's CPU and RSS per live table.
+- ``scaleout``: two engines (two node ids, one NATS), each with its own ``masa-load``, holding
+  ``BENCH_SCALE_FACTOR`` (1.7) times the live tables between them, to compare the p99 with
+  the one-engine ``live`` phase.
 
-- ``paced``: every table acts on a fixed schedule, offering a total rate of half the target,
-  three quarters and the target. The latency target applies at the target rate: a saturated
-  closed loop only measures its own queue (200 callers waiting in line). A table whose
-  answers come later than its schedule falls behind it, so a rate the engine cannot keep
-  shows as fewer accepted actions than offered.
-- ``saturated``: every table acts as soon as its last action was answered: the most one
-  engine process sustains, to which the throughput target applies.
-- ``saturated_with_a_read``: the same with a ``GetTable`` of the actor's view before every
-  move.
-- ``paced_mixed``: the target rate again, with one table in four playing 51 (four seats, the
-  presets in turn, one hand). 51 moves start from the actor's view (``GetTable``), rebuilt
-  with ``masa_wire.fiftyone`` and played by the engines' greedy 51 policy.
-
-A bare ``grpc.aio`` echo server (its own process, no interceptors) is measured with the same
-client concurrency and unary calls, so the engine's figures can be compared with gRPC's own
-cost on this machine. Every process started here is stopped on the way out, errors included.
+``BENCH_WARMUP``/``BENCH_WINDOW`` shorten the closed phases, ``BENCH_LIVE_WARMUP``/
+``BENCH_LIVE_WINDOW`` the live ones; ``BENCH_PROFILE`` (for example ``-m cProfile -o
+/tmp/engine.prof``) runs the engines under a profiler. Every process started here is stopped on
+the way out, errors included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import platform
@@ -49,478 +42,47 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import grpc
 import grpc.aio
-import masa_wire.elevator
-from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
-from masa.common.v1 import game_pb2
-from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
-from masa_platform.auth import mint_token
-from masa_platform.settings import AuthSettings
+from masa.table.v1 import table_pb2
 from masa_platform.testing import NatsServer, free_port
-from masa_rules import fiftyone
-from masa_rules.elevator import Action, Kopile, State, apply, legal_actions
-from masa_rules.elevator.policies import greedy_policy
-from masa_rules.fiftyone.policies import greedy_policy as fiftyone_greedy
-from masa_rules.shuffle import DrawStream
-from masa_wire import fiftyone as fiftyone_wire
-from masa_wire.cards import card_from_proto, cards_from_proto
-from masa_wire.elevator import action_to_proto, state_from_seat_view
 
-TABLES = 200
-TARGET_ACTIONS_PER_SECOND = 1_000
-PACED_ACTIONS_PER_SECOND = (500, 750, TARGET_ACTIONS_PER_SECOND)
+PHASES = tuple(os.environ.get("BENCH_PHASES", "echo,elevator,fiftyone,live,scaleout").split(","))
+TABLES = int(os.environ.get("BENCH_TABLES", "200"))
+LIVE_TABLES = int(os.environ.get("BENCH_LIVE_TABLES", "1000"))
+SCALE_FACTOR = float(os.environ.get("BENCH_SCALE_FACTOR", "1.7"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_WARMUP", "8"))
 WINDOW_SECONDS = float(os.environ.get("BENCH_WINDOW", "20"))
-ECHO_SECONDS = 10.0
-# Elevator seats 3 to 6 players; the tables cycle through every size.
-SEAT_COUNTS = (3, 4, 5, 6)
-TARGET_P99_MS = 20.0
-# Long enough that no timer fires during the run: the load is the clients' actions only.
-TURN_SECONDS = 600
-CALL_TIMEOUT_SECONDS = 10.0
+LIVE_WARMUP_SECONDS = float(os.environ.get("BENCH_LIVE_WARMUP", "20"))
+LIVE_WINDOW_SECONDS = float(os.environ.get("BENCH_LIVE_WINDOW", "30"))
+ECHO_SECONDS = float(os.environ.get("BENCH_ECHO_SECONDS", "10"))
+ECHO_PACED_PER_SECOND = 400
+THINK_SECONDS = (2.0, 8.0)
+LIVE_TURN_SECONDS = 20
+# Closed tables must never time out: the load is the clients' actions only.
+CLOSED_TURN_SECONDS = 600
 READY_TIMEOUT_SECONDS = 30.0
+# masa-load's own start (imports, tokens) before its warm-up begins.
+LOAD_START_SECONDS = 2.0
 
-GAME_ELEVATOR = "elevator"
-GAME_FIFTYONE = "fiftyone"
-# In the mixed phase one table in this many plays 51, each preset in turn.
-FIFTYONE_EVERY = 4
-FIFTYONE_PRESETS = (game_pb2.PRESET_CLASSIC, game_pb2.PRESET_SALON, game_pb2.PRESET_REMI)
-
-AUTH = AuthSettings()
+GOALS = {
+    "elevator_cpu_ms_per_action": 0.5,
+    "fiftyone_cpu_ms_per_action": 1.0,
+    "saturated_share_of_echo_calls": 0.6,
+    "live_submit_action_p99_ms": 50.0,
+    "live_engine_cpu_cores": 1.0,
+    "scaleout_tables_ratio": 1.7,
+}
 ECHO_METHOD = "/bench.Echo/Echo"
 
 
-@dataclass(slots=True)
-class Phase:
-    """What the clients saw over one measured window."""
-
-    submit_seconds: dict[str, list[float]] = field(
-        default_factory=lambda: {GAME_ELEVATOR: [], GAME_FIFTYONE: []}
-    )
-    get_seconds: list[float] = field(default_factory=list)
-    accepted: int = 0
-    tables_created: int = 0
-    games_finished: int = 0
-    # Times the client's copy of a table disagreed with the engine and was read again.
-    resyncs: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-
-
-class Recorder:
-    """Counts only what completes inside [start, end); the rest is warm-up or wind-down."""
-
-    def __init__(self) -> None:
-        self.start = float("inf")
-        self.end = float("inf")
-        self.phase = Phase()
-
-    def measuring(self, now: float) -> bool:
-        return self.start <= now < self.end
-
-
-class Players:
-    """Development tokens, minted once per player name and reused across tables."""
-
-    def __init__(self) -> None:
-        self._tokens: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.service = self._metadata("bench-lobby", "service")
-
-    def of(self, player: str) -> tuple[tuple[str, str], ...]:
-        metadata = self._tokens.get(player)
-        if metadata is None:
-            metadata = self._tokens[player] = self._metadata(player, "player")
-        return metadata
-
-    @staticmethod
-    def _metadata(subject: str, role: str) -> tuple[tuple[str, str], ...]:
-        token = mint_token(AUTH, subject, (role,), ttl_seconds=3600)
-        return (("authorization", f"Bearer {token}"),)
-
-
-def table_config(
-    slot: int, game_no: int, *, fiftyone: bool
-) -> tuple[game_pb2.TableConfig, list[str]]:
-    seats = 4 if fiftyone else SEAT_COUNTS[(slot + game_no) % len(SEAT_COUNTS)]
-    players = [f"bench-{slot}-{seat}" for seat in range(seats)]
-    turn_time = duration_pb2.Duration()
-    turn_time.FromSeconds(TURN_SECONDS)
-    config = game_pb2.TableConfig(
-        game=game_pb2.GAME_KIND_ELEVATOR,
-        mode=game_pb2.MODE_TRAINING,
-        turn_time=turn_time,
-        seats=[
-            game_pb2.SeatAssignment(
-                seat=seat, kind=game_pb2.SEAT_KIND_HUMAN, player_id=player, display_name=player
-            )
-            for seat, player in enumerate(players)
-        ],
-    )
-    if fiftyone:
-        config.game = game_pb2.GAME_KIND_FIFTYONE
-        config.preset = FIFTYONE_PRESETS[(slot + game_no) % len(FIFTYONE_PRESETS)]
-        config.options.fiftyone.hands_per_game = 1
-    return config, players
-
-
-# state_from_seat_view deals a template game for the fields a view never carries, on every
-# call; the template depends only on the rules, the seat count and the hand number, and states
-# are immutable, so the load generator keeps one per kind. This keeps the generator (which
-# shares the machine with the engine) from spending more CPU per move than the engine does.
-masa_wire.elevator.new_game = functools.cache(masa_wire.elevator.new_game)  # type: ignore[attr-defined]
-
-
-def choose(state: State, seat: int, salt: bytes) -> Action | None:
-    """The engines' greedy policy, deterministic in ``salt``; None if ``seat`` has no move."""
-    actions = legal_actions(state, seat)
-    return greedy_policy(state, seat, DrawStream(salt)) if actions else None
-
-
-class Driver:
-    """Plays the tables of one slot, one after another, every seat as its human player.
-
-    With ``reads`` each move starts from the actor's view (``GetTable``), as a client without
-    a watch stream would. Without, only ``SubmitAction`` reaches the engine per move: this
-    client holds every seat, so it can keep the whole state itself. At the start it reads
-    every seat's view (hands included); then it applies each accepted action with the
-    engine's own rules. The stock's order is secret, so a drawn card is taken from the
-    answer (the drawer sees it), and a Kopile's cards, which only the Kopile seat sees, from
-    that seat's view. Should the copy ever disagree with the engine it is read again.
-    """
-
-    def __init__(
-        self,
-        slot: int,
-        stub: table_pb2_grpc.TableServiceAsyncStub,
-        *,
-        players: Players,
-        recorder: Recorder,
-        interval: float,
-        reads: bool,
-        fiftyone: bool = False,
-    ) -> None:
-        self.slot = slot
-        # A 51 table's moves always start from the actor's view: the client keeps no copy.
-        self.fiftyone = fiftyone
-        self.stub = stub
-        self.players = players
-        self.recorder = recorder
-        self.interval = interval
-        self.reads = reads
-        self.table_id = ""
-        self.names: list[str] = []
-        self.state: State | None = None
-        self.sequence = 0
-        # Every move gets a request id of its own; one the engine refused is not sent again
-        # under the same id, which the engine would answer from its de-duplication cache.
-        self.moves = 0
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Play until ``stop``, one move every ``interval`` seconds (0: as fast as answered)."""
-        loop = asyncio.get_running_loop()
-        # Spread the tables' schedules evenly, so the offered load is smooth.
-        next_at = loop.time() + self.interval * self.slot / TABLES
-        game_no = 0
-        while not stop.is_set():
-            await self.create(game_no)
-            game_no += 1
-            actor = await self.sync()
-            while actor is not None and not stop.is_set():
-                if self.interval:
-                    delay = next_at - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    # A table that fell behind catches up by one interval at most.
-                    next_at = max(next_at + self.interval, loop.time() - self.interval)
-                actor = await self.act(actor)
-
-    async def create(self, game_no: int) -> None:
-        config, self.names = table_config(self.slot, game_no, fiftyone=self.fiftyone)
-        created = await self.stub.CreateTable(
-            table_pb2.CreateTableRequest(config=config),
-            metadata=self.players.service,
-            timeout=CALL_TIMEOUT_SECONDS,
-        )
-        self.table_id = created.table.table_id
-        if self.recorder.measuring(time.perf_counter()):
-            self.recorder.phase.tables_created += 1
-
-    async def view(self, seat: int) -> view_pb2.SeatView:
-        response = await self.stub.GetTable(
-            table_pb2.GetTableRequest(table_id=self.table_id),
-            metadata=self.players.of(self.names[seat]),
-            timeout=CALL_TIMEOUT_SECONDS,
-        )
-        return response.seat_view
-
-    async def sync(self) -> int | None:
-        """Rebuild the state from every seat's view; returns the seat on turn (None: over)."""
-        if self.reads or self.fiftyone:
-            table = (await self.view(0)).table
-            self.sequence = table.table.sequence
-            return int(table.turn_seat) if table.HasField("turn_seat") else None
-        views = [await self.view(seat) for seat in range(len(self.names))]
-        table = views[0].table
-        self.sequence = table.table.sequence
-        if not table.HasField("turn_seat"):
-            return None
-        public = state_from_seat_view(views[0])
-        # Only the stock's size matters until a card is drawn, and a drawn card is replaced
-        # by the real one before the draw is applied.
-        stock = (public.pile[0],) * table.elevator.stock_count
-        hands = tuple(cards_from_proto(view.hand) for view in views)
-        self.state = replace(public, hands=hands, stock=stock)
-        return int(table.turn_seat)
-
-    async def act(self, seat: int) -> int | None:  # noqa: C901, PLR0911, PLR0912 - one timed move: read, choose, submit, follow; each early exit resyncs
-        """One move of ``seat``, on turn now; returns the next seat on turn, None at the end."""
-        phase = self.recorder.phase
-        started = time.perf_counter()
-        state = self.state
-        fiftyone_state: fiftyone.State | None = None
-        if self.reads or self.fiftyone:
-            view = await self.view(seat)
-            table = view.table
-            if not table.HasField("turn_seat") or table.turn_seat != seat:
-                return await self.sync()
-            self.sequence = table.table.sequence
-            if self.fiftyone:
-                fiftyone_state = fiftyone_wire.state_from_seat_view(view)
-            else:
-                state = state_from_seat_view(view)
-        read = time.perf_counter()
-        # The policies' randomness is seeded by the table and the move, so runs repeat.
-        salt = f"{self.table_id}/{self.sequence}/{self.moves}"
-        action: Action | None = None
-        if fiftyone_state is not None:
-            move = fiftyone_greedy(fiftyone_state, seat, DrawStream(salt.encode()))
-            message = fiftyone_wire.action_to_proto(move)
-        else:
-            if state is not None:
-                action = choose(state, seat, salt.encode())
-            if state is None or action is None:
-                # The client's copy has drifted from the table; read it again.
-                if self.recorder.measuring(time.perf_counter()):
-                    phase.resyncs += 1
-                return await self.sync()
-            message = action_to_proto(action)
-        update = await self.submit(seat, message, read_seconds=read - started)
-        if update is None:
-            return await self.sync()
-        if self.fiftyone:
-            update = await self.answer_queries(update)
-            if update is None:
-                return await self.sync()
-        if any(event.HasField("game_finished") for event in update.events):
-            return None
-        following = next(
-            (int(e.turn_started.seat) for e in update.events if e.HasField("turn_started")), None
-        )
-        if self.reads or state is None or action is None:
-            return following if following is not None else await self.sync()
-        return await self.follow(state, action, update, following)
-
-    async def submit(
-        self, seat: int, message: action_pb2.Action, *, read_seconds: float | None
-    ) -> event_pb2.TableUpdate | None:
-        """Submit ``seat``'s move and count it; None when the engine refused it."""
-        phase = self.recorder.phase
-        self.moves += 1
-        sent = time.perf_counter()
-        try:
-            answer = await self.stub.SubmitAction(
-                table_pb2.SubmitActionRequest(
-                    request_id=f"{self.table_id}/{self.sequence}/{self.moves}",
-                    table_id=self.table_id,
-                    expected_sequence=self.sequence,
-                    action=message,
-                ),
-                metadata=self.players.of(self.names[seat]),
-                timeout=CALL_TIMEOUT_SECONDS,
-            )
-        except grpc.aio.AioRpcError as error:
-            # A refused move means the client's copy has drifted: count it, and read it again.
-            if self.recorder.measuring(time.perf_counter()):
-                phase.errors[error.code().name] += 1
-                phase.resyncs += 1
-            return None
-        done = time.perf_counter()
-        update = answer.update
-        if self.recorder.measuring(done):
-            if read_seconds is not None and (self.reads or self.fiftyone):
-                phase.get_seconds.append(read_seconds)
-            phase.submit_seconds[GAME_FIFTYONE if self.fiftyone else GAME_ELEVATOR].append(
-                done - sent
-            )
-            phase.accepted += 1
-            phase.games_finished += sum(1 for e in update.events if e.HasField("game_finished"))
-        self.sequence = update.sequence
-        return update
-
-    async def answer_queries(self, update: event_pb2.TableUpdate) -> event_pb2.TableUpdate | None:
-        """F-80: a 51 move that starts a query waits for the asked seats, which all give (as
-        the greedy policy does) until the query ends; returns the last update."""
-        asked = [
-            seat
-            for event in update.events
-            if event.HasField("query_started")
-            for seat in event.query_started.asked_seats
-        ]
-        for seat in asked:
-            give = action_pb2.Action(
-                answer_query=action_pb2.AnswerQuery(answer=action_pb2.QUERY_ANSWER_GIVE)
-            )
-            answered = await self.submit(seat, give, read_seconds=None)
-            if answered is None:
-                return None
-            update = answered
-            if any(event.HasField("query_ended") for event in update.events):
-                break
-        return update
-
-    async def follow(
-        self, state: State, action: Action, update: event_pb2.TableUpdate, following: int | None
-    ) -> int | None:
-        """Apply the accepted ``action`` to the copy of the state; returns the seat on turn."""
-        for event in update.events:
-            if event.HasField("passed") and event.passed.HasField("drawn"):
-                drawn = card_from_proto(event.passed.drawn)
-                state = replace(state, stock=(drawn, *state.stock[1:]))
-        state, happened = apply(state, action)
-        for rule_event in happened:
-            if isinstance(rule_event, Kopile) and rule_event.drew:
-                seat = rule_event.seat
-                hand = cards_from_proto((await self.view(seat)).hand)
-                hands = (*state.hands[:seat], hand, *state.hands[seat + 1 :])
-                state = replace(state, hands=hands)
-        self.state = state
-        if following is None or following != state.turn:
-            if self.recorder.measuring(time.perf_counter()):
-                self.recorder.phase.resyncs += 1
-            return await self.sync()
-        return following
-
-
-async def measure_engine(
-    address: str,
-    metrics_url: str,
-    pid: int,
-    nats_pid: int,
-    *,
-    interval: float,
-    reads: bool,
-    fiftyone_every: int = 0,
-) -> dict[str, Any]:
-    """One phase: warm up, then count and time what completes within the window."""
-    recorder = Recorder()
-    stop = asyncio.Event()
-    players = Players()
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = table_pb2_grpc.TableServiceStub(channel)
-        drivers = [
-            Driver(
-                slot,
-                stub,
-                players=players,
-                recorder=recorder,
-                interval=interval,
-                reads=reads,
-                fiftyone=bool(fiftyone_every) and slot % fiftyone_every == fiftyone_every - 1,
-            )
-            for slot in range(TABLES)
-        ]
-        tasks = [asyncio.create_task(driver.run(stop)) for driver in drivers]
-        try:
-            await asyncio.sleep(WARMUP_SECONDS)
-            before = engine_counters(metrics_url, pid, nats_pid)
-            own_cpu = time.process_time()
-            recorder.start = time.perf_counter()
-            recorder.end = recorder.start + WINDOW_SECONDS
-            await asyncio.sleep(WINDOW_SECONDS)
-            after = engine_counters(metrics_url, pid, nats_pid)
-            own_cpu = time.process_time() - own_cpu
-            for task in tasks:
-                if task.done() and task.exception() is not None:
-                    raise RuntimeError("a table driver failed") from task.exception()
-        finally:
-            stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-    phase = recorder.phase
-    engine_accepted = after["accepted"] - before["accepted"]
-    cpu = after["cpu_seconds"] - before["cpu_seconds"]
-    nats_cpu = after["nats_cpu_seconds"] - before["nats_cpu_seconds"]
-    return {
-        "engine_calls_per_action": (
-            "GetTable + SubmitAction"
-            if reads
-            else "SubmitAction; GetTable + SubmitAction for 51 moves"
-            if fiftyone_every
-            else "SubmitAction"
-        ),
-        "offered_actions_per_second": round(TABLES / interval) if interval else None,
-        "window_seconds": WINDOW_SECONDS,
-        "accepted_actions": phase.accepted,
-        "actions_per_second": round(phase.accepted / WINDOW_SECONDS, 1),
-        "engine_accepted_actions_per_second": round(engine_accepted / WINDOW_SECONDS, 1),
-        "engine_cpu_percent": round(100 * cpu / WINDOW_SECONDS, 1),
-        "engine_cpu_ms_per_action": round(1000 * cpu / engine_accepted, 3)
-        if engine_accepted
-        else None,
-        "nats_server_cpu_percent": round(100 * nats_cpu / WINDOW_SECONDS, 1),
-        "load_generator_cpu_percent": round(100 * own_cpu / WINDOW_SECONDS, 1),
-        "submit_action_ms": percentiles([s for g in phase.submit_seconds.values() for s in g]),
-        **(
-            {
-                "submit_action_ms_by_game": {
-                    game: percentiles(seconds) for game, seconds in phase.submit_seconds.items()
-                }
-            }
-            if fiftyone_every
-            else {}
-        ),
-        **({"get_table_ms": percentiles(phase.get_seconds)} if reads else {}),
-        "tables_created": phase.tables_created,
-        "games_finished": phase.games_finished,
-        "client_resyncs": phase.resyncs,
-        "errors": dict(phase.errors),
-    }
-
-
-def engine_counters(metrics_url: str, pid: int, nats_pid: int) -> dict[str, float]:
-    """Accepted actions by the engine's own count, and its CPU time so far."""
-    with urllib.request.urlopen(metrics_url, timeout=5) as answer:
-        text = answer.read().decode()
-    accepted = sum(
-        float(match.group(1))
-        for match in re.finditer(
-            r'^masa_table_actions_total\{[^}]*result="accepted"[^}]*\} (\S+)$', text, re.M
-        )
-    )
-    return {
-        "accepted": accepted,
-        "cpu_seconds": cpu_seconds(pid),
-        "nats_cpu_seconds": cpu_seconds(nats_pid),
-    }
-
-
-def pid_of(marker: str) -> int:
-    """The process whose command line holds ``marker`` (the nats-server of our temp store)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    return int(entry.name)
-    raise LookupError(f"no process runs with {marker}")
+# --- the engine's own counters -----------------------------------------------------------------
 
 
 def cpu_seconds(pid: int) -> float:
@@ -530,21 +92,190 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def percentiles(samples: list[float]) -> dict[str, float | int]:
-    if not samples:
-        return {"count": 0}
-    ordered = sorted(samples)
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise LookupError(f"no VmRSS for {pid}")
 
-    def at(q: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
+def accepted_actions(metrics_url: str) -> float:
+    with urllib.request.urlopen(metrics_url, timeout=5) as answer:
+        text = answer.read().decode()
+    return sum(
+        float(match.group(1))
+        for match in re.finditer(
+            r'^masa_table_actions_total\{[^}]*result="accepted"[^}]*\} (\S+)$', text, re.M
+        )
+    )
+
+
+class Engine:
+    """A running engine process and its counters."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, metrics_url: str) -> None:
+        self.process = process
+        self.address = address
+        self.metrics_url = metrics_url
+
+    def counters(self) -> dict[str, float]:
+        return {
+            "accepted": accepted_actions(self.metrics_url),
+            "cpu_seconds": cpu_seconds(self.process.pid),
+            "rss_bytes": rss_bytes(self.process.pid),
+        }
+
+
+def over_window(engine: Engine, before: dict[str, float], seconds: float) -> dict[str, Any]:
+    after = engine.counters()
+    accepted = after["accepted"] - before["accepted"]
+    cpu = after["cpu_seconds"] - before["cpu_seconds"]
     return {
-        "count": len(ordered),
-        "p50": at(0.50),
-        "p90": at(0.90),
-        "p99": at(0.99),
-        "max": round(1000 * ordered[-1], 2),
+        "engine_accepted_actions_per_second": round(accepted / seconds, 1),
+        "engine_cpu_percent": round(100 * cpu / seconds, 1),
+        "engine_cpu_ms_per_action": round(1000 * cpu / accepted, 3) if accepted else None,
+        "engine_rss_mib": round(after["rss_bytes"] / 2**20, 1),
     }
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def child(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process, stopped (SIGTERM, then SIGKILL) however the block ends."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+async def wait_serving(address: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    async with grpc.aio.insecure_channel(address) as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the engine exited at start with {process.returncode}")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                answer = await check(health_pb2.HealthCheckRequest(), timeout=0.5)
+                if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError("the engine did not report SERVING")
+            await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def engines(workdir: Path, nats_url: str, count: int) -> Any:
+    """``count`` fresh engine processes on one NATS, each with its own node id."""
+    with contextlib.ExitStack() as stack:
+        started = []
+        for index in range(count):
+            grpc_port, metrics_port = free_port(), free_port()
+            env = {
+                **os.environ,
+                "MASA_NATS_URL": nats_url,
+                "MASA_GRPC_PORT": str(grpc_port),
+                "MASA_METRICS_PORT": str(metrics_port),
+                "MASA_NODE_ID": f"bench-engine-{index}",
+                "MASA_GRACE_SECONDS": "1",
+                "MASA_LOG_LEVEL": "WARNING",
+            }
+            command = [
+                sys.executable,
+                *os.environ.get("BENCH_PROFILE", "").split(),
+                "-m",
+                "masa_table_engine",
+            ]
+            log = workdir / f"engine-{time.monotonic_ns()}-{index}.log"
+            process = stack.enter_context(child(command, env, log))
+            started.append(
+                Engine(
+                    process,
+                    f"127.0.0.1:{grpc_port}",
+                    f"http://127.0.0.1:{metrics_port}/metrics",
+                )
+            )
+        for engine in started:
+            await wait_serving(engine.address, engine.process)
+        yield started
+
+
+def masa_load(address: str, tables: int, *extra: str, warmup: float, window: float) -> list[str]:
+    return [
+        str(Path(sys.executable).parent / "masa-load"),
+        "--quiet",
+        "--address", address,
+        "--tables", str(tables),
+        "--warmup", str(warmup),
+        "--duration", str(window),
+        *extra,
+    ]  # fmt: skip
+
+
+async def drive(
+    loads: list[tuple[Engine, list[str]]], warmup: float, window: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the ``masa-load`` commands at once; the reports and each engine's window figures.
+
+    The engines' counters are read over masa-load's window (its start, then warm-up); the CPU
+    per action is the engine's own count over its own CPU, so a slightly shifted window
+    changes neither.
+    """
+    processes = [
+        await asyncio.create_subprocess_exec(
+            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        for _, command in loads
+    ]
+    try:
+        await asyncio.sleep(LOAD_START_SECONDS + warmup)
+        before = [engine.counters() for engine, _ in loads]
+        await asyncio.sleep(window)
+        figures = [
+            over_window(engine, counted, window)
+            for (engine, _), counted in zip(loads, before, strict=True)
+        ]
+        outputs = [
+            await asyncio.wait_for(process.communicate(), warmup + window + 60)
+            for process in processes
+        ]
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    reports = []
+    for process, (out, err) in zip(processes, outputs, strict=True):
+        if process.returncode != 0:
+            raise RuntimeError(f"masa-load failed: {err.decode()[-2000:]}")
+        reports.append(json.loads(out))
+    return reports, figures
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """What a phase keeps of a masa-load report."""
+    kept = (
+        "tables", "game_mix", "tables_kind", "accepted_actions", "actions_per_second",
+        "submit_action_ms", "submit_action_ms_by_game", "get_table_ms", "tables_created",
+        "games_finished", "client_resyncs", "refused", "load_generator_cpu_percent",
+    )  # fmt: skip
+    return {key: report[key] for key in kept}
 
 
 # --- the bare echo server --------------------------------------------------------------------
@@ -572,27 +303,47 @@ async def echo_server(port: int) -> None:
     await server.stop(0)
 
 
-async def measure_echo(address: str, payload: bytes, pid: int) -> dict[str, Any]:
-    """Calls/s of ``TABLES`` callers that each call again as soon as answered."""
+def percentiles(samples: list[float]) -> dict[str, float | int]:
+    if not samples:
+        return {"count": 0}
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"count": len(ordered), "p50": at(0.5), "p99": at(0.99), "max": at(1.0)}
+
+
+async def measure_echo(
+    address: str, payload: bytes, pid: int, *, rate: float | None
+) -> dict[str, Any]:
+    """Calls/s of ``TABLES`` callers calling again as soon as answered (or, with ``rate``,
+    spread to that total rate), with the server's CPU per call."""
     latencies: list[float] = []
     calls = 0
     start = end = float("inf")
     stop = asyncio.Event()
     async with grpc.aio.insecure_channel(address) as channel:
-        await wait_ready(channel)
-        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ECHO_METHOD)
+        await asyncio.wait_for(channel.channel_ready(), READY_TIMEOUT_SECONDS)
+        call = channel.unary_unary(ECHO_METHOD)
+        loop = asyncio.get_running_loop()
+        interval = TABLES / rate if rate else 0.0
 
-        async def caller() -> None:
+        async def caller(slot: int) -> None:
             nonlocal calls
+            next_at = loop.time() + interval * slot / TABLES
             while not stop.is_set():
+                if interval:
+                    await asyncio.sleep(max(0.0, next_at - loop.time()))
+                    next_at += interval
                 sent = time.perf_counter()
-                await call(payload, timeout=CALL_TIMEOUT_SECONDS)
+                await call(payload, timeout=10)
                 done = time.perf_counter()
                 if start <= done < end:
                     calls += 1
                     latencies.append(done - sent)
 
-        tasks = [asyncio.create_task(caller()) for _ in range(TABLES)]
+        tasks = [asyncio.create_task(caller(slot)) for slot in range(TABLES)]
         try:
             await asyncio.sleep(2.0)
             cpu = cpu_seconds(pid)
@@ -602,9 +353,12 @@ async def measure_echo(address: str, payload: bytes, pid: int) -> dict[str, Any]
             cpu = cpu_seconds(pid) - cpu
         finally:
             stop.set()
+            for task in tasks:
+                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     return {
-        "concurrency": TABLES,
+        "callers": TABLES,
+        "offered_calls_per_second": rate,
         "payload_bytes": len(payload),
         "calls_per_second": round(calls / ECHO_SECONDS, 1),
         "server_cpu_percent": round(100 * cpu / ECHO_SECONDS, 1),
@@ -613,75 +367,10 @@ async def measure_echo(address: str, payload: bytes, pid: int) -> dict[str, Any]
     }
 
 
-# --- processes -------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def child(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process, stopped (SIGTERM, then SIGKILL) however the block ends."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-async def wait_ready(channel: grpc.aio.Channel) -> None:
-    """Wait for the server behind ``channel`` to accept calls."""
-    await asyncio.wait_for(channel.channel_ready(), READY_TIMEOUT_SECONDS)
-
-
-async def wait_serving(address: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    async with grpc.aio.insecure_channel(address) as channel:
-        # The health stubs' types lack Check, so the method is called by its full name.
-        check = channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString,
-        )
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the engine exited at start with {process.returncode}")
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                answer = await check(health_pb2.HealthCheckRequest(), timeout=0.5)
-                if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError("the engine did not report SERVING")
-            await asyncio.sleep(0.1)
-
-
-def engine_env(nats_url: str, grpc_port: int, metrics_port: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "MASA_NATS_URL": nats_url,
-            "MASA_GRPC_PORT": str(grpc_port),
-            "MASA_METRICS_PORT": str(metrics_port),
-            "MASA_NODE_ID": "bench-engine",
-            "MASA_GRACE_SECONDS": "1",
-            "MASA_TURN_SECONDS": str(TURN_SECONDS),
-            # Seats have no watch streams here; they must not forfeit during the run.
-            "MASA_SEAT_PROTECTION_SECONDS": "3600",
-        }
-    )
-    return env
-
-
 def payload_size() -> int:
     """The size of a typical SubmitActionRequest, for the echo calls."""
     request = table_pb2.SubmitActionRequest(
-        request_id="0123456789abcdef0123456789abcdef/42",
+        request_id="0123456789abcdef0123456789abcdef/2/42",
         table_id="0123456789abcdef0123456789abcdef",
         expected_sequence=42,
     )
@@ -689,47 +378,62 @@ def payload_size() -> int:
     return request.ByteSize()
 
 
+# --- phases ----------------------------------------------------------------------------------
+
+
+async def closed_phase(workdir: Path, nats_url: str, game: str) -> dict[str, Any]:
+    async with engines(workdir, nats_url, 1) as (engine,):
+        command = masa_load(
+            engine.address, TABLES, "--mix", game, "--turn-seconds", str(CLOSED_TURN_SECONDS),
+            warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
+        )  # fmt: skip
+        (report,), (figures,) = await drive([(engine, command)], WARMUP_SECONDS, WINDOW_SECONDS)
+    return {**figures, "load": summary(report)}
+
+
+def live_command(engine: Engine, tables: int, seed: int) -> list[str]:
+    return masa_load(
+        engine.address, tables, "--mix", "elevator=3,fiftyone=1", "--seats", "4",
+        "--humans", "2", "--live", str(THINK_SECONDS[0]), str(THINK_SECONDS[1]),
+        "--turn-seconds", str(LIVE_TURN_SECONDS), "--seed", str(seed),
+        "--player-prefix", f"live{seed}",
+        warmup=LIVE_WARMUP_SECONDS, window=LIVE_WINDOW_SECONDS,
+    )  # fmt: skip
+
+
+async def live_phase(workdir: Path, nats_url: str, nodes: int, tables: int) -> dict[str, Any]:
+    async with engines(workdir, nats_url, nodes) as started:
+        idle_rss = [rss_bytes(engine.process.pid) for engine in started]
+        share = [tables // nodes + (1 if index < tables % nodes else 0) for index in range(nodes)]
+        loads = [
+            (engine, live_command(engine, count, seed=index))
+            for index, (engine, count) in enumerate(zip(started, share, strict=True))
+        ]
+        reports, figures = await drive(loads, LIVE_WARMUP_SECONDS, LIVE_WINDOW_SECONDS)
+    per_node = []
+    for count, idle, report, figure in zip(share, idle_rss, reports, figures, strict=True):
+        rss_growth = figure["engine_rss_mib"] * 2**20 - idle
+        per_node.append(
+            {
+                **figure,
+                "live_tables": count,
+                "engine_idle_rss_mib": round(idle / 2**20, 1),
+                "rss_kib_per_live_table": round(rss_growth / 1024 / count, 1),
+                "load": summary(report),
+            }
+        )
+    worst_p99 = max(node["load"]["submit_action_ms"].get("p99", 0.0) for node in per_node)
+    return {
+        "nodes": nodes,
+        "live_tables": tables,
+        "submit_action_p99_ms": worst_p99,
+        "per_node": per_node,
+    }
+
+
 async def run(workdir: Path) -> dict[str, Any]:
     load_at_start = round(os.getloadavg()[0], 2)
-    with NatsServer(workdir / "nats") as nats_server:
-        grpc_port, metrics_port, echo_port = free_port(), free_port(), free_port()
-        engine_command = [sys.executable, "-m", "masa_table_engine"]
-        env = engine_env(nats_server.url, grpc_port, metrics_port)
-        with child(engine_command, env, workdir / "engine.log") as engine:
-            address = f"127.0.0.1:{grpc_port}"
-            await wait_serving(address, engine)
-            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-            nats_pid = pid_of(str(workdir / "nats" / "nats-server.conf"))
-            paced = [
-                await measure_engine(
-                    address, metrics_url, engine.pid, nats_pid, interval=TABLES / rate, reads=False
-                )
-                for rate in PACED_ACTIONS_PER_SECOND
-            ]
-            saturated = await measure_engine(
-                address, metrics_url, engine.pid, nats_pid, interval=0.0, reads=False
-            )
-            with_reads = await measure_engine(
-                address, metrics_url, engine.pid, nats_pid, interval=0.0, reads=True
-            )
-            mixed = await measure_engine(
-                address,
-                metrics_url,
-                engine.pid,
-                nats_pid,
-                interval=TABLES / TARGET_ACTIONS_PER_SECOND,
-                reads=False,
-                fiftyone_every=FIFTYONE_EVERY,
-            )
-        echo_command = [sys.executable, __file__, "--echo-server", str(echo_port)]
-        with child(echo_command, dict(os.environ), workdir / "echo.log") as echo_server:
-            echo = await measure_echo(
-                f"127.0.0.1:{echo_port}", b"x" * payload_size(), echo_server.pid
-            )
-    at_target = paced[-1]
-    p99 = at_target["submit_action_ms"].get("p99", float("inf"))
-    throughput = saturated["engine_accepted_actions_per_second"]
-    return {
+    result: dict[str, Any] = {
         "benchmark": "table_engine",
         "python": platform.python_version(),
         "machine": {
@@ -738,34 +442,80 @@ async def run(workdir: Path) -> dict[str, Any]:
             # The cores are shared: other work on the machine shows here and in the figures.
             "load_average_1m_at_start": load_at_start,
         },
-        "tables": TABLES,
-        "game_mix": {
-            "elevator": {"seats": list(SEAT_COUNTS)},
-            "paced_mixed": {
-                "fiftyone_tables": TABLES // FIFTYONE_EVERY,
-                "fiftyone": {"seats": 4, "presets": ["classic", "salon", "remi"], "hands": 1},
-            },
-        },
         "persistence": "every action appended to JetStream before SubmitAction answers",
-        "clients": "every seat a human seat played through SubmitAction (greedy policy)",
-        "warmup_seconds": WARMUP_SECONDS,
-        "targets": {
-            "submit_action_p99_ms": TARGET_P99_MS,
-            "actions_per_second": TARGET_ACTIONS_PER_SECOND,
-        },
-        "meets_targets": {
-            "submit_action_p99_at_target_rate": p99 <= TARGET_P99_MS,
-            # Within 2 %: a schedule's first and last moves can straddle the window's edges.
-            "target_rate_kept": at_target["engine_accepted_actions_per_second"]
-            >= 0.98 * TARGET_ACTIONS_PER_SECOND,
-            "actions_per_second_saturated": throughput >= TARGET_ACTIONS_PER_SECOND,
-        },
-        "paced": paced,
-        "saturated": saturated,
-        "saturated_with_a_read": with_reads,
-        "paced_mixed": mixed,
-        "grpc_echo": echo,
+        "load": "masa-load (libs/client), its own process, through the public API only",
+        "goals": GOALS,
     }
+    with NatsServer(workdir / "nats") as nats_server:
+        if "echo" in PHASES:
+            port = free_port()
+            command = [sys.executable, __file__, "--echo-server", str(port)]
+            with child(command, dict(os.environ), workdir / "echo.log") as server:
+                payload = b"x" * payload_size()
+                address = f"127.0.0.1:{port}"
+                result["grpc_echo"] = {
+                    "saturated": await measure_echo(address, payload, server.pid, rate=None),
+                    "paced": await measure_echo(
+                        address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
+                    ),
+                }
+        for game in ("elevator", "fiftyone"):
+            if game in PHASES:
+                result[f"saturated_{game}"] = await closed_phase(workdir, nats_server.url, game)
+        if "live" in PHASES:
+            result["live_one_engine"] = await live_phase(workdir, nats_server.url, 1, LIVE_TABLES)
+        if "scaleout" in PHASES:
+            tables = round(SCALE_FACTOR * LIVE_TABLES)
+            result["live_two_engines"] = await live_phase(workdir, nats_server.url, 2, tables)
+    result["vs_echo"] = ratios(result)
+    return result
+
+
+def ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Each goal's figure, beside the echo of the same run."""
+    echo = result.get("grpc_echo")
+    if echo is None:
+        return {}
+    calls = echo["saturated"]["calls_per_second"]
+    echo_cpu = echo["saturated"]["server_cpu_ms_per_call"]
+    echo_p99 = echo["paced"]["latency_ms"].get("p99")
+    out: dict[str, Any] = {
+        "echo_calls_per_second": calls,
+        "echo_server_cpu_ms_per_call": echo_cpu,
+        "echo_paced_p99_ms": echo_p99,
+    }
+    for game in ("elevator", "fiftyone"):
+        phase = result.get(f"saturated_{game}")
+        if phase is None:
+            continue
+        cpu = phase["engine_cpu_ms_per_action"]
+        out[game] = {
+            "cpu_ms_per_action": cpu,
+            "cpu_per_action_over_echo_cpu_per_call": round(cpu / echo_cpu, 2) if cpu else None,
+            "actions_per_second": phase["engine_accepted_actions_per_second"],
+            "share_of_echo_calls_per_second": round(
+                phase["engine_accepted_actions_per_second"] / calls, 3
+            ),
+        }
+    for key in ("live_one_engine", "live_two_engines"):
+        phase = result.get(key)
+        if phase is None:
+            continue
+        p99 = phase["submit_action_p99_ms"]
+        out[key] = {
+            "live_tables": phase["live_tables"],
+            "submit_action_p99_ms": p99,
+            "p99_over_echo_paced_p99": round(p99 / echo_p99, 1) if echo_p99 else None,
+            "engine_cpu_cores": [
+                round(n["engine_cpu_percent"] / 100, 2) for n in phase["per_node"]
+            ],
+            "rss_kib_per_live_table": [n["rss_kib_per_live_table"] for n in phase["per_node"]],
+        }
+    if "live_one_engine" in out and "live_two_engines" in out:
+        out["scaleout_tables_ratio"] = round(
+            out["live_two_engines"]["live_tables"] / out["live_one_engine"]["live_tables"], 2
+        )
+    return out
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
@@ -782,11 +532,9 @@ def main() -> None:
         try:
             result = asyncio.run(run(Path(workdir)))
         except BaseException:
-            for log in ("engine.log", "echo.log"):
-                path = Path(workdir) / log
-                if path.exists():
-                    sys.stderr.write(f"--- {log} (tail)\n")
-                    sys.stderr.write("\n".join(path.read_text().splitlines()[-20:]) + "\n")
+            for log in sorted(Path(workdir).glob("*.log")):
+                sys.stderr.write(f"--- {log.name} (tail)\n")
+                sys.stderr.write("\n".join(log.read_text().splitlines()[-20:]) + "\n")
             raise
     print(json.dumps(result, indent=2))
 
