@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -19,6 +19,7 @@ import grpc.aio
 
 __all__ = [
     "Around",
+    "InterceptorChain",
     "WrappedHandlers",
     "WrappingInterceptor",
     "rpc_type",
@@ -81,6 +82,12 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
             return handler
         return self._wrapped.get(method, handler, lambda: self._wrap(method, handler))
 
+    def wrapped(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        """``handler`` as this interceptor serves it (itself when it does not apply)."""
+        return self._wrap(method, handler) if self._applies(method, handler) else handler
+
     def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
         """Whether this interceptor has anything to do around ``method``."""
         del method, handler
@@ -91,6 +98,40 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
         """The handler that runs this interceptor's code around ``handler``."""
+
+
+class InterceptorChain(grpc.aio.ServerInterceptor):
+    """Wrapping interceptors installed as one, outermost first.
+
+    ``grpc.aio`` awaits every installed interceptor's ``intercept_service`` on every call, each
+    a coroutine of its own; the chain is one, and it wraps each method's handler with every
+    layer once (:class:`WrappedHandlers`). Each call runs the same layers in the same order
+    as with the interceptors installed one by one.
+    """
+
+    def __init__(self, layers: Sequence[WrappingInterceptor]) -> None:
+        self._layers = tuple(layers)
+        self._wrapped = WrappedHandlers()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._build(method, handler))
+
+    def _build(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        for layer in reversed(self._layers):
+            handler = layer.wrapped(method, handler)
+        return handler
 
 
 def rpc_type(handler: grpc.RpcMethodHandler[Any, Any]) -> str:

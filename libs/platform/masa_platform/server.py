@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from masa_platform import tracing
 from masa_platform.auth import AuthInterceptor, AuthPolicy
 from masa_platform.errors import ErrorInterceptor
+from masa_platform.handlers import InterceptorChain, WrappingInterceptor
 from masa_platform.idempotency import IdempotencyCache, IdempotencyInterceptor
 from masa_platform.metrics import GrpcMetrics, MetricsInterceptor
 from masa_platform.request_logs import LogContextInterceptor
@@ -66,20 +67,23 @@ def standard_interceptors(
     metrics: GrpcMetrics | None = None,
     idempotency: IdempotencyCache | None = None,
 ) -> list[grpc.aio.ServerInterceptor]:
-    """The interceptors in the order they must run, outermost first.
+    """The interceptors in the order they must run, outermost first; all but tracing's are
+    installed as one chain (:class:`~masa_platform.handlers.InterceptorChain`: one interceptor
+    call per RPC).
 
-    Tracing (when on) wraps everything; metrics see every final status, auth failures included; every log line of the call,
-    auth's included, carries the call's identity; errors map whatever auth and the handler
-    raise; idempotency keys answers by the caller that auth established.
+    Tracing (when on) wraps everything; metrics see every final status, auth failures
+    included; every log line of the call, auth's included, carries the call's identity; errors
+    map whatever auth and the handler raise; idempotency keys answers by the caller that auth
+    established.
     """
-    chain: list[grpc.aio.ServerInterceptor] = [*tracing.server_interceptors()]
+    chain: list[WrappingInterceptor] = []
     if metrics is not None:
         chain.append(MetricsInterceptor(metrics))
     chain.append(LogContextInterceptor())
     chain.append(ErrorInterceptor())
     chain.append(AuthInterceptor(auth, policy))
     chain.append(IdempotencyInterceptor(idempotency))
-    return chain
+    return [*tracing.server_interceptors(), InterceptorChain(chain)]
 
 
 class GrpcServer:
