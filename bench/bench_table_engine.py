@@ -181,9 +181,14 @@ async def wait_serving(address: str, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def engines(workdir: Path, nats_url: str, count: int) -> Any:
-    """``count`` fresh engine processes on one NATS, each with its own node id."""
+async def engines(workdir: Path, count: int) -> Any:
+    """``count`` fresh engine processes on a fresh NATS, each with its own node id.
+
+    A fresh NATS each time: an engine started with the node id of an earlier one would
+    recover that one's unfinished tables, and play them on besides the phase's load.
+    """
     with contextlib.ExitStack() as stack:
+        nats_url = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}")).url
         started = []
         for index in range(count):
             grpc_port, metrics_port = free_port(), free_port()
@@ -381,8 +386,8 @@ def payload_size() -> int:
 # --- phases ----------------------------------------------------------------------------------
 
 
-async def closed_phase(workdir: Path, nats_url: str, game: str) -> dict[str, Any]:
-    async with engines(workdir, nats_url, 1) as (engine,):
+async def closed_phase(workdir: Path, game: str) -> dict[str, Any]:
+    async with engines(workdir, 1) as (engine,):
         command = masa_load(
             engine.address, TABLES, "--mix", game, "--turn-seconds", str(CLOSED_TURN_SECONDS),
             warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
@@ -401,8 +406,8 @@ def live_command(engine: Engine, tables: int, seed: int) -> list[str]:
     )  # fmt: skip
 
 
-async def live_phase(workdir: Path, nats_url: str, nodes: int, tables: int) -> dict[str, Any]:
-    async with engines(workdir, nats_url, nodes) as started:
+async def live_phase(workdir: Path, nodes: int, tables: int) -> dict[str, Any]:
+    async with engines(workdir, nodes) as started:
         idle_rss = [rss_bytes(engine.process.pid) for engine in started]
         share = [tables // nodes + (1 if index < tables % nodes else 0) for index in range(nodes)]
         loads = [
@@ -446,27 +451,26 @@ async def run(workdir: Path) -> dict[str, Any]:
         "load": "masa-load (libs/client), its own process, through the public API only",
         "goals": GOALS,
     }
-    with NatsServer(workdir / "nats") as nats_server:
-        if "echo" in PHASES:
-            port = free_port()
-            command = [sys.executable, __file__, "--echo-server", str(port)]
-            with child(command, dict(os.environ), workdir / "echo.log") as server:
-                payload = b"x" * payload_size()
-                address = f"127.0.0.1:{port}"
-                result["grpc_echo"] = {
-                    "saturated": await measure_echo(address, payload, server.pid, rate=None),
-                    "paced": await measure_echo(
-                        address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
-                    ),
-                }
-        for game in ("elevator", "fiftyone"):
-            if game in PHASES:
-                result[f"saturated_{game}"] = await closed_phase(workdir, nats_server.url, game)
-        if "live" in PHASES:
-            result["live_one_engine"] = await live_phase(workdir, nats_server.url, 1, LIVE_TABLES)
-        if "scaleout" in PHASES:
-            tables = round(SCALE_FACTOR * LIVE_TABLES)
-            result["live_two_engines"] = await live_phase(workdir, nats_server.url, 2, tables)
+    if "echo" in PHASES:
+        port = free_port()
+        command = [sys.executable, __file__, "--echo-server", str(port)]
+        with child(command, dict(os.environ), workdir / "echo.log") as server:
+            payload = b"x" * payload_size()
+            address = f"127.0.0.1:{port}"
+            result["grpc_echo"] = {
+                "saturated": await measure_echo(address, payload, server.pid, rate=None),
+                "paced": await measure_echo(
+                    address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
+                ),
+            }
+    for game in ("elevator", "fiftyone"):
+        if game in PHASES:
+            result[f"saturated_{game}"] = await closed_phase(workdir, game)
+    if "live" in PHASES:
+        result["live_one_engine"] = await live_phase(workdir, 1, LIVE_TABLES)
+    if "scaleout" in PHASES:
+        tables = round(SCALE_FACTOR * LIVE_TABLES)
+        result["live_two_engines"] = await live_phase(workdir, 2, tables)
     result["vs_echo"] = ratios(result)
     return result
 
