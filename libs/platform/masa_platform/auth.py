@@ -9,8 +9,8 @@ authenticated :class:`Principal` is available to handlers through :func:`current
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -213,8 +213,8 @@ class AuthInterceptor(WrappingInterceptor):
         required = self._policy.roles_for(method)
         tokens = self._tokens
 
-        @asynccontextmanager
-        async def authenticated(context: Context) -> AsyncIterator[None]:
+        @contextmanager
+        def authenticated(context: Context) -> Iterator[None]:
             # Refusals are raised for the error interceptor, which is installed around this
             # one (standard_interceptors), to turn into the status.
             principal = tokens.principal(bearer_token(context.invocation_metadata()))

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Final
 
 import grpc
@@ -218,8 +218,8 @@ class ErrorInterceptor(WrappingInterceptor):
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
-        @asynccontextmanager
-        async def mapped(context: Context) -> AsyncIterator[None]:
+        @contextmanager
+        def mapped(context: Context) -> Iterator[None]:
             try:
                 yield
             except grpc.aio.AbortError:

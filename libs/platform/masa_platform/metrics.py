@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 from wsgiref.simple_server import WSGIServer
@@ -233,8 +233,8 @@ class MetricsInterceptor(WrappingInterceptor):
         handling = metrics.handling.labels(**labels)
         handled: dict[grpc.StatusCode, Counter] = {}
 
-        @asynccontextmanager
-        async def measured(context: Context) -> AsyncIterator[None]:
+        @contextmanager
+        def measured(context: Context) -> Iterator[None]:
             started_total.inc()
             started = time.perf_counter()
             code = grpc.StatusCode.OK
