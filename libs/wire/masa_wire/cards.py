@@ -7,6 +7,7 @@ The proto suit numbers are the library's plus one, because proto3 reserves 0 for
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from masa.common.v1 import card_pb2
 from masa_rules.cards import JOKER_BLACK, JOKER_RED, Card, PhysicalCard, Rank, Suit
@@ -38,12 +39,25 @@ def face_to_proto(card: Card, copy: int = 0) -> card_pb2.Card:
     )
 
 
+# Every physical card's message, built once: views and events carry dozens of cards each, and
+# building a message costs more than copying one. Shared, so never to be changed: a message
+# given to a constructor, CopyFrom, append or extend is copied, which every caller does.
+_MESSAGES: Final = tuple(
+    face_to_proto(Card.from_index(index), copy)
+    for copy in range(_MAX_COPY + 1)
+    for index in range(54)
+)
+
+
 def card_to_proto(card: PhysicalCard) -> card_pb2.Card:
-    return face_to_proto(card.card, card.copy)
+    """The card's message (shared: copy it in, never change it)."""
+    return _MESSAGES[card.copy * 54 + card.face_index]
 
 
 def cards_to_proto(cards: Iterable[PhysicalCard]) -> list[card_pb2.Card]:
-    return [card_to_proto(card) for card in cards]
+    """The cards' messages (shared: copy them in, never change them)."""
+    messages = _MESSAGES
+    return [messages[card.copy * 54 + card.face_index] for card in cards]
 
 
 def face_from_proto(message: card_pb2.Card) -> Card:

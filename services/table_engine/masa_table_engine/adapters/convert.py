@@ -140,10 +140,13 @@ _CHANGE_BACK: Final = {value: key for key, value in _CHANGE.items()}
 _ABANDON: Final = {AbandonReason.NO_PLAYER_LEFT: event_pb2.ABANDON_REASON_NO_PLAYER_LEFT}
 
 
+_NANOS: Final = 1_000_000_000
+
+
 def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromNanoseconds(round(seconds * 1e9))
-    return stamp
+    # What Timestamp.FromNanoseconds does, without its pure-Python path on every view.
+    nanos = round(seconds * 1e9)
+    return timestamp_pb2.Timestamp(seconds=nanos // _NANOS, nanos=nanos % _NANOS)
 
 
 # --- configuration and the table resource ---------------------------------------------------
