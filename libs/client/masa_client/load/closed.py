@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from masa.table.v1 import event_pb2
+from masa.table.v1 import action_pb2, event_pb2
 from masa_rules.elevator import Action, Kopile, State, apply
 from masa_wire.cards import card_from_proto, cards_from_proto
 from masa_wire.elevator import action_to_proto, state_from_seat_view
@@ -97,36 +97,41 @@ class ClosedDriver:
         """One move of ``seat``, on turn now; returns the next seat on turn, None at the end."""
         table = self.table
         assert table is not None
+        chosen = await self.choose(table, seat)
+        update = None
+        if chosen is not None:
+            update = await self.session.submit(table, seat, chosen[0], self.sequence)
+        if update is not None:
+            self.sequence = update.sequence
+            if table.game == FIFTYONE:
+                update = await self.answer_queries(update)
+        if update is None:
+            # No move, or a refused one: the copy has drifted from the table; read it again.
+            self.session.resynced()
+            return await self.sync()
+        if finished(update):
+            return None
+        following = next_turn(update)
+        action = chosen[1] if chosen is not None else None
+        if action is None or self.state is None:
+            return following if following is not None else await self.sync()
+        return await self.follow(self.state, action, update, following)
+
+    async def choose(
+        self, table: Table, seat: int
+    ) -> tuple[action_pb2.Action, Action | None] | None:
+        """``seat``'s move, and the Elevator action it is for the copy of the state; None
+        when the seat has no move by what this client knows."""
         seed = salt(table.table_id, self.sequence, table.moves)
-        action: Action | None = None
         if table.game == FIFTYONE:
             view = await self.session.view(table, seat)
             if view is None:
                 return None
             self.sequence = view.table.table.sequence
             move = move_from_view(view, seed)
-        else:
-            if self.state is not None:
-                action = elevator_action(self.state, seat, seed)
-            move = None if action is None else action_to_proto(action)
-        if move is None:
-            self.session.resynced()
-            return await self.sync()
-        update = await self.session.submit(table, seat, move, self.sequence)
-        if update is None:
-            self.session.resynced()
-            return await self.sync()
-        self.sequence = update.sequence
-        if table.game == FIFTYONE:
-            update = await self.answer_queries(update)
-            if update is None:
-                return await self.sync()
-        if finished(update):
-            return None
-        following = next_turn(update)
-        if action is None or self.state is None:
-            return following if following is not None else await self.sync()
-        return await self.follow(self.state, action, update, following)
+            return None if move is None else (move, None)
+        action = elevator_action(self.state, seat, seed) if self.state is not None else None
+        return None if action is None else (action_to_proto(action), action)
 
     async def answer_queries(self, update: event_pb2.TableUpdate) -> event_pb2.TableUpdate | None:
         """F-80: the seats a 51 move asks answer at once, by their views, until it ends."""
