@@ -30,6 +30,7 @@ class PrometheusMetrics:
             ("game", "action", "result"),
             registry=registry,
         )
+        self._action_counters: dict[tuple[str, str, str], Counter] = {}
         self._action_seconds = Histogram(
             "masa_table_action_seconds",
             "Time to judge, persist and publish one action.",
@@ -85,7 +86,16 @@ class PrometheusMetrics:
         self._active.labels(game=game).dec()
 
     def action(self, game: str, action: str, result: str, seconds: float) -> None:
-        self._actions.labels(game=game, action=action, result=result).inc()
+        # The labelled child is looked up once per label set, not on every action: labels()
+        # takes a lock and validates the values each time. The label sets are few and fixed
+        # (the games' action names by two results), so the dict stays small.
+        key = (game, action, result)
+        counter = self._action_counters.get(key)
+        if counter is None:
+            counter = self._action_counters[key] = self._actions.labels(
+                game=game, action=action, result=result
+            )
+        counter.inc()
         self._action_seconds.observe(seconds)
 
     def timeout(self) -> None:
