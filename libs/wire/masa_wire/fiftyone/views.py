@@ -56,12 +56,15 @@ def opening_to_proto(opened: bool, with_pairs: bool) -> view_pb2.Opening.ValueTy
 # --- engine to protobuf --------------------------------------------------------------------
 
 
-def fill_table_view(message: view_pb2.TableView, state: State) -> None:
+def fill_table_view(message: view_pb2.TableView, state: State, seen: View | None = None) -> None:
     """Set the public 51 fields of ``message`` (the table resource and seats stay the caller's).
 
-    The 51 fields of the seats already present in ``message.seats`` are set too.
+    The 51 fields of the seats already present in ``message.seats`` are set too. ``seen`` is
+    any seat's view of ``state`` when the caller has one already: every view holds the same
+    public fields, and only those are read.
     """
-    seen = view(state, None)
+    if seen is None:
+        seen = view(state, None)
     if seen.phase is Phase.OVER:
         message.ClearField("turn_seat")
     else:
@@ -181,9 +184,13 @@ def _fiftyone_seat(seen: View, seat: int) -> view_pb2.FiftyOneSeat:
     return message
 
 
-def seat_view(table_view: view_pb2.TableView, state: State, seat: int) -> view_pb2.SeatView:
-    """``seat``'s view: the public ``table_view`` (already filled) plus its own hand."""
-    seen = view(state, seat)
+def seat_view(
+    table_view: view_pb2.TableView, state: State, seat: int, seen: View | None = None
+) -> view_pb2.SeatView:
+    """``seat``'s view: the public ``table_view`` (already filled) plus its own hand;
+    ``seen`` is ``view(state, seat)`` when the caller has it already."""
+    if seen is None:
+        seen = view(state, seat)
     if seen.hand is None:
         return view_pb2.SeatView(table=table_view, seat=seat)
     turn = seen.turn

@@ -274,10 +274,39 @@ def payout_to_proto(payout: PayoutRule) -> chips_pb2.PayoutRule:
     )
 
 
+class _ConfigMessages:
+    """The configuration message of the latest tables, by the configuration itself.
+
+    Every view and every table resource carries its table's configuration, which never
+    changes while the table lives (it keeps the same object), and building it costs as much as
+    the rest of a small view. Kept by identity (the entry holds the configuration, so its id
+    is not reused while kept), at most ``kept`` of them, the oldest going first. A message
+    given here is shared: it is copied into the messages that carry it, never changed.
+    """
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._messages: dict[int, tuple[TableConfig, game_pb2.TableConfig]] = {}
+
+    def of(self, config: TableConfig) -> game_pb2.TableConfig:
+        found = self._messages.get(id(config))
+        if found is not None and found[0] is config:
+            return found[1]
+        message = config_to_proto(config)
+        if len(self._messages) >= self._kept:
+            del self._messages[next(iter(self._messages))]
+        self._messages[id(config)] = (config, message)
+        return message
+
+
+# As many as a node's live tables (MASA_MAX_TABLES defaults to 5,000), besides finished ones.
+_CONFIGS: Final = _ConfigMessages(kept=8192)
+
+
 def table_to_proto(table: Table, owner_address: str) -> view_pb2.Table:
     return view_pb2.Table(
         table_id=table.table_id,
-        config=config_to_proto(table.config),
+        config=_CONFIGS.of(table.config),
         state=_state(table),
         owner_address=owner_address,
         create_time=timestamp(table.created_at),
@@ -307,8 +336,11 @@ def standing_to_proto(standing: Standing) -> game_pb2.Standing:
 # --- views ---------------------------------------------------------------------------------
 
 
-def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
-    """Everything public about the table (P-20)."""
+def spectator_view(
+    table: Table, owner_address: str, seen: fiftyone_engine.View | None = None
+) -> view_pb2.TableView:
+    """Everything public about the table (P-20); ``seen`` is a seat's view of a 51 game, when
+    the caller has computed it already (its public fields are everyone's)."""
     view = view_pb2.TableView(
         table=table_to_proto(table, owner_address),
         seats=[_seat_state(table, seat) for seat in range(len(table.seats))],
@@ -316,7 +348,7 @@ def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
     )
     game = table.game
     if isinstance(game, fiftyone_engine.State):
-        fiftyone_wire.fill_table_view(view, game)
+        fiftyone_wire.fill_table_view(view, game, seen)
     else:
         elevator_wire.fill_table_view(view, _elevator(game))
     if table.finished:
@@ -332,11 +364,12 @@ def spectator_view(table: Table, owner_address: str) -> view_pb2.TableView:
 
 
 def seat_view(table: Table, seat: int, owner_address: str) -> view_pb2.SeatView:
-    public = spectator_view(table, owner_address)
     game = table.game
     if isinstance(game, fiftyone_engine.State):
-        return fiftyone_wire.seat_view(public, game, seat)
-    return elevator_wire.seat_view(public, _elevator(game), seat)
+        # The rules' view of a 51 game is the costly part of a view: made once, for both.
+        seen = fiftyone_engine.view(game, seat)
+        return fiftyone_wire.seat_view(spectator_view(table, owner_address, seen), game, seat, seen)
+    return elevator_wire.seat_view(spectator_view(table, owner_address), _elevator(game), seat)
 
 
 def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
