@@ -67,7 +67,8 @@ THINK_SECONDS = (2.0, 8.0)
 LIVE_TURN_SECONDS = 20
 # Closed tables must never time out: the load is the clients' actions only.
 CLOSED_TURN_SECONDS = 600
-READY_TIMEOUT_SECONDS = 30.0
+# Generous: on a shared machine under load an engine can take this long to import and start.
+READY_TIMEOUT_SECONDS = 90.0
 # masa-load's own start (imports, tokens) before its warm-up begins.
 LOAD_START_SECONDS = 2.0
 
