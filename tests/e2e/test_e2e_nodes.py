@@ -23,6 +23,10 @@ from nats.js import JetStreamContext
 
 AUTH = AuthSettings()
 WAIT_SECONDS = 30.0
+# At most this many tables in a row before both nodes must have one.
+SPREAD_TABLES = 8
+# Matchmaking reads the registry at most this often (KvEngineNodes' refresh), with a margin.
+REGISTRY_CACHE_SECONDS = 1.0
 
 
 def run_masa(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,13 +69,17 @@ def test_masa_nodes_says_so_when_nats_is_not_there(tmp_path: Path) -> None:
 
 
 async def test_matchmaking_places_tables_on_both_nodes(running_stack: Stack) -> None:
-    """The second table goes to the node the first did not load (the registry's lowest load)."""
+    """Placement spreads over both nodes: each table goes to the registry's lowest load.
+
+    Earlier tests of the shared stack may have left one node busier, so a single pair of
+    tables proves nothing; a few in a row must reach both nodes once the loads even out.
+    """
     matchmaking = running_stack.addresses["matchmaking"]
     login = bus_login(None, running_stack.run_dir / "run.json")
     bus = await connect_operator(login)
     placed: list[tuple[str, str, str]] = []
     try:
-        for n in range(2):
+        for n in range(SPREAD_TABLES):
             player = f"spread-{n}-{time.monotonic_ns()}"
             token = mint_token(AUTH, player, [Role.PLAYER])
             async with MatchmakingClient(matchmaking, token) as client:
@@ -82,12 +90,16 @@ async def test_matchmaking_places_tables_on_both_nodes(running_stack: Stack) -> 
             assert ticket.state == mm.Ticket.STATE_MATCHED, ticket
             placed.append((player, ticket.table_id, ticket.table_address))
             await _until_advertised(bus.jetstream(), ticket.table_address)
+            # Matchmaking reads the registry through a short cache; outlast it.
+            await asyncio.sleep(REGISTRY_CACHE_SECONDS)
+            if len({address for _, _, address in placed}) == 2:
+                break
     finally:
         await bus.close()
         for player, table_id, address in placed:
             async with TableClient(address, mint_token(AUTH, player, [Role.PLAYER])) as table:
                 await table.leave_table(table_id)
-    assert placed[0][2] != placed[1][2]
+    assert len({address for _, _, address in placed}) == 2, placed
 
 
 async def _until_advertised(js: JetStreamContext, address: str) -> EngineNodeInfo:
