@@ -369,7 +369,11 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
             assert asyncio.get_running_loop().time() < deadline + 30
             await asyncio.sleep(0.05)
         assert rating.games == 1 and rating.mu > 25
+        # Ratings are written before their RatingChanged events go out: wait for all four.
         changed = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.rating_changed")
+        while len(changed) < len(players) and asyncio.get_running_loop().time() < deadline + 30:
+            await asyncio.sleep(0.05)
+            changed = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.rating_changed")
         assert sorted(c.rating_changed.player_id for c in changed) == sorted(players)  # type: ignore[attr-defined]
         # The finished table left the lobby's tables in play.
         while (
