@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from .errors import RuleViolation
@@ -128,17 +128,19 @@ class Card:
     rank: Rank | None
     suit: Suit | None
     colour: Colour
+    # Derived from the three above once, as plain attributes: the rules read them more than
+    # anything else. ``index`` is the face index: ``suit * 13 + rank - 2`` for naturals, 52
+    # ``XR``, 53 ``XB``.
+    is_joker: bool = field(init=False, compare=False, repr=False)
+    index: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def is_joker(self) -> bool:
-        return self.rank is None
-
-    @property
-    def index(self) -> int:
-        """The face index: ``suit * 13 + rank - 2`` for naturals, 52 ``XR``, 53 ``XB``."""
+    def __post_init__(self) -> None:
         if self.rank is None or self.suit is None:
-            return 52 if self.colour is Colour.RED else 53
-        return int(self.suit) * 13 + int(self.rank) - 2
+            object.__setattr__(self, "is_joker", True)
+            object.__setattr__(self, "index", 52 if self.colour is Colour.RED else 53)
+        else:
+            object.__setattr__(self, "is_joker", False)
+            object.__setattr__(self, "index", int(self.suit) * 13 + int(self.rank) - 2)
 
     @property
     def code(self) -> str:
@@ -228,10 +230,11 @@ class PhysicalCard:
 
     face_index: int
     copy: int = 0
+    # The face, looked up once: the rules read it more than anything else.
+    card: Card = field(init=False, compare=False, repr=False)
 
-    @property
-    def card(self) -> Card:
-        return _BY_INDEX[self.face_index]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "card", _BY_INDEX[self.face_index])
 
     @property
     def code(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import struct
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -30,6 +31,7 @@ __all__ = ["DrawStream", "Seed", "commitment", "game_seed_bytes", "hand_seed", "
 
 T = TypeVar("T")
 _SPAN = 1 << 64
+_U64 = struct.Struct(">Q")
 
 # The seed of a game, in every game: bytes, or text or an integer standing for bytes (step 1).
 Seed = bytes | str | int
@@ -56,20 +58,13 @@ def commitment(seed: bytes) -> str:
 class DrawStream:
     """Steps 3 and 4: uniform integers from the HMAC-SHA256 stream of one seed."""
 
-    __slots__ = ("_block", "_buffer", "_seed")
+    __slots__ = ("_block", "_buffer", "_offset", "_seed")
 
     def __init__(self, seed: bytes) -> None:
         self._seed = seed
         self._block = 0
         self._buffer = b""
-
-    def _take(self, count: int) -> bytes:
-        while len(self._buffer) < count:
-            message = self._block.to_bytes(8, "big")
-            self._buffer += hmac.new(self._seed, message, hashlib.sha256).digest()
-            self._block += 1
-        head, self._buffer = self._buffer[:count], self._buffer[count:]
-        return head
+        self._offset = 0
 
     def below(self, n: int) -> int:
         """A uniform integer in ``[0, n)``."""
@@ -77,7 +72,14 @@ class DrawStream:
             raise ValueError(f"below() needs a positive bound, got {n}")
         limit = _SPAN - _SPAN % n
         while True:
-            value = int.from_bytes(self._take(8), "big")
+            # Every read is 8 bytes and a block 32, so a read never straddles two blocks.
+            offset = self._offset
+            if offset == len(self._buffer):
+                self._buffer = hmac.digest(self._seed, self._block.to_bytes(8, "big"), "sha256")
+                self._block += 1
+                offset = 0
+            self._offset = offset + 8
+            value: int = _U64.unpack_from(self._buffer, offset)[0]
             if value < limit:
                 return value % n
 

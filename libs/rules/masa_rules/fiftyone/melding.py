@@ -209,24 +209,35 @@ def opening_bound(cards: Cards, rules: RuleSet) -> int:
     if rules.ace_low:
         rows = [row | (row >> 13 & 1) for row in rows]
     need = 3 - jokers
+    joker_value = max(rules.ace_high_value, 10)
+    if need <= 1:
+        # Every natural has a window (and a set) that the jokers can fill around it.
+        total = sum(
+            n * (rules.ace_high_value if face % 13 == 12 else min(face % 13 + 2, 10))
+            for face, n in counts.items()
+        )
+        return total + jokers * joker_value
+    covered = [_covered(row, need) for row in rows]
+    low_ace = rules.ace_low
     total = 0
     for face, n in counts.items():
         suit, k = divmod(face, 13)
         if (
             suits_of_rank[k] >= need
-            or _in_window(rows[suit], k + 1, need)
-            or (k == 12 and rules.ace_low and _in_window(rows[suit], 0, need))
+            or covered[suit] >> (k + 1) & 1
+            or (k == 12 and low_ace and covered[suit] & 1)
         ):
             total += n * (rules.ace_high_value if k == 12 else min(k + 2, 10))
-    return total + jokers * max(rules.ace_high_value, 10)
+    return total + jokers * joker_value
 
 
-def _in_window(row: int, position: int, need: int) -> bool:
-    """Whether three consecutive run positions around ``position`` hold ``need`` cards."""
-    for start in range(max(0, position - 2), min(position, 11) + 1):
-        if (row >> start & 7).bit_count() >= need:
-            return True
-    return False
+def _covered(row: int, need: int) -> int:
+    """The run positions of ``row`` inside some window of three positions (starting at 0..11)
+    that holds at least ``need`` (2 or 3) of its cards."""
+    a, b, c = row, row >> 1, row >> 2
+    windows = a & b & c if need >= 3 else (a & b) | (a & c) | (b & c)
+    windows &= 0xFFF
+    return windows | windows << 1 | windows << 2
 
 
 def opening_reaches(cards: Cards, rules: RuleSet, threshold: int) -> bool:
