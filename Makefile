@@ -9,7 +9,7 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: help setup proto lint test bench run play watch clean
+.PHONY: help setup proto lint test chaos bench run play watch clean
 
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ lint: setup ## ruff, ruff format --check, mypy --strict, the import contracts, b
 
 test: setup lint ## Set up, lint, then run the whole test suite.
 	$(RUN) pytest
+
+chaos: setup ## The two chaos runs of issue 12 at once (kill -9 engines and NATS for 3 minutes).
+	scripts/chaos.sh "$(RUN)"
 
 bench: setup ## Run the benchmarks; each prints one JSON document.
 	@for b in bench/bench_*.py; do $(RUN) python "$$b"; done

@@ -32,7 +32,7 @@ from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus_access import bus_users, password_variable
 from masa_platform.settings import ENV_PREFIX, load_settings
-from masa_table_engine.node import EngineSettings
+from masa_table_engine.settings import EngineSettings
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 SETTINGS: dict[str, type[Any]] = {

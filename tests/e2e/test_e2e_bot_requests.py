@@ -30,7 +30,8 @@ from masa_platform.server import create_server, standard_interceptors
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.bot_client import decide_request
-from masa_table_engine.node import EngineSettings, start_node
+from masa_table_engine.bootstrap import start_node
+from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
 
 AUTH = AuthSettings()

@@ -17,7 +17,8 @@ from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from masa_platform.tls import open_channel
-from masa_table_engine.node import EngineSettings, start_node
+from masa_table_engine.bootstrap import start_node
+from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
 
 LOBBY = """

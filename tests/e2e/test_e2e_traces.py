@@ -25,7 +25,8 @@ from masa_platform.auth import mint_token
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
-from masa_table_engine.node import EngineSettings, start_node
+from masa_table_engine.bootstrap import start_node
+from masa_table_engine.settings import EngineSettings
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

@@ -81,6 +81,9 @@ async def connect(
 ) -> Client:
     """Connect to ``url`` and keep reconnecting for ever after a disconnect (never give up).
 
+    ``url`` may name several servers of one cluster, separated by commas; the client moves to
+    another when the one it uses goes away.
+
     With ``user``, replies come back on that user's own inbox (``_INBOX.<user>``), the only
     one its permissions let it subscribe to (:mod:`masa_platform.bus_access`).
     """
@@ -96,7 +99,7 @@ async def connect(
 
     credentials: dict[str, str] = {"user": user, "password": password} if user else {}
     return await nats.connect(
-        servers=[url],
+        servers=[server.strip() for server in url.split(",") if server.strip()],
         name=name,
         inbox_prefix=inbox_prefix(user),
         **credentials,
@@ -312,12 +315,16 @@ class KvBucket:
         *,
         ttl_seconds: float | None = None,
         history: int = 1,
+        replicas: int = 1,
     ) -> KvBucket:
-        """Open ``bucket``, creating it when missing; with a TTL every entry expires after it."""
+        """Open ``bucket``, creating it when missing (stored on ``replicas`` servers of a
+        cluster); with a TTL every entry expires after it."""
         try:
             return cls(await js.key_value(bucket), js, bucket)
         except nats.js.errors.BucketNotFoundError:
-            config = api.KeyValueConfig(bucket=bucket, ttl=ttl_seconds, history=history)
+            config = api.KeyValueConfig(
+                bucket=bucket, ttl=ttl_seconds, history=history, replicas=replicas
+            )
             return cls(await js.create_key_value(config), js, bucket)
 
     async def get(self, key: str) -> KvEntry | None:

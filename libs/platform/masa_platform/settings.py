@@ -138,6 +138,7 @@ class PlatformSettings:
     metrics_host: str = "127.0.0.1"
     # 0 asks the OS for a free port; the metrics server reports the one it bound.
     metrics_port: int = 0
+    # One server, or the servers of a cluster separated by commas.
     nats_url: str = "nats://127.0.0.1:4222"
     # This service's own NATS user (masa_platform.bus_access); empty for a server without
     # authorization.

@@ -11,6 +11,9 @@ or a network partition) and ``resume()`` it::
 With ``secure=True`` it runs with the masa users and permissions of
 :mod:`masa_platform.bus_access`, each with a fresh random password (``server.password(user)``),
 as ``make run`` and the deployment do.
+
+:class:`NatsCluster` runs three of them as one JetStream cluster (streams can then keep 3
+replicas, as production does); each server can be killed and started again on its own.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ import socket
 import subprocess
 import sysconfig
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from masa_platform.bus_access import authorization_block, bus_users
 
-__all__ = ["NatsServer", "free_port", "nats_server_binary"]
+__all__ = ["NatsCluster", "NatsServer", "free_port", "nats_server_binary"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -77,12 +83,25 @@ class NatsServer:
         self.passwords: dict[str, str] = (
             {user.name: secrets.token_urlsafe(18) for user in bus_users()} if secure else {}
         )
+        # A member of a cluster (NatsCluster.join): the cluster's name, this member's route and
+        # monitoring ports, and the other members' route ports.
+        self.cluster = ""
+        self.cluster_port = 0
+        self.monitor_port = 0
+        self.routes: list[int] = []
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
 
     @property
     def url(self) -> str:
         return f"nats://{self.host}:{self.port}"
+
+    def join(self, cluster: str, passwords: Mapping[str, str]) -> None:
+        """Become a member of ``cluster`` with its users' ``passwords`` (before starting)."""
+        self.cluster = cluster
+        self.passwords = dict(passwords)
+        self.cluster_port = free_port(self.host)
+        self.monitor_port = free_port(self.host)
 
     def password(self, user: str) -> str:
         """The password of masa user ``user`` (a ``secure`` server only)."""
@@ -104,10 +123,19 @@ class NatsServer:
         config = self.store_dir / "nats-server.conf"
         sync = "\n  sync_interval: always" if self.sync_always else ""
         authorization = authorization_block(self.passwords) if self.passwords else ""
+        clustering = ""
+        if self.cluster:
+            routes = ", ".join(f"nats-route://{self.host}:{port}" for port in self.routes)
+            clustering = (
+                f"server_name: n{self.port}\n"
+                f'http: "{self.host}:{self.monitor_port}"\n'
+                f'cluster {{\n  name: "{self.cluster}"\n'
+                f'  listen: "{self.host}:{self.cluster_port}"\n  routes: [{routes}]\n}}\n'
+            )
         config.write_text(
             f'listen: "{self.host}:{self.port}"\n'
             f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"{sync}\n}}\n'
-            f"{authorization}"
+            f"{clustering}{authorization}"
         )
         config.chmod(0o600)
         with self.log_file.open("ab") as log:
@@ -205,3 +233,70 @@ class NatsServer:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+class NatsCluster:
+    """Three :class:`NatsServer` as one JetStream cluster, sharing the masa users' passwords.
+
+    ``url`` names all three (clients move to another when one dies); :meth:`wait_ready` waits
+    until every running member says its JetStream is healthy (the cluster has a meta leader).
+    """
+
+    def __init__(
+        self, store_dir: Path, *, size: int = 3, secure: bool = False, name: str = "masa"
+    ) -> None:
+        passwords = {user.name: secrets.token_urlsafe(18) for user in bus_users()} if secure else {}
+        self.servers = [NatsServer(store_dir / f"n{number}") for number in range(size)]
+        for server in self.servers:
+            server.join(name, passwords)
+        for server in self.servers:
+            server.routes = [other.cluster_port for other in self.servers if other is not server]
+        self.passwords = passwords
+
+    @property
+    def url(self) -> str:
+        return ",".join(server.url for server in self.servers)
+
+    def password(self, user: str) -> str:
+        return self.passwords[user]
+
+    def start(self) -> None:
+        for server in self.servers:
+            # A member waits for its routes only once JetStream looks for a meta leader, so the
+            # members are started first and waited for together.
+            server.ready_timeout = 30.0
+            server.start()
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        for server in self.servers:
+            if not server.running:
+                continue
+            url = f"http://{server.host}:{server.monitor_port}/healthz"
+            while True:
+                try:
+                    with urllib.request.urlopen(url, timeout=1.0) as answer:
+                        if answer.status == 200:
+                            break
+                except (urllib.error.URLError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"nats cluster member {server.url} not healthy")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> NatsCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,7 +1,8 @@
 """``python -m masa_table_engine`` (or ``masa-table-engine``): run one table-engine node.
 
-Settings are read once from ``MASA_*`` (see :class:`~masa_table_engine.node.EngineSettings`);
-SIGINT or SIGTERM drains the server and stops the tables, whose state is already in JetStream.
+Settings are read once from ``MASA_*`` (see :class:`~masa_table_engine.settings.EngineSettings`);
+SIGINT or SIGTERM drains the node: it takes no new table, hands each table over to the other
+nodes (a final snapshot, then its lease released), then stops the server.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
 from masa_platform.settings import load_settings
 
-from masa_table_engine.node import EngineSettings, start_node
+from masa_table_engine.bootstrap import start_node
+from masa_table_engine.settings import EngineSettings
 
 _log = logging.getLogger(__name__)
 # How long, past the gRPC drain, leases and the NATS connection get to close cleanly.
 _GOODBYE_SECONDS: Final = 5.0
+# How long handing the tables over may take before the node stops anyway.
+_DRAIN_SECONDS: Final = 10.0
 
 
 async def serve(settings: EngineSettings) -> None:
@@ -37,6 +41,11 @@ async def serve(settings: EngineSettings) -> None:
         # Stopping releases leases and drains NATS; with NATS gone (the whole stack stopping
         # at once) that would wait for a reconnect for ever. Every acknowledged action is
         # already in JetStream, so a node that cannot say goodbye may simply leave.
+        try:
+            async with asyncio.timeout(_DRAIN_SECONDS):
+                await node.drain()
+        except TimeoutError:
+            _log.warning("drain not finished in time; the other tables' leases expire")
         try:
             async with asyncio.timeout(platform.server.grace_seconds + _GOODBYE_SECONDS):
                 await node.stop()

@@ -31,7 +31,8 @@ from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
-from masa_table_engine.node import EngineSettings, Node, start_node
+from masa_table_engine.bootstrap import Node, start_node
+from masa_table_engine.settings import EngineSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 

@@ -40,6 +40,7 @@ from masa_platform.bus import KvBucket, publish
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
+from masa_table_engine.adapters.convert import entry_to_log, input_from_log
 from masa_table_engine.adapters.jetstream import (
     LEASE_BUCKET,
     SNAPSHOT_BUCKET,
@@ -47,7 +48,9 @@ from masa_table_engine.adapters.jetstream import (
     WRITER_HEADER,
     log_subject,
 )
-from masa_table_engine.node import Node
+from masa_table_engine.bootstrap import Node
+from masa_table_engine.domain.model import SeatChange, SeatChanged
+from masa_table_engine.domain.table import TimerPolicy, accept
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 from prometheus_client import CollectorRegistry
 
@@ -258,16 +261,17 @@ async def _write_as(server: NatsServer, table_id: str, writer: str, *, take_leas
     try:
         js = client.jetstream()
         last = await js.get_last_msg(STREAM, log_subject(table_id))
-        sequence = entries[-1].sequence + 1
-        entry = table_log_pb2.TableLogEntry(
-            event_id=f"{table_id}:{sequence}",
-            table_id=table_id,
-            sequence=sequence,
-            seat_changed=table_log_pb2.SeatChanged(
-                seat=0, change=table_log_pb2.SEAT_CHANGE_RECONNECTED
-            ),
+        # The entry as that node's engine would have logged it, events and all, so that a
+        # replay of the log matches it.
+        table = None
+        for logged in entries:
+            at = logged.occurred_at.ToNanoseconds() / 1e9
+            table, _ = accept(table, input_from_log(logged, 30.0), at, TimerPolicy())
+        _, theirs = accept(
+            table, SeatChanged(0, SeatChange.RECONNECTED), time.time(), TimerPolicy()
         )
-        entry.occurred_at.GetCurrentTime()
+        entry = entry_to_log(theirs, f"{writer}:7000")
+        sequence = entry.sequence
         await publish(
             js,
             log_subject(table_id),

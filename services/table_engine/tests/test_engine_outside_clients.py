@@ -28,7 +28,7 @@ from masa.events.v1 import table_log_pb2
 from masa_platform.auth import mint_token
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import Pass, legal_actions
-from masa_table_engine.node import start_node
+from masa_table_engine.bootstrap import start_node
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 from prometheus_client import CollectorRegistry, generate_latest
 

@@ -73,7 +73,7 @@ async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
             address="127.0.0.1:1",
             version="test",
             capacity=10,
-            tables=lambda: 0,
+            tables=list,
             ttl_seconds=1.5,
         )
         await registry.advertise()

@@ -44,7 +44,7 @@ from masa_platform.bus import KvBucket
 from masa_platform.testing import NatsServer, free_port
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import INDEX_BUCKET, LEASE_BUCKET
-from masa_table_engine.node import Node
+from masa_table_engine.bootstrap import Node
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 from prometheus_client import CollectorRegistry
 
@@ -55,17 +55,30 @@ SNAPSHOT_EVERY = 5
 
 @pytest.fixture
 def engine(nats_server: NatsServer, tmp_path: Path) -> Iterator[EngineProcess]:
+    process = _engine(nats_server, tmp_path)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def lone_engine(tmp_path: Path) -> Iterator[EngineProcess]:
+    """An engine on a NATS of its own: no table another test left unfinished is taken over."""
+    with NatsServer(tmp_path / "nats", secure=True) as server:
+        process = _engine(server, tmp_path)
+        yield process
+        process.stop()
+
+
+def _engine(server: NatsServer, tmp_path: Path) -> EngineProcess:
     env = {
         **os.environ,
-        **engine_nats_env(nats_server),
+        **engine_nats_env(server),
         "MASA_GRPC_PORT": str(free_port()),
         "MASA_NODE_ID": "restarts",
         "MASA_SNAPSHOT_EVERY": str(SNAPSHOT_EVERY),
         "MASA_LOG_LEVEL": "INFO",
     }
-    process = EngineProcess(env, tmp_path / "engine.log")
-    yield process
-    process.stop()
+    return EngineProcess(env, tmp_path / "engine.log")
 
 
 async def _play(
@@ -228,20 +241,20 @@ async def _served(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> bool:
 
 
 async def test_health_answers_not_serving_while_the_tables_come_back(
-    nats_server: NatsServer, engine: EngineProcess
+    lone_engine: EngineProcess,
 ) -> None:
     """Issue 9: a restart with six long 51 tables took 65 s, in which health did not answer
     and tables already back starved those still loading. Four long logs without snapshots
     (each read whole and replayed): health says NOT_SERVING until they are all back."""
-    address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
-    engine.env.update(
+    address = f"127.0.0.1:{lone_engine.env['MASA_GRPC_PORT']}"
+    lone_engine.env.update(
         {
             "MASA_NODE_ID": "long-logs",
             "MASA_SNAPSHOT_EVERY": "1000000",
             "MASA_BOT_DELAY_SECONDS": "0.002",
         }
     )
-    engine.start()
+    lone_engine.start()
     await wait_until(lambda: serving(address), what="the engine to serve")
     async with table_stub(address) as stub:
         tables = [
@@ -261,8 +274,8 @@ async def test_health_answers_not_serving_while_the_tables_come_back(
             return all(view.sequence >= 600 for view in lengths)
 
         await wait_until(long_enough, timeout=60, what="long logs")
-    engine.kill()
-    engine.start()
+    lone_engine.kill()
+    lone_engine.start()
     seen: list[int] = []
     async with asyncio.timeout(60):
         while not seen or seen[-1] != health_pb2.HealthCheckResponse.SERVING:
@@ -275,7 +288,9 @@ async def test_health_answers_not_serving_while_the_tables_come_back(
         health_pb2.HealthCheckResponse.SERVING,
     ]
     logged = [
-        json.loads(line) for line in engine.log.read_text().splitlines() if line.startswith("{")
+        json.loads(line)
+        for line in lone_engine.log.read_text().splitlines()
+        if line.startswith("{")
     ]
     resumed = [line["resumed_tables"] for line in logged if line.get("msg") == "recovery done"]
     assert resumed[-1] == 4

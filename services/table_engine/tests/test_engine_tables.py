@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from masa_table_engine.app.ports import LoggedInput, NullMetrics
+from masa_table_engine.adapters.memory import MemoryBus, MemoryLog, MemoryOwnership, MemoryResults
+from masa_table_engine.app.ports import NullMetrics
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import TableNotFound, Tables
 from masa_table_engine.domain.model import (
@@ -20,65 +21,20 @@ from masa_table_engine.domain.model import (
 from masa_table_engine.domain.table import Table, TimerPolicy
 
 
-class MemoryLog:
-    writer = "memory"
-
-    async def append(self, entry: Entry) -> None:
-        del entry
-
-    async def read(self, table_id: str, after_sequence: int) -> list[LoggedInput]:
-        del table_id, after_sequence
-        return []
-
-    async def save_snapshot(self, table: Table) -> None:
-        del table
-
-    async def load_snapshot(self, table_id: str) -> Table | None:
-        del table_id
-        return None
-
-    async def track(self, table_id: str) -> None:
-        del table_id
-
-    async def untrack(self, table_id: str) -> None:
-        del table_id
-
-    async def table_ids(self) -> list[str]:
-        return []
-
-    async def owner_address(self, table_id: str) -> str | None:
-        del table_id
-        return None
-
-
-class NoResults:
-    async def publish(self, table: Table, entry: Entry) -> None:
-        del table, entry
-
-
-class FreeOwnership:
-    async def claim(self, table_id: str) -> bool:
-        del table_id
-        return True
-
-    async def release(self, table_id: str) -> None:
-        del table_id
-
-    async def holder(self, table_id: str) -> str | None:
-        del table_id
-        return None
+def _deps(bus: MemoryBus) -> Deps:
+    return Deps(
+        log=MemoryLog(bus, "memory"),
+        results=MemoryResults(bus),
+        decider=None,
+        metrics=NullMetrics(),
+        ownership=MemoryOwnership(bus, "memory"),
+        clock=bus.clock,
+    )
 
 
 async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() -> None:
-    now = 1000.0
-    deps = Deps(
-        log=MemoryLog(),
-        results=NoResults(),
-        decider=None,
-        metrics=NullMetrics(),
-        ownership=FreeOwnership(),
-        clock=lambda: now,
-    )
+    bus = MemoryBus()
+    deps = _deps(bus)
     settings = RuntimeSettings(
         timers=TimerPolicy(),
         snapshot_every=20,
@@ -95,10 +51,10 @@ async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() 
         async with asyncio.timeout(10):
             while not tables.get(first.table_id).table.finished:
                 await asyncio.sleep(0.01)
-        now += 29.0
+        bus.clock.advance(29.0)
         await tables.create(bots)
         assert tables.get(first.table_id).table.finished
-        now += 2.0
+        bus.clock.advance(2.0)
         await tables.create(bots)
         with pytest.raises(TableNotFound):
             tables.get(first.table_id)
@@ -109,13 +65,7 @@ async def test_a_finished_table_is_kept_for_its_retention_time_then_forgotten() 
 async def test_a_table_keeps_only_its_latest_entries_in_memory() -> None:
     """Each entry holds the game states it led to: a whole 51 history would hold megabytes
     per table. A watcher further behind than the kept entries gets a fresh snapshot."""
-    deps = Deps(
-        log=MemoryLog(),
-        results=NoResults(),
-        decider=None,
-        metrics=NullMetrics(),
-        ownership=FreeOwnership(),
-    )
+    deps = _deps(MemoryBus())
     settings = RuntimeSettings(
         timers=TimerPolicy(), snapshot_every=20, bot_timeout_seconds=1.0, history_kept=10
     )

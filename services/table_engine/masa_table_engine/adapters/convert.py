@@ -45,6 +45,7 @@ from masa_table_engine.domain.model import (
     Source,
     Standing,
     TableConfig,
+    TableVoided,
     TimerFired,
     TimerKind,
     TurnStarted,
@@ -60,6 +61,7 @@ __all__ = [
     "config_to_proto",
     "entry_to_log",
     "input_from_log",
+    "same_action",
     "seat_view",
     "spectator_view",
     "standing_to_proto",
@@ -137,7 +139,12 @@ _CHANGE: Final = {
     SeatChange.LEFT: table_log_pb2.SEAT_CHANGE_LEFT,
 }
 _CHANGE_BACK: Final = {value: key for key, value in _CHANGE.items()}
-_ABANDON: Final = {AbandonReason.NO_PLAYER_LEFT: event_pb2.ABANDON_REASON_NO_PLAYER_LEFT}
+_ABANDON: Final = {
+    AbandonReason.NO_PLAYER_LEFT: event_pb2.ABANDON_REASON_NO_PLAYER_LEFT,
+    AbandonReason.VOIDED: event_pb2.ABANDON_REASON_VOIDED,
+    AbandonReason.UNRECOVERABLE: event_pb2.ABANDON_REASON_UNRECOVERABLE,
+}
+_ABANDON_BACK: Final = {value: key for key, value in _ABANDON.items()}
 
 
 _NANOS: Final = 1_000_000_000
@@ -427,6 +434,11 @@ def action_from_proto(table: Table, message: action_pb2.Action, seat: int) -> ob
         raise BadRequest(error.message, reason=error.reason) from None
 
 
+def same_action(action: object, message: action_pb2.Action) -> bool:
+    """Whether ``message`` asks for ``action`` (a retry's check, whatever the hand now holds)."""
+    return _action_to_proto(action) == message
+
+
 def _action_to_proto(action: object) -> action_pb2.Action:
     if isinstance(action, elevator_engine.Play | elevator_engine.Pass | elevator_engine.Give):
         return elevator_wire.action_to_proto(action)
@@ -596,6 +608,10 @@ def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntr
         message.timer_fired.CopyFrom(
             table_log_pb2.TimerFired(kind=_TIMER[item.kind], seat=item.seat)
         )
+    elif isinstance(item, TableVoided):
+        message.table_voided.CopyFrom(
+            table_log_pb2.TableVoided(reason=_ABANDON[item.reason], details=item.details)
+        )
     else:
         message.seat_changed.CopyFrom(
             table_log_pb2.SeatChanged(seat=item.seat, change=_CHANGE[item.change])
@@ -621,4 +637,7 @@ def input_from_log(message: table_log_pb2.TableLogEntry, default_turn_seconds: f
         return TimerFired(_TIMER_BACK[message.timer_fired.kind], message.timer_fired.seat)
     if which == "seat_changed":
         return SeatChanged(message.seat_changed.seat, _CHANGE_BACK[message.seat_changed.change])
+    if which == "table_voided":
+        voided = message.table_voided
+        return TableVoided(_ABANDON_BACK[voided.reason], voided.details)
     raise ValueError(f"log entry {message.sequence} holds no input")

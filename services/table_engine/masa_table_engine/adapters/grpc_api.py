@@ -7,8 +7,13 @@ the platform's error interceptor:
 
 - malformed input, or input beyond the limits of :mod:`.limits`: INVALID_ARGUMENT;
 - an unknown table: NOT_FOUND, reason TABLE_NOT_FOUND;
-- a table whose log does not answer now (NATS away) or that is being recovered or handed
-  over: UNAVAILABLE, reason TABLE_UNAVAILABLE (retry with the same request_id);
+- a table another node serves: FAILED_PRECONDITION, reason TABLE_MOVED, with the owner's
+  ``host:port`` in the ErrorInfo metadata key ``owner_address`` (and ``table_id``);
+- a table whose log does not answer now (NATS away), or that no node serves at the moment
+  (its node died or drained and the takeover is under way): UNAVAILABLE, reason
+  TABLE_UNAVAILABLE (retry with the same request_id, here or at any node); a watch stream of
+  a table this node hands over ends the same way;
+- CreateTable on a draining node: UNAVAILABLE, reason NODE_DRAINING;
 - another seat: PERMISSION_DENIED, reason NOT_YOUR_SEAT;
 - an illegal move: FAILED_PRECONDITION with the rule id;
 - a stale expected_sequence: ABORTED, reason SEQUENCE_MISMATCH, with the current sequence;
@@ -26,7 +31,7 @@ from collections.abc import AsyncIterator
 from typing import ClassVar
 
 import grpc
-from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
 from masa_platform.errors import (
     BadRequest,
@@ -45,6 +50,7 @@ from masa_rules.errors import RuleViolation
 from masa_table_engine.adapters.convert import (
     action_from_proto,
     config_from_proto,
+    same_action,
     seat_view,
     spectator_view,
     table_to_proto,
@@ -54,7 +60,7 @@ from masa_table_engine.adapters.limits import check_action, check_config, check_
 from masa_table_engine.app.ports import LogConflict, LogUnavailable
 from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
-from masa_table_engine.app.tables import TableNotFound, Tables
+from masa_table_engine.app.tables import Draining, TableNotFound, Tables, TableUnserved
 from masa_table_engine.domain.model import (
     PlayerAction,
     SeatChange,
@@ -138,7 +144,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             self._creating[key] -= 1
             if not self._creating[key]:
                 del self._creating[key]
-        owner = await tables.locate(table.table_id) or self.owner_address
+        owner = self.owner_address
         return table_pb2.CreateTableResponse(table=table_to_proto(table, owner))
 
     async def _create(self, request: table_pb2.CreateTableRequest, config: TableConfig) -> Table:
@@ -159,6 +165,8 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             raise Unavailable(str(error)) from None
         except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
+        except Draining as error:
+            raise TableUnavailable(str(error), reason="NODE_DRAINING") from None
 
     async def GetTable(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.GetTableRequest, context: Context
@@ -200,6 +208,9 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
                     )
             else:
                 yield table_pb2.WatchTableResponse(update=update_for(item, viewer))
+        if not runtime.table.finished:
+            # The table was handed over (a drain) or lost: the client finds its new node.
+            raise TableUnavailable(f"table {request.table_id} is moving to another node")
 
     async def SubmitAction(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.SubmitActionRequest, context: Context
@@ -212,18 +223,33 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         if not request.HasField("action"):
             raise BadRequest("action is required")
         table = runtime.table
-        check_action(request.action, table.engine.hand_size(table.game, seat))
-        action = action_from_proto(table, request.action, seat)
-        source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
         earlier = runtime.accepted(seat, request.request_id)
         if earlier is not None:
             # The log keeps each action's request id, so a retry is answered after a restart
-            # too; the same id with another action is not a retry.
-            if not isinstance(earlier.input, PlayerAction) or earlier.input.action != action:
+            # or a move to another node too, however the hand changed since (a meld it laid
+            # is no longer in it); the same id with another action is not a retry.
+            if not isinstance(earlier.input, PlayerAction) or not same_action(
+                earlier.input.action, request.action
+            ):
                 raise RequestIdReused(
                     f"request_id {preview(request.request_id)} was already used for another move"
                 )
             return table_pb2.SubmitActionResponse(update=update_for(earlier, seat))
+        before = runtime.accepted_before(seat, request.request_id)
+        if before is not None:
+            # Applied before the snapshot a takeover rebuilt the table from: its events are
+            # not kept here, only that it was applied, and where.
+            return table_pb2.SubmitActionResponse(update=event_pb2.TableUpdate(sequence=before))
+        if request.expected_sequence and request.expected_sequence != table.sequence:
+            # Judged against a table that moved on: its limits (the hand's size now) would
+            # refuse it for the wrong reason (AIP-154).
+            raise SequenceMismatchError(
+                str(SequenceMismatch(request.expected_sequence, table.sequence)),
+                metadata={"current_sequence": str(table.sequence)},
+            )
+        check_action(request.action, table.engine.hand_size(table.game, seat))
+        action = action_from_proto(table, request.action, seat)
+        source = Source.PLAYER if runtime.is_human(seat) else Source.BOT
         try:
             entry = await runtime.commit(
                 PlayerAction(seat, action, source, request.request_id),
@@ -273,9 +299,16 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def _runtime(self, table_id: str) -> TableRuntime:
         check_table_id(table_id)
         try:
-            return self._tables.get(table_id)
+            runtime = self._tables.get(table_id)
         except TableNotFound:
+            pass
+        else:
+            if not runtime.fenced:
+                return runtime
+        try:
             owner = await self._tables.locate(table_id)
+        except (TableUnserved, LogUnavailable) as error:
+            raise TableUnavailable(str(error)) from None
         if owner is not None and owner != self.owner_address:
             raise TableMoved(table_id, owner)
         raise NotFound(f"no table {table_id}", reason="TABLE_NOT_FOUND")

@@ -4,13 +4,16 @@
   ``TableLogEntry`` per accepted input, published with ``Nats-Msg-Id`` = the entry's event id
   and ``Nats-Expected-Last-Subject-Sequence`` = the stream sequence of the table's previous
   entry, so a node that lost the table (a zombie) cannot append behind the new owner's back,
-  and two attempts at one place never both land. Header ``Masa-Node`` names the writer.
-- Snapshots: KV bucket ``masa_table_snapshots``, key = table id, value = the owner node, its
-  address, the stream sequence of the table's last entry and the whole table as JSON,
-  written at creation, every N entries and at the end. Recovery reads the log from there.
+  and two attempts at one place never both land. Header ``Masa-Node`` names the writer. Each
+  entry records the rules library's version and the snapshot schema version of its writer.
+- Snapshots: KV bucket ``masa_table_snapshots``, key = table id, value = the schema version,
+  the owner node, its address, the stream sequence of the table's last entry, whether the
+  owner handed the table over (a drain), and the whole table as JSON, written at creation,
+  every N entries, at a hand-over and at the end. Recovery reads the log from there; a
+  snapshot of another schema is ignored and the log replayed from its start.
 - Index: KV bucket ``masa_table_index``, key ``<node_id>.<table_id>``, one per unfinished
   table of a node, so that a start lists its tables without reading every snapshot ever
-  written.
+  written, and live nodes find the tables of a node that died (:class:`JetStreamDirectory`).
 - Leases: KV bucket ``masa_table_leases`` whose TTL is the lease time, renewed by a task.
 - Results: ``TableResult`` on ``masa.table.v1.<table_id>.result`` in the same stream, with
   ``Nats-Msg-Id`` = the result's event id, which is derived from the table and the entry so
@@ -23,11 +26,15 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Final
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from importlib.metadata import version
+from typing import Any, Final
 
 import nats.errors
-from masa.events.v1 import result_pb2, table_log_pb2
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
 from masa_platform.bus import (
     KvBucket,
     Lease,
@@ -50,7 +57,14 @@ from masa_table_engine.adapters.convert import (
     timestamp,
     update_for,
 )
-from masa_table_engine.app.ports import LogConflict, LoggedInput, LogUnavailable
+from masa_table_engine.app.ports import (
+    LogConflict,
+    LoggedInput,
+    LogUnavailable,
+    Placement,
+    Snapshot,
+    Unserved,
+)
 from masa_table_engine.domain.model import AbandonReason, Entry, GameAbandoned, GameFinished
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
@@ -58,7 +72,9 @@ __all__ = [
     "INDEX_BUCKET",
     "LEASE_BUCKET",
     "SNAPSHOT_BUCKET",
+    "SNAPSHOT_SCHEMA",
     "STREAM",
+    "JetStreamDirectory",
     "JetStreamLog",
     "JetStreamResults",
     "KvOwnership",
@@ -72,12 +88,21 @@ SNAPSHOT_BUCKET: Final = "masa_table_snapshots"
 LEASE_BUCKET: Final = "masa_table_leases"
 INDEX_BUCKET: Final = "masa_table_index"
 WRITER_HEADER: Final = "Masa-Node"
+# The version of the snapshot format (table_to_json plus the fields around it). A node reads
+# only its own; any other is ignored, and the table is replayed from its first entry.
+SNAPSHOT_SCHEMA: Final = 1
+RULES_VERSION: Final = version("masa-rules")
+# Replayed and logged times may differ by float rounding (a deadline is the input's time plus
+# the turn time, computed again from the time read back): closer than this is the same time.
+_SAME_TIME_NANOS: Final = 1_000
 
 _log = logging.getLogger(__name__)
 
 # GameAbandoned.reason in words, for the ledger's records.
 _ABANDONED_BECAUSE: Final = {
     AbandonReason.NO_PLAYER_LEFT: "P-12: every player left or forfeited; no one played on",
+    AbandonReason.VOIDED: "voided by an operator",
+    AbandonReason.UNRECOVERABLE: "the table's state could not be rebuilt on takeover",
 }
 
 
@@ -89,13 +114,14 @@ def result_subject(table_id: str) -> str:
     return f"masa.table.v1.{table_id}.result"
 
 
-async def ensure_table_stream(js: JetStreamContext) -> None:
+async def ensure_table_stream(js: JetStreamContext, *, replicas: int = 1) -> None:
     await ensure_stream(
         js,
         api.StreamConfig(
             name=STREAM,
             subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"],
             storage=api.StorageType.FILE,
+            num_replicas=replicas,
         ),
     )
 
@@ -129,6 +155,8 @@ class JetStreamLog:
     async def append(self, entry: Entry) -> None:
         subject = log_subject(entry.table_id)
         message = entry_to_log(entry, self._owner_address)
+        message.rules_version = RULES_VERSION
+        message.schema_version = SNAPSHOT_SCHEMA
         try:
             expected = self._last.get(entry.table_id)
             if expected is None:
@@ -169,59 +197,107 @@ class JetStreamLog:
             message = table_log_pb2.TableLogEntry.FromString(raw.data)
             if message.sequence <= after_sequence:
                 continue
+            events = table_log_pb2.TableLogEntry(events=message.events)
             found.append(
                 LoggedInput(
                     sequence=message.sequence,
                     at=message.occurred_at.ToNanoseconds() / 1e9,
                     input=input_from_log(message, self._default_turn_seconds),
                     writer=raw.headers.get(WRITER_HEADER, ""),
+                    logged_events=events.SerializeToString(deterministic=True),
                 )
             )
         return found
 
-    async def save_snapshot(self, table: Table) -> None:
+    def matches(self, entry: Entry, logged: LoggedInput) -> bool:
+        if logged.logged_events is None:
+            return True
+        replayed = table_log_pb2.TableLogEntry(events=entry_to_log(entry, "").events)
+        if replayed.SerializeToString(deterministic=True) == logged.logged_events:
+            return True
+        return _same(replayed, table_log_pb2.TableLogEntry.FromString(logged.logged_events))
+
+    async def save_snapshot(
+        self,
+        table: Table,
+        *,
+        handed_over: bool = False,
+        requests: tuple[tuple[int, str, int], ...] = (),
+    ) -> None:
         payload = {
+            "schema": SNAPSHOT_SCHEMA,
             "owner": self.writer,
             "address": self._owner_address,
             "log_seq": self._last.get(table.table_id, 0),
+            "handed_over": handed_over,
+            "requests": [list(request) for request in requests],
             "table": table_to_json(table),
         }
-        await self._snapshots.put(table.table_id, json.dumps(payload).encode())
+        with _answering(f"snapshot of {table.table_id}"):
+            await self._snapshots.put(table.table_id, json.dumps(payload).encode())
 
-    async def load_snapshot(self, table_id: str) -> Table | None:
-        entry = await self._snapshots.get(table_id)
+    async def load_snapshot(self, table_id: str) -> Snapshot | None:
+        with _answering(f"snapshot of {table_id}"):
+            entry = await self._snapshots.get(table_id)
+        self._last.pop(table_id, None)
         if entry is None:
             return None
         payload = json.loads(entry.value)
+        # Snapshots from before the schema was recorded are of the first schema.
+        schema = payload.get("schema", 1)
+        if schema != SNAPSHOT_SCHEMA:
+            _log.warning(
+                "table %s: snapshot of schema %s, not %d; replaying the whole log",
+                table_id,
+                schema,
+                SNAPSHOT_SCHEMA,
+            )
+            return None
         log_seq = payload.get("log_seq")
         if isinstance(log_seq, int) and log_seq > 0:
             # The log is read from the snapshot's last entry on, not from its start.
             self._last[table_id] = log_seq
-        else:
-            self._last.pop(table_id, None)
-        return table_from_json(payload["table"])
+        requests = tuple(
+            (int(seat), str(request_id), int(sequence))
+            for seat, request_id, sequence in payload.get("requests", ())
+        )
+        return Snapshot(
+            table_from_json(payload["table"]), bool(payload.get("handed_over")), requests
+        )
 
-    async def owner_address(self, table_id: str) -> str | None:
-        entry = await self._snapshots.get(table_id)
+    async def placement(self, table_id: str) -> Placement | None:
+        with _answering(f"snapshot of {table_id}"):
+            entry = await self._snapshots.get(table_id)
         if entry is None:
             return None
         payload = json.loads(entry.value)
-        if payload.get("owner") == self.writer:
-            return None
-        address = payload.get("address")
-        return address if isinstance(address, str) and address else None
+        table = payload.get("table")
+        return Placement(
+            node=str(payload.get("owner", "")),
+            address=str(payload.get("address", "")),
+            finished=bool(table.get("finished")) if isinstance(table, dict) else False,
+        )
 
     async def track(self, table_id: str) -> None:
-        await self._index.put(self._index_key(table_id), b"")
+        with _answering(f"index entry of {table_id}"):
+            await self._index.put(self._index_key(table_id), b"")
 
     async def untrack(self, table_id: str) -> None:
-        await self._index.forget(self._index_key(table_id))
+        with _answering(f"index entry of {table_id}"):
+            await self._index.forget(self._index_key(table_id))
         self._last.pop(table_id, None)
+
+    async def adopt(self, table_id: str, node: str) -> None:
+        await self.track(table_id)
+        if node != self.writer:
+            with _answering(f"index entry of {table_id}"):
+                await self._index.forget(f"{node}.{table_id}")
 
     async def table_ids(self) -> list[str]:
         """The unfinished tables this node runs, from its index (one listing, no GETs)."""
         prefix = f"{self.writer}."
-        return [key[len(prefix) :] for key in await self._index.keys(prefix)]
+        with _answering("the index"):
+            return [key[len(prefix) :] for key in await self._index.keys(prefix)]
 
     def _index_key(self, table_id: str) -> str:
         return f"{self.writer}.{table_id}"
@@ -231,13 +307,138 @@ class JetStreamLog:
 _UNAVAILABLE = (nats.errors.Error, asyncio.TimeoutError, ConnectionError)
 
 
+@contextlib.contextmanager
+def _answering(what: str) -> Iterator[None]:
+    """NATS failures (no answer, no connection, JetStream not up or electing a leader) as
+    ``LogUnavailable``, which callers retry and clients see as UNAVAILABLE."""
+    try:
+        yield
+    except _UNAVAILABLE as error:
+        raise LogUnavailable(f"{what}: {error!r}") from None
+
+
+def _same(one: Message, other: Message) -> bool:
+    """Equal messages, but for times closer than ``_SAME_TIME_NANOS``."""
+    if one.DESCRIPTOR.full_name != other.DESCRIPTOR.full_name:
+        return False
+    if one.DESCRIPTOR.full_name == "google.protobuf.Timestamp":
+        gap = abs(one.ToNanoseconds() - other.ToNanoseconds())  # type: ignore[attr-defined]
+        return bool(gap <= _SAME_TIME_NANOS)
+    fields = one.ListFields()
+    if [f.name for f, _ in fields] != [f.name for f, _ in other.ListFields()]:
+        return False
+    return all(
+        _same_values(descriptor, value, getattr(other, descriptor.name))
+        for descriptor, value in fields
+    )
+
+
+def _same_values(descriptor: FieldDescriptor, mine: Any, theirs: Any) -> bool:
+    if descriptor.is_repeated:
+        return len(mine) == len(theirs) and all(
+            _same_value(descriptor, a, b) for a, b in zip(mine, theirs, strict=True)
+        )
+    return _same_value(descriptor, mine, theirs)
+
+
+def _same_value(descriptor: FieldDescriptor, mine: Any, theirs: Any) -> bool:
+    if descriptor.message_type is not None:
+        return _same(mine, theirs)
+    return bool(mine == theirs)
+
+
+class JetStreamDirectory:
+    """The :class:`~masa_table_engine.app.ports.Directory` over the index, the leases and the
+    engine-node registry: two filtered listings find the unserved tables."""
+
+    def __init__(
+        self, index: KvBucket, leases: KvBucket, nodes: KvBucket, *, node_ttl_seconds: float
+    ) -> None:
+        self._index = index
+        self._leases = leases
+        self._nodes = nodes
+        # A node rewrites its record every third of the TTL: one that missed two rewrites is
+        # taken for dead before the bucket drops its record, so its tables are shared out
+        # among the nodes that are left.
+        self._silent_after = node_ttl_seconds * 2 / 3
+        # The registry changes every few seconds; a scan every second need not read it anew.
+        self._records: tuple[float, dict[str, engine_pb2.EngineNode]] = (0.0, {})
+
+    async def unserved(self) -> list[Unserved]:
+        with _answering("the index and the leases"):
+            listed = await self._index.keys()
+            leased = set(await self._leases.keys())
+        found: list[Unserved] = []
+        for key in listed:
+            node, _, table_id = key.partition(".")
+            if table_id and table_id not in leased:
+                found.append(Unserved(table_id, node))
+        return found
+
+    async def live_nodes(self) -> list[str]:
+        now = time.time()
+        with _answering("the engine-node registry"):
+            records = await self._read_nodes()
+        return [
+            node
+            for node, record in records.items()
+            if not record.draining
+            and now - record.update_time.ToNanoseconds() / 1e9 < self._silent_after
+        ]
+
+    async def address_of(self, node: str) -> str | None:
+        with _answering("the engine-node registry"):
+            record = (await self._read_nodes()).get(node)
+            if record is None:
+                record = await self._read_node(node)
+        return record.address if record is not None and record.address else None
+
+    async def _read_nodes(self) -> dict[str, engine_pb2.EngineNode]:
+        read_at, records = self._records
+        if time.monotonic() - read_at < _NODES_FRESH_SECONDS:
+            return records
+        records = {}
+        for node in await self._nodes.keys():
+            record = await self._read_node(node)
+            if record is not None:
+                records[node] = record
+        self._records = (time.monotonic(), records)
+        return records
+
+    async def _read_node(self, node: str) -> engine_pb2.EngineNode | None:
+        entry = await self._nodes.get(node)
+        return engine_pb2.EngineNode.FromString(entry.value) if entry is not None else None
+
+
+_NODES_FRESH_SECONDS: Final = 1.0
+
+
 class JetStreamResults:
     """Hand and game results (events.v1 ``TableResult``) for the ledger and matchmaking."""
 
     def __init__(self, js: JetStreamContext) -> None:
         self._js = js
 
-    async def publish(self, table: Table, entry: Entry) -> None:
+    async def publish(self, table: Table, entry: Entry, *, recheck: bool = False) -> list[str]:
+        results = self._results(table, entry)
+        if not results:
+            return []
+        subject = result_subject(table.table_id)
+        on_the_bus: set[str] = set()
+        if recheck:
+            for raw in await read_subject(self._js, STREAM, subject):
+                on_the_bus.add(_event_id(result_pb2.TableResult.FromString(raw.data)))
+        outcomes: list[str] = []
+        for result in results:
+            event_id = _event_id(result)
+            if event_id in on_the_bus:
+                outcomes.append("duplicate")
+                continue
+            ack = await publish(self._js, subject, result.SerializeToString(), msg_id=event_id)
+            outcomes.append("duplicate" if ack.duplicate else "published")
+        return outcomes
+
+    def _results(self, table: Table, entry: Entry) -> list[result_pb2.TableResult]:
         config = table.config
         game = config_to_proto(config)
         player_ids = [seat.player_id for seat in config.seats]
@@ -297,14 +498,11 @@ class JetStreamResults:
                     )
                 )
             )
-        for result in results:
-            inner = getattr(result, result.WhichOneof("result") or "")
-            await publish(
-                self._js,
-                result_subject(table.table_id),
-                result.SerializeToString(),
-                msg_id=inner.event_id,
-            )
+        return results
+
+
+def _event_id(result: result_pb2.TableResult) -> str:
+    return str(getattr(result, result.WhichOneof("result") or "").event_id)
 
 
 class KvOwnership:
@@ -324,7 +522,11 @@ class KvOwnership:
         self.on_lost: Callable[[str], Awaitable[None]] | None = None
 
     async def claim(self, table_id: str) -> bool:
-        lease = await self._leases.acquire(table_id)
+        if table_id in self._held:
+            # Held and renewed already: acquiring it again would race with the renewal.
+            return True
+        with _answering(f"lease of {table_id}"):
+            lease = await self._leases.acquire(table_id)
         if lease is None:
             return False
         self._held[table_id] = lease
@@ -335,10 +537,15 @@ class KvOwnership:
     async def release(self, table_id: str) -> None:
         lease = self._held.pop(table_id, None)
         if lease is not None:
-            await self._leases.release(lease)
+            with _answering(f"lease of {table_id}"):
+                await self._leases.release(lease)
 
     async def holder(self, table_id: str) -> str | None:
-        return await self._leases.holder_of(table_id)
+        with _answering(f"lease of {table_id}"):
+            return await self._leases.holder_of(table_id)
+
+    def held(self) -> set[str]:
+        return set(self._held)
 
     async def _renew(self) -> None:
         while True:

@@ -57,6 +57,25 @@ class PrometheusMetrics:
             ("reason",),
             registry=registry,
         )
+        self._outbox = Gauge(
+            "masa_outbox_pending_results",
+            "Results (HandFinished, GameFinished, GameAbandoned) in the table log that this "
+            "node has not published yet.",
+            registry=registry,
+        )
+        self._publishes = Counter(
+            "masa_outbox_publishes_total",
+            "Result publishes by the outbox relay, by outcome (published, duplicate, failed).",
+            ("outcome",),
+            registry=registry,
+        )
+        self._takeovers = Counter(
+            "masa_table_takeovers_total",
+            "Tables this node took over from another, by reason (expired: the other node's "
+            "lease ran out; drained: it handed the table over).",
+            ("reason",),
+            registry=registry,
+        )
         self._overdue = Gauge(
             "masa_tables_overdue",
             "Tables in play on this node whose turn or seat timer ran out more than "
@@ -112,6 +131,15 @@ class PrometheusMetrics:
 
     def recovery_skipped(self, reason: str) -> None:
         self._skipped.labels(reason=reason).inc()
+
+    def outbox_pending(self, results: int) -> None:
+        self._outbox.set(results)
+
+    def result_published(self, outcome: str) -> None:
+        self._publishes.labels(outcome=outcome).inc()
+
+    def takeover(self, reason: str) -> None:
+        self._takeovers.labels(reason=reason).inc()
 
     def overdue(self, tables: int) -> None:
         self._overdue.set(tables)

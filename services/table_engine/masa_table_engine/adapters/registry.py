@@ -1,8 +1,9 @@
 """This node in the engine-node registry that matchmaking places tables from.
 
 The node keeps one ``EngineNode`` record (masa.events.v1) in the KV bucket
-``masa_engine_nodes`` under its node id: its address, games, version, live tables, capacity
-and load, rewritten every third of the bucket's TTL. A node that dies stops writing and its
+``masa_engine_nodes`` under its node id: its address, games, version, live tables (their
+number and ids), capacity and load, rewritten every third of the bucket's TTL, and at once
+when it starts draining. A node that dies stops writing and its
 record expires with the TTL; a node that stops says it is draining, then deletes the record.
 The node id is a key of this bucket only: it never stands where a table id stands in a subject.
 """
@@ -41,7 +42,7 @@ class NodeRegistry:
         address: str,
         version: str,
         capacity: int,
-        tables: Callable[[], int],
+        tables: Callable[[], list[str]],
         ttl_seconds: float,
     ) -> None:
         self._bucket = bucket
@@ -52,6 +53,7 @@ class NodeRegistry:
         self._tables = tables
         self._every = ttl_seconds / 3
         self._task: asyncio.Task[None] | None = None
+        self._draining = False
 
     @classmethod
     async def open(
@@ -62,7 +64,7 @@ class NodeRegistry:
         address: str,
         version: str,
         capacity: int,
-        tables: Callable[[], int],
+        tables: Callable[[], list[str]],
         ttl_seconds: float,
     ) -> NodeRegistry:
         bucket = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=ttl_seconds)
@@ -77,7 +79,8 @@ class NodeRegistry:
         )
 
     def record(self, *, draining: bool = False) -> engine_pb2.EngineNode:
-        tables = self._tables()
+        table_ids = sorted(self._tables())
+        tables = len(table_ids)
         stamp = Timestamp()
         stamp.FromNanoseconds(time.time_ns())
         return engine_pb2.EngineNode(
@@ -90,10 +93,19 @@ class NodeRegistry:
             load=min(1.0, tables / self._capacity),
             draining=draining,
             update_time=stamp,
+            table_ids=table_ids,
         )
 
-    async def advertise(self, *, draining: bool = False) -> None:
-        await self._bucket.put(self._node_id, self.record(draining=draining).SerializeToString())
+    async def advertise(self, *, draining: bool | None = None) -> None:
+        record = self.record(draining=self._draining if draining is None else draining)
+        await self._bucket.put(self._node_id, record.SerializeToString())
+
+    async def drain(self) -> None:
+        """Say from now on that the node drains: matchmaking places no new table here."""
+        self._draining = True
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            async with asyncio.timeout(_GOODBYE_SECONDS):
+                await self.advertise()
 
     async def start(self) -> None:
         await self.advertise()

@@ -6,6 +6,9 @@ unit tests and against the real servers in integration tests.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -13,7 +16,9 @@ from masa_table_engine.domain.model import Entry, Input
 from masa_table_engine.domain.table import Table
 
 __all__ = [
+    "Clock",
     "Decider",
+    "Directory",
     "LogConflict",
     "LogStore",
     "LogUnavailable",
@@ -21,8 +26,35 @@ __all__ = [
     "Metrics",
     "NullMetrics",
     "Ownership",
+    "Placement",
     "ResultPublisher",
+    "Snapshot",
+    "SystemClock",
+    "Unserved",
 ]
+
+
+class Clock(Protocol):
+    """Table time: ``clock()`` is now in epoch seconds (deadlines are absolute times, P-10..P-12),
+    and the driver waits for a change or a deadline through it, so that tests can move time."""
+
+    def __call__(self) -> float: ...
+
+    async def wait(self, event: asyncio.Event, timeout: float | None) -> None:
+        """Until ``event`` is set or ``timeout`` seconds of this clock have passed."""
+        ...
+
+
+class SystemClock:
+    def __call__(self) -> float:
+        return time.time()
+
+    async def wait(self, event: asyncio.Event, timeout: float | None) -> None:
+        # asyncio.timeout, unlike wait_for, needs no extra task per wait; the driver waits
+        # after every bot move and timer, so that adds up.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
 
 class LogConflict(Exception):
@@ -42,6 +74,37 @@ class LoggedInput:
     at: float
     input: Input
     writer: str = ""
+    # The events the writer logged with the input, in a form only the log store reads: a
+    # replay compares its own events with them (LogStore.matches).
+    logged_events: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A saved table; ``handed_over`` when its owner gave it up while draining. ``requests``
+    are the latest player actions before it, ``(seat, request_id, sequence)``, so that a
+    retry of one is still known as such by a node that replays only the log after it."""
+
+    table: Table
+    handed_over: bool = False
+    requests: tuple[tuple[int, str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The node that saved a table's latest snapshot, its address, and whether it was final."""
+
+    node: str
+    address: str
+    finished: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """A table some node's index lists and whose lease nobody holds: a node died or drained."""
+
+    table_id: str
+    node: str
 
 
 class LogStore(Protocol):
@@ -63,9 +126,23 @@ class LogStore(Protocol):
         ``LogUnavailable`` when the log does not answer."""
         ...
 
-    async def save_snapshot(self, table: Table) -> None: ...
+    def matches(self, entry: Entry, logged: LoggedInput) -> bool:
+        """Whether replaying ``logged`` gave the events its writer logged (True when it
+        logged none to compare with)."""
+        ...
 
-    async def load_snapshot(self, table_id: str) -> Table | None: ...
+    async def save_snapshot(
+        self,
+        table: Table,
+        *,
+        handed_over: bool = False,
+        requests: tuple[tuple[int, str, int], ...] = (),
+    ) -> None: ...
+
+    async def load_snapshot(self, table_id: str) -> Snapshot | None:
+        """The table's snapshot; None when there is none, or when it was written in a schema
+        this node does not read (the log is then replayed from its start)."""
+        ...
 
     async def track(self, table_id: str) -> None:
         """Record that this node runs the table, before its first entry is written."""
@@ -75,20 +152,44 @@ class LogStore(Protocol):
         """The table is finished or gone: drop it from this node's index and bookkeeping."""
         ...
 
+    async def adopt(self, table_id: str, node: str) -> None:
+        """This node took the table over from ``node``: list it here, no longer there."""
+        ...
+
     async def table_ids(self) -> list[str]:
         """The tables this node runs and has not finished (its index)."""
         ...
 
-    async def owner_address(self, table_id: str) -> str | None:
-        """The address of the node whose snapshot of ``table_id`` names it as the owner, when
-        that is another node (DESIGN.md §3, TABLE_MOVED)."""
+    async def placement(self, table_id: str) -> Placement | None:
+        """Who saved the table's latest snapshot, from where, and whether the game was over
+        (DESIGN.md §3, TABLE_MOVED); None when it has no snapshot."""
+        ...
+
+
+class Directory(Protocol):
+    """What the live nodes see of each other: the tables nobody serves, and how many of them
+    there are to share those tables."""
+
+    async def unserved(self) -> list[Unserved]: ...
+
+    async def live_nodes(self) -> list[str]:
+        """The ids of the nodes that take tables now (alive, not draining)."""
+        ...
+
+    async def address_of(self, node: str) -> str | None:
+        """The address a live node advertises."""
         ...
 
 
 class ResultPublisher(Protocol):
     """Hand and game results for the ledger and matchmaking, idempotent on the entry."""
 
-    async def publish(self, table: Table, entry: Entry) -> None: ...
+    async def publish(self, table: Table, entry: Entry, *, recheck: bool = False) -> list[str]:
+        """Publish the results ``entry`` holds; returns each one's outcome, ``published`` or
+        ``duplicate``. With ``recheck`` (a retry, or a table rebuilt elsewhere) the results
+        already on the bus are looked up first, so a result is never published twice, even
+        past the bus's de-duplication window."""
+        ...
 
 
 class Decider(Protocol):
@@ -108,6 +209,10 @@ class Ownership(Protocol):
 
     async def holder(self, table_id: str) -> str | None:
         """The node holding the table's lease now, if any."""
+        ...
+
+    def held(self) -> set[str]:
+        """The tables whose leases this node holds (and renews)."""
         ...
 
 
@@ -130,6 +235,18 @@ class Metrics(Protocol):
 
     def recovery_skipped(self, reason: str) -> None:
         """A table in this node's index that a start did not resume, and why."""
+        ...
+
+    def outbox_pending(self, results: int) -> None:
+        """Results in the log that are not on the bus yet."""
+        ...
+
+    def result_published(self, outcome: str) -> None:
+        """One result publish: ``published``, ``duplicate`` or ``failed``."""
+        ...
+
+    def takeover(self, reason: str) -> None:
+        """A table this node took over from another: ``expired`` or ``drained``."""
         ...
 
     def overdue(self, tables: int) -> None:
@@ -166,6 +283,15 @@ class NullMetrics:
         del tables
 
     def recovery_skipped(self, reason: str) -> None:
+        del reason
+
+    def outbox_pending(self, results: int) -> None:
+        del results
+
+    def result_published(self, outcome: str) -> None:
+        del outcome
+
+    def takeover(self, reason: str) -> None:
         del reason
 
     def overdue(self, tables: int) -> None:

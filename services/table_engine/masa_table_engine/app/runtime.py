@@ -1,4 +1,4 @@
-"""One live table: serialises its inputs, persists each before it counts, and drives it on.
+"""One live table's commit pipeline: serialises its inputs and persists each before it counts.
 
 Every input (a player's action, a bot move, a timer, a connection change) goes through
 :meth:`TableRuntime.commit` under the table's lock: the pure :func:`accept` computes the next
@@ -6,11 +6,9 @@ table, the entry is appended to the log, and only once the log has acknowledged 
 table move on and do watchers hear of it. A refused input or a failed write leaves the table
 exactly as it was.
 
-A driver task keeps the table moving: it plays the turns of bot seats, autopilot seats and
-timed-out turns, and fires the timers (P-10..P-12). Bot decisions come from the
-:class:`~masa_table_engine.app.ports.Decider` (the bot service); when it does not answer in
-time, or answers with an illegal move, the engine's in-process policy plays instead, so a
-table never stalls.
+A driver (:mod:`~masa_table_engine.app.driver`) keeps the table moving through the same
+pipeline: bots, the autopilot and timers (P-10..P-12); the pipeline tells it when to look
+again (:attr:`TableRuntime.changes`) and judges its moves (:meth:`commit_automated`).
 
 The log is the truth, and a write that was not acknowledged may still have landed (NATS keeps
 a message it could not deliver and sends it once it is back). Every append is fenced on the
@@ -29,13 +27,15 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from masa_rules.errors import RuleViolation
 
+from masa_table_engine.app.outbox import Outbox
 from masa_table_engine.app.ports import (
+    Clock,
     Decider,
     LogConflict,
     LogStore,
@@ -43,6 +43,7 @@ from masa_table_engine.app.ports import (
     Metrics,
     Ownership,
     ResultPublisher,
+    SystemClock,
 )
 from masa_table_engine.domain.model import (
     AutopilotChanged,
@@ -64,18 +65,20 @@ from masa_table_engine.domain.table import (
     TimerPolicy,
     accept,
     automated_seat,
-    due_timers,
     next_deadline,
 )
 
-__all__ = ["Deps", "RuntimeSettings", "SequenceMismatch", "TableRuntime", "WatchItem"]
+__all__ = [
+    "Deps",
+    "RuntimeSettings",
+    "SequenceMismatch",
+    "TableRuntime",
+    "WatchItem",
+    "has_results",
+]
 
 _log = logging.getLogger(__name__)
 
-# After a failed write or sync the driver waits this long before trying again, doubling up
-# to the longest wait while the log stays away; once it answers the table runs on at once.
-_RETRY_SECONDS = 0.25
-_LONGEST_RETRY_SECONDS = 1.0
 
 WatchItem = Table | Entry
 
@@ -110,7 +113,7 @@ class Deps:
     decider: Decider | None
     metrics: Metrics
     ownership: Ownership
-    clock: Callable[[], float] = time.time
+    clock: Clock = field(default_factory=SystemClock)
 
 
 class TableRuntime:
@@ -120,7 +123,10 @@ class TableRuntime:
         history: list[Entry],
         deps: Deps,
         settings: RuntimeSettings,
+        *,
+        outbox: Outbox,
         on_fenced: Callable[[str], None] = lambda table_id: None,
+        requests: tuple[tuple[int, str, int], ...] = (),
     ) -> None:
         self.table = table
         # The latest entries, for resuming watchers and answering retries; a watcher further
@@ -131,6 +137,11 @@ class TableRuntime:
         # The entry of each (seat, request_id) in the history, so that a retry is found without
         # scanning the whole history on every submitted action.
         self._requests: dict[tuple[int, str], Entry] = {}
+        # Requests known from the snapshot only (their entries were not replayed): the
+        # sequence each produced, so that their retries are answered, not applied again.
+        self._requests_before: dict[tuple[int, str], int] = {
+            (seat, request_id): sequence for seat, request_id, sequence in requests
+        }
         self._settings = settings
         for entry in history:
             self._keep(entry)
@@ -144,14 +155,16 @@ class TableRuntime:
         self._background: set[asyncio.Task[None]] = set()
         self._driver: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
+        self._outbox = outbox
         # Another node wrote to the log: this runtime must never write again.
         self.fenced = False
         # A write's fate is unknown until the log is read again (see the module doc).
         self._unsynced = False
-        # What the end of the game still owes once the last entry is in the log: results,
-        # the final snapshot, the index and the lease; retried by the driver until done.
-        self._pending_results: list[Entry] = []
+        # What the end of the game still owes once its results are published: the final
+        # snapshot, the index and the lease; retried by the driver until done.
         self._closing = False
+        # A snapshot fell due while results were pending (see Outbox): taken once they are not.
+        self._snapshot_due = False
         # When the game ended here (by the deps' clock), for Tables to forget the table later.
         self.finished_at: float | None = None
 
@@ -163,16 +176,21 @@ class TableRuntime:
     def done(self) -> bool:
         """The game is over and everything it owes (results, closing the books) is done."""
         return self.table.finished and not (
-            self._unsynced or self._pending_results or self._closing
+            self._unsynced or self._results_pending or self._closing
         )
+
+    @property
+    def _results_pending(self) -> bool:
+        return self._outbox.pending_for(self.table.table_id) > 0
 
     @property
     def frozen(self) -> bool:
         """The table cannot take input now: its log did not answer, or it lost the table."""
         return self.fenced or self._unsynced
 
-    def start(self) -> None:
-        self._driver = asyncio.get_running_loop().create_task(self._drive())
+    def start(self, driver: Coroutine[object, object, None]) -> None:
+        """Run the table's driver (:class:`~masa_table_engine.app.driver.TableDriver`)."""
+        self._driver = asyncio.get_running_loop().create_task(driver)
 
     async def stop(self) -> None:
         tasks = [task for task in (self._driver, *self._background) if task is not None]
@@ -183,6 +201,27 @@ class TableRuntime:
                 await task
         for queue in self._watchers:
             queue.put_nowait(None)
+
+    async def hand_over(self, flush_seconds: float) -> None:
+        """Stop serving the table here and leave it to the node that takes it over (a drain).
+
+        Once the input being committed is in, nothing more is written here; when the table's
+        results are out, a final snapshot (marked handed over) spares the next owner a replay.
+        The caller releases the lease, which lets another node take the table at once.
+        """
+        await self.stop()
+        async with self._lock:
+            self.fenced = True
+        table_id = self.table.table_id
+        if await self._outbox.flushed(table_id, flush_seconds) and not self._unsynced:
+            try:
+                await self._deps.log.save_snapshot(
+                    self.table, handed_over=True, requests=self._recent_requests()
+                )
+            except Exception:
+                _log.warning("table %s: no final snapshot before the hand-over", table_id)
+        # Whatever is still pending, the next owner publishes from the log.
+        self._outbox.drop(table_id)
 
     # --- inputs ----------------------------------------------------------------------------
 
@@ -288,29 +327,36 @@ class TableRuntime:
         for queue in self._watchers:
             queue.put_nowait(entry)
         self._count(entry, name, time.perf_counter() - started)
-        if _ends_game(entry) or self._ends_hand(entry):
-            self._pending_results.append(entry)
+        if has_results(table, entry):
+            self._outbox.add(table, entry, notify=self._changed.set)
         if table.finished:
             self._closing = True
             _log_finished(table, entry)
+            self._changed.set()
         elif table.sequence % self._settings.snapshot_every == 0:
-            try:
-                await self._deps.log.save_snapshot(table)
-            except Exception:
-                # The entry is in the log, which recovery replays: a snapshot is a shortcut.
-                _log.warning("table %s: snapshot not saved", table.table_id, exc_info=True)
-        await self._settle()
+            self._snapshot_due = True
+            await self._snapshot()
+
+    async def _snapshot(self) -> None:
+        """Save the table's snapshot if one is due and no result before it is unpublished."""
+        if not self._snapshot_due or self._results_pending or self._unsynced or self.fenced:
+            return
+        self._snapshot_due = False
+        try:
+            await self._deps.log.save_snapshot(self.table, requests=self._recent_requests())
+        except Exception:
+            # The entry is in the log, which recovery replays: a snapshot is a shortcut.
+            _log.warning("table %s: snapshot not saved", self.table.table_id, exc_info=True)
 
     async def _settle(self) -> bool:
-        """Publish pending results and, at the end, close the table's books; True when done.
+        """At the end, once the results are out, close the table's books; True when done.
 
         Failures are retried by the driver: the log already holds what happened.
         """
         deps = self._deps
+        if self._results_pending:
+            return False
         try:
-            while self._pending_results:
-                await deps.results.publish(self.table, self._pending_results[0])
-                self._pending_results.pop(0)
             if self._closing:
                 await deps.log.save_snapshot(self.table)
                 await deps.log.untrack(self.table.table_id)
@@ -346,12 +392,9 @@ class TableRuntime:
             return self.table.engine.name_of(item.action)
         return type(item).__name__.lower()
 
-    def _ends_hand(self, entry: Entry) -> bool:
-        engine = self.table.engine
-        return any(
-            isinstance(event, GameEvents) and engine.ends_hand(event.events)
-            for event in entry.events
-        )
+    def wake(self) -> None:
+        """Let the driver look again (its results are out, say)."""
+        self._changed.set()
 
     def _count(self, entry: Entry, name: str, seconds: float) -> None:
         metrics = self._deps.metrics
@@ -451,6 +494,27 @@ class TableRuntime:
             return None
         return self._requests.get((seat, request_id))
 
+    def accepted_before(self, seat: int, request_id: str) -> int | None:
+        """The sequence a request produced before the snapshot this table was rebuilt from."""
+        if not request_id:
+            return None
+        return self._requests_before.get((seat, request_id))
+
+    def _recent_requests(self) -> tuple[tuple[int, str, int], ...]:
+        """The player requests a snapshot keeps, for retries after a takeover."""
+        recent = [
+            (seat, request_id, entry.sequence)
+            for (seat, request_id), entry in self._requests.items()
+        ]
+        if len(recent) < self._settings.history_kept:
+            recent.extend(
+                (seat, request_id, sequence)
+                for (seat, request_id), sequence in self._requests_before.items()
+                if (seat, request_id) not in self._requests
+            )
+        recent.sort(key=lambda request: request[2])
+        return tuple(recent[-self._settings.history_kept :])
+
     def _keep(self, entry: Entry) -> None:
         self._history.append(entry)
         item = entry.input
@@ -465,107 +529,58 @@ class TableRuntime:
                 if self._requests.get(key) is old:
                     del self._requests[key]
 
-    # --- the driver ------------------------------------------------------------------------
+    # --- what the driver asks of the pipeline -------------------------------------------
 
-    async def _drive(self) -> None:
-        retry = _RETRY_SECONDS
-        while not self.fenced and (
-            not self.table.finished or self._unsynced or self._pending_results or self._closing
-        ):
-            self._changed.clear()
-            try:
-                if await self._catch_up() and await self._step():
-                    retry = _RETRY_SECONDS
-                    continue
-            except LogConflict:
-                return
-            except SequenceMismatch:
-                # An earlier attempt of the driver's landed after all and was adopted.
-                continue
-            except Exception as error:
-                _log.warning("table %s: a step failed (%r); retrying", self.table.table_id, error)
-                await asyncio.sleep(retry)
-                retry = min(retry * 2, _LONGEST_RETRY_SECONDS)
-                continue
-            retry = _RETRY_SECONDS
-            if self.table.finished:
-                if not self._unsynced and not self._pending_results and not self._closing:
-                    return
-                await asyncio.sleep(retry)
-                continue
-            deadline = next_deadline(self.table)
-            self._armed = deadline
-            timeout = None if deadline is None else max(0.0, deadline - self._deps.clock())
-            # asyncio.timeout, unlike wait_for, needs no extra task per wait; the driver waits
-            # after every bot move and timer, so that adds up.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._changed.wait()
+    @property
+    def changes(self) -> asyncio.Event:
+        """Set whenever the driver should look again (an entry, a failed write, results out)."""
+        return self._changed
 
-    async def _catch_up(self) -> bool:
+    @property
+    def owing(self) -> bool:
+        """The table's log, results or books still need the driver (even after the game)."""
+        return self._unsynced or self._results_pending or self._closing
+
+    def arm(self, deadline: float | None) -> None:
+        """The deadline the driver sleeps until now (see _wake_driver)."""
+        self._armed = deadline
+
+    async def catch_up(self) -> bool:
         """Sync a frozen table and finish what its last entries owe; True when it may go on."""
         if self._unsynced:
             async with self._lock:
                 if self._unsynced:
                     await self._sync()
-        if (self._pending_results or self._closing) and not await self._settle():
-            raise LogUnavailable(f"table {self.table.table_id}: results not published yet")
+        if self._snapshot_due and not self.table.finished:
+            async with self._lock:
+                await self._snapshot()
+        if self._closing and not await self._settle():
+            return False
         return not self.table.finished
 
-    async def _step(self) -> bool:
-        """Do one thing that is due; False when there is nothing to do until a change."""
-        timers = due_timers(self.table, self._deps.clock())
-        if timers:
-            for timer in timers:
-                try:
-                    await self.commit(timer)
-                except RuleViolation:
-                    # Another input got there first (the player acted just in time).
-                    _log.debug("timer %s no longer applies", timer)
-            return True
-        automated = automated_seat(self.table)
-        if automated is None:
-            return False
-        await self._play_for(*automated)
-        return True
-
-    async def _play_for(self, seat: int, source: Source) -> None:
-        table = self.table
-        if self._settings.bot_delay_seconds:
-            await asyncio.sleep(self._settings.bot_delay_seconds)
-        action = await self._ask_bot(table, seat)
+    async def commit_automated(
+        self, seen: Table, seat: int, source: Source, action: object | None
+    ) -> None:
+        """A bot's or the autopilot's move for ``seat``, chosen on the table ``seen``: judged
+        like any other; refused, or missing, the engine's own policy plays instead. Nothing
+        is played when the table moved on meanwhile."""
         async with self._lock:
             if self._unsynced:
                 await self._sync()
-            if self.table.sequence != table.sequence:
+            if self.table.sequence != seen.sequence:
                 return
             if action is not None:
-                # The engine judges the bot's move like any other; a refused one is replaced.
                 try:
                     await self._commit(PlayerAction(seat, action, source))
                 except RuleViolation as refused:
-                    _log.warning("bot move for table %s refused: %s", table.table_id, refused)
+                    _log.warning("bot move for table %s refused: %s", seen.table_id, refused)
                 else:
                     return
-            config = table.config.seats[seat]
+            config = seen.config.seats[seat]
             level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
-            salt = table.seed + table.sequence.to_bytes(8, "big")
-            fallback = table.engine.choose(table.game, seat, level, salt)
+            salt = seen.seed + seen.sequence.to_bytes(8, "big")
+            fallback = seen.engine.choose(seen.game, seat, level, salt)
             await self._commit(PlayerAction(seat, fallback, Source.FALLBACK))
-
-    async def _ask_bot(self, table: Table, seat: int) -> object | None:
-        decider = self._deps.decider
-        if decider is None:
-            return None
-        try:
-            return await asyncio.wait_for(
-                decider.decide(table, seat), self._settings.bot_timeout_seconds
-            )
-        except Exception:
-            _log.info(
-                "no bot decision for table %s seat %d; using the fallback", table.table_id, seat
-            )
-            return None
 
 
 def _same_input(logged: Input, attempted: Input) -> bool:
@@ -578,6 +593,14 @@ def _same_input(logged: Input, attempted: Input) -> bool:
     ):
         return (logged.seat, logged.request_id) == (attempted.seat, attempted.request_id)
     return logged == attempted
+
+
+def has_results(table: Table, entry: Entry) -> bool:
+    """Whether the entry ends a hand or the game: a result for the ledger and matchmaking."""
+    engine = table.engine
+    return _ends_game(entry) or any(
+        isinstance(event, GameEvents) and engine.ends_hand(event.events) for event in entry.events
+    )
 
 
 def _ends_game(entry: Entry) -> bool:

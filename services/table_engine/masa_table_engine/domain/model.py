@@ -42,6 +42,7 @@ __all__ = [
     "Standing",
     "TableConfig",
     "TableEvent",
+    "TableVoided",
     "TimerFired",
     "TimerKind",
     "TurnStarted",
@@ -167,6 +168,15 @@ class SeatChange(enum.Enum):
     LEFT = "left"
 
 
+class AbandonReason(enum.Enum):
+    # Every human seat left or forfeited: nobody but bots would play on (P-1, P-12).
+    NO_PLAYER_LEFT = "no_player_left"
+    # An operator voided the table (a stuck game).
+    VOIDED = "voided"
+    # A node taking the table over could not rebuild it, or its replay did not match the log.
+    UNRECOVERABLE = "unrecoverable"
+
+
 @dataclass(frozen=True, slots=True)
 class Created:
     table_id: str
@@ -199,7 +209,16 @@ class SeatChanged:
     change: SeatChange
 
 
-Input = Created | PlayerAction | TimerFired | SeatChanged
+@dataclass(frozen=True, slots=True)
+class TableVoided:
+    """The game ends without a ranking on request (an operator) or because its state could not
+    be rebuilt; the stakes go back (P-30)."""
+
+    reason: AbandonReason
+    details: str = ""
+
+
+Input = Created | PlayerAction | TimerFired | SeatChanged | TableVoided
 
 
 # --- events --------------------------------------------------------------------------------
@@ -277,11 +296,6 @@ class GameFinished:
     game_no: int
     hands_played: int
     ranking: tuple[Standing, ...]
-
-
-class AbandonReason(enum.Enum):
-    # Every human seat left or forfeited: nobody but bots would play on (P-1, P-12).
-    NO_PLAYER_LEFT = "no_player_left"
 
 
 @dataclass(frozen=True, slots=True)

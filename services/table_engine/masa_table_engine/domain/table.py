@@ -61,6 +61,7 @@ from masa_table_engine.domain.model import (
     Standing,
     TableConfig,
     TableEvent,
+    TableVoided,
     TimerFired,
     TimerKind,
     TurnStarted,
@@ -81,6 +82,7 @@ __all__ = [
     "replay",
     "table_from_json",
     "table_to_json",
+    "void_entry",
 ]
 
 
@@ -138,6 +140,8 @@ def accept(table: Table | None, item: Input, at: float, timers: TimerPolicy) -> 
         table, events = _act(table, item, at, timers)
     elif isinstance(item, TimerFired):
         table, events = _timer(table, item, at, timers)
+    elif isinstance(item, TableVoided):
+        table, events = _voided(table, item)
     else:
         table, events = _seat_changed(table, item, at, timers)
     table = replace(table, sequence=table.sequence + 1)
@@ -445,6 +449,19 @@ def _abandon_if_unattended(
     abandoned = GameAbandoned(1, hands, AbandonReason.NO_PLAYER_LEFT)
     table = replace(table, finished=True, abandoned=True, turn_deadline=None, timed_out=None)
     return table, [*events, abandoned]
+
+
+def _voided(table: Table, item: TableVoided) -> tuple[Table, list[TableEvent]]:
+    """End the game at once without a ranking (an operator, or a table that cannot go on)."""
+    hands = table.engine.outcome(table.game).hands_played
+    table = replace(table, finished=True, abandoned=True, turn_deadline=None, timed_out=None)
+    return table, [GameAbandoned(1, hands, item.reason)]
+
+
+def void_entry(table_id: str, sequence: int, at: float, item: TableVoided) -> Entry:
+    """The entry that voids a table whose state could not be rebuilt: nothing to judge it
+    against, so it holds the end of the game only (zero hands counted)."""
+    return Entry(table_id, sequence, at, item, (GameAbandoned(1, 0, item.reason),))
 
 
 def _with(seats: tuple[SeatStatus, ...], seat: int, status: SeatStatus) -> tuple[SeatStatus, ...]:

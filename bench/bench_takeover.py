@@ -1,0 +1,299 @@
+"""Takeover after a node's death (issue 12): how long its tables refuse actions. One JSON.
+
+Everything runs for real: a nats-server with JetStream and the masa users, and three
+``python -m masa_table_engine`` processes with ``LEASE_SECONDS`` leases; this process plays.
+``TABLES`` human Elevator tables are spread over the nodes. Each round kills (kill -9) one
+node, reads which tables it served from the engine-node registry (``EngineNode.table_ids``),
+and has every one of them try a move at once and again until one is accepted, following
+``TABLE_MOVED`` and asking another node on ``UNAVAILABLE``: the figure is the time from the
+kill to that table's first accepted move (p50, p99, max), with the moves refused meanwhile.
+The killed node is started again before the next round. The baseline, in the same run, is a
+move on a live table (GetTable twice and SubmitAction, as each try does). Every log is read
+back at the end: one entry per sequence, no request applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import grpc.aio
+from google.protobuf import duration_pb2
+from grpc_health.v1 import health_pb2
+from grpc_status import rpc_status
+from masa.common.v1 import game_pb2
+from masa.events.v1 import engine_pb2, table_log_pb2
+from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_platform.auth import Role, mint_token
+from masa_platform.bus import KvBucket, connect, read_subject
+from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.errors import error_info
+from masa_platform.settings import AuthSettings
+from masa_platform.testing import NatsServer, free_port
+from masa_rules.elevator import legal_actions
+from masa_table_engine.adapters.jetstream import STREAM, log_subject
+from masa_wire.elevator import action_to_proto, state_from_seat_view
+
+NODES = 3
+TABLES = 30
+ROUNDS = 6
+LEASE_SECONDS = 3.0
+SCAN_SECONDS = 0.5
+PLAYERS = ("ayse", "bora", "cem")
+AUTH = AuthSettings()
+SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
+
+
+def player(name: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {mint_token(AUTH, name)}"),)
+
+
+class Engine:
+    def __init__(self, nats: NatsServer, workdir: Path, number: int) -> None:
+        self.node_id = f"bench-node-{number}"
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.log = workdir / f"{self.node_id}.log"
+        self.env = {
+            **os.environ,
+            "MASA_NATS_URL": nats.url,
+            "MASA_NATS_USER": TABLE_ENGINE,
+            "MASA_NATS_PASSWORD": nats.password(TABLE_ENGINE),
+            "MASA_GRPC_PORT": str(self.port),
+            "MASA_NODE_ID": self.node_id,
+            "MASA_LEASE_TTL_SECONDS": str(LEASE_SECONDS),
+            "MASA_TAKEOVER_SCAN_SECONDS": str(SCAN_SECONDS),
+            "MASA_NODE_TTL_SECONDS": "3",
+            "MASA_SEAT_PROTECTION_SECONDS": "3600",
+            "MASA_LOG_LEVEL": "WARNING",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "masa_table_engine"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+async def serving(address: str) -> bool:
+    async with grpc.aio.insecure_channel(address) as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        try:
+            answer = await check(health_pb2.HealthCheckRequest(), timeout=0.5)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def until_serving(engine: Engine) -> None:
+    deadline = time.monotonic() + 60
+    while not await serving(engine.address):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{engine.node_id} did not serve")
+        await asyncio.sleep(0.05)
+
+
+async def move(address: str, table_id: str, request_id: str) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = table_pb2_grpc.TableServiceStub(channel)
+        request = table_pb2.GetTableRequest(table_id=table_id)
+        public = await stub.GetTable(request, metadata=player(PLAYERS[0]), timeout=2)
+        turn = public.seat_view.table.turn_seat
+        mine = (await stub.GetTable(request, metadata=player(PLAYERS[turn]), timeout=2)).seat_view
+        await stub.SubmitAction(
+            table_pb2.SubmitActionRequest(
+                request_id=request_id,
+                table_id=table_id,
+                expected_sequence=mine.table.table.sequence,
+                action=action_to_proto(legal_actions(state_from_seat_view(mine), turn)[0]),
+            ),
+            metadata=player(PLAYERS[turn]),
+            timeout=2,
+        )
+
+
+async def until_accepted(
+    addresses: list[str], table_id: str, start: str, rng: random.Random
+) -> tuple[float, int]:
+    """Move until the table takes one, as a client following the engine's answers would;
+    returns when, and how many tries were refused."""
+    address, refused = start, 0
+    request_id = uuid.uuid4().hex
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            await move(address, table_id, request_id)
+        except grpc.aio.AioRpcError as error:
+            refused += 1
+            info = error_info(rpc_status.from_call(error))  # type: ignore[arg-type]
+            if info is not None and info.reason == "TABLE_MOVED":
+                address = info.metadata["owner_address"]
+                continue
+            if info is not None and info.reason == "SEQUENCE_MISMATCH":
+                # The move landed before its answer was lost: a new one is next.
+                request_id = uuid.uuid4().hex
+                continue
+            address = rng.choice([a for a in addresses if a != address])
+            await asyncio.sleep(0.05)
+            continue
+        return time.monotonic(), refused
+    raise TimeoutError(f"table {table_id} never took a move again")
+
+
+async def served_by(js: object, node_id: str) -> list[str]:
+    bucket = await KvBucket.ensure(js, "masa_engine_nodes")  # type: ignore[arg-type]
+    entry = await bucket.get(node_id)
+    return list(engine_pb2.EngineNode.FromString(entry.value).table_ids) if entry else []
+
+
+def elevator_config() -> game_pb2.TableConfig:
+    turn = duration_pb2.Duration(seconds=3600)
+    return game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_ELEVATOR,
+        mode=game_pb2.MODE_TRAINING,
+        turn_time=turn,
+        seats=[
+            game_pb2.SeatAssignment(
+                seat=n, kind=game_pb2.SEAT_KIND_HUMAN, player_id=p, display_name=p
+            )
+            for n, p in enumerate(PLAYERS)
+        ],
+    )
+
+
+async def run(workdir: Path) -> dict[str, object]:
+    rng = random.Random(12)
+    with NatsServer(workdir / "nats", secure=True) as nats:
+        engines = [Engine(nats, workdir, n) for n in range(NODES)]
+        for engine in engines:
+            engine.start()
+        try:
+            for engine in engines:
+                await until_serving(engine)
+            addresses = [engine.address for engine in engines]
+            tables: list[str] = []
+            for number in range(TABLES):
+                async with grpc.aio.insecure_channel(addresses[number % NODES]) as channel:
+                    created = await table_pb2_grpc.TableServiceStub(channel).CreateTable(
+                        table_pb2.CreateTableRequest(
+                            request_id=uuid.uuid4().hex, config=elevator_config()
+                        ),
+                        metadata=SERVICE,
+                    )
+                tables.append(created.table.table_id)
+            baseline: list[float] = []
+            for number, table_id in enumerate(tables):
+                started = time.monotonic()
+                await move(addresses[number % NODES], table_id, uuid.uuid4().hex)
+                baseline.append(time.monotonic() - started)
+            admin = await connect(nats.url, name="bench", user=ADMIN, password=nats.password(ADMIN))
+            js = admin.jetstream()
+            seconds: list[float] = []
+            refused = 0
+            per_round: list[int] = []
+            try:
+                for round_number in range(ROUNDS):
+                    victim = engines[round_number % NODES]
+                    # Its record is rewritten every second: let it catch up with the last moves.
+                    await asyncio.sleep(1.5)
+                    theirs = await served_by(js, victim.node_id)
+                    died = time.monotonic()
+                    victim.kill()
+                    answers = await asyncio.gather(
+                        *(until_accepted(addresses, t, victim.address, rng) for t in theirs)
+                    )
+                    seconds.extend(at - died for at, _ in answers)
+                    refused += sum(count for _, count in answers)
+                    per_round.append(len(theirs))
+                    victim.start()
+                    await until_serving(victim)
+                whole = await check_logs(js, tables)
+            finally:
+                await admin.close()
+        finally:
+            for engine in engines:
+                engine.stop()
+    ordered = sorted(seconds)
+    return {
+        "bench": "takeover",
+        "python": platform.python_version(),
+        "nodes": NODES,
+        "tables": TABLES,
+        "lease_seconds": LEASE_SECONDS,
+        "scan_seconds": SCAN_SECONDS,
+        "kills": ROUNDS,
+        "tables_per_kill": per_round,
+        "death_to_accepting_seconds": {
+            "p50": round(statistics.median(ordered), 3),
+            "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
+            "max": round(ordered[-1], 3),
+        },
+        "refused_while_moving": refused,
+        "baseline_move_seconds_p50": round(statistics.median(baseline), 4),
+        "p99_over_lease": round(
+            ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] / LEASE_SECONDS, 2
+        ),
+        "logs_whole": whole,
+    }
+
+
+async def check_logs(js: object, tables: list[str]) -> bool:
+    for table_id in tables:
+        raw = await read_subject(js, STREAM, log_subject(table_id))  # type: ignore[arg-type]
+        entries = [table_log_pb2.TableLogEntry.FromString(m.data) for m in raw]
+        if [e.sequence for e in entries] != list(range(1, len(entries) + 1)):
+            return False
+        counted = Counter(
+            e.action_applied.request_id for e in entries if e.action_applied.request_id
+        )
+        if any(count > 1 for count in counted.values()):
+            return False
+    return True
+
+
+def main() -> None:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-takeover-") as workdir,
+        contextlib.suppress(KeyboardInterrupt),
+    ):
+        result = asyncio.run(run(Path(workdir)))
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

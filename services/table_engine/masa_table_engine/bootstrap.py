@@ -1,0 +1,369 @@
+"""Wiring of one table-engine node: the use cases with their adapters, behind the gRPC server.
+
+:func:`start_node` is what ``python -m masa_table_engine`` runs, and what integration tests
+start in-process: the gRPC server (health, reflection, auth, errors, request_id
+de-duplication, metrics, a small received-message limit), the bot and ledger clients, and the
+node's :class:`Stores`: on NATS JetStream (:func:`jetstream_stores`, with this service's own
+NATS user: the table stream, the snapshot, index, lease and node buckets) unless the caller
+passes others (the in-memory ones of :mod:`~masa_table_engine.adapters.memory` in tests). The
+server starts first and answers health with NOT_SERVING while the node recovers its unfinished
+tables; table calls are UNAVAILABLE until then. Then the health monitor keeps health true
+(NOT_SERVING while the stores do not answer or a table is frozen), the node advertises itself
+in the engine-node registry and looks for tables to take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+import grpc.aio
+import nats.errors
+from masa.table.v1 import table_pb2_grpc
+from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
+from masa_platform.bus import KvBucket, Leases, connect
+from masa_platform.idempotency import IdempotencyCache
+from masa_platform.metrics import GrpcMetrics, LoopMetrics
+from masa_platform.server import (
+    GrpcServer,
+    ServiceRegistration,
+    create_server,
+    standard_interceptors,
+)
+from masa_platform.tls import open_channel
+from nats.js import JetStreamContext
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from masa_table_engine.adapters.bot_client import GrpcDecider
+from masa_table_engine.adapters.grpc_api import TableServicer
+from masa_table_engine.adapters.health import HealthMonitor
+from masa_table_engine.adapters.jetstream import (
+    INDEX_BUCKET,
+    LEASE_BUCKET,
+    SNAPSHOT_BUCKET,
+    JetStreamDirectory,
+    JetStreamLog,
+    JetStreamResults,
+    KvOwnership,
+    ensure_table_stream,
+)
+from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
+from masa_table_engine.adapters.metrics import PrometheusMetrics
+from masa_table_engine.adapters.registry import ENGINE_NODES_BUCKET, NodeRegistry
+from masa_table_engine.app.ports import (
+    Clock,
+    Directory,
+    LogStore,
+    Ownership,
+    ResultPublisher,
+    SystemClock,
+)
+from masa_table_engine.app.runtime import Deps, RuntimeSettings
+from masa_table_engine.app.tables import RecoveryReport, Tables
+from masa_table_engine.domain.table import TimerPolicy
+from masa_table_engine.settings import EngineSettings
+
+__all__ = [
+    "Advertiser",
+    "LeaseKeeper",
+    "Node",
+    "Stores",
+    "StoresFactory",
+    "jetstream_stores",
+    "start_node",
+]
+
+_log = logging.getLogger(__name__)
+
+SERVICE = "masa.table.v1.TableService"
+# How long a starting node keeps asking for its stream and buckets.
+_STORAGE_SECONDS: Final = 60.0
+
+
+class Advertiser(Protocol):
+    """This node in the engine-node registry (:class:`NodeRegistry`)."""
+
+    async def start(self) -> None: ...
+
+    async def advertise(self) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class LeaseKeeper(Ownership, Protocol):
+    """Leases renewed in the background; ``on_lost`` hears of one another node took."""
+
+    on_lost: Callable[[str], Awaitable[None]] | None
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Stores:
+    """Where a node keeps its tables, says where it is, and how health probes them."""
+
+    log: LogStore
+    results: ResultPublisher
+    ownership: LeaseKeeper
+    directory: Directory
+    registry: Callable[[Tables], Advertiser]
+    probe: Callable[[], Awaitable[None]]
+    close: Callable[[], Awaitable[None]]
+    clock: Clock = field(default_factory=SystemClock)
+
+
+@dataclass(slots=True)
+class Node:
+    """A running node; :meth:`drain` hands its tables over, :meth:`stop` shuts it down."""
+
+    settings: EngineSettings
+    server: GrpcServer
+    tables: Tables
+    stores: Stores
+    health: HealthMonitor
+    address: str
+    recovery: RecoveryReport
+    registry: Advertiser
+    channels: list[grpc.aio.Channel] = field(default_factory=list)
+    stopped: bool = False
+
+    async def drain(self) -> None:
+        """Take no new table and hand every table over to the other nodes (SIGTERM does this
+        before :meth:`stop`): a final snapshot each, then the lease released, so that another
+        node takes it at once instead of after the lease's expiry."""
+        await self.registry.drain()
+        await self.tables.drain()
+        await self.registry.advertise()
+
+    async def void_table(self, table_id: str, details: str) -> None:
+        """End a stuck table this node serves without a ranking: ``GameAbandoned`` is logged
+        and published, and the ledger releases its stakes (``TableNotFound`` elsewhere)."""
+        await self.tables.void(table_id, details)
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        """Stop serving; the leases are left to expire (:meth:`drain` first to hand over)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        # Draining first: matchmaking places no new table here while the server drains.
+        await self.registry.stop()
+        await self.health.close()
+        await self.server.stop(grace_seconds)
+        await self.tables.close()
+        await self.stores.ownership.close()
+        for channel in self.channels:
+            await channel.close()
+        await self.stores.close()
+
+
+async def jetstream_stores(settings: EngineSettings, address: str) -> Stores:
+    """The node's stores on NATS JetStream, as its own NATS user."""
+    platform = settings.platform
+    nc = await connect(
+        platform.nats_url,
+        name=settings.node_id,
+        user=platform.nats_user,
+        password=platform.nats_password,
+    )
+    js = nc.jetstream()
+    snapshots, index, leases, nodes = await _storage(js, settings)
+
+    async def probe() -> None:
+        await js.account_info()
+
+    def registry(tables: Tables) -> Advertiser:
+        return NodeRegistry(
+            nodes,
+            node_id=settings.node_id,
+            address=address,
+            version=platform.version,
+            capacity=settings.max_tables,
+            tables=lambda: tables.served,
+            ttl_seconds=settings.node_ttl_seconds,
+        )
+
+    return Stores(
+        log=JetStreamLog(
+            js,
+            snapshots,
+            index,
+            node_id=settings.node_id,
+            owner_address=address,
+            default_turn_seconds=settings.turn_seconds,
+        ),
+        results=JetStreamResults(js),
+        ownership=KvOwnership(
+            Leases(leases, settings.node_id), renew_every=settings.lease_ttl_seconds / 3
+        ),
+        directory=JetStreamDirectory(
+            index, leases, nodes, node_ttl_seconds=settings.node_ttl_seconds
+        ),
+        registry=registry,
+        probe=probe,
+        close=nc.drain,
+    )
+
+
+async def _storage(
+    js: JetStreamContext, settings: EngineSettings
+) -> tuple[KvBucket, KvBucket, KvBucket, KvBucket]:
+    """The table stream and the snapshot, index, lease and node buckets, made when missing.
+
+    Made with replicas on a NATS cluster, they may take longer than a request's time to
+    answer (the cluster agrees on each), the more so when several nodes start together: the
+    node asks again for up to ``_STORAGE_SECONDS`` before it gives up.
+    """
+    replicas = settings.stream_replicas
+    deadline = time.monotonic() + _STORAGE_SECONDS
+    while True:
+        try:
+            await ensure_table_stream(js, replicas=replicas)
+            return (
+                await KvBucket.ensure(js, SNAPSHOT_BUCKET, replicas=replicas),
+                await KvBucket.ensure(js, INDEX_BUCKET, replicas=replicas),
+                await KvBucket.ensure(
+                    js, LEASE_BUCKET, ttl_seconds=settings.lease_ttl_seconds, replicas=replicas
+                ),
+                await KvBucket.ensure(
+                    js,
+                    ENGINE_NODES_BUCKET,
+                    ttl_seconds=settings.node_ttl_seconds,
+                    replicas=replicas,
+                ),
+            )
+        except (nats.errors.Error, TimeoutError) as error:
+            if time.monotonic() > deadline:
+                raise
+            _log.warning("the table stream or buckets are not ready (%r); asking again", error)
+            await asyncio.sleep(0.5)
+
+
+StoresFactory = Callable[[EngineSettings, str], Awaitable[Stores]]
+
+
+async def start_node(
+    settings: EngineSettings,
+    registry: CollectorRegistry = REGISTRY,
+    *,
+    stores: StoresFactory = jetstream_stores,
+) -> Node:
+    """Start a node on ``stores`` (JetStream by default), given the node's address."""
+    platform = settings.platform
+    metrics = PrometheusMetrics(registry)
+    loops = LoopMetrics(registry)
+    server_settings = platform.server
+    # The servicer exists before the server so that it can be registered; it is bound to the
+    # tables once they are recovered (until then every table call is UNAVAILABLE).
+    servicer = TableServicer(settings.turn_seconds, max_tables=settings.max_tables)
+    server = create_server(
+        server_settings,
+        [
+            ServiceRegistration(
+                SERVICE, lambda s: table_pb2_grpc.add_TableServiceServicer_to_server(servicer, s)
+            )
+        ],
+        tls=platform.tls,
+        interceptors=standard_interceptors(
+            platform.auth,
+            policy=AuthPolicy(required_roles={f"/{SERVICE}/CreateTable": INTERNAL_ROLES}),
+            metrics=GrpcMetrics(registry),
+            idempotency=IdempotencyCache(
+                max_entries=server_settings.request_cache_entries,
+                max_bytes=server_settings.request_cache_bytes,
+                ttl_seconds=server_settings.request_cache_seconds,
+            ),
+        ),
+        max_receive_message_bytes=settings.max_request_bytes,
+    )
+    address = settings.advertise_address or server.address
+    kept = await stores(settings, address)
+    channels: list[grpc.aio.Channel] = []
+    decider = None
+    if settings.bot_address:
+        bot_channel = open_channel(settings.bot_address, platform.tls)
+        channels.append(bot_channel)
+        decider = GrpcDecider(
+            bot_channel,
+            platform.auth,
+            service_name=settings.node_id,
+            owner_address=address,
+            timeout_seconds=settings.bot_timeout_seconds,
+        )
+    stakes = None
+    if settings.ledger_address:
+        ledger_channel = open_channel(settings.ledger_address, platform.tls)
+        channels.append(ledger_channel)
+        stakes = GrpcStakeBinder(
+            ledger_channel,
+            platform.auth,
+            service_name=settings.node_id,
+            timeout_seconds=settings.ledger_timeout_seconds,
+        )
+    deps = Deps(
+        log=kept.log,
+        results=kept.results,
+        decider=decider,
+        metrics=metrics,
+        ownership=kept.ownership,
+        clock=kept.clock,
+    )
+    tables = Tables(
+        deps,
+        _runtime_settings(settings),
+        stakes=stakes,
+        directory=kept.directory,
+        takeover_scan_seconds=settings.takeover_scan_seconds,
+    )
+    kept.ownership.on_lost = tables.lease_lost
+    health = HealthMonitor(
+        server,
+        probe=kept.probe,
+        tables=tables,
+        metrics=metrics,
+        loops=loops,
+        interval=settings.health_check_seconds,
+    )
+    # Health answers (NOT_SERVING) while the tables come back.
+    await server.start(serving=False)
+    recovery = await tables.recover()
+    servicer.bind(tables, address)
+    tables.start_housekeeping()
+    await health.check()
+    health.start()
+    advertised = kept.registry(tables)
+    await advertised.start()
+    tables.start_takeover()
+    _log.info(
+        "table engine serving",
+        extra={
+            "address": address,
+            "node_id": settings.node_id,
+            "resumed_tables": recovery.resumed,
+            "skipped_tables": len(recovery.skipped),
+            "recovery_seconds": round(recovery.seconds, 3),
+        },
+    )
+    return Node(
+        settings, server, tables, kept, health, address, recovery, advertised, channels=channels
+    )
+
+
+def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:
+    return RuntimeSettings(
+        timers=TimerPolicy(
+            seat_protection_seconds=settings.seat_protection_seconds,
+            query_seconds=settings.query_seconds,
+            autopilot_after=settings.autopilot_after_timeouts,
+        ),
+        snapshot_every=settings.snapshot_every,
+        bot_timeout_seconds=settings.bot_timeout_seconds,
+        bot_delay_seconds=settings.bot_delay_seconds,
+        finished_retention_seconds=settings.finished_retention_seconds,
+        history_kept=settings.history_kept,
+    )

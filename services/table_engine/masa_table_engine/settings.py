@@ -1,0 +1,92 @@
+"""The table-engine's settings, read once from ``MASA_*`` (the platform's variables plus these).
+
+The service README lists each with its default; ``load_settings(EngineSettings)`` reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from masa_platform.settings import PlatformSettings, SettingsError
+
+__all__ = ["NODE_ID", "EngineSettings"]
+
+# A node id is a NATS subject token and part of KV keys.
+NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Everything a node reads from ``MASA_*`` (the platform's variables plus these)."""
+
+    platform: PlatformSettings = field(
+        default_factory=lambda: PlatformSettings(service_name="table-engine")
+    )
+    # This node's identity: its leases and snapshots name it, and a restart with the same id
+    # resumes its tables.
+    node_id: str = "table-engine-0"
+    # The host:port clients dial for this node's tables; empty means the bound gRPC address.
+    advertise_address: str = ""
+    # The bot service; empty plays every bot move with the in-process policy.
+    bot_address: str = ""
+    bot_timeout_seconds: float = 1.0
+    # The ledger, which binds a chip table's stakes (P-30); empty refuses chip tables.
+    ledger_address: str = ""
+    ledger_timeout_seconds: float = 5.0
+    bot_delay_seconds: float = 0.0
+    turn_seconds: float = 20.0
+    query_seconds: float = 15.0
+    seat_protection_seconds: float = 180.0
+    autopilot_after_timeouts: int = 3
+    snapshot_every: int = 20
+    lease_ttl_seconds: float = 15.0
+    # The largest request the table API takes: a move is a few hundred bytes, a table's
+    # configuration a few kilobytes; anything bigger is refused before it is decoded.
+    max_request_bytes: int = 64 * 1024
+    # How long a finished table stays in memory for reads and retries of its last moves.
+    finished_retention_seconds: float = 30.0
+    # The latest entries each table keeps in memory for resuming watchers and retries.
+    history_kept: int = 128
+    # How often health probes NATS and counts frozen tables.
+    health_check_seconds: float = 0.5
+    # The engine-node registry: this node's record expires this long after its last rewrite
+    # (rewritten every third of it), and says the node takes this many live tables at most.
+    node_ttl_seconds: float = 10.0
+    max_tables: int = 5_000
+    # How often the node looks for tables whose node died or drained, to take them over.
+    takeover_scan_seconds: float = 1.0
+    # On how many servers of a NATS cluster the table log and the engine's buckets are kept
+    # (3 in production, DESIGN.md §4); a bucket or stream made before keeps its own.
+    stream_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        positive = {
+            "MASA_TURN_SECONDS": self.turn_seconds,
+            "MASA_QUERY_SECONDS": self.query_seconds,
+            "MASA_SEAT_PROTECTION_SECONDS": self.seat_protection_seconds,
+            "MASA_BOT_TIMEOUT_SECONDS": self.bot_timeout_seconds,
+            "MASA_LEDGER_TIMEOUT_SECONDS": self.ledger_timeout_seconds,
+            "MASA_LEASE_TTL_SECONDS": self.lease_ttl_seconds,
+            "MASA_FINISHED_RETENTION_SECONDS": self.finished_retention_seconds,
+            "MASA_HEALTH_CHECK_SECONDS": self.health_check_seconds,
+            "MASA_NODE_TTL_SECONDS": self.node_ttl_seconds,
+            "MASA_MAX_TABLES": self.max_tables,
+            "MASA_TAKEOVER_SCAN_SECONDS": self.takeover_scan_seconds,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise SettingsError(f"{name} must be positive")
+        if self.snapshot_every < 1 or self.autopilot_after_timeouts < 1:
+            raise SettingsError(
+                "MASA_SNAPSHOT_EVERY and MASA_AUTOPILOT_AFTER_TIMEOUTS must be >= 1"
+            )
+        if not 1 <= self.stream_replicas <= 5:
+            raise SettingsError("MASA_STREAM_REPLICAS must be 1 to 5")
+        if self.history_kept < 1:
+            raise SettingsError("MASA_HISTORY_KEPT must be >= 1")
+        if not NODE_ID.fullmatch(self.node_id):
+            raise SettingsError(f"MASA_NODE_ID must match {NODE_ID.pattern}")
+        if not 1024 <= self.max_request_bytes <= self.platform.server.max_message_bytes:
+            raise SettingsError("MASA_MAX_REQUEST_BYTES must be 1 KiB to MASA_MAX_MESSAGE_BYTES")

@@ -1,0 +1,290 @@
+"""The use cases on the in-memory stores and a fake clock (issue 12, seams): timers, failed and
+fenced writes, failed publishes and takeover, each in milliseconds. The same behaviour on real
+NATS is in test_engine_outage.py and test_engine_takeover.py; the stores' shared contract is in
+test_engine_store_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+import grpc
+import grpc.aio
+import pytest
+from engine_support import create_table, elevator_config, get_view, seat, table_stub
+from masa_table_engine.adapters.memory import (
+    MemoryBus,
+    MemoryDirectory,
+    MemoryLog,
+    MemoryOwnership,
+    MemoryRegistry,
+    MemoryResults,
+)
+from masa_table_engine.app.ports import LogConflict, LogUnavailable, NullMetrics
+from masa_table_engine.app.runtime import Deps, RuntimeSettings
+from masa_table_engine.app.tables import Tables
+from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
+from masa_table_engine.domain.model import (
+    GameKind,
+    GameOptions,
+    SeatChange,
+    SeatChanged,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+    TimerFired,
+    TimerKind,
+)
+from masa_table_engine.domain.table import TimerPolicy, accept
+from masa_table_engine.settings import EngineSettings
+from prometheus_client import CollectorRegistry
+
+TURN_SECONDS = 30.0
+LEASE_SECONDS = 15.0
+
+
+class Recorded(NullMetrics):
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def result_published(self, outcome: str) -> None:
+        self.counts[f"publish:{outcome}"] += 1
+
+    def takeover(self, reason: str) -> None:
+        self.counts[f"takeover:{reason}"] += 1
+
+
+def _node(bus: MemoryBus, name: str) -> tuple[Tables, Recorded, MemoryOwnership]:
+    metrics = Recorded()
+    ownership = MemoryOwnership(bus, name)
+    deps = Deps(
+        log=MemoryLog(bus, name),
+        results=MemoryResults(bus),
+        decider=None,
+        metrics=metrics,
+        ownership=ownership,
+        clock=bus.clock,
+    )
+    settings = RuntimeSettings(
+        timers=TimerPolicy(seat_protection_seconds=600.0), snapshot_every=5, bot_timeout_seconds=0.1
+    )
+    bus.nodes[name] = (f"{name}:7000", False)
+    return Tables(deps, settings, directory=MemoryDirectory(bus)), metrics, ownership
+
+
+def _config(humans: int = 3) -> TableConfig:
+    return TableConfig(
+        game=GameKind.ELEVATOR,
+        seats=tuple(
+            SeatConfig(n, SeatKind.HUMAN, f"p{n}", f"p{n}")
+            if n < humans
+            else SeatConfig(n, SeatKind.BOT)
+            for n in range(3)
+        ),
+        turn_seconds=TURN_SECONDS,
+        options=GameOptions(),
+    )
+
+
+async def _until(check: Callable[[], bool | Awaitable[bool]], what: str) -> None:
+    for _ in range(400):
+        result = check()
+        if result if isinstance(result, bool) else await result:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def bus() -> MemoryBus:
+    return MemoryBus(lease_seconds=LEASE_SECONDS)
+
+
+async def test_a_turn_times_out_by_the_clock_and_not_before(bus: MemoryBus) -> None:
+    """P-10 on the fake clock: the driver fires the turn timer once its deadline has passed."""
+    tables, _, _ = _node(bus, "a")
+    table = await tables.create(_config())
+    deadline = table.turn_deadline
+    assert deadline == pytest.approx(bus.clock() + TURN_SECONDS)
+    await asyncio.sleep(0.05)
+    bus.clock.advance(TURN_SECONDS - 1)
+    await asyncio.sleep(0.05)
+    assert len(bus.logs[table.table_id]) == 1
+    bus.clock.advance(1.5)
+    await _until(lambda: len(bus.logs[table.table_id]) >= 2, "the timer")
+    fired = bus.logs[table.table_id][1].entry
+    assert fired.input == TimerFired(TimerKind.TURN, table.actor or 0)
+    assert fired.at >= deadline
+    await tables.close()
+
+
+async def test_a_write_the_log_refused_changes_nothing_and_one_that_landed_is_kept(
+    bus: MemoryBus,
+) -> None:
+    tables, _, _ = _node(bus, "a")
+    table = await tables.create(_config())
+    runtime = tables.get(table.table_id)
+    bus.down = True
+    with pytest.raises(LogUnavailable):
+        await runtime.commit(SeatChanged(0, SeatChange.RECONNECTED))
+    assert runtime.table.sequence == 1
+    assert runtime.frozen
+    bus.down = False
+    # The append lands but its answer is lost: the table reads the log and keeps it, once.
+    bus.lost_acks = 1
+    entry = await runtime.commit(SeatChanged(0, SeatChange.RECONNECTED))
+    assert entry.sequence == 2
+    assert [s.entry.sequence for s in bus.logs[table.table_id]] == [1, 2]
+    assert not runtime.frozen
+    await tables.close()
+
+
+async def test_a_table_another_node_wrote_to_is_fenced_off(bus: MemoryBus) -> None:
+    tables, _, _ = _node(bus, "a")
+    table = await tables.create(_config())
+    runtime = tables.get(table.table_id)
+    _, theirs = accept(table, SeatChanged(1, SeatChange.RECONNECTED), bus.clock(), TimerPolicy())
+    await MemoryLog(bus, "usurper").append(theirs)
+    with pytest.raises(LogConflict):
+        await runtime.commit(SeatChanged(0, SeatChange.RECONNECTED))
+    assert runtime.fenced
+    assert [s.writer for s in bus.logs[table.table_id]] == ["a", "usurper"]
+    await tables.close()
+
+
+async def test_a_publish_that_fails_fails_no_caller_and_the_result_goes_out_once(
+    bus: MemoryBus,
+) -> None:
+    tables, metrics, _ = _node(bus, "a")
+    bus.failing_publishes = 2
+    table = await tables.create(_config(humans=0))
+    # Bots only: the game plays to its end at once; the end's result waits for the bus.
+    await _until(lambda: tables.get(table.table_id).table.finished, "the game to end")
+    await _until(lambda: tables.get(table.table_id).done, "the books to close")
+    published = bus.results[table.table_id]
+    assert len(published) == len(set(published))
+    assert f"{table.table_id}:1:game" in published
+    assert metrics.counts["publish:failed"] == 2
+    assert tables.outbox.pending == 0
+    assert not [key for key in bus.index if key.endswith(table.table_id)]
+    assert bus.holder(table.table_id) is None
+    await tables.close()
+
+
+async def test_the_tables_of_a_dead_node_are_shared_out_and_keep_their_deadlines(
+    bus: MemoryBus,
+) -> None:
+    dead, _, _ = _node(bus, "dead")
+    made = [await dead.create(_config()) for _ in range(8)]
+    await dead.close()
+    del bus.nodes["dead"]
+    heir_b, metrics_b, renew_b = _node(bus, "b")
+    heir_c, metrics_c, renew_c = _node(bus, "c")
+    # Nobody renews the dead node's leases: they run out; the turns too, meanwhile.
+    bus.clock.advance(max(LEASE_SECONDS, TURN_SECONDS) + 1)
+    left = 8
+    for _ in range(4):
+        for heir, renew in ((heir_b, renew_b), (heir_c, renew_c)):
+            taken = await heir.take_over_unserved()
+            renew.renew()
+            # At most its share at once: the unserved tables over the two live nodes.
+            assert taken <= -(-left // 2)
+            left -= taken
+    assert left == 0
+    assert heir_b.served and heir_c.served
+    assert metrics_b.counts["takeover:expired"] + metrics_c.counts["takeover:expired"] == 8
+    assert not [key for key in bus.index if key.startswith("dead.")]
+    for table in made:
+        owner = heir_b if table.table_id in heir_b.served else heir_c
+        runtime = owner.get(table.table_id)
+        # The turn ran out while nobody served the table: the heir plays it at once.
+        await _until(
+            lambda t=table.table_id: any(
+                isinstance(s.entry.input, TimerFired) for s in bus.logs[t]
+            ),
+            "the expired turn",
+        )
+        fired = next(
+            s.entry for s in bus.logs[table.table_id] if isinstance(s.entry.input, TimerFired)
+        )
+        assert table.turn_deadline is not None and fired.at >= table.turn_deadline
+        assert runtime.table.sequence >= 3
+    await heir_b.close()
+    await heir_c.close()
+
+
+async def test_a_drain_hands_every_table_over_for_the_next_scan(bus: MemoryBus) -> None:
+    leaving, _, _ = _node(bus, "leaving")
+    staying, metrics, _ = _node(bus, "staying")
+    made = [await leaving.create(_config()) for _ in range(3)]
+    await leaving.drain()
+    bus.nodes["leaving"] = ("leaving:7000", True)
+    assert not leaving.served
+    assert all(bus.holder(t.table_id) is None for t in made)
+    # No lease has to run out: the next scan takes them all.
+    assert await staying.take_over_unserved() == 3
+    assert metrics.counts["takeover:drained"] == 3
+    assert sorted(staying.served) == sorted(t.table_id for t in made)
+    await staying.close()
+    await leaving.close()
+
+
+def _memory_stores(bus: MemoryBus) -> StoresFactory:
+    """What bootstrap wires a node to instead of JetStream: the bus in memory."""
+
+    async def stores(settings: EngineSettings, address: str) -> Stores:
+        node = settings.node_id
+
+        async def probe() -> None:
+            bus.check()
+
+        async def close() -> None:
+            return None
+
+        return Stores(
+            log=MemoryLog(bus, node, address),
+            results=MemoryResults(bus),
+            ownership=MemoryOwnership(bus, node),
+            directory=MemoryDirectory(bus),
+            registry=lambda tables: MemoryRegistry(bus, node, address),
+            probe=probe,
+            close=close,
+            clock=bus.clock,
+        )
+
+    return stores
+
+
+async def test_nodes_wired_to_the_memory_bus_serve_tables_and_hand_them_over(
+    bus: MemoryBus,
+) -> None:
+    """bootstrap.start_node takes other stores than JetStream: two real gRPC nodes on the
+    memory bus, a table played on one, drained to the other, and followed there."""
+    base = EngineSettings(turn_seconds=TURN_SECONDS, takeover_scan_seconds=0.05)
+    leaving = await start_node(
+        replace(base, node_id="mem-a"), CollectorRegistry(), stores=_memory_stores(bus)
+    )
+    staying = await start_node(
+        replace(base, node_id="mem-b"), CollectorRegistry(), stores=_memory_stores(bus)
+    )
+    try:
+        async with table_stub(leaving.address) as stub:
+            table_id = await create_table(
+                stub, elevator_config([seat(0, "ann"), seat(1), seat(2)], TURN_SECONDS)
+            )
+            view = await get_view(stub, table_id, "ann")
+            assert view.seat_view.table.table.owner_address == leaving.address
+        await leaving.drain()
+        await _until(lambda: table_id in staying.tables.served, "the takeover")
+        async with table_stub(leaving.address) as stub:
+            with pytest.raises(grpc.aio.AioRpcError) as moved:
+                await get_view(stub, table_id, "ann")
+            assert moved.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        async with table_stub(staying.address) as stub:
+            view = await get_view(stub, table_id, "ann")
+            assert view.seat_view.table.table.table_id == table_id
+    finally:
+        await leaving.stop(0.1)
+        await staying.stop(0.1)

@@ -1,0 +1,245 @@
+"""One contract for the table stores, run against JetStream (a real nats-server) and against the
+in-memory stores the fast tests use (``adapters/memory.py``): what the use cases rely on."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+from engine_support import bus_client
+from masa_platform.bus import KvBucket, Leases
+from masa_platform.bus_access import TABLE_ENGINE
+from masa_platform.testing import NatsServer
+from masa_table_engine.adapters.jetstream import (
+    INDEX_BUCKET,
+    LEASE_BUCKET,
+    SNAPSHOT_BUCKET,
+    JetStreamDirectory,
+    JetStreamLog,
+    JetStreamResults,
+    KvOwnership,
+    ensure_table_stream,
+)
+from masa_table_engine.adapters.memory import (
+    MemoryBus,
+    MemoryDirectory,
+    MemoryLog,
+    MemoryOwnership,
+    MemoryResults,
+)
+from masa_table_engine.adapters.registry import ENGINE_NODES_BUCKET
+from masa_table_engine.app.ports import (
+    Directory,
+    LogConflict,
+    LogStore,
+    Ownership,
+    ResultPublisher,
+)
+from masa_table_engine.domain.model import (
+    AbandonReason,
+    Created,
+    Entry,
+    GameKind,
+    GameOptions,
+    SeatChange,
+    SeatChanged,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+    TableVoided,
+)
+from masa_table_engine.domain.table import Table, TimerPolicy, accept, table_to_json
+
+LEASE_SECONDS = 1.0
+
+
+@dataclass
+class Stores:
+    """Two nodes' views of one bus, and a way to let leases run out."""
+
+    logs: tuple[LogStore, LogStore]
+    ownership: tuple[Ownership, Ownership]
+    directory: Directory
+    results: ResultPublisher
+    expire: Callable[[], object]
+
+
+@pytest.fixture(params=["memory", "jetstream"])
+async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> AsyncIterator[Stores]:
+    a, b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+    if request.param == "memory":
+        bus = MemoryBus(lease_seconds=LEASE_SECONDS)
+        yield Stores(
+            (MemoryLog(bus, a), MemoryLog(bus, b)),
+            (MemoryOwnership(bus, a), MemoryOwnership(bus, b)),
+            MemoryDirectory(bus),
+            MemoryResults(bus),
+            lambda: bus.clock.advance(LEASE_SECONDS + 0.5),
+        )
+        return
+    client = await bus_client(nats_server, TABLE_ENGINE)
+    js = client.jetstream()
+    await ensure_table_stream(js)
+    snapshots = await KvBucket.ensure(js, SNAPSHOT_BUCKET)
+    index = await KvBucket.ensure(js, INDEX_BUCKET)
+    leases = await KvBucket.ensure(js, LEASE_BUCKET, ttl_seconds=LEASE_SECONDS)
+    nodes = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=10)
+    owners = (
+        KvOwnership(Leases(leases, a), renew_every=60),
+        KvOwnership(Leases(leases, b), renew_every=60),
+    )
+    try:
+        yield Stores(
+            (
+                JetStreamLog(
+                    js, snapshots, index, node_id=a, owner_address=f"{a}:1", default_turn_seconds=30
+                ),
+                JetStreamLog(
+                    js, snapshots, index, node_id=b, owner_address=f"{b}:1", default_turn_seconds=30
+                ),
+            ),
+            owners,
+            JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
+            JetStreamResults(js),
+            lambda: asyncio.sleep(LEASE_SECONDS + 1.5),
+        )
+    finally:
+        for owner in owners:
+            await owner.close()
+        await client.close()
+
+
+TIMERS = TimerPolicy()
+
+
+def _table(table_id: str) -> tuple[Table, list[Entry]]:
+    """A table and its first three entries: created, seat 0 connects, seat 0 drops."""
+    config = TableConfig(
+        game=GameKind.ELEVATOR,
+        seats=(
+            SeatConfig(0, SeatKind.HUMAN, "ayse", "ayse"),
+            SeatConfig(1, SeatKind.BOT),
+            SeatConfig(2, SeatKind.BOT),
+        ),
+        turn_seconds=30.0,
+        options=GameOptions(),
+    )
+    table, first = accept(None, Created(table_id, config, b"s" * 32), 1_800_000_000.25, TIMERS)
+    table, second = accept(table, SeatChanged(0, SeatChange.RECONNECTED), 1_800_000_001.5, TIMERS)
+    table, third = accept(table, SeatChanged(0, SeatChange.DISCONNECTED), 1_800_000_002.75, TIMERS)
+    return table, [first, second, third]
+
+
+async def _expire(stores: Stores) -> None:
+    waited = stores.expire()
+    if asyncio.iscoroutine(waited):
+        await waited
+
+
+async def test_the_log_takes_entries_in_order_and_fences_a_second_writer(stores: Stores) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    _, entries = _table(table_id)
+    mine, theirs = stores.logs
+    for entry in entries[:2]:
+        await mine.append(entry)
+    found = await theirs.read(table_id, 0)
+    assert [(f.sequence, f.input, f.writer) for f in found] == [
+        (1, entries[0].input, mine.writer),
+        (2, entries[1].input, mine.writer),
+    ]
+    await mine.append(entries[2])
+    # The other writer read up to 2: its entry 3 meets ours.
+    with pytest.raises(LogConflict):
+        await theirs.append(entries[2])
+    found += await theirs.read(table_id, 2)
+    assert [f.sequence for f in found] == [1, 2, 3]
+    # Times come back to the microsecond (JetStream keeps nanoseconds of a float).
+    assert [f.at for f in found] == pytest.approx([e.at for e in entries], abs=1e-6)
+    # A replay gives the logged events back; other events are no match.
+    assert all(mine.matches(e, f) for e, f in zip(entries, found, strict=True))
+    assert not mine.matches(entries[1], found[2])
+
+
+async def test_a_snapshot_keeps_the_table_its_hand_over_and_its_latest_requests(
+    stores: Stores,
+) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    table, entries = _table(table_id)
+    mine, theirs = stores.logs
+    for entry in entries:
+        await mine.append(entry)
+    assert await theirs.load_snapshot(table_id) is None
+    assert await theirs.placement(table_id) is None
+    await mine.save_snapshot(table, handed_over=True, requests=((0, "r-1", 2),))
+    snapshot = await theirs.load_snapshot(table_id)
+    assert snapshot is not None
+    assert table_to_json(snapshot.table) == table_to_json(table)
+    assert snapshot.handed_over
+    assert snapshot.requests == ((0, "r-1", 2),)
+    placed = await theirs.placement(table_id)
+    assert placed is not None and placed.node == mine.writer and not placed.finished
+    # After a snapshot, the log is read from the snapshot's entry on.
+    assert await theirs.read(table_id, table.sequence) == []
+    voided, last = accept(table, TableVoided(AbandonReason.VOIDED), 1_800_000_003.0, TIMERS)
+    await theirs.append(last)
+    await theirs.save_snapshot(voided)
+    placed = await mine.placement(table_id)
+    assert placed is not None and placed.node == theirs.writer and placed.finished
+
+
+async def test_the_index_lists_each_nodes_tables_and_a_takeover_moves_them(
+    stores: Stores,
+) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    mine, theirs = stores.logs
+    await mine.track(table_id)
+    assert table_id in await mine.table_ids()
+    assert table_id not in await theirs.table_ids()
+    assert [u for u in await stores.directory.unserved() if u.table_id == table_id] == [
+        _unserved(table_id, mine.writer)
+    ]
+    await theirs.adopt(table_id, mine.writer)
+    assert table_id not in await mine.table_ids()
+    assert table_id in await theirs.table_ids()
+    await theirs.untrack(table_id)
+    assert table_id not in await theirs.table_ids()
+
+
+def _unserved(table_id: str, node: str) -> object:
+    from masa_table_engine.app.ports import Unserved
+
+    return Unserved(table_id, node)
+
+
+async def test_one_node_holds_a_lease_until_it_releases_it_or_it_runs_out(
+    stores: Stores,
+) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    mine, theirs = stores.ownership
+    node = stores.logs[0].writer
+    await stores.logs[0].track(table_id)
+    assert await mine.claim(table_id)
+    assert await theirs.holder(table_id) == node
+    assert not await theirs.claim(table_id)
+    assert table_id in mine.held()
+    assert not [u for u in await stores.directory.unserved() if u.table_id == table_id]
+    await mine.release(table_id)
+    assert await theirs.holder(table_id) is None
+    assert await theirs.claim(table_id)
+    await _expire(stores)
+    # Nobody renewed it: it ran out, and the table is unserved again.
+    assert await mine.holder(table_id) is None
+    assert [u.table_id for u in await stores.directory.unserved()].count(table_id) == 1
+    assert await mine.claim(table_id)
+
+
+async def test_a_result_published_again_is_a_duplicate(stores: Stores) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    table, _ = _table(table_id)
+    voided, entry = accept(table, TableVoided(AbandonReason.VOIDED), 1_800_000_003.0, TIMERS)
+    assert await stores.results.publish(voided, entry) == ["published"]
+    assert await stores.results.publish(voided, entry, recheck=True) == ["duplicate"]
+    assert await stores.results.publish(voided, entry) == ["duplicate"]
