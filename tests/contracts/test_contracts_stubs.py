@@ -213,7 +213,7 @@ def test_streaming_rpcs_are_the_watch_calls() -> None:
 
 def test_every_bus_payload_carries_event_id_and_occurred_at() -> None:
     envelopes_and_parts = {"TableResult", "LedgerEvent", "TableCreated", "HandStarted"}
-    envelopes_and_parts |= {"ActionApplied", "TimerFired", "SeatChanged", "Payout"}
+    envelopes_and_parts |= {"ActionApplied", "TimerFired", "SeatChanged", "TableVoided", "Payout"}
     # The matchmaking envelope, and the engine-node registry's record, which is a KV value
     # rewritten in place rather than an event.
     envelopes_and_parts |= {"MatchmakingEvent", "EngineNode"}

@@ -17,8 +17,6 @@ from e2e_terminal import ROOT
 
 DEPLOY = ROOT / "deploy"
 SERVICES = ("bot", "ledger", "matchmaking", "table-engine")
-# Rows whose metric another piece of work (issue 12) adds; tolerated as missing until it lands.
-PENDING_MARK = "(from issue 12)"
 
 _ROW = re.compile(
     r"^\| `(?P<name>[a-z_:]+)` \| (?P<type>\w+) \| (?P<labels>[^|]*) \|[^|]*\| (?P<services>[^|]+) \| (?P<meaning>.+) \|$"
@@ -33,7 +31,6 @@ class Catalogued:
     type: str
     labels: frozenset[str]
     services: frozenset[str]
-    pending: bool
 
 
 def service_of(name: str) -> str:
@@ -59,14 +56,13 @@ def catalogue() -> dict[str, Catalogued]:
     for line in block.strip().splitlines()[2:]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         assert len(cells) == 6, f"a catalogue row that does not have six cells: {line}"
-        name, kind, labels, _unit, services, meaning = cells
+        name, kind, labels, _unit, services, _meaning = cells
         name = name.strip("`")
         rows[name] = Catalogued(
             name=name,
             type=kind,
             labels=frozenset(re.findall(r"`(\w+)`", labels)),
             services=frozenset(SERVICES if services == "all" else services.split(", ")),
-            pending=PENDING_MARK in meaning,
         )
     return rows
 
