@@ -151,9 +151,32 @@ async def test_tables_survive_nodes_killed_at_random(bus: Cluster, tmp_path: Pat
         for engine in engines:
             engine.stop()
     await _check(bus, tables, players)
-    # Quoted by the closing note: how many kills the run survived.
-    print(json.dumps({"kills": len(chaos.kills), "nats_kills": chaos.nats_kills}))
+    # Quoted by the closing note: how many kills the run survived, and how long the
+    # players went without an answer from any node (from their first refused call).
+    outages = sorted(end - start for p in players for start, end in p.outages)
+    print(
+        json.dumps(
+            {
+                "kills": len(chaos.kills),
+                "nats_kills": chaos.nats_kills,
+                "player_outages": len(outages),
+                "outage_seconds": _percentiles(outages),
+                "calls_refused_while_moving": sum(p.refused for p in players),
+            }
+        )
+    )
     assert len(chaos.kills) >= CHAOS_SECONDS // 20
+
+
+def _percentiles(ordered: list[float]) -> dict[str, float]:
+    if not ordered:
+        return {}
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {
+        "p50": round(ordered[len(ordered) // 2], 3),
+        "p99": round(p99, 3),
+        "max": round(ordered[-1], 3),
+    }
 
 
 async def _until(moment: float) -> None:

@@ -22,7 +22,13 @@ from masa_table_engine.adapters.memory import (
     MemoryRegistry,
     MemoryResults,
 )
-from masa_table_engine.app.ports import LogConflict, LogUnavailable, NullMetrics
+from masa_table_engine.app.ports import (
+    LogConflict,
+    LoggedInput,
+    LogUnavailable,
+    NullMetrics,
+    Snapshot,
+)
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import Tables
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
@@ -288,3 +294,62 @@ async def test_nodes_wired_to_the_memory_bus_serve_tables_and_hand_them_over(
     finally:
         await leaving.stop(0.1)
         await staying.stop(0.1)
+
+
+class _ReadRecording(MemoryLog):
+    """The memory log, noting what a node reads back (a takeover's cost)."""
+
+    def __init__(self, bus: MemoryBus, node_id: str) -> None:
+        super().__init__(bus, node_id)
+        self.reads: list[tuple[str, int, int]] = []
+        self.snapshots_loaded: list[str] = []
+
+    async def read(self, table_id: str, after_sequence: int) -> list[LoggedInput]:
+        found = await super().read(table_id, after_sequence)
+        self.reads.append((table_id, after_sequence, len(found)))
+        return found
+
+    async def load_snapshot(self, table_id: str) -> Snapshot | None:
+        self.snapshots_loaded.append(table_id)
+        return await super().load_snapshot(table_id)
+
+
+async def test_a_takeover_reads_only_the_log_after_the_snapshot(bus: MemoryBus) -> None:
+    """Issue 12: recovering a table costs what follows its snapshot, whatever its history
+    before; and the heir loads the snapshot of the tables it takes, not of every table."""
+    dead, _, _ = _node(bus, "dead")
+    finished = await dead.create(_config(humans=0))
+    await _until(lambda: dead.get(finished.table_id).done, "the bots' game to end")
+    table = await dead.create(_config())
+    runtime = dead.get(table.table_id)
+    for number in range(200):
+        change = SeatChange.DISCONNECTED if number % 2 == 0 else SeatChange.RECONNECTED
+        await runtime.commit(SeatChanged(0, change))
+    await _until(
+        lambda: bus.snapshots[table.table_id].snapshot.table.sequence > 190, "a late snapshot"
+    )
+    snapshot_sequence = bus.snapshots[table.table_id].snapshot.table.sequence
+    await dead.close()
+    del bus.nodes["dead"]
+    log = _ReadRecording(bus, "heir")
+    ownership = MemoryOwnership(bus, "heir")
+    bus.nodes["heir"] = ("heir:7000", False)
+    heir = Tables(
+        Deps(log, MemoryResults(bus), None, NullMetrics(), ownership, bus.clock),
+        RuntimeSettings(
+            timers=TimerPolicy(seat_protection_seconds=600.0),
+            snapshot_every=5,
+            bot_timeout_seconds=0.1,
+        ),
+        directory=MemoryDirectory(bus),
+    )
+    bus.clock.advance(LEASE_SECONDS + 1)
+    assert await heir.take_over_unserved() == 1
+    # The heir rebuilt all 201 entries, then noted the player's stream as gone (P-12).
+    assert [s.writer for s in bus.logs[table.table_id]][200:] == ["dead", "heir"]
+    assert bus.logs[table.table_id][201].entry.input == SeatChanged(0, SeatChange.DISCONNECTED)
+    assert heir.get(table.table_id).table.sequence == 202
+    assert log.snapshots_loaded == [table.table_id]
+    assert [(t, after) for t, after, _ in log.reads] == [(table.table_id, snapshot_sequence)]
+    assert log.reads[0][2] == 201 - snapshot_sequence < 5
+    await heir.close()
