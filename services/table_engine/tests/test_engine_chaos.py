@@ -24,6 +24,7 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+import nats.errors
 import pytest
 from engine_support import (
     SERVICE,
@@ -36,10 +37,11 @@ from engine_support import (
 )
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.bus import connect, read_subject
+from masa_platform.bus import StoredMessage, connect, read_subject
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.testing import NatsCluster, NatsServer
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
+from nats.js.client import JetStreamContext
 from roaming_player import RoamingSeat
 
 pytestmark = pytest.mark.chaos
@@ -238,12 +240,23 @@ async def _create(number: int, addresses: list[str], ends: float) -> tuple[str, 
     raise AssertionError(f"table {number} could not be created")
 
 
+async def _read(js: JetStreamContext, subject: str) -> list[StoredMessage]:
+    """Every message on ``subject``. Right after a NATS server came back, a cluster may still
+    be electing the stream's leader and answer 503 or nothing; a reader waits that out."""
+    for _ in range(60):
+        try:
+            return await read_subject(js, STREAM, subject)
+        except (nats.errors.Error, TimeoutError):
+            await asyncio.sleep(0.5)
+    return await read_subject(js, STREAM, subject)
+
+
 async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) -> None:
     client = await connect(bus.url, name="chaos-check", user=ADMIN, password=bus.passwords[ADMIN])
     try:
         js = client.jetstream()
         for table_id, player in zip(tables, players, strict=True):
-            raw = await read_subject(js, STREAM, log_subject(table_id))
+            raw = await _read(js, log_subject(table_id))
             entries = [table_log_pb2.TableLogEntry.FromString(m.data) for m in raw]
             sequences = [entry.sequence for entry in entries]
             assert sequences == list(range(1, len(entries) + 1)), (table_id, sequences)
@@ -252,7 +265,7 @@ async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) ->
                 assert logged[request_id] == 1, (table_id, request_id, logged[request_id])
             found = [
                 result_pb2.TableResult.FromString(m.data)
-                for m in await read_subject(js, STREAM, result_subject(table_id))
+                for m in await _read(js, result_subject(table_id))
             ]
             ids = Counter(getattr(r, r.WhichOneof("result") or "").event_id for r in found)
             assert all(count == 1 for count in ids.values()), (table_id, ids)
