@@ -8,6 +8,7 @@ authenticated :class:`Principal` is available to handlers through :func:`current
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -57,13 +58,19 @@ PUBLIC_SERVICES: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the player id (``sub``) and the roles the token grants."""
+    """Who is calling: the player id (``sub``), the roles the token grants, and when the token
+    stops being accepted (epoch seconds, leeway included), which a long stream checks."""
 
     subject: str
     roles: frozenset[Role]
+    expires_at: float = math.inf
 
     def has_any(self, roles: Iterable[Role]) -> bool:
         return not self.roles.isdisjoint(roles)
+
+    def check_not_expired(self) -> None:
+        if time.time() >= self.expires_at:
+            raise Unauthenticated("the token expired: call again with a new one")
 
 
 _principal: ContextVar[Principal | None] = ContextVar("masa_principal", default=None)
@@ -150,9 +157,10 @@ def _verify(token: str, settings: AuthSettings) -> tuple[Principal, float]:
     if not isinstance(raw_roles, list):
         raise Unauthenticated("invalid token: roles must be a list")
     known = {role.value for role in Role}
-    principal = Principal(subject, frozenset(Role(r) for r in raw_roles if r in known))
     # PyJWT refuses a token once exp <= now - leeway.
-    return principal, float(claims["exp"]) + settings.jwt_leeway_seconds
+    expires = float(claims["exp"]) + settings.jwt_leeway_seconds
+    principal = Principal(subject, frozenset(Role(r) for r in raw_roles if r in known), expires)
+    return principal, expires
 
 
 class _VerifiedTokens:

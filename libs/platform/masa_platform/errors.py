@@ -20,6 +20,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import grpc
@@ -44,6 +45,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "PreconditionFailed",
+    "Refusal",
     "RequestIdReused",
     "TableMoved",
     "Unauthenticated",
@@ -51,6 +53,7 @@ __all__ = [
     "error_info",
     "finish_with",
     "preview",
+    "refusal",
     "to_status",
 ]
 
@@ -177,15 +180,38 @@ def preview(value: str) -> str:
     return f"{value[:PREVIEW_CHARACTERS]!r}... ({len(value)} characters)"
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What an error tells the caller: its code, message, reason and metadata."""
+
+    code: grpc.StatusCode
+    message: str
+    reason: str
+    metadata: Mapping[str, str]
+
+    @property
+    def code_number(self) -> int:
+        """The code as google.rpc.Code numbers it."""
+        number: int = self.code.value[0]
+        return number
+
+
+def refusal(error: BaseException) -> Refusal:
+    """The refusal ``error`` stands for; internals of unexpected errors are not disclosed. A
+    stream that answers each message (``SubmitActions``) sends it inside a message."""
+    if isinstance(error, MasaError):
+        return Refusal(error.code, error.message, error.reason, error.metadata)
+    if isinstance(error, RuleViolation):
+        return Refusal(grpc.StatusCode.FAILED_PRECONDITION, error.message, error.rule, {})
+    return Refusal(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL", {})
+
+
 def to_status(error: BaseException) -> grpc.Status:
     """The gRPC status for ``error``; internals of unexpected errors are not disclosed."""
     if isinstance(error, AnsweredBefore):
         return error.status
-    if isinstance(error, MasaError):
-        return _status(error.code, error.message, error.reason, error.metadata)
-    if isinstance(error, RuleViolation):
-        return _status(grpc.StatusCode.FAILED_PRECONDITION, error.message, error.rule, {})
-    return _status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL", {})
+    refused = refusal(error)
+    return _status(refused.code, refused.message, refused.reason, refused.metadata)
 
 
 def finish_with(context: Context, error: BaseException) -> None:
@@ -261,7 +287,7 @@ def _refusing_undecodable(
     call; decoding leniently and refusing in the handler makes it ``INVALID_ARGUMENT``.
     """
     decode = handler.request_deserializer
-    if decode is None or handler.request_streaming:
+    if decode is None:
         return handler
 
     def lenient(data: bytes) -> Any:
@@ -274,6 +300,8 @@ def _refusing_undecodable(
         "request_deserializer": lenient,
         "response_serializer": handler.response_serializer,
     }
+    if handler.request_streaming:
+        return _checked_requests(handler, serializers)
     if not handler.response_streaming:
         unary: Any = handler.unary_unary
 
@@ -283,6 +311,39 @@ def _refusing_undecodable(
 
         return grpc.unary_unary_rpc_method_handler(checked_unary, **serializers)
     return _checked_stream(handler.unary_stream, serializers)
+
+
+def _checked_requests(
+    handler: grpc.RpcMethodHandler[Any, Any], serializers: dict[str, Any]
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A client-streaming handler whose request stream ends the call as a bad request at the
+    first message that does not decode (the messages before it are served)."""
+
+    async def decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in requests:
+            _check_decoded(request)
+            yield request
+
+    streamed: Any = handler.stream_stream
+    if handler.response_streaming and inspect.isasyncgenfunction(streamed):
+
+        async def checked_yielded(requests: AsyncIterator[Any], context: Context) -> Any:
+            async for response in streamed(decoded(requests), context):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(checked_yielded, **serializers)
+    if handler.response_streaming:
+
+        async def checked_written(requests: AsyncIterator[Any], context: Context) -> None:
+            await streamed(decoded(requests), context)
+
+        return grpc.stream_stream_rpc_method_handler(checked_written, **serializers)
+    unary: Any = handler.stream_unary
+
+    async def checked_unary(requests: AsyncIterator[Any], context: Context) -> Any:
+        return await unary(decoded(requests), context)
+
+    return grpc.stream_unary_rpc_method_handler(checked_unary, **serializers)
 
 
 def _check_decoded(request: Any) -> None:

@@ -31,9 +31,11 @@ from collections.abc import AsyncIterator
 from typing import ClassVar
 
 import grpc
+from masa.common.v1 import error_pb2
 from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
 from masa_platform.errors import (
+    DOMAIN,
     BadRequest,
     MasaError,
     NotFound,
@@ -43,6 +45,7 @@ from masa_platform.errors import (
     TableMoved,
     Unavailable,
     preview,
+    refusal,
 )
 from masa_platform.handlers import Context
 from masa_rules.errors import RuleViolation
@@ -215,8 +218,38 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def SubmitAction(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.SubmitActionRequest, context: Context
     ) -> table_pb2.SubmitActionResponse:
-        runtime = await self._runtime(request.table_id)
+        update = await self._submit(request, require_principal())
+        return table_pb2.SubmitActionResponse(update=update)
+
+    async def SubmitActions(  # noqa: N802 (the generated servicer's names)
+        self, requests: AsyncIterator[table_pb2.SubmitActionsRequest], context: Context
+    ) -> AsyncIterator[table_pb2.SubmitActionsResponse]:
+        # The token was checked when the stream opened; only its expiry can change since.
         principal = require_principal()
+        async for request in requests:
+            principal.check_not_expired()
+            move = request.action
+            try:
+                update = await self._submit(move, principal)
+            except (MasaError, RuleViolation) as error:
+                refused = refusal(error)
+                yield table_pb2.SubmitActionsResponse(
+                    request_id=move.request_id,
+                    refused=table_pb2.ActionRefused(
+                        code=refused.code_number,
+                        message=refused.message,
+                        error=error_pb2.ErrorDetail(
+                            reason=refused.reason, domain=DOMAIN, metadata=refused.metadata
+                        ),
+                    ),
+                )
+                continue
+            yield table_pb2.SubmitActionsResponse(request_id=move.request_id, update=update)
+
+    async def _submit(
+        self, request: table_pb2.SubmitActionRequest, principal: Principal
+    ) -> event_pb2.TableUpdate:
+        runtime = await self._runtime(request.table_id)
         seat = self._acting_seat(
             runtime, principal, request.seat if request.HasField("seat") else None
         )
@@ -234,12 +267,12 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
                 raise RequestIdReused(
                     f"request_id {preview(request.request_id)} was already used for another move"
                 )
-            return table_pb2.SubmitActionResponse(update=update_for(earlier, seat))
+            return update_for(earlier, seat)
         before = runtime.accepted_before(seat, request.request_id)
         if before is not None:
             # Applied before the snapshot a takeover rebuilt the table from: its events are
             # not kept here, only that it was applied, and where.
-            return table_pb2.SubmitActionResponse(update=event_pb2.TableUpdate(sequence=before))
+            return event_pb2.TableUpdate(sequence=before)
         if request.expected_sequence and request.expected_sequence != table.sequence:
             # Judged against a table that moved on: its limits (the hand's size now) would
             # refuse it for the wrong reason (AIP-154).
@@ -262,7 +295,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             ) from None
         except (LogConflict, LogUnavailable) as error:
             raise TableUnavailable(str(error)) from None
-        return table_pb2.SubmitActionResponse(update=update_for(entry, seat))
+        return update_for(entry, seat)
 
     async def ResumeControl(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.ResumeControlRequest, context: Context
