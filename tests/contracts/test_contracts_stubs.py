@@ -51,6 +51,7 @@ SERVICES = {
         "GetTable",
         "WatchTable",
         "SubmitAction",
+        "SubmitActions",
         "ResumeControl",
         "LeaveTable",
     },
@@ -183,6 +184,10 @@ def test_every_write_rpc_carries_a_request_id() -> None:
     for service_name in SERVICES:
         for method in pool.FindServiceByName(service_name).methods:
             fields = method.input_type.fields_by_name
+            if method.client_streaming:
+                # A stream of writes: each message wraps one write request, with its own id.
+                (wrapped,) = method.input_type.fields
+                fields = wrapped.message_type.fields_by_name
             is_read = method.name.startswith(READ_PREFIXES) or method.name in SIDE_EFFECT_FREE
             assert ("request_id" in fields) is not is_read, method.full_name
 
@@ -197,7 +202,7 @@ def test_list_rpcs_are_paginated() -> None:
             assert "next_page_token" in method.output_type.fields_by_name
 
 
-def test_streaming_rpcs_are_the_watch_calls() -> None:
+def test_streaming_rpcs_are_the_watch_calls_and_the_stream_of_moves() -> None:
     pool = descriptor_pool.Default()
     streaming = {
         method.full_name
@@ -207,6 +212,7 @@ def test_streaming_rpcs_are_the_watch_calls() -> None:
     }
     assert streaming == {
         "masa.table.v1.TableService.WatchTable",
+        "masa.table.v1.TableService.SubmitActions",
         "masa.matchmaking.v1.MatchmakingService.WatchTicket",
     }
 
