@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings
 
@@ -27,17 +28,20 @@ def _masa_load(*args: str) -> tuple[dict[str, Any], str, float]:
     return json.loads(done.stdout), done.stderr, time.monotonic() - started
 
 
-def test_closed_tables_of_a_mix_stay_under_the_rate_cap(stack: dict[str, str]) -> None:
+@pytest.mark.parametrize("moves", ["call", "stream"])
+def test_closed_tables_of_a_mix_stay_under_the_rate_cap(stack: dict[str, str], moves: str) -> None:
+    """Moves as SubmitAction calls, or as messages of SubmitActions streams (issue 14)."""
     rate = 40.0
     report, progress, seconds = _masa_load(
         "--address", stack["table-engine"], "--tables", "8", "--mix", "elevator=3,fiftyone=1",
-        "--rate", str(rate), "--warmup", "1", "--duration", "4",
+        "--rate", str(rate), "--warmup", "1", "--duration", "4", "--moves", moves,
     )  # fmt: skip
     # It stops by itself: warm-up, window and a short wind-down, not much more.
     assert seconds < 30
+    assert report["moves"] == moves
     assert report["address"] == stack["table-engine"]
     assert report["game_mix"] == {"elevator": 3, "fiftyone": 1}
-    assert report["refused"] == {}
+    assert report["refused"] == {}, report["refused"]
     # Never above the cap (one more for the send that opens a window), yet near it.
     assert rate * 4 * 0.5 <= report["accepted_actions"] <= rate * 4 + 1
     submits = report["submit_action_ms"]

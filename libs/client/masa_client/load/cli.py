@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--player-prefix", default="load", help="names of the minted players: PREFIX-N"
     )
+    parser.add_argument(
+        "--moves",
+        choices=("call", "stream"),
+        default="call",
+        help="how moves go: a SubmitAction call each, or a SubmitActions stream per player",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call")
     parser.add_argument("--seed", type=int, default=0, help="seeds the think times")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -107,6 +113,7 @@ def _options(args: argparse.Namespace) -> LoadOptions:
         call_timeout_seconds=args.timeout,
         tls=load_settings(TlsSettings),
         seed=args.seed,
+        moves=args.moves,
     )
 
 

@@ -21,7 +21,7 @@ from masa_client.load.closed import ClosedDriver
 from masa_client.load.credentials import Credentials
 from masa_client.load.live import LiveDriver
 from masa_client.load.pacing import RateCap, ThinkTime
-from masa_client.load.session import Session, Window
+from masa_client.load.session import MoveStreams, Session, Window
 from masa_client.load.tables import GameMix, TablePlan
 
 __all__ = ["LoadOptions", "Progress", "run_load"]
@@ -47,6 +47,8 @@ class LoadOptions:
     call_timeout_seconds: float = 10.0
     tls: TlsSettings | None = None
     seed: int = 0
+    # "call": a SubmitAction call per move; "stream": a SubmitActions stream per player.
+    moves: str = "call"
 
 
 class Progress:
@@ -98,14 +100,16 @@ async def run_load(
     options.plan.check(options.mix)
     async with open_channel(options.address, options.tls) as channel:
         await asyncio.wait_for(channel.channel_ready(), READY_SECONDS)
+        stub = table_pb2_grpc.TableServiceStub(channel)
         session = Session(
-            table_pb2_grpc.TableServiceStub(channel),
+            stub,
             credentials,
             options.mix,
             options.plan,
             RateCap(options.rate),
             options.call_timeout_seconds,
             Window(),
+            MoveStreams(stub) if options.moves == "stream" else None,
         )
         drivers = _drivers(session, options)
         started = time.perf_counter()
@@ -131,6 +135,8 @@ async def run_load(
                     asyncio.gather(*tasks, *([shown] if shown else []), return_exceptions=True),
                     _WIND_DOWN_SECONDS,
                 )
+            if session.streams is not None:
+                session.streams.close()
             if progress is not None:
                 progress.done()
     return _report(session, options, own_cpu)
@@ -167,6 +173,7 @@ def _report(session: Session, options: LoadOptions, own_cpu: float) -> dict[str,
         "tables": options.tables,
         "game_mix": options.mix.describe(),
         "tables_kind": "live" if options.think else "closed",
+        "moves": options.moves,
         "seats": options.plan.seats or "cycling",
         "human_seats": options.plan.humans if options.plan.humans is not None else "all",
         "turn_seconds": options.plan.turn_seconds,

@@ -1,15 +1,18 @@
 """The calls a load run makes, each timed and counted: CreateTable, GetTable, SubmitAction.
 
 Only the given address is called, on one channel; an answer that names another node
-(TABLE_MOVED) is counted as a refusal, never followed. Every SubmitAction waits for the run's
-rate cap first. What completes inside the measured window is counted; the warm-up before it
-is not.
+(TABLE_MOVED) is counted as a refusal, never followed. Every move waits for the run's rate
+cap first. What completes inside the measured window is counted; the warm-up before it is
+not. Moves go as SubmitAction calls, or (``--moves stream``) as messages of one
+SubmitActions stream per player, opened at the player's first move and kept for the run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Final
 
 import grpc
 import grpc.aio
@@ -44,6 +47,45 @@ class Table:
     moves: int = 0
 
 
+_CODE_NAMES: Final = {code.value[0]: code.name for code in grpc.StatusCode}
+
+
+@dataclass(slots=True)
+class MoveStreams:
+    """One SubmitActions stream per player, each used by one driver at a time."""
+
+    stub: table_pb2_grpc.TableServiceAsyncStub
+    calls: dict[
+        str,
+        grpc.aio.StreamStreamCall[table_pb2.SubmitActionsRequest, table_pb2.SubmitActionsResponse],
+    ] = field(default_factory=dict)
+
+    async def submit(
+        self, player: Player, request: table_pb2.SubmitActionRequest, timeout: float
+    ) -> table_pb2.SubmitActionsResponse:
+        call = self.calls.get(player.name)
+        if call is None:
+            call = self.calls[player.name] = self.stub.SubmitActions(metadata=player.metadata)
+        try:
+            async with asyncio.timeout(timeout):
+                await call.write(table_pb2.SubmitActionsRequest(action=request))
+                answer = await call.read()
+        except BaseException:
+            # A stream that failed or timed out may hold an answer still to come: a new one.
+            del self.calls[player.name]
+            call.cancel()
+            raise
+        if not isinstance(answer, table_pb2.SubmitActionsResponse):
+            del self.calls[player.name]
+            raise ConnectionError("the server ended the stream of moves")
+        return answer
+
+    def close(self) -> None:
+        for call in self.calls.values():
+            call.cancel()
+        self.calls.clear()
+
+
 @dataclass(slots=True)
 class Session:
     """What every driver of a run shares."""
@@ -55,15 +97,19 @@ class Session:
     cap: RateCap
     call_timeout: float
     window: Window = field(default_factory=Window)
+    # Moves over streams (``--moves stream``); None: a SubmitAction call each.
+    streams: MoveStreams | None = None
     counts: Counts = field(default_factory=Counts)
     # Everything accepted since the start, warm-up included: the progress line's count.
     accepted_total: int = 0
     errors_total: int = 0
 
-    def refused(self, error: grpc.aio.AioRpcError) -> None:
+    def refused(self, error: grpc.aio.AioRpcError | str) -> None:
+        """Count a refused call, by its status code (an error, or a code's name)."""
         self.errors_total += 1
         if self.window.measuring(time.perf_counter()):
-            self.counts.errors[error.code().name] += 1
+            name = error if isinstance(error, str) else error.code().name
+            self.counts.errors[name] += 1
 
     async def create(self, slot: int, game_no: int) -> Table | None:
         game = self.mix.game_of(slot)
@@ -105,23 +151,36 @@ class Session:
         """``seat``'s move; the engine's update, or None when it refused the move."""
         table.moves += 1
         await self.cap.slot()
+        request = table_pb2.SubmitActionRequest(
+            request_id=f"{table.table_id}/{seat}/{table.moves}",
+            table_id=table.table_id,
+            expected_sequence=expected_sequence,
+            action=move,
+        )
+        player = table.players[seat]
         sent = time.perf_counter()
         try:
-            answer = await self.stub.SubmitAction(
-                table_pb2.SubmitActionRequest(
-                    request_id=f"{table.table_id}/{seat}/{table.moves}",
-                    table_id=table.table_id,
-                    expected_sequence=expected_sequence,
-                    action=move,
-                ),
-                metadata=table.players[seat].metadata,
-                timeout=self.call_timeout,
-            )
+            if self.streams is None:
+                answer = await self.stub.SubmitAction(
+                    request, metadata=player.metadata, timeout=self.call_timeout
+                )
+                update = answer.update
+            else:
+                streamed = await self.streams.submit(player, request, self.call_timeout)
+                if streamed.WhichOneof("result") != "update":
+                    self.refused(_CODE_NAMES.get(streamed.refused.code, "UNKNOWN"))
+                    return None
+                update = streamed.update
         except grpc.aio.AioRpcError as error:
             self.refused(error)
             return None
+        except TimeoutError:
+            self.refused("DEADLINE_EXCEEDED")
+            return None
+        except ConnectionError:
+            self.refused("UNAVAILABLE")
+            return None
         done = time.perf_counter()
-        update = answer.update
         self.accepted_total += 1
         if self.window.measuring(done):
             self.counts.submitted(table.game, done - sent)
