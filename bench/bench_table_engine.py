@@ -15,6 +15,8 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
   engine's CPU per accepted action and its actions/s. A 51 move starts from the actor's view
   (GetTable), so its CPU is counted "from the actor's view": both calls.
+- ``elevator_stream`` / ``fiftyone_stream``: the same, each player's moves sent over one
+  ``SubmitActions`` stream (``masa-load --moves stream``) instead of a call per move.
 - ``live``: ``BENCH_LIVE_TABLES`` live 4-seat tables on one engine (one in four 51), two
   human seats each on watch streams acting 2-8 s after their turn starts, two bot seats the
   engine plays, 20 s turn timers: SubmitAction p99, the engine's CPU and RSS per live table.
@@ -53,7 +55,14 @@ from grpc_health.v1 import health_pb2
 from masa.table.v1 import table_pb2
 from masa_platform.testing import NatsServer, free_port
 
-PHASES = tuple(os.environ.get("BENCH_PHASES", "echo,elevator,fiftyone,live,scaleout").split(","))
+# The closed phases: each game with a SubmitAction call per move, and with the moves of each
+# player over one SubmitActions stream.
+CLOSED_PHASES = ("elevator", "elevator_stream", "fiftyone", "fiftyone_stream")
+PHASES = tuple(
+    os.environ.get("BENCH_PHASES", ",".join(("echo", *CLOSED_PHASES, "live", "scaleout"))).split(
+        ","
+    )
+)
 TABLES = int(os.environ.get("BENCH_TABLES", "200"))
 LIVE_TABLES = int(os.environ.get("BENCH_LIVE_TABLES", "1000"))
 SCALE_FACTOR = float(os.environ.get("BENCH_SCALE_FACTOR", "1.7"))
@@ -387,11 +396,11 @@ def payload_size() -> int:
 # --- phases ----------------------------------------------------------------------------------
 
 
-async def closed_phase(workdir: Path, game: str) -> dict[str, Any]:
+async def closed_phase(workdir: Path, game: str, moves: str) -> dict[str, Any]:
     async with engines(workdir, 1) as (engine,):
         command = masa_load(
             engine.address, TABLES, "--mix", game, "--turn-seconds", str(CLOSED_TURN_SECONDS),
-            warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
+            "--moves", moves, warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
         )  # fmt: skip
         (report,), (figures,) = await drive([(engine, command)], WARMUP_SECONDS, WINDOW_SECONDS)
     return {**figures, "load": summary(report)}
@@ -464,9 +473,11 @@ async def run(workdir: Path) -> dict[str, Any]:
                     address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
                 ),
             }
-    for game in ("elevator", "fiftyone"):
-        if game in PHASES:
-            result[f"saturated_{game}"] = await closed_phase(workdir, game)
+    for phase in CLOSED_PHASES:
+        if phase in PHASES:
+            game, _, streamed = phase.partition("_")
+            moves = "stream" if streamed else "call"
+            result[f"saturated_{phase}"] = await closed_phase(workdir, game, moves)
     if "live" in PHASES:
         result["live_one_engine"] = await live_phase(workdir, 1, LIVE_TABLES)
     if "scaleout" in PHASES:
@@ -489,7 +500,7 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
         "echo_server_cpu_ms_per_call": echo_cpu,
         "echo_paced_p99_ms": echo_p99,
     }
-    for game in ("elevator", "fiftyone"):
+    for game in CLOSED_PHASES:
         phase = result.get(f"saturated_{game}")
         if phase is None:
             continue

@@ -51,39 +51,50 @@ _CODE_NAMES: Final = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
 @dataclass(slots=True)
+class _MoveStream:
+    call: grpc.aio.StreamStreamCall[table_pb2.SubmitActionsRequest, table_pb2.SubmitActionsResponse]
+    # One move at a time: the answers come back in the order the moves went.
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True)
 class MoveStreams:
-    """One SubmitActions stream per player, each used by one driver at a time."""
+    """One SubmitActions stream per player, opened at its first move and kept for the run."""
 
     stub: table_pb2_grpc.TableServiceAsyncStub
-    calls: dict[
-        str,
-        grpc.aio.StreamStreamCall[table_pb2.SubmitActionsRequest, table_pb2.SubmitActionsResponse],
-    ] = field(default_factory=dict)
+    streams: dict[str, _MoveStream] = field(default_factory=dict)
 
     async def submit(
         self, player: Player, request: table_pb2.SubmitActionRequest, timeout: float
     ) -> table_pb2.SubmitActionsResponse:
-        call = self.calls.get(player.name)
-        if call is None:
-            call = self.calls[player.name] = self.stub.SubmitActions(metadata=player.metadata)
-        try:
-            async with asyncio.timeout(timeout):
-                await call.write(table_pb2.SubmitActionsRequest(action=request))
-                answer = await call.read()
-        except BaseException:
-            # A stream that failed or timed out may hold an answer still to come: a new one.
-            del self.calls[player.name]
-            call.cancel()
-            raise
-        if not isinstance(answer, table_pb2.SubmitActionsResponse):
-            del self.calls[player.name]
-            raise ConnectionError("the server ended the stream of moves")
-        return answer
+        stream = self.streams.get(player.name)
+        if stream is None:
+            stream = _MoveStream(self.stub.SubmitActions(metadata=player.metadata))
+            self.streams[player.name] = stream
+        async with stream.turn:
+            try:
+                async with asyncio.timeout(timeout):
+                    await stream.call.write(table_pb2.SubmitActionsRequest(action=request))
+                    answer = await stream.call.read()
+            except BaseException:
+                # A stream that failed or timed out may owe an answer still: the player's
+                # next move opens a new one.
+                self._drop(player.name, stream)
+                raise
+            if not isinstance(answer, table_pb2.SubmitActionsResponse):
+                self._drop(player.name, stream)
+                raise ConnectionError("the server ended the stream of moves")
+            return answer
+
+    def _drop(self, name: str, stream: _MoveStream) -> None:
+        stream.call.cancel()
+        if self.streams.get(name) is stream:
+            del self.streams[name]
 
     def close(self) -> None:
-        for call in self.calls.values():
-            call.cancel()
-        self.calls.clear()
+        for stream in self.streams.values():
+            stream.call.cancel()
+        self.streams.clear()
 
 
 @dataclass(slots=True)
