@@ -12,6 +12,8 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 - ``echo``: a bare ``grpc.aio`` echo server (its own process, no interceptors), called by
   ``BENCH_TABLES`` callers as fast as answered, and again at a light paced rate: the baseline
   every figure is also given against (``vs_echo``), since the machine is shared and noisy.
+  Then the same callers each over one bidirectional stream, a message and its echo a call:
+  the baseline of the stream phases.
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
   engine's CPU per accepted action and its actions/s. A 51 move starts from the actor's view
   (GetTable), so its CPU is counted "from the actor's view": both calls.
@@ -44,7 +46,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -90,6 +92,7 @@ GOALS = {
     "scaleout_tables_ratio": 1.7,
 }
 ECHO_METHOD = "/bench.Echo/Echo"
+ECHO_STREAM_METHOD = "/bench.Echo/Echoes"
 
 
 # --- the engine's own counters -----------------------------------------------------------------
@@ -302,11 +305,21 @@ async def echo_server(port: int) -> None:
     async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         return request
 
+    async def echoes(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield request
+
     server = grpc.aio.server()
     server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler(
-                "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+                "bench.Echo",
+                {
+                    "Echo": grpc.unary_unary_rpc_method_handler(echo),
+                    "Echoes": grpc.stream_stream_rpc_method_handler(echoes),
+                },
             ),
         )
     )
@@ -330,29 +343,38 @@ def percentiles(samples: list[float]) -> dict[str, float | int]:
 
 
 async def measure_echo(
-    address: str, payload: bytes, pid: int, *, rate: float | None
+    address: str, payload: bytes, pid: int, *, rate: float | None, streamed: bool = False
 ) -> dict[str, Any]:
     """Calls/s of ``TABLES`` callers calling again as soon as answered (or, with ``rate``,
-    spread to that total rate), with the server's CPU per call."""
+    spread to that total rate), with the server's CPU per call; ``streamed``, each caller
+    sends its messages over one stream instead, and a call is a message and its echo."""
     latencies: list[float] = []
     calls = 0
     start = end = float("inf")
     stop = asyncio.Event()
     async with grpc.aio.insecure_channel(address) as channel:
         await asyncio.wait_for(channel.channel_ready(), READY_TIMEOUT_SECONDS)
-        call = channel.unary_unary(ECHO_METHOD)
+        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ECHO_METHOD)
+        stream: grpc.aio.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(
+            ECHO_STREAM_METHOD
+        )
         loop = asyncio.get_running_loop()
         interval = TABLES / rate if rate else 0.0
 
         async def caller(slot: int) -> None:
             nonlocal calls
             next_at = loop.time() + interval * slot / TABLES
+            messages = stream() if streamed else None
             while not stop.is_set():
                 if interval:
                     await asyncio.sleep(max(0.0, next_at - loop.time()))
                     next_at += interval
                 sent = time.perf_counter()
-                await call(payload, timeout=10)
+                if messages is None:
+                    await call(payload, timeout=10)
+                else:
+                    await messages.write(payload)
+                    await messages.read()
                 done = time.perf_counter()
                 if start <= done < end:
                     calls += 1
@@ -472,6 +494,9 @@ async def run(workdir: Path) -> dict[str, Any]:
                 "paced": await measure_echo(
                     address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
                 ),
+                "streamed": await measure_echo(
+                    address, payload, server.pid, rate=None, streamed=True
+                ),
             }
     for phase in CLOSED_PHASES:
         if phase in PHASES:
@@ -495,10 +520,13 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
     calls = echo["saturated"]["calls_per_second"]
     echo_cpu = echo["saturated"]["server_cpu_ms_per_call"]
     echo_p99 = echo["paced"]["latency_ms"].get("p99")
+    streamed = echo.get("streamed", {})
     out: dict[str, Any] = {
         "echo_calls_per_second": calls,
         "echo_server_cpu_ms_per_call": echo_cpu,
         "echo_paced_p99_ms": echo_p99,
+        "echo_stream_messages_per_second": streamed.get("calls_per_second"),
+        "echo_stream_server_cpu_ms_per_message": streamed.get("server_cpu_ms_per_call"),
     }
     for game in CLOSED_PHASES:
         phase = result.get(f"saturated_{game}")
@@ -507,6 +535,7 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
         cpu = phase["engine_cpu_ms_per_action"]
         out[game] = {
             "cpu_ms_per_action": cpu,
+            # Against the unary echo call, the cost of a call on this machine now.
             "cpu_per_action_over_echo_cpu_per_call": round(cpu / echo_cpu, 2) if cpu else None,
             "actions_per_second": phase["engine_accepted_actions_per_second"],
             "share_of_echo_calls_per_second": round(
