@@ -23,7 +23,7 @@ from typing import Final, Protocol
 
 import grpc.aio
 import nats.errors
-from masa.table.v1 import table_pb2_grpc
+from masa.table.v1 import admin_pb2_grpc, table_pb2_grpc
 from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
@@ -38,6 +38,7 @@ from masa_platform.tls import open_channel
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from masa_table_engine.adapters.admin_api import TableAdminServicer
 from masa_table_engine.adapters.bot_client import GrpcDecider
 from masa_table_engine.adapters.grpc_api import TableServicer
 from masa_table_engine.adapters.health import HealthMonitor
@@ -80,6 +81,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 SERVICE = "masa.table.v1.TableService"
+ADMIN_SERVICE = "masa.table.v1.TableAdminService"
 # How long a starting node keeps asking for its stream and buckets.
 _STORAGE_SECONDS: Final = 60.0
 
@@ -132,14 +134,21 @@ class Node:
     registry: Advertiser
     channels: list[grpc.aio.Channel] = field(default_factory=list)
     stopped: bool = False
+    # One drain at a time: an operator's DrainNode and SIGTERM may come together.
+    _drain_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def drain(self) -> None:
+    async def drain(self) -> int:
         """Take no new table and hand every table over to the other nodes (SIGTERM does this
-        before :meth:`stop`): a final snapshot each, then the lease released, so that another
-        node takes it at once instead of after the lease's expiry."""
-        await self.registry.drain()
-        await self.tables.drain()
-        await self.registry.advertise()
+        before :meth:`stop`, an operator's DrainNode without stopping): a final snapshot each,
+        then the lease released, so that another node takes it at once instead of after the
+        lease's expiry. From then on health says NOT_SERVING. How many tables it handed over
+        (none when drained already)."""
+        async with self._drain_lock:
+            await self.registry.drain()
+            handed = await self.tables.drain()
+            await self.health.check()
+            await self.registry.advertise()
+            return handed
 
     async def void_table(self, table_id: str, details: str) -> None:
         """End a stuck table this node serves without a ranking: ``GameAbandoned`` is logged
@@ -261,17 +270,27 @@ async def start_node(
     # The servicer exists before the server so that it can be registered; it is bound to the
     # tables once they are recovered (until then every table call is UNAVAILABLE).
     servicer = TableServicer(settings.turn_seconds, max_tables=settings.max_tables)
+    admin = TableAdminServicer(settings.node_id, servicer)
     server = create_server(
         server_settings,
         [
             ServiceRegistration(
                 SERVICE, lambda s: table_pb2_grpc.add_TableServiceServicer_to_server(servicer, s)
-            )
+            ),
+            ServiceRegistration(
+                ADMIN_SERVICE,
+                lambda s: admin_pb2_grpc.add_TableAdminServiceServicer_to_server(admin, s),
+            ),
         ],
         tls=platform.tls,
         interceptors=standard_interceptors(
             platform.auth,
-            policy=AuthPolicy(required_roles={f"/{SERVICE}/CreateTable": INTERNAL_ROLES}),
+            policy=AuthPolicy(
+                required_roles={
+                    f"/{SERVICE}/CreateTable": INTERNAL_ROLES,
+                    ADMIN_SERVICE: INTERNAL_ROLES,
+                }
+            ),
             metrics=GrpcMetrics(registry),
             idempotency=IdempotencyCache(
                 max_entries=server_settings.request_cache_entries,
@@ -339,6 +358,10 @@ async def start_node(
     advertised = kept.registry(tables)
     await advertised.start()
     tables.start_takeover()
+    node = Node(
+        settings, server, tables, kept, health, address, recovery, advertised, channels=channels
+    )
+    admin.bind(tables, drain=node.drain, address_of=kept.directory.address_of)
     _log.info(
         "table engine serving",
         extra={
@@ -349,9 +372,7 @@ async def start_node(
             "recovery_seconds": round(recovery.seconds, 3),
         },
     )
-    return Node(
-        settings, server, tables, kept, health, address, recovery, advertised, channels=channels
-    )
+    return node
 
 
 def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:

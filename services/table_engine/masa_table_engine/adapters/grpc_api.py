@@ -329,6 +329,11 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
             raise TableUnavailable(str(error)) from None
         return table_pb2.LeaveTableResponse(table=table_to_proto(runtime.table, self.owner_address))
 
+    async def find(self, table_id: str) -> TableRuntime:
+        """The table if this node serves it, with every table call's errors otherwise (the
+        operator's VoidTable looks tables up the same way)."""
+        return await self._runtime(table_id)
+
     async def _runtime(self, table_id: str) -> TableRuntime:
         check_table_id(table_id)
         try:

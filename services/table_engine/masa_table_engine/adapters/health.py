@@ -4,7 +4,8 @@ A node serves its tables through NATS: while JetStream does not answer (the serv
 restarting, or stalled with the connection still open, which the client cannot see), or
 while a table is frozen (its last write's fate unknown, or fenced and awaiting recovery or
 hand-over), health says NOT_SERVING, so that load balancers and matchmaking send new tables
-elsewhere. A probe (a JetStream API request with a short timeout) runs every ``interval``;
+elsewhere. A drained node (SIGTERM, or an operator's ``masa admin drain``) says NOT_SERVING
+from its drain until it stops: it takes no new table. A probe (a JetStream API request with a short timeout) runs every ``interval``;
 the number of frozen tables is exported as ``masa_tables_frozen``. The probe may take up to
 ``PROBE_TIMEOUT_SECONDS``: a busy node is slow to hear the answer, and health should not
 flap with load.
@@ -36,6 +37,9 @@ class TableCounts(Protocol):
 
     @property
     def frozen(self) -> int: ...
+
+    @property
+    def draining(self) -> bool: ...
 
     @property
     def players_online(self) -> int: ...
@@ -79,10 +83,13 @@ class HealthMonitor:
         self._metrics.frozen(frozen)
         self._metrics.overdue(self._tables.overdue(OVERDUE_SLACK_SECONDS))
         self._metrics.players_online(self._tables.players_online)
-        serving = reachable and frozen == 0
+        draining = self._tables.draining
+        serving = reachable and frozen == 0 and not draining
         if serving != self._serving:
             if serving:
                 _log.info("serving")
+            elif draining:
+                _log.warning("not serving: the node is drained")
             elif reachable:
                 _log.warning("not serving: %d frozen tables", frozen)
             else:

@@ -9,6 +9,8 @@ than a move's worth of work, or write anything it could not read back.
 | field | limit |
 |---|---|
 | ``table_id`` | ``[A-Za-z0-9_-]{1,64}`` (a NATS subject token, a KV key, part of ledger ids; the caller may choose it, AIP-133) |
+| ``node_id`` (DrainNode) | ``[A-Za-z0-9_-]{1,64}``, as ``MASA_NODE_ID`` |
+| a void's ``reason`` (VoidTable) | up to 256 characters, no control or format characters |
 | ``player_id`` | ``[A-Za-z0-9_.:@+-]{1,128}`` |
 | ``lobby_id``, ``hold_id`` | ``[A-Za-z0-9_.:-]{1,128}``, or empty |
 | ``display_name`` | up to 32 characters, no control or format characters |
@@ -42,7 +44,9 @@ __all__ = [
     "TABLE_ID",
     "check_action",
     "check_config",
+    "check_node_id",
     "check_table_id",
+    "check_void_reason",
 ]
 
 TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,6 +57,8 @@ MAX_SEATS: Final = 6
 MIN_TURN_SECONDS: Final = 0.1
 MAX_TURN_SECONDS: Final = 3600.0
 MAX_STAKE: Final = 10**12
+# What a TableVoided entry keeps of an operator's reason.
+MAX_VOID_REASON: Final = 256
 
 
 def check_table_id(table_id: str) -> str:
@@ -61,6 +67,23 @@ def check_table_id(table_id: str) -> str:
     if not TABLE_ID.fullmatch(table_id):
         raise BadRequest(f"table_id must match {TABLE_ID.pattern}, not {preview(table_id)}")
     return table_id
+
+
+def check_node_id(node_id: str) -> str:
+    if not TABLE_ID.fullmatch(node_id):
+        raise BadRequest(f"node_id must match {TABLE_ID.pattern}, not {preview(node_id)}")
+    return node_id
+
+
+def check_void_reason(reason: str) -> str:
+    if len(reason) > MAX_VOID_REASON or any(
+        unicodedata.category(character).startswith("C") for character in reason
+    ):
+        raise BadRequest(
+            f"reason must be up to {MAX_VOID_REASON} characters without control or format "
+            "characters"
+        )
+    return reason
 
 
 def check_config(config: game_pb2.TableConfig) -> None:

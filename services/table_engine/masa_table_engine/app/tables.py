@@ -599,8 +599,8 @@ class Tables:
 
         return sum(await asyncio.gather(*(one(u) for u in mine)))
 
-    async def drain(self) -> None:
-        """Take no new table, and hand each table over (see the module doc)."""
+    async def drain(self) -> int:
+        """Take no new table, and hand each table over (see the module doc); how many."""
         self._draining = True
         if self._takeover is not None:
             self._takeover.cancel()
@@ -620,6 +620,7 @@ class Tables:
         handing = [(t, r) for t, r in self._runtimes.items() if not r.done and not r.fenced]
         await asyncio.gather(*(one(t, r) for t, r in handing))
         _log.info("drained: handed %d tables over", len(handing))
+        return len(handing)
 
     async def void(self, table_id: str, details: str) -> Table:
         """End a table this node serves without a ranking (an operator's order, for a stuck

@@ -1,0 +1,213 @@
+"""The operator's TableAdminService (issue 13) on real nodes over a real NATS: DrainNode hands
+every table over without stopping the node, which then answers health NOT_SERVING and refuses
+new tables; a drain that reached the wrong node drains nothing; VoidTable ends a table with one
+TableVoided entry and one GameAbandoned. Both are internal calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import grpc
+import grpc.aio
+import pytest
+from engine_support import (
+    SERVICE,
+    create_table,
+    elevator_config,
+    log_entries,
+    metadata,
+    results,
+    running_node,
+    seat,
+    serving,
+    settings,
+    table_stub,
+    wait_until,
+)
+from grpc_status import rpc_status
+from masa.table.v1 import admin_pb2, admin_pb2_grpc, event_pb2, table_pb2, view_pb2
+from masa_platform.errors import error_info
+from masa_platform.testing import NatsServer
+from masa_table_engine.bootstrap import Node
+from prometheus_client import CollectorRegistry
+
+PLAYERS = ("ayse", "bora", "cem")
+FAST = {"lease_ttl_seconds": 1.5, "takeover_scan_seconds": 0.2, "node_ttl_seconds": 3.0}
+
+
+@pytest.fixture
+def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    # A NATS of its own per test: no other test's tables are taken over here.
+    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
+        yield server
+
+
+@asynccontextmanager
+async def _nodes(
+    server: NatsServer, *names: str, bot_delay_seconds: float = 0.0
+) -> AsyncIterator[tuple[dict[str, Node], dict[str, CollectorRegistry]]]:
+    registries = {name: CollectorRegistry() for name in names}
+    async with AsyncExitStack() as stack:
+        nodes = {
+            name: await stack.enter_async_context(
+                running_node(
+                    settings(server, name, bot_delay_seconds=bot_delay_seconds, **FAST),
+                    registries[name],
+                )
+            )
+            for name in names
+        }
+        yield nodes, registries
+
+
+@asynccontextmanager
+async def _admin(address: str) -> AsyncIterator[admin_pb2_grpc.TableAdminServiceStub]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        yield admin_pb2_grpc.TableAdminServiceStub(channel)
+
+
+async def _refusal(call) -> tuple[grpc.StatusCode, str, dict[str, str]]:  # type: ignore[no-untyped-def]
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call
+    info = error_info(await rpc_status.aio.from_call(call))
+    assert info is not None
+    return refused.value.code(), info.reason, dict(info.metadata)
+
+
+def _humans(turn_seconds: float = 600.0) -> table_pb2.CreateTableRequest:
+    config = elevator_config([seat(i, p) for i, p in enumerate(PLAYERS)], turn_seconds)
+    return table_pb2.CreateTableRequest(config=config)
+
+
+async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_serving(
+    nats: NatsServer,
+) -> None:
+    async with _nodes(nats, "leaving", "staying") as (nodes, registries):
+        leaving, staying = nodes["leaving"], nodes["staying"]
+        async with table_stub(leaving.address) as stub:
+            tables = [await create_table(stub, _humans().config) for _ in range(4)]
+        async with _admin(leaving.address) as admin:
+            # A stale address: the node that answers is not the one named; nothing drains.
+            code, reason, info = await _refusal(
+                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="staying"), metadata=SERVICE)
+            )
+            assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "NODE_MISMATCH")
+            assert info == {"node_id": "leaving", "node_address": staying.address}
+            assert sorted(leaving.tables.served) == sorted(tables)
+            # A player may not drain a node; a malformed node id is refused before anything.
+            code, reason, _ = await _refusal(
+                admin.DrainNode(
+                    admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=metadata("ayse")
+                )
+            )
+            assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
+            code, _, _ = await _refusal(
+                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="../x"), metadata=SERVICE)
+            )
+            assert code is grpc.StatusCode.INVALID_ARGUMENT
+            assert await serving(leaving.address)
+
+            drained = await admin.DrainNode(
+                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=SERVICE
+            )
+            assert (drained.node_id, drained.tables_handed_over) == ("leaving", 4)
+            assert leaving.tables.served == []
+            assert not await serving(leaving.address)
+
+            async def all_taken() -> bool:
+                return sorted(staying.tables.served) == sorted(tables)
+
+            await wait_until(all_taken, timeout=10, what="the other node to take the tables")
+            taken = registries["staying"].get_sample_value(
+                "masa_table_takeovers_total", {"reason": "drained"}
+            )
+            assert taken == len(tables)
+            again = await admin.DrainNode(
+                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=SERVICE
+            )
+            assert again.tables_handed_over == 0
+        # The drained node is still up: it refuses new tables and sends players on.
+        await asyncio.sleep(0.6)  # more than one health probe: it stays NOT_SERVING
+        assert not await serving(leaving.address)
+        async with table_stub(leaving.address) as stub:
+            code, reason, _ = await _refusal(stub.CreateTable(_humans(), metadata=SERVICE))
+            assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "NODE_DRAINING")
+            code, reason, info = await _refusal(
+                stub.GetTable(
+                    table_pb2.GetTableRequest(table_id=tables[0]), metadata=metadata("ayse")
+                )
+            )
+            assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "TABLE_MOVED")
+            assert info["owner_address"] == staying.address
+
+
+async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServer) -> None:
+    # Bots that take their time, so that the game is still on when the operator voids it.
+    async with _nodes(nats, "voiding", "other", bot_delay_seconds=0.2) as (nodes, _):
+        voiding, other = nodes["voiding"], nodes["other"]
+        async with table_stub(voiding.address) as stub:
+            # A bot table keeps playing by itself: the void must stop it.
+            config = elevator_config([seat(0), seat(1), seat(2)], turn_seconds=600.0)
+            table_id = await create_table(stub, config)
+
+        async def played() -> bool:
+            return len(await log_entries(nats, table_id)) >= 3
+
+        await wait_until(played, what="the bots to play")
+        async with _admin(other.address) as admin:
+            # Asked at a node that does not serve it: sent on, like every table call.
+            code, reason, info = await _refusal(
+                admin.VoidTable(
+                    admin_pb2.VoidTableRequest(request_id="v-0", table_id=table_id),
+                    metadata=SERVICE,
+                )
+            )
+            assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "TABLE_MOVED")
+            assert info["owner_address"] == voiding.address
+        async with _admin(voiding.address) as admin:
+            code, _, _ = await _refusal(
+                admin.VoidTable(
+                    admin_pb2.VoidTableRequest(table_id=table_id, reason="a\x00b"),
+                    metadata=SERVICE,
+                )
+            )
+            assert code is grpc.StatusCode.INVALID_ARGUMENT
+            code, reason, _ = await _refusal(
+                admin.VoidTable(
+                    admin_pb2.VoidTableRequest(table_id=table_id), metadata=metadata("ayse")
+                )
+            )
+            assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
+
+            voided = await admin.VoidTable(
+                admin_pb2.VoidTableRequest(
+                    request_id="v-1", table_id=table_id, reason="stuck, says the operator"
+                ),
+                metadata=SERVICE,
+            )
+            assert voided.applied
+            assert voided.table.state == view_pb2.Table.STATE_VOIDED
+
+            async def abandoned() -> bool:
+                found = await results(nats, table_id)
+                return any(r.WhichOneof("result") == "game_abandoned" for r in found)
+
+            await wait_until(abandoned, what="GameAbandoned on the bus")
+            again = await admin.VoidTable(
+                admin_pb2.VoidTableRequest(request_id="v-2", table_id=table_id),
+                metadata=SERVICE,
+            )
+            assert not again.applied
+            assert again.table.state == view_pb2.Table.STATE_VOIDED
+        await asyncio.sleep(0.5)  # the bots would have played on by now
+        entries = await log_entries(nats, table_id)
+        last = entries[-1]
+        assert last.WhichOneof("input") == "table_voided"
+        assert last.table_voided.reason == event_pb2.ABANDON_REASON_VOIDED
+        assert last.table_voided.details == "stuck, says the operator"
+        assert [e.WhichOneof("input") for e in entries].count("table_voided") == 1
+        kinds = [r.WhichOneof("result") for r in await results(nats, table_id)]
+        assert kinds.count("game_abandoned") == 1
+        assert "game_finished" not in kinds
