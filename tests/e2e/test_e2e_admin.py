@@ -1,6 +1,7 @@
 """``masa admin`` against the real stack ``make run`` starts (issue 13): nodes with their
-tables, a table's log as lines, voiding a staked table (its stakes go back, P-30), and an
-idempotent grant; bad ids and amounts are refused before anything is sent."""
+tables, a table's log as lines, voiding a staked table at the engine (it stops, and its stakes
+go back once, P-30), draining a node (its tables move to the other node, it stays up not
+serving), and an idempotent grant; bad ids and amounts are refused before anything is sent."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from e2e_stack import Stack
+from e2e_stack import Stack, launch_stack
 from e2e_terminal import masa, without_uv
 from google.protobuf.duration_pb2 import Duration
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_client.cli import main
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
+from masa_client.nodes import read_nodes
+from masa_client.operator_bus import bus_login, connect_operator
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings
 from masa_rules import elevator
@@ -65,6 +69,8 @@ def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
         (("grant", "no spaces please", "5"), 2, "not a valid player id"),
         (("void", "../etc"), 2, "not a valid table id: '../etc'"),
         (("void", "t1", "--game", "0"), 2, "not a game number"),
+        (("drain", "node/0"), 2, "not a valid node id: 'node/0'"),
+        (("drain", "no-such-node"), 1, "no live table-engine node no-such-node (live: table"),
         (("log", "x" * 65), 2, "not a valid table id"),
         (("drop-everything",), 2, "invalid choice"),
         (("log", "no-such-table"), 1, "table no-such-table has no log"),
@@ -81,7 +87,8 @@ def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
 async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> None:
     """A chip table with two staked players who each made one move: admin nodes shows it under
     its node, admin log shows its entries with seat names and request ids, and admin void
-    gives both stakes back (P-30), once."""
+    stops the table at its node (a TableVoided entry ends the log) and gives both stakes back
+    (P-30), once."""
     addresses = running_stack.addresses
     run_dir = running_stack.run_dir
     table_id = f"void-{uuid.uuid4().hex[:8]}"
@@ -155,28 +162,147 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
             assert "[player]" in mine[0]
         assert any("action_applied  seat 2 Bot  " in line and "[bot]" in line for line in lines)
 
-        voided = admin(run_dir, "void", table_id, "--request-id", f"{table_id}-void")
-        assert voided.returncode == 0, voided.stderr
-        assert f"voided table {table_id} game 1: 2 stakes given back" in voided.stdout
-        for player in players:
-            assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
-        async with grpc.aio.insecure_channel(addresses["ledger"]) as channel:
-            ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
-            for player in players:
-                account = (
-                    await ledger.GetBalance(
-                        ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
-                    )
-                ).account
-                assert (account.balance, account.held, account.available) == (1000, 0, 1000)
-        again = admin(run_dir, "void", table_id)
-        assert again.returncode == 0, again.stderr
-        assert f"table {table_id} game 1 was voided already; nothing changed" in again.stdout
+        await _void_and_check(running_stack, table_id, table.owner_address, holds)
     finally:
         for client in clients:
             with contextlib.suppress(MasaCallError):
                 await client.leave_table(table_id)
             await client.close()
+
+
+async def _void_and_check(
+    stack: Stack, table_id: str, owner_address: str, holds: dict[str, str]
+) -> None:
+    """admin void at the table's node: the stakes go back, the table stops; once only."""
+    players = list(holds)
+    voided = admin(
+        stack.run_dir, "void", table_id, "--request-id", f"{table_id}-void", "--reason", "stuck"
+    )
+    assert voided.returncode == 0, voided.stderr
+    assert f"voided table {table_id} at {owner_address}\n" in voided.stdout
+    assert f"voided table {table_id} game 1: 2 stakes given back" in voided.stdout
+    for player in players:
+        assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
+    async with grpc.aio.insecure_channel(stack.addresses["ledger"]) as channel:
+        ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
+        for player in players:
+            account = (
+                await ledger.GetBalance(
+                    ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
+                )
+            ).account
+            assert (account.balance, account.held, account.available) == (1000, 0, 1000)
+    # The engine stopped the table: the bot plays no more, and the log ends with the void.
+    await asyncio.sleep(1.0)
+    log = admin(stack.run_dir, "log", table_id)
+    assert log.returncode == 0, log.stderr
+    last = log.stdout.splitlines()[-1]
+    assert re.search(r"table_voided +table  voided: stuck  -> game_abandoned", last), last
+    assert log.stdout.count("table_voided") == 1
+    again = admin(stack.run_dir, "void", table_id)
+    assert again.returncode == 0, again.stderr
+    assert f"table {table_id} game 1 was voided already; nothing changed" in again.stdout
+    assert admin(stack.run_dir, "log", table_id).stdout == log.stdout
+
+
+async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_table(
+    running_stack: Stack,
+) -> None:
+    """Stakes bound to a game whose table no node serves (its node gone for good, say): the
+    ledger voids them itself, the backstop, and says why the engine did not."""
+    table_id = f"ghost-{uuid.uuid4().hex[:8]}"
+    players = (f"ada-{table_id}", f"ben-{table_id}")
+    holds = await _staked(running_stack.addresses["ledger"], table_id, players)
+    async with grpc.aio.insecure_channel(running_stack.addresses["ledger"]) as channel:
+        await ledger_pb2_grpc.LedgerServiceStub(channel).BindHolds(
+            ledger_pb2.BindHoldsRequest(
+                request_id=f"{table_id}-bind",
+                table_id=table_id,
+                game_no=1,
+                stake=STAKE,
+                hold_ids=list(holds.values()),
+            ),
+            metadata=SERVICE,
+        )
+    voided = admin(running_stack.run_dir, "void", table_id)
+    assert voided.returncode == 0, voided.stderr
+    assert voided.stdout.startswith(
+        f"the engine did not void table {table_id} (no live node serves it); "
+        "voiding it in the ledger\n"
+        f"voided table {table_id} game 1: 2 stakes given back\n"
+    ), voided.stdout
+    for player in players:
+        assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
+
+
+async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
+    tmp_path: Path,
+) -> None:
+    """A stack of its own: a drained node stays drained until it stops, which would starve the
+    shared stack's other tests of a node."""
+    with launch_stack(tmp_path) as own:
+        await _drain_node_zero(own)
+
+
+async def _drain_node_zero(stack: Stack) -> None:
+    leaving, staying = stack.addresses["table-engine"], stack.addresses["table-engine-1"]
+    players = [f"drained-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+    config = game_pb2.TableConfig(
+        game=game_pb2.GAME_KIND_ELEVATOR,
+        mode=game_pb2.MODE_TRAINING,
+        seats=[
+            game_pb2.SeatAssignment(
+                seat=seat, kind=game_pb2.SEAT_KIND_HUMAN, player_id=player, display_name="p"
+            )
+            for seat, player in enumerate(players)
+        ],
+        turn_time=Duration(seconds=600),
+    )
+    service = TableClient(leaving, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    async with service:
+        tables = [(await service.create_table(config)).table_id for _ in range(3)]
+
+    drained = admin(stack.run_dir, "drain", "table-engine-0")
+    assert drained.returncode == 0, drained.stderr
+    assert f"draining table-engine-0 at {leaving} (" in drained.stdout
+    assert "drained table-engine-0: handed 3 tables over to the other nodes" in drained.stdout
+
+    bus = await connect_operator(bus_login(None, stack.run_dir / "run.json"))
+    try:
+        deadline = asyncio.get_running_loop().time() + 15.0
+        while True:
+            nodes = {
+                node.node_id: node for node in await read_nodes(bus.jetstream(), with_tables=True)
+            }
+            if sorted(nodes["table-engine-1"].table_ids) == sorted(tables):
+                break
+            assert asyncio.get_running_loop().time() < deadline, nodes
+            await asyncio.sleep(0.2)
+        assert nodes["table-engine-0"].draining
+        assert nodes["table-engine-0"].table_ids == ()
+    finally:
+        await bus.close()
+    listed = admin(stack.run_dir, "nodes")
+    assert re.search(rf"^table-engine-0 +{re.escape(leaving)} +0 .* draining$", listed.stdout, re.M)
+
+    # The node is up, not serving, makes no table, and sends players to the other node.
+    async with grpc.aio.insecure_channel(leaving) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    async with service:
+        with pytest.raises(MasaCallError) as refused:
+            await TableClient(leaving, mint_token(AUTH, "e2e-admin", [Role.SERVICE])).create_table(
+                config
+            )
+    assert refused.value.reason == "NODE_DRAINING"
+    player = TableClient(leaving, mint_token(AUTH, players[0]))
+    async with player:
+        view = await player.get_table(tables[0])
+    assert view.seat_view.table.table.owner_address == staying
+    again = admin(stack.run_dir, "drain", "table-engine-0")
+    assert again.returncode == 0, again.stderr
+    assert "handed 0 tables over" in again.stdout
 
 
 async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) -> dict[str, str]:

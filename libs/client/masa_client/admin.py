@@ -2,8 +2,17 @@
 
 - ``nodes``: the live table-engine nodes and the tables each one holds the lease of, and the
   tables whose node is gone (waiting for a live node to take them over);
-- ``void TABLE``: voids a stuck table's game in the ledger, which releases every stake bound
-  to it (P-30), and shows each stake given back;
+- ``drain NODE``: drains a table-engine node (its ``DrainNode``, found through the registry):
+  it takes no new table and hands each table over to the other nodes, and stays up answering
+  health NOT_SERVING until it is stopped;
+- ``void TABLE``: voids a stuck table at the engine first (``VoidTable`` at the node holding
+  its lease): the table stops, logs ``TableVoided`` and publishes ``GameAbandoned``, from
+  which the ledger voids the game's stakes (P-30), once; the command waits for that and shows
+  each stake given back. Only when no engine can void it (no node holds the table, the node
+  does not answer or does not know it) does it void the game in the ledger directly
+  (``VoidGame``), the backstop: should that table ever play on, its result is refused by the
+  ledger (the game is closed), so no chips move twice. A table whose game is over already is
+  left alone, in the engine and in the ledger (a finished game is settled from its result);
 - ``grant PLAYER AMOUNT``: chips from the issuing account (``GrantChips``), with a request id
   that makes a retry harmless;
 - ``log TABLE``: the table's JetStream log as readable lines. It shows everything the log
@@ -17,21 +26,26 @@ The gRPC calls carry a service-role token signed with the development secret
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Final
 
+import grpc
 from masa.events.v1 import table_log_pb2
 from masa.ledger.v1 import ledger_pb2
+from masa.table.v1 import admin_pb2
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings, load_settings
 
-from masa_client.client import new_request_id
-from masa_client.matchmaking import LedgerClient
+from masa_client.client import RetryPolicy, new_request_id
+from masa_client.errors import TABLE_MOVED, MasaCallError
+from masa_client.matchmaking import LedgerClient, TableAdminClient
 from masa_client.nodes import print_nodes, read_nodes, table_owners
-from masa_client.operator_bus import bus_login, connect_operator
+from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
 from masa_client.table_log import describe_entry, read_table_log, seat_names
 
 __all__ = ["add_admin_parser", "run_admin"]
@@ -40,8 +54,18 @@ __all__ = ["add_admin_parser", "run_admin"]
 _TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAYER_ID: Final = re.compile(r"[A-Za-z0-9_.:@+-]{1,128}")
 _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_GRANT: Final = 10**12
 _SUBJECT: Final = "masa-admin"
+# A drain answers once every table is handed over: a few seconds, within the 120 s a node
+# gets to stop (terminationGracePeriodSeconds).
+_DRAIN_SECONDS: Final = 120.0
+_VOID_SECONDS: Final = 30.0
+# How long a void at the engine waits for the ledger to void the stakes from GameAbandoned
+# before it voids them in the ledger itself.
+_LEDGER_WAIT_SECONDS: Final = 15.0
+# The engine's calls in a void are tried a few times only: the ledger is the backstop.
+_ENGINE_RETRY: Final = RetryPolicy(attempts=3)
 _HOLD_STATES: Final = {
     ledger_pb2.StakeHold.STATE_HELD: "held",
     ledger_pb2.StakeHold.STATE_BOUND: "bound",
@@ -85,7 +109,7 @@ def add_admin_parser(
 ) -> None:
     admin = commands.add_parser(
         "admin",
-        help="operator commands: nodes, void, grant, log (service role)",
+        help="operator commands: nodes, drain, void, grant, log (service role)",
         description="The operator's commands. gRPC calls carry a service-role token signed "
         "with the development secret (MASA_JWT_SECRET); NATS is reached as the operators' "
         "user (the admin password `make run` keeps in .masa/nats/, or MASA_NATS_USER and "
@@ -102,12 +126,26 @@ def add_admin_parser(
     )
     nodes.add_argument("--nats", help=nats_where)
 
+    drain = subcommands.add_parser(
+        "drain",
+        help="drain a table-engine node: its tables move to the other nodes",
+        description="Drain a live table-engine node (found in the engine-node registry, as "
+        "masa nodes lists them), as SIGTERM does, without stopping it: it makes no new table, "
+        "hands each of its tables over to the other nodes after a final snapshot, and answers "
+        "health NOT_SERVING until it is stopped. The command returns once every table is "
+        "handed over. Draining a drained node hands nothing over.",
+    )
+    drain.add_argument("node", type=_matching(_NODE_ID, "node id"), help="the node id")
+    drain.add_argument("--nats", help=nats_where)
+
     void = subcommands.add_parser(
         "void",
-        help="void a stuck table's game: its stakes go back (P-30)",
-        description="Void the game of a table that cannot finish: the ledger voids every "
-        "stake hold bound to the game, no chips move, and each player's stake is free again "
-        "(P-30). Voiding a game settled or voided already changes nothing and says so.",
+        help="void a stuck table's game: it stops and its stakes go back (P-30)",
+        description="Void the game of a table that cannot finish. The node serving it stops "
+        "the table and ends its game as abandoned; the ledger then voids every stake hold "
+        "bound to the game, no chips move, and each player's stake is free again (P-30). When "
+        "no node can void it (none serves it, or it does not answer), the game is voided in "
+        "the ledger only. A game over already is left as it is, and the command says so.",
     )
     void.add_argument("table", type=_matching(_TABLE_ID, "table id"), help="the table id")
     void.add_argument(
@@ -124,6 +162,7 @@ def add_admin_parser(
         help="the idempotency key (default: a fresh one); the same id again changes nothing",
     )
     void.add_argument("--ledger", help=ledger_where)
+    void.add_argument("--nats", help=nats_where)
 
     grant = subcommands.add_parser(
         "grant",
@@ -178,10 +217,38 @@ async def run_admin(
         finally:
             await bus.close()
     token = mint_token(load_settings(AuthSettings), _SUBJECT, [Role.SERVICE], ttl_seconds=600)
+    if args.admin_command == "drain":
+        return await _drain(args, token, run_file, out)
     async with LedgerClient(ledger(args.ledger), token) as client:
         if args.admin_command == "grant":
             return await _grant(client, args, out)
-        return await _void(client, args, out)
+        return await _void(client, args, token, run_file, out)
+
+
+async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, out: IO[str]) -> int:
+    bus = await connect_operator(bus_login(args.nats, run_file))
+    try:
+        nodes = {node.node_id: node for node in await read_nodes(bus.jetstream())}
+    finally:
+        await bus.close()
+    node = nodes.get(args.node)
+    if node is None:
+        live = ", ".join(sorted(nodes)) or "none"
+        print(
+            f"masa admin drain: no live table-engine node {args.node} (live: {live})",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"draining {node.node_id} at {node.address} ({node.tables} tables) ...", file=out)
+    engine = TableAdminClient(node.address, token)
+    async with engine:
+        drained = await engine.drain_node(node.node_id, timeout=_DRAIN_SECONDS)
+    print(
+        f"drained {drained.node_id}: handed {drained.tables_handed_over} tables over to the "
+        "other nodes; it makes no new table and answers health NOT_SERVING until it is stopped",
+        file=out,
+    )
+    return 0
 
 
 def _print_log(
@@ -209,15 +276,121 @@ async def _grant(client: LedgerClient, args: argparse.Namespace, out: IO[str]) -
     return 0
 
 
-async def _void(client: LedgerClient, args: argparse.Namespace, out: IO[str]) -> int:
-    answer = await client.void_game(
-        args.table, args.game, args.reason, request_id=args.request_id or new_request_id()
+async def _void(
+    client: LedgerClient,
+    args: argparse.Namespace,
+    token: str,
+    run_file: Path | None,
+    out: IO[str],
+) -> int:
+    """At the engine first, the ledger as the backstop (module doc)."""
+    request_id = args.request_id or new_request_id()
+    found = await _void_at_engine(args, token, run_file, request_id)
+    if isinstance(found, admin_pb2.VoidTableResponse):
+        # The engine knows the game's number at the table; --game is for the ledger only.
+        args.game = found.table.game_no or args.game
+        if not found.applied:
+            return await _game_over(client, args, out)
+        print(f"voided table {args.table} at {found.table.owner_address}", file=out)
+        if not found.table.config.stake:
+            print("no stakes to give back: the table plays without chips", file=out)
+            return 0
+        return await _stakes_voided_by_engine(client, args, request_id, out)
+    print(
+        f"the engine did not void table {args.table} ({found}); voiding it in the ledger",
+        file=out,
     )
-    settlement = answer.settlement
+    answer = await client.void_game(args.table, args.game, args.reason, request_id=request_id)
+    return await _print_voided(client, answer, args, out)
+
+
+async def _void_at_engine(
+    args: argparse.Namespace,
+    token: str,
+    run_file: Path | None,
+    request_id: str,
+) -> admin_pb2.VoidTableResponse | str:
+    """The answer of the node serving the table (``applied`` false: the game was over), or
+    why no node could void it."""
+    try:
+        bus = await connect_operator(bus_login(args.nats, run_file))
+    except BusUnreachable as error:
+        return f"NATS, where the nodes are listed, cannot be reached: {error}"
+    try:
+        js = bus.jetstream()
+        holder = (await table_owners(js)).get(args.table)
+        addresses = {node.node_id: node.address for node in await read_nodes(js)}
+    finally:
+        await bus.close()
+    address = addresses.get(holder or "")
+    if address is None:
+        return "no live node serves it" if holder is None else f"its node {holder} is not live"
+    for _ in range(2):
+        engine = TableAdminClient(address, token, retry=_ENGINE_RETRY)
+        async with engine:
+            try:
+                answer = await engine.void_table(
+                    args.table, args.reason, request_id=request_id, timeout=_VOID_SECONDS
+                )
+            except MasaCallError as error:
+                if error.reason == TABLE_MOVED and error.metadata.get("owner_address"):
+                    # Taken over since the lease was read: ask the new owner, once.
+                    address = error.metadata["owner_address"]
+                    continue
+                if error.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND):
+                    return str(error)
+                raise
+        return answer
+    return "it moved from node to node while the command looked for it"
+
+
+async def _stakes_voided_by_engine(
+    client: LedgerClient, args: argparse.Namespace, request_id: str, out: IO[str]
+) -> int:
+    """The ledger voids the stakes from the table's GameAbandoned: wait for it, or void them
+    here once the wait is over (the same game is voided once either way)."""
+    deadline = time.monotonic() + _LEDGER_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        settlement = await client.settlement(args.table, args.game)
+        if settlement is not None:
+            return await _print_settlement(client, settlement, args, out)
+        await asyncio.sleep(0.2)
+    print("the ledger has not voided the stakes yet; voiding them there now", file=out)
+    answer = await client.void_game(args.table, args.game, args.reason, request_id=request_id)
+    return await _print_voided(client, answer, args, out)
+
+
+async def _game_over(client: LedgerClient, args: argparse.Namespace, out: IO[str]) -> int:
+    """The engine says the game is over: the ledger settles it from its result, so nothing is
+    voided there either."""
+    settlement = await client.settlement(args.table, args.game)
     where = f"table {args.table} game {args.game}"
+    if settlement is None:
+        print(f"{where} is over already; nothing changed (its result settles the stakes)", file=out)
+        return 0
+    print(f"{where} was {_closed(settlement)} already; nothing changed", file=out)
+    return 0
+
+
+async def _print_voided(
+    client: LedgerClient,
+    answer: ledger_pb2.VoidGameResponse,
+    args: argparse.Namespace,
+    out: IO[str],
+) -> int:
     if not answer.applied:
-        state = "settled" if settlement.state == ledger_pb2.Settlement.STATE_SETTLED else "voided"
-        print(f"{where} was {state} already; nothing changed", file=out)
+        where = f"table {args.table} game {args.game}"
+        print(f"{where} was {_closed(answer.settlement)} already; nothing changed", file=out)
+        return 0
+    return await _print_settlement(client, answer.settlement, args, out)
+
+
+async def _print_settlement(
+    client: LedgerClient, settlement: ledger_pb2.Settlement, args: argparse.Namespace, out: IO[str]
+) -> int:
+    where = f"table {args.table} game {args.game}"
+    if settlement.state != ledger_pb2.Settlement.STATE_VOIDED:
+        print(f"{where} was {_closed(settlement)} already; nothing changed", file=out)
         return 0
     print(f"voided {where}: {len(settlement.hold_ids)} stakes given back", file=out)
     for hold_id in settlement.hold_ids:
@@ -225,3 +398,7 @@ async def _void(client: LedgerClient, args: argparse.Namespace, out: IO[str]) ->
         state = _HOLD_STATES.get(hold.state, "?")
         print(f"  {hold.player_id}: {hold.amount:,} chips ({state}, hold {hold_id})", file=out)
     return 0
+
+
+def _closed(settlement: ledger_pb2.Settlement) -> str:
+    return "settled" if settlement.state == ledger_pb2.Settlement.STATE_SETTLED else "voided"

@@ -1,5 +1,6 @@
-"""Typed async clients for matchmaking (``masa.matchmaking.v1``) and a player's chips
-(``masa.ledger.v1``).
+"""Typed async clients for matchmaking (``masa.matchmaking.v1``), a player's chips
+(``masa.ledger.v1``) and an operator's calls to one table-engine node
+(``masa.table.v1.TableAdminService``).
 
 Like :class:`~masa_client.client.TableClient` they send the bearer token on every call and
 retry ``UNAVAILABLE`` with backoff, sending the *same* ``request_id`` so that a write happens
@@ -27,11 +28,12 @@ from masa.common.v1 import game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
+from masa.table.v1 import admin_pb2, admin_pb2_grpc
 
 from masa_client.client import RetryPolicy, new_request_id
-from masa_client.errors import from_rpc_error
+from masa_client.errors import MasaCallError, from_rpc_error
 
-__all__ = ["CLOSED_STATES", "LedgerClient", "MatchmakingClient"]
+__all__ = ["CLOSED_STATES", "LedgerClient", "MatchmakingClient", "TableAdminClient"]
 
 T = TypeVar("T")
 
@@ -261,3 +263,45 @@ class LedgerClient(_Client):
             reason=reason,
         )
         return await self._call(lambda: self._stub.VoidGame(request, metadata=self._metadata))
+
+    async def settlement(self, table_id: str, game_no: int) -> ledger_pb2.Settlement | None:
+        """How a game was settled or voided; None while it is neither."""
+        request = ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=game_no)
+        try:
+            response = await self._call(
+                lambda: self._stub.GetSettlement(request, metadata=self._metadata)
+            )
+        except MasaCallError as error:
+            if error.code is grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+        return response.settlement
+
+
+class TableAdminClient(_Client):
+    """An operator's calls to one table-engine node: drain it, void one of its tables. Service
+    or admin role."""
+
+    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+        super().__init__(address, token, **kwargs)
+        self._stub = admin_pb2_grpc.TableAdminServiceStub(self._channel)
+
+    async def drain_node(self, node_id: str, *, timeout: float) -> admin_pb2.DrainNodeResponse:
+        """Drain the node, which must be ``node_id`` (else FAILED_PRECONDITION, NODE_MISMATCH);
+        answers once every table is handed over."""
+        request = admin_pb2.DrainNodeRequest(node_id=node_id)
+        return await self._call(
+            lambda: self._stub.DrainNode(request, metadata=self._metadata, timeout=timeout)
+        )
+
+    async def void_table(
+        self, table_id: str, reason: str, *, request_id: str | None = None, timeout: float
+    ) -> admin_pb2.VoidTableResponse:
+        """End a table the node serves with GameAbandoned; ``applied`` false when its game was
+        over already."""
+        request = admin_pb2.VoidTableRequest(
+            request_id=request_id or new_request_id(), table_id=table_id, reason=reason
+        )
+        return await self._call(
+            lambda: self._stub.VoidTable(request, metadata=self._metadata, timeout=timeout)
+        )

@@ -18,6 +18,7 @@ from typing import Final
 from google.protobuf.message import Message
 from masa.common.v1 import card_pb2
 from masa.events.v1 import table_log_pb2
+from masa.table.v1 import event_pb2
 from masa_platform.bus import read_subject
 from masa_wire.cards import face_from_proto
 from nats.js import JetStreamContext
@@ -113,6 +114,10 @@ def describe_entry(
         seat = entry.seat_changed.seat
         change = table_log_pb2.SeatChange.Name(entry.seat_changed.change)
         details = change.removeprefix("SEAT_CHANGE_").lower()
+    elif kind == "table_voided":
+        voided = entry.table_voided
+        reason = event_pb2.AbandonReason.Name(voided.reason).removeprefix("ABANDON_REASON_")
+        details = f"{reason.lower()}: {voided.details}" if voided.details else reason.lower()
     who = f"seat {seat} {names.get(seat, '?')}" if seat is not None else "table"
     events = ", ".join(event.WhichOneof("kind") or "?" for event in entry.events)
     parts = [
