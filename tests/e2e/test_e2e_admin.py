@@ -10,11 +10,13 @@ import contextlib
 import re
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import grpc.aio
 import pytest
-from e2e_stack import Stack, launch_stack
+from e2e_stack import Stack
 from e2e_terminal import masa, without_uv
 from google.protobuf.duration_pb2 import Duration
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,13 +26,18 @@ from masa_client.cli import main
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.nodes import read_nodes
-from masa_client.operator_bus import bus_login, connect_operator
+from masa_client.operator_bus import BusLogin, connect_operator
 from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer
 from masa_rules import elevator
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
+from masa_table_engine.bootstrap import Node, start_node
+from masa_table_engine.settings import EngineSettings
 from masa_wire import elevator as wire
+from prometheus_client import CollectorRegistry
 
 AUTH = AuthSettings()
 SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'e2e-admin', [Role.SERVICE])}"),)
@@ -238,15 +245,63 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
 async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
     tmp_path: Path,
 ) -> None:
-    """A stack of its own: a drained node stays drained until it stops, which would starve the
-    shared stack's other tests of a node."""
-    with launch_stack(tmp_path) as own:
-        await _drain_node_zero(own)
+    """Two engine nodes of their own on a real NATS (a drained node stays drained until it
+    stops, which would starve the shared stack's other tests of a node), and ``masa admin
+    drain`` run as an operator runs it, a process of its own logging into NATS as ``admin``."""
+    with NatsServer(tmp_path / "nats", secure=True) as server:
+        env = {
+            **without_uv(),
+            "MASA_RUN_DIR": str(tmp_path / "no-run"),
+            "MASA_NATS_USER": ADMIN,
+            "MASA_NATS_PASSWORD": server.password(ADMIN),
+        }
+        async with AsyncExitStack() as nodes:
+            leaving = await nodes.enter_async_context(_engine(server, "engine-a"))
+            staying = await nodes.enter_async_context(_engine(server, "engine-b"))
+            await _drain_the_first(server.url, env, leaving, staying)
 
 
-async def _drain_node_zero(stack: Stack) -> None:
-    leaving, staying = stack.addresses["table-engine"], stack.addresses["table-engine-1"]
-    players = [f"drained-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+@asynccontextmanager
+async def _engine(server: NatsServer, node_id: str) -> AsyncIterator[Node]:
+    platform = PlatformSettings(
+        service_name="table-engine",
+        nats_url=server.url,
+        nats_user=TABLE_ENGINE,
+        nats_password=server.password(TABLE_ENGINE),
+        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
+    )
+    settings = EngineSettings(
+        platform=platform,
+        node_id=node_id,
+        lease_ttl_seconds=3.0,
+        takeover_scan_seconds=0.2,
+        node_ttl_seconds=3.0,
+    )
+    node = await start_node(settings, CollectorRegistry())
+    try:
+        yield node
+    finally:
+        await node.stop(0.2)
+
+
+async def _masa_admin(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """The command in a process of its own, while this loop keeps the nodes serving."""
+    process = await asyncio.create_subprocess_exec(
+        masa(),
+        "admin",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def _drain_the_first(
+    nats_url: str, env: dict[str, str], leaving: Node, staying: Node
+) -> None:
+    players = [f"drained-{n}" for n in range(3)]
     config = game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_ELEVATOR,
         mode=game_pb2.MODE_TRAINING,
@@ -258,51 +313,53 @@ async def _drain_node_zero(stack: Stack) -> None:
         ],
         turn_time=Duration(seconds=600),
     )
-    service = TableClient(leaving, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    service = TableClient(leaving.address, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
     async with service:
         tables = [(await service.create_table(config)).table_id for _ in range(3)]
 
-    drained = admin(stack.run_dir, "drain", "table-engine-0")
-    assert drained.returncode == 0, drained.stderr
-    assert f"draining table-engine-0 at {leaving} (" in drained.stdout
-    assert "drained table-engine-0: handed 3 tables over to the other nodes" in drained.stdout
+    code, out, err = await _masa_admin(env, "drain", "engine-c", "--nats", nats_url)
+    assert code == 1
+    assert "no live table-engine node engine-c (live: engine-a, engine-b)" in err
+    code, out, err = await _masa_admin(env, "drain", "engine-a", "--nats", nats_url)
+    assert code == 0, err
+    assert f"draining engine-a at {leaving.address} (3 tables) ..." in out
+    assert "drained engine-a: handed 3 tables over to the other nodes" in out
 
-    bus = await connect_operator(bus_login(None, stack.run_dir / "run.json"))
+    deadline = asyncio.get_running_loop().time() + 15.0
+    while sorted(staying.tables.served) != sorted(tables):
+        assert asyncio.get_running_loop().time() < deadline, staying.tables.served
+        await asyncio.sleep(0.1)
+    bus = await connect_operator(BusLogin(nats_url, ADMIN, env["MASA_NATS_PASSWORD"]))
     try:
-        deadline = asyncio.get_running_loop().time() + 15.0
+        deadline = asyncio.get_running_loop().time() + 10.0
         while True:
-            nodes = {
-                node.node_id: node for node in await read_nodes(bus.jetstream(), with_tables=True)
-            }
-            if sorted(nodes["table-engine-1"].table_ids) == sorted(tables):
+            nodes = {n.node_id: n for n in await read_nodes(bus.jetstream(), with_tables=True)}
+            if sorted(nodes["engine-b"].table_ids) == sorted(tables):
                 break
             assert asyncio.get_running_loop().time() < deadline, nodes
             await asyncio.sleep(0.2)
-        assert nodes["table-engine-0"].draining
-        assert nodes["table-engine-0"].table_ids == ()
+        assert nodes["engine-a"].draining
+        assert nodes["engine-a"].table_ids == ()
     finally:
         await bus.close()
-    listed = admin(stack.run_dir, "nodes")
-    assert re.search(rf"^table-engine-0 +{re.escape(leaving)} +0 .* draining$", listed.stdout, re.M)
 
     # The node is up, not serving, makes no table, and sends players to the other node.
-    async with grpc.aio.insecure_channel(leaving) as channel:
+    async with grpc.aio.insecure_channel(leaving.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    service = TableClient(leaving.address, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
     async with service:
         with pytest.raises(MasaCallError) as refused:
-            await TableClient(leaving, mint_token(AUTH, "e2e-admin", [Role.SERVICE])).create_table(
-                config
-            )
+            await service.create_table(config)
     assert refused.value.reason == "NODE_DRAINING"
-    player = TableClient(leaving, mint_token(AUTH, players[0]))
+    player = TableClient(leaving.address, mint_token(AUTH, players[0]))
     async with player:
         view = await player.get_table(tables[0])
-    assert view.seat_view.table.table.owner_address == staying
-    again = admin(stack.run_dir, "drain", "table-engine-0")
-    assert again.returncode == 0, again.stderr
-    assert "handed 0 tables over" in again.stdout
+    assert view.seat_view.table.table.owner_address == staying.address
+    code, out, err = await _masa_admin(env, "drain", "engine-a", "--nats", nats_url)
+    assert code == 0, err
+    assert "handed 0 tables over" in out
 
 
 async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) -> dict[str, str]:
