@@ -171,8 +171,9 @@ class Node:
         await self.stores.close()
 
 
-async def jetstream_stores(settings: EngineSettings, address: str) -> Stores:
-    """The node's stores on NATS JetStream, as its own NATS user."""
+async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMetrics) -> Stores:
+    """The node's stores on NATS JetStream, as its own NATS user; ``loops`` counts the lease
+    renewals and the registry's heartbeats."""
     platform = settings.platform
     nc = await connect(
         platform.nats_url,
@@ -195,6 +196,7 @@ async def jetstream_stores(settings: EngineSettings, address: str) -> Stores:
             capacity=settings.max_tables,
             tables=lambda: tables.served,
             ttl_seconds=settings.node_ttl_seconds,
+            loops=loops,
         )
 
     return Stores(
@@ -208,7 +210,9 @@ async def jetstream_stores(settings: EngineSettings, address: str) -> Stores:
         ),
         results=JetStreamResults(js),
         ownership=KvOwnership(
-            Leases(leases, settings.node_id), renew_every=settings.lease_ttl_seconds / 3
+            Leases(leases, settings.node_id),
+            renew_every=settings.lease_ttl_seconds / 3,
+            loops=loops,
         ),
         directory=JetStreamDirectory(
             index, leases, nodes, node_ttl_seconds=settings.node_ttl_seconds
@@ -253,7 +257,7 @@ async def _storage(
             await asyncio.sleep(0.5)
 
 
-StoresFactory = Callable[[EngineSettings, str], Awaitable[Stores]]
+StoresFactory = Callable[[EngineSettings, str, LoopMetrics], Awaitable[Stores]]
 
 
 async def start_node(
@@ -265,7 +269,7 @@ async def start_node(
     """Start a node on ``stores`` (JetStream by default), given the node's address."""
     platform = settings.platform
     metrics = PrometheusMetrics(registry)
-    loops = LoopMetrics(registry)
+    loops = metrics.loops
     server_settings = platform.server
     # The servicer exists before the server so that it can be registered; it is bound to the
     # tables once they are recovered (until then every table call is UNAVAILABLE).
@@ -301,7 +305,7 @@ async def start_node(
         max_receive_message_bytes=settings.max_request_bytes,
     )
     address = settings.advertise_address or server.address
-    kept = await stores(settings, address)
+    kept = await stores(settings, address, loops)
     channels: list[grpc.aio.Channel] = []
     decider = None
     if settings.bot_address:

@@ -14,6 +14,7 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import create_table, elevator_config, get_view, seat, table_stub
+from masa_platform.metrics import LoopMetrics
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -240,7 +241,9 @@ async def test_a_drain_hands_every_table_over_for_the_next_scan(bus: MemoryBus) 
 def _memory_stores(bus: MemoryBus) -> StoresFactory:
     """What bootstrap wires a node to instead of JetStream: the bus in memory."""
 
-    async def stores(settings: EngineSettings, address: str) -> Stores:
+    async def stores(settings: EngineSettings, address: str, loops: LoopMetrics) -> Stores:
+        # The memory stores renew nothing in the background: no loop to count.
+        del loops
         node = settings.node_id
 
         async def probe() -> None:

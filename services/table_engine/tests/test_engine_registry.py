@@ -19,8 +19,10 @@ from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.metrics import LoopMetrics
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.registry import NodeRegistry
+from prometheus_client import CollectorRegistry
 
 
 async def _record(server: NatsServer, node_id: str) -> engine_pb2.EngineNode | None:
@@ -75,6 +77,7 @@ async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
             capacity=10,
             tables=list,
             ttl_seconds=1.5,
+            loops=LoopMetrics(CollectorRegistry()),
         )
         await registry.advertise()
         assert await _record(nats_server, "registry-dead") is not None

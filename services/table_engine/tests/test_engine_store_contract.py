@@ -12,6 +12,7 @@ import pytest
 from engine_support import bus_client
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
+from masa_platform.metrics import LoopMetrics
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
@@ -52,6 +53,7 @@ from masa_table_engine.domain.model import (
     TableVoided,
 )
 from masa_table_engine.domain.table import Table, TimerPolicy, accept, table_to_json
+from prometheus_client import CollectorRegistry
 
 LEASE_SECONDS = 1.0
 
@@ -88,8 +90,8 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
     leases = await KvBucket.ensure(js, LEASE_BUCKET, ttl_seconds=LEASE_SECONDS)
     nodes = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=10)
     owners = (
-        KvOwnership(Leases(leases, a), renew_every=60),
-        KvOwnership(Leases(leases, b), renew_every=60),
+        KvOwnership(Leases(leases, a), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
+        KvOwnership(Leases(leases, b), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
     )
     try:
         yield Stores(

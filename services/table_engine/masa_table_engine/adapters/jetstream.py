@@ -46,6 +46,7 @@ from masa_platform.bus import (
     publish,
     read_subject,
 )
+from masa_platform.metrics import LoopMetrics
 from nats.js import JetStreamContext, api
 
 from masa_table_engine.adapters.convert import (
@@ -505,6 +506,14 @@ def _event_id(result: result_pb2.TableResult) -> str:
     return str(getattr(result, result.WhichOneof("result") or "").event_id)
 
 
+class _RenewalsFailed(Exception):
+    """Some leases of a renewal pass were not renewed (each is logged); a failed loop run."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"{count} leases not renewed")
+        self.count = count
+
+
 class KvOwnership:
     """Table leases in KV (DESIGN.md §4), renewed in the background while the node runs.
 
@@ -514,9 +523,10 @@ class KvOwnership:
     meanwhile.
     """
 
-    def __init__(self, leases: Leases, *, renew_every: float) -> None:
+    def __init__(self, leases: Leases, *, renew_every: float, loops: LoopMetrics) -> None:
         self._leases = leases
         self._renew_every = renew_every
+        self._loops = loops
         self._held: dict[str, Lease] = {}
         self._task: asyncio.Task[None] | None = None
         self.on_lost: Callable[[str], Awaitable[None]] | None = None
@@ -550,27 +560,45 @@ class KvOwnership:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self._renew_every)
-            for table_id, lease in list(self._held.items()):
-                # Tables finish (and release their lease) while this loop awaits each renewal:
-                # a released lease is neither renewed, nor put back, nor reported lost.
-                if self._held.get(table_id) is not lease:
-                    continue
-                renewed: Lease | None
-                try:
-                    renewed = await self._leases.renew(lease)
-                except LeaseLost:
-                    renewed = await self._take_back(table_id, lease)
-                except Exception:
-                    _log.warning("could not renew the lease of table %s", table_id, exc_info=True)
-                    continue
-                if renewed is None:
-                    continue
-                if self._held.get(table_id) is lease:
-                    self._held[table_id] = renewed
-                else:
-                    # Released during the renewal, whose new revision the release's delete
-                    # missed: give the renewed lease up too.
-                    await self._leases.release(renewed)
+            try:
+                with self._loops.run("lease_renewal"):
+                    await self._renew_all()
+            except _RenewalsFailed as failed:
+                _log.warning("could not renew %d leases; trying again next pass", failed.count)
+
+    async def _renew_all(self) -> None:
+        """Renew every lease held; raises :class:`_RenewalsFailed` after the pass when some
+        renewals failed (the others are renewed all the same)."""
+        failures = 0
+        for table_id, lease in list(self._held.items()):
+            # Tables finish (and release their lease) while this loop awaits each renewal:
+            # a released lease is neither renewed, nor put back, nor reported lost.
+            if self._held.get(table_id) is not lease:
+                continue
+            renewed: Lease | None
+            try:
+                renewed = await self._leases.renew(lease)
+            except LeaseLost:
+                renewed = await self._take_back(table_id, lease)
+            except Exception:
+                _log.warning(
+                    "could not renew the lease of table %s",
+                    table_id,
+                    exc_info=True,
+                    extra={"table_id": table_id},
+                )
+                failures += 1
+                continue
+            if renewed is None:
+                continue
+            if self._held.get(table_id) is lease:
+                self._held[table_id] = renewed
+            else:
+                # Released during the renewal, whose new revision the release's delete
+                # missed: give the renewed lease up too.
+                await self._leases.release(renewed)
+        if failures:
+            raise _RenewalsFailed(failures)
 
     async def _take_back(self, table_id: str, lease: Lease) -> Lease | None:
         """A lease that is no longer at our revision: ours again if it expired meanwhile."""

@@ -1,9 +1,18 @@
-"""The table metrics on Prometheus (names from the issue; never an id as a label value)."""
+"""The table metrics on Prometheus (names from the issue; never an id as a label value).
+
+The background loops' runs (``masa_loop_runs_total``, ``masa_loop_run_seconds``) are the
+platform's :class:`~masa_platform.metrics.LoopMetrics`, as in every service; the engine's loops
+are ``health_probe``, ``lease_renewal``, ``registry_heartbeat``, ``takeover_scan``,
+``housekeeping``, ``outbox_relay`` (one publish attempt) and ``table_timers`` (the timers due
+at one table, fired).
+"""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Final
 
+from masa_platform.metrics import LoopMetrics
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from masa_table_engine.domain.model import GameKind
@@ -18,6 +27,7 @@ _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 class PrometheusMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.loops = LoopMetrics(registry)
         self._active = Gauge(
             "masa_tables_active",
             "Tables whose game is in progress on this node.",
@@ -146,3 +156,6 @@ class PrometheusMetrics:
 
     def players_online(self, players: int) -> None:
         self._players.set(players)
+
+    def loop(self, name: str) -> AbstractContextManager[None]:
+        return self.loops.run(name)

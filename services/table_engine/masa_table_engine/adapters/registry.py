@@ -22,6 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
+from masa_platform.metrics import LoopMetrics
 from nats.js import JetStreamContext
 
 __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
@@ -34,7 +35,7 @@ _GAMES: Final = (game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR)
 
 
 class NodeRegistry:
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the record's facts and the heartbeat's metrics, by keyword
         self,
         bucket: KvBucket,
         *,
@@ -44,8 +45,10 @@ class NodeRegistry:
         capacity: int,
         tables: Callable[[], list[str]],
         ttl_seconds: float,
+        loops: LoopMetrics,
     ) -> None:
         self._bucket = bucket
+        self._loops = loops
         self._node_id = node_id
         self._address = address
         self._version = version
@@ -56,7 +59,7 @@ class NodeRegistry:
         self._draining = False
 
     @classmethod
-    async def open(
+    async def open(  # noqa: PLR0913 - the record's facts and the heartbeat's metrics, by keyword
         cls,
         js: JetStreamContext,
         *,
@@ -66,6 +69,7 @@ class NodeRegistry:
         capacity: int,
         tables: Callable[[], list[str]],
         ttl_seconds: float,
+        loops: LoopMetrics,
     ) -> NodeRegistry:
         bucket = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=ttl_seconds)
         return cls(
@@ -76,6 +80,7 @@ class NodeRegistry:
             capacity=capacity,
             tables=tables,
             ttl_seconds=ttl_seconds,
+            loops=loops,
         )
 
     def record(self, *, draining: bool = False) -> engine_pb2.EngineNode:
@@ -115,7 +120,8 @@ class NodeRegistry:
         while True:
             await asyncio.sleep(self._every)
             try:
-                await self.advertise()
+                with self._loops.run("registry_heartbeat"):
+                    await self.advertise()
             except (nats.errors.Error, TimeoutError) as error:
                 _log.warning("could not advertise this node: %s", error)
 

@@ -40,6 +40,8 @@ class TableDriver:
         self._runtime = runtime
         self._deps = deps
         self._settings = settings
+        # Every line the driver logs names its table, so one filter follows a table's story.
+        self._log = logging.LoggerAdapter(_log, {"table_id": runtime.table.table_id})
 
     async def run(self) -> None:
         runtime = self._runtime
@@ -57,7 +59,7 @@ class TableDriver:
                 # An earlier attempt of the driver's landed after all and was adopted.
                 continue
             except Exception as error:
-                _log.warning(
+                self._log.warning(
                     "table %s: a step failed (%r); retrying", runtime.table.table_id, error
                 )
                 await asyncio.sleep(retry)
@@ -82,12 +84,13 @@ class TableDriver:
         runtime = self._runtime
         timers = due_timers(runtime.table, self._deps.clock())
         if timers:
-            for timer in timers:
-                try:
-                    await runtime.commit(timer)
-                except RuleViolation:
-                    # Another input got there first (the player acted just in time).
-                    _log.debug("timer %s no longer applies", timer)
+            with self._deps.metrics.loop("table_timers"):
+                for timer in timers:
+                    try:
+                        await runtime.commit(timer)
+                    except RuleViolation:
+                        # Another input got there first (the player acted just in time).
+                        self._log.debug("timer %s no longer applies", timer)
             return True
         automated = automated_seat(runtime.table)
         if automated is None:
@@ -113,6 +116,9 @@ class TableDriver:
             )
         except Exception:
             _log.info(
-                "no bot decision for table %s seat %d; using the fallback", table.table_id, seat
+                "no bot decision for table %s seat %d; using the fallback",
+                table.table_id,
+                seat,
+                extra={"table_id": table.table_id, "seat": seat},
             )
             return None

@@ -126,9 +126,10 @@ class Outbox:
             while queue.items:
                 item = queue.items[0]
                 try:
-                    outcomes = await self._results.publish(
-                        item.table, item.entry, recheck=item.recheck
-                    )
+                    with self._metrics.loop("outbox_relay"):
+                        outcomes = await self._results.publish(
+                            item.table, item.entry, recheck=item.recheck
+                        )
                 except Exception as error:
                     self._metrics.result_published("failed")
                     _log.warning(
@@ -136,6 +137,7 @@ class Outbox:
                         table_id,
                         item.entry.sequence,
                         error,
+                        extra={"table_id": table_id},
                     )
                     # It may have landed all the same: look before publishing again.
                     item.recheck = True

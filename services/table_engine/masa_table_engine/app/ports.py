@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -257,6 +258,11 @@ class Metrics(Protocol):
         """How many players are connected to a seat of a table in play."""
         ...
 
+    def loop(self, name: str) -> AbstractContextManager[None]:
+        """One run of the background loop ``name`` (a fixed name, never an id), counted and
+        timed; an exception leaving the block counts as an error run."""
+        ...
+
 
 class NullMetrics:
     """Metrics that record nothing, for unit tests."""
@@ -299,3 +305,7 @@ class NullMetrics:
 
     def players_online(self, players: int) -> None:
         del players
+
+    def loop(self, name: str) -> AbstractContextManager[None]:
+        del name
+        return nullcontext()

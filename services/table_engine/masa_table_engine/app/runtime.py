@@ -219,7 +219,11 @@ class TableRuntime:
                     self.table, handed_over=True, requests=self._recent_requests()
                 )
             except Exception:
-                _log.warning("table %s: no final snapshot before the hand-over", table_id)
+                _log.warning(
+                    "table %s: no final snapshot before the hand-over",
+                    table_id,
+                    extra={"table_id": table_id},
+                )
         # Whatever is still pending, the next owner publishes from the log.
         self._outbox.drop(table_id)
 
@@ -265,7 +269,12 @@ class TableRuntime:
         self._changed.set()
         sequence = self.table.sequence
         if not isinstance(error, LogConflict | LogUnavailable):
-            _log.warning("table %s: append failed: %r", self.table.table_id, error)
+            _log.warning(
+                "table %s: append failed: %r",
+                self.table.table_id,
+                error,
+                extra={"table_id": self.table.table_id},
+            )
         for entry in await self._sync():
             if _same_input(entry.input, item):
                 return entry
@@ -313,7 +322,12 @@ class TableRuntime:
     def _fence(self, why: str) -> NoReturn:
         self.fenced = True
         self._changed.set()
-        _log.error("table %s was fenced off: %s", self.table.table_id, why)
+        _log.error(
+            "table %s was fenced off: %s",
+            self.table.table_id,
+            why,
+            extra={"table_id": self.table.table_id},
+        )
         self._on_fenced(self.table.table_id)
         raise LogConflict(f"table {self.table.table_id} is no longer owned here: {why}")
 
@@ -346,7 +360,12 @@ class TableRuntime:
             await self._deps.log.save_snapshot(self.table, requests=self._recent_requests())
         except Exception:
             # The entry is in the log, which recovery replays: a snapshot is a shortcut.
-            _log.warning("table %s: snapshot not saved", self.table.table_id, exc_info=True)
+            _log.warning(
+                "table %s: snapshot not saved",
+                self.table.table_id,
+                exc_info=True,
+                extra={"table_id": self.table.table_id},
+            )
 
     async def _settle(self) -> bool:
         """At the end, once the results are out, close the table's books; True when done.
@@ -363,7 +382,11 @@ class TableRuntime:
                 await deps.ownership.release(self.table.table_id)
                 self._closing = False
         except Exception:
-            _log.warning("table %s: results or closing not done yet", self.table.table_id)
+            _log.warning(
+                "table %s: results or closing not done yet",
+                self.table.table_id,
+                extra={"table_id": self.table.table_id},
+            )
             self._changed.set()
             return False
         return True
@@ -573,7 +596,12 @@ class TableRuntime:
                 try:
                     await self._commit(PlayerAction(seat, action, source))
                 except RuleViolation as refused:
-                    _log.warning("bot move for table %s refused: %s", seen.table_id, refused)
+                    _log.warning(
+                        "bot move for table %s refused: %s",
+                        seen.table_id,
+                        refused,
+                        extra={"table_id": seen.table_id, "seat": seat},
+                    )
                 else:
                     return
             config = seen.config.seats[seat]

@@ -564,7 +564,8 @@ class Tables:
             # A little jitter, so that the live nodes do not all list at the same moment.
             await asyncio.sleep(self._scan_seconds * random.uniform(0.75, 1.25))
             try:
-                await self.take_over_unserved()
+                with self._deps.metrics.loop("takeover_scan"):
+                    await self.take_over_unserved()
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
 
@@ -694,13 +695,14 @@ class Tables:
     async def _housekeep(self) -> None:
         while True:
             await asyncio.sleep(_HOUSEKEEPING_SECONDS)
-            self._forget_finished()
-            if self._fenced:
-                await self._settle_fenced()
             try:
-                await self._release_stray_leases()
+                with self._deps.metrics.loop("housekeeping"):
+                    self._forget_finished()
+                    if self._fenced:
+                        await self._settle_fenced()
+                    await self._release_stray_leases()
             except Exception:
-                _log.warning("could not release stray leases", exc_info=True)
+                _log.warning("housekeeping failed; trying again next pass", exc_info=True)
 
     def _forget_finished(self) -> None:
         """Drop the tables that finished longer than the retention time ago.
