@@ -181,6 +181,18 @@ def load(
     return started, ended, [latency for r in results for latency in r[2]]
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user and system) the processes used so far, from /proc: on a shared machine
+    the CPU a call costs moves far less than the calls per second."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        # The fields after the command name, which is in parentheses and may hold spaces.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -231,9 +243,12 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             with ProcessPoolExecutor(CLIENT_PROCESSES, mp_context=get_context("spawn")) as pool:
                 # Warm-up (processes, channels), then the baseline, then the tickets.
                 await loop.run_in_executor(None, load, pool, addresses, "lobby", 2_000, issued)
+                pids = [process.pid for process in processes]
+                cpu_before = cpu_seconds(pids)
                 base_start, base_end, base_latencies = await loop.run_in_executor(
                     None, load, pool, addresses, "lobby", PLAYERS, issued
                 )
+                base_cpu, cpu_before = cpu_seconds(pids) - cpu_before, cpu_seconds(pids)
                 load_start, load_end, latencies = await loop.run_in_executor(
                     None, load, pool, addresses, "create", PLAYERS, issued
                 )
@@ -244,6 +259,8 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             deadline = time.monotonic() + 120
             while len(engine.created) < PLAYERS // 4 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
+            # Every ticket's CPU: the call and its share of the matching and placement.
+            ticket_cpu = cpu_seconds(pids) - cpu_before
             created = sorted(at + shift for at in engine.created.values())
             in_window = sum(1 for at in created if at <= load_end)
             lag = (created[-1] - load_end) if created else float("inf")
@@ -271,6 +288,7 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             "per_second": round(rate),
             "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
             "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+            "matchmaking_cpu_ms_per_ticket": round(ticket_cpu / PLAYERS * 1000, 3),
         },
         "matching": {
             "tables_created": len(created),
@@ -282,8 +300,10 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
         "baseline_get_lobby": {
             "per_second": round(baseline),
             "p99_ms": round(percentile(base_latencies, 0.99) * 1000, 2),
+            "matchmaking_cpu_ms_per_call": round(base_cpu / PLAYERS * 1000, 3),
         },
         "ratio_create_ticket_to_get_lobby": round(rate / baseline, 3),
+        "cpu_ratio_ticket_to_get_lobby": round(ticket_cpu / base_cpu, 2),
         "meets_target": rate >= TARGET_TICKETS_PER_SECOND and len(created) == PLAYERS // 4,
     }
 

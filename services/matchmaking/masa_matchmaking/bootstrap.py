@@ -25,8 +25,10 @@ from masa_platform.server import GrpcServer, create_server, standard_interceptor
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.engines import GrpcEngines, KvEngineNodes
 from masa_matchmaking.adapters.events import JetStreamEvents, ensure_events_stream
 from masa_matchmaking.adapters.grpc_api import MatchmakingServicer, auth_policy, registration
@@ -147,6 +149,19 @@ def _clients(
     return ledger, engines
 
 
+async def _followed_stores(
+    js: JetStreamContext, publisher: AckedPublisher, settings: MatchmakingSettings
+) -> tuple[KvTicketStore, KvLiveTables]:
+    """The two stores every instance mirrors, their watches started."""
+    tickets = await KvTicketStore.open(
+        js, publisher, retention_seconds=settings.ticket_retention_seconds
+    )
+    tickets.start()
+    live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
+    live_tables.start()
+    return tickets, live_tables
+
+
 async def start_matchmaking(
     settings: MatchmakingSettings,
     registry: CollectorRegistry = REGISTRY,
@@ -166,18 +181,17 @@ async def start_matchmaking(
     )
     js = nc.jetstream()
     await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
-    tickets = await KvTicketStore.open(js, retention_seconds=settings.ticket_retention_seconds)
-    tickets.start()
+    publisher = await AckedPublisher.started(nc)
+    tickets, live_tables = await _followed_stores(js, publisher, settings)
     ratings_store = await KvRatingStore.open(js)
     leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)
-    live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
-    live_tables.start()
-    closers: list[_Closable] = [tickets, live_tables]
+    # The publisher closes after the stores, whose last writes may still await their acks.
+    closers: list[_Closable] = [tickets, live_tables, publisher]
     ledger, engines = _clients(settings, given, closers)
     nodes = given.nodes or KvEngineNodes(js)
 
     metrics = PrometheusMetrics(registry, list(by_id))
-    events = JetStreamEvents(js, live_tables.started)
+    events = JetStreamEvents(publisher, live_tables.started)
     placer = Placer(
         tickets,
         ledger,

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
 from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
 from masa_matchmaking.app.placement import PlacementSettings, Placer
@@ -81,7 +82,8 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
         server.url, name=name, user=MATCHMAKING, password=server.password(MATCHMAKING)
     )
     js = nc.jetstream()
-    store = await KvTicketStore.open(js, retention_seconds=600)
+    publisher = await AckedPublisher.started(nc)
+    store = await KvTicketStore.open(js, publisher, retention_seconds=600)
     store.start()
     await asyncio.wait_for(store.ready.wait(), 10)
     ratings = await KvRatingStore.open(js)

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from masa.events.v1 import matchmaking_event_pb2 as ev
+from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.events import STREAM, JetStreamEvents, ensure_events_stream
 from masa_matchmaking.adapters.kv_store import KvRatingStore
 from masa_matchmaking.app.ports import Events
@@ -145,7 +146,8 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
         connections.append(nc)
         js = nc.jetstream()
         await ensure_events_stream(js, max_age_seconds=3600)
-        events: Events = JetStreamEvents(js, _no_tables)
+        publisher = await AckedPublisher.started(nc)
+        events: Events = JetStreamEvents(publisher, _no_tables)
         if publishes is not None:
             events = DiesAfter(events, publishes)
         return Ratings(await KvRatingStore.open(js), events, time.time)

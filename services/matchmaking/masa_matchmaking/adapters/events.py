@@ -12,13 +12,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import nats.errors
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
-from masa_platform.bus import ensure_stream, publish
+from masa_platform import tracing
+from masa_platform.bus import ensure_stream
 from nats.js import JetStreamContext, api
 
+from masa_matchmaking.adapters.acks import AckedPublisher, AckRefused
 from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
 from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating
@@ -29,7 +30,6 @@ __all__ = ["STREAM", "JetStreamEvents", "ensure_events_stream"]
 _log = logging.getLogger(__name__)
 
 STREAM: Final = "MASA_MATCHMAKING"
-_PUBLISH_SECONDS: Final = 5.0
 
 
 async def ensure_events_stream(js: JetStreamContext, *, max_age_seconds: float) -> None:
@@ -55,23 +55,20 @@ class JetStreamEvents:
     tables of its lobby)."""
 
     def __init__(
-        self, js: JetStreamContext, on_started: Callable[[str, str], Awaitable[None]]
+        self, publisher: AckedPublisher, on_started: Callable[[str, str], Awaitable[None]]
     ) -> None:
-        self._js = js
+        self._publisher = publisher
         self._on_started = on_started
 
     async def _publish(
         self, subject: str, event_id: str, event: ev.MatchmakingEvent, *, required: bool = False
     ) -> None:
+        headers = {"Nats-Msg-Id": event_id}
+        # The reader's span continues the writer's trace (when tracing is on).
+        tracing.inject(headers)
         try:
-            await publish(
-                self._js,
-                subject,
-                event.SerializeToString(),
-                msg_id=event_id,
-                timeout=_PUBLISH_SECONDS,
-            )
-        except (nats.errors.Error, TimeoutError) as error:
+            await self._publisher.publish(subject, event.SerializeToString(), headers)
+        except (AckRefused, Unreachable) as error:
             if required:
                 raise Unreachable(f"could not publish {subject}: {error}") from None
             # Events inform; the tickets and tables they report are already recorded.

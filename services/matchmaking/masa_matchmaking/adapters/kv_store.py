@@ -26,6 +26,11 @@ from masa_platform.bus import KvBucket, Lease, LeaseLost, Leases, RevisionConfli
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from masa_matchmaking.adapters.acks import (
+    EXPECTED_LAST_SUBJECT_SEQUENCE,
+    AckedPublisher,
+    AckRefused,
+)
 from masa_matchmaking.adapters.records import (
     decode_rating,
     decode_tickets,
@@ -63,11 +68,24 @@ def player_key(player_id: str) -> str:
 
 
 class KvTicketStore:
-    """The ticket records, with a local mirror kept current by a watch of the bucket."""
+    """The ticket records, with a local mirror kept current by a watch of the bucket.
 
-    def __init__(self, bucket: KvBucket, kv: KeyValue, *, retention_seconds: float) -> None:
+    Writes go through the shared :class:`AckedPublisher` straight to the bucket's subject with
+    the expected revision as a header (what a KV update is), and return once JetStream has
+    stored them.
+    """
+
+    def __init__(
+        self,
+        bucket: KvBucket,
+        kv: KeyValue,
+        publisher: AckedPublisher,
+        *,
+        retention_seconds: float,
+    ) -> None:
         self._bucket = bucket
         self._kv = kv
+        self._publisher = publisher
         self._retention = retention_seconds
         self._records: dict[str, tuple[PlayerTickets, int]] = {}
         self._tickets: dict[str, Ticket] = {}
@@ -79,9 +97,16 @@ class KvTicketStore:
         self.conflicts = 0
 
     @classmethod
-    async def open(cls, js: JetStreamContext, *, retention_seconds: float) -> KvTicketStore:
+    async def open(
+        cls, js: JetStreamContext, publisher: AckedPublisher, *, retention_seconds: float
+    ) -> KvTicketStore:
         bucket = await KvBucket.ensure(js, TICKET_BUCKET, ttl_seconds=retention_seconds)
-        return cls(bucket, await js.key_value(TICKET_BUCKET), retention_seconds=retention_seconds)
+        return cls(
+            bucket,
+            await js.key_value(TICKET_BUCKET),
+            publisher,
+            retention_seconds=retention_seconds,
+        )
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._follow(), name="ticket-mirror")
@@ -105,18 +130,30 @@ class KvTicketStore:
         key = player_key(record.player_id)
         data = encode_tickets(record)
         try:
+            written = await self._publisher.publish(
+                f"$KV.{TICKET_BUCKET}.{key}", data, {EXPECTED_LAST_SUBJECT_SEQUENCE: str(revision)}
+            )
+        except AckRefused as refused:
+            if not refused.wrong_sequence:
+                raise Unreachable(f"the ticket store refused a write: {refused}") from None
             if revision == 0:
-                written = await self._bucket.create(key, data)
+                # The key may hold a delete marker, over which a create is allowed.
+                written = await self._create_over_marker(key, data, record.player_id)
             else:
-                written = await self._bucket.update(key, data, revision)
-        except RevisionConflict:
-            self.conflicts += 1
-            raise Conflict(f"the tickets of {record.player_id} changed meanwhile") from None
-        except _NATS_ERRORS as error:
-            raise Unreachable(f"the ticket store did not answer: {error}") from None
+                self.conflicts += 1
+                raise Conflict(f"the tickets of {record.player_id} changed meanwhile") from None
         # The watch brings the same change; taking it now saves a lag for this instance.
         self._take(key, record, written)
         return written
+
+    async def _create_over_marker(self, key: str, data: bytes, player_id: str) -> int:
+        try:
+            return await self._bucket.create(key, data)
+        except RevisionConflict:
+            self.conflicts += 1
+            raise Conflict(f"the tickets of {player_id} changed meanwhile") from None
+        except _NATS_ERRORS as error:
+            raise Unreachable(f"the ticket store did not answer: {error}") from None
 
     def cached(self, player_id: str) -> tuple[PlayerTickets, int] | None:
         return self._records.get(player_key(player_id))
