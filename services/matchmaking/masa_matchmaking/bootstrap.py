@@ -183,7 +183,7 @@ async def start_matchmaking(
     await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     publisher = await AckedPublisher.started(nc)
     tickets, live_tables = await _followed_stores(js, publisher, settings)
-    ratings_store = await KvRatingStore.open(js)
+    ratings_store = await KvRatingStore.open(js, publisher)
     leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)
     # The publisher closes after the stores, whose last writes may still await their acks.
     closers: list[_Closable] = [tickets, live_tables, publisher]

@@ -86,7 +86,7 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
     store = await KvTicketStore.open(js, publisher, retention_seconds=600)
     store.start()
     await asyncio.wait_for(store.ready.wait(), 10)
-    ratings = await KvRatingStore.open(js)
+    ratings = await KvRatingStore.open(js, publisher)
     leases: LeaseStore = await KvLeaseStore.open(
         js, holder=f"{name}-{uuid.uuid4().hex[:6]}", ttl_seconds=lease_ttl
     )

@@ -43,7 +43,7 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
         password=nats_server.password(MATCHMAKING),
     )
     try:
-        store = await KvRatingStore.open(nc.jetstream())
+        store = await KvRatingStore.open(nc.jetstream(), await AckedPublisher.started(nc))
         events = FakeEvents()
         ratings = Ratings(store, events, time.time)
         players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
@@ -74,7 +74,11 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
     ]
     try:
         instances = [
-            Ratings(await KvRatingStore.open(nc.jetstream()), FakeEvents(), time.time)
+            Ratings(
+                await KvRatingStore.open(nc.jetstream(), await AckedPublisher.started(nc)),
+                FakeEvents(),
+                time.time,
+            )
             for nc in connections
         ]
         players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(4)]
@@ -84,7 +88,11 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         final = [await instances[0].get(p, Game.ELEVATOR) for p in players]
         assert all(rating.games == 1 for rating in final)
         alone = Ratings(
-            await KvRatingStore.open(connections[0].jetstream()), FakeEvents(), time.time
+            await KvRatingStore.open(
+                connections[0].jetstream(), await AckedPublisher.started(connections[0])
+            ),
+            FakeEvents(),
+            time.time,
         )
         other = _game(list(reversed(players)), table=f"t{uuid.uuid4().hex[:8]}")
         await alone.apply(other)
@@ -150,7 +158,7 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
         events: Events = JetStreamEvents(publisher, _no_tables)
         if publishes is not None:
             events = DiesAfter(events, publishes)
-        return Ratings(await KvRatingStore.open(js), events, time.time)
+        return Ratings(await KvRatingStore.open(js, publisher), events, time.time)
 
     try:
         with pytest.raises(Killed):

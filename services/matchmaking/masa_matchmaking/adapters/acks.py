@@ -1,4 +1,4 @@
-"""JetStream publishes whose acknowledgements come back on one inbox subscription.
+"""JetStream publishes (and reads) whose answers come back on one inbox subscription.
 
 nats-py's ``js.publish`` is a request: a fresh reply token, a future, a timer
 (``asyncio.wait_for``) and a parsed ``PubAck`` object for every message. Matchmaking writes
@@ -9,18 +9,23 @@ whose ack is late. A caller still awaits its own ack, so nothing is reported wri
 JetStream has stored it; concurrent tickets' messages leave in one socket write per
 event-loop tick (the client's flusher) and their acks come back together.
 
-At most ``max_pending`` publishes wait for their ack at once: one more is refused with
+:meth:`AckedPublisher.last_message` reads a subject's last message (a KV get) the same way,
+through the stream's message-get API.
+
+At most ``max_pending`` calls wait for their answer at once: one more is refused with
 :class:`Unreachable` at once rather than queued without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 import nats.errors
 from nats.aio.client import Client
@@ -29,13 +34,22 @@ from nats.aio.subscription import Subscription
 
 from masa_matchmaking.app.ports import Unreachable
 
-__all__ = ["EXPECTED_LAST_SUBJECT_SEQUENCE", "AckRefused", "AckedPublisher"]
+__all__ = ["EXPECTED_LAST_SUBJECT_SEQUENCE", "AckRefused", "AckedPublisher", "StoredMessage"]
 
 EXPECTED_LAST_SUBJECT_SEQUENCE: Final = "Nats-Expected-Last-Subject-Sequence"
 # JetStream's err_codes for a stale expected sequence (JSStreamWrongLastSequence...).
 _WRONG_LAST_SEQUENCE: Final = frozenset({10071, 10164})
 _SWEEP_SECONDS: Final = 0.25
 _NO_RESPONDERS: Final = "503"
+_NOT_FOUND: Final = 404
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    seq: int
+    data: bytes
+    # The stored headers' block, raw ("NATS/1.0" and its lines), or b"" without headers.
+    headers: bytes
 
 
 class AckRefused(Exception):
@@ -62,8 +76,8 @@ class AckedPublisher:
         self._max_pending = max_pending
         self._prefix = ""
         self._tokens = itertools.count()
-        # token -> (the loop time after which the ack is late, its future)
-        self._pending: dict[str, tuple[float, asyncio.Future[int]]] = {}
+        # token -> (the loop time after which the answer is late, its future)
+        self._pending: dict[str, tuple[float, asyncio.Future[Msg]]] = {}
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -79,7 +93,7 @@ class AckedPublisher:
 
     async def start(self) -> None:
         self._prefix = self._nc.new_inbox()
-        self._subscription = await self._nc.subscribe(f"{self._prefix}.*", cb=self._acked)
+        self._subscription = await self._nc.subscribe(f"{self._prefix}.*", cb=self._answered)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="ack-sweeper")
 
     async def close(self) -> None:
@@ -92,7 +106,7 @@ class AckedPublisher:
                 await self._subscription.unsubscribe()
         for _, future in self._pending.values():
             if not future.done():
-                future.set_exception(Unreachable("the publisher closed before the ack"))
+                future.set_exception(Unreachable("the publisher closed before the answer"))
         self._pending.clear()
 
     async def publish(
@@ -101,15 +115,35 @@ class AckedPublisher:
         """Publish and wait for JetStream's ack; the stored message's stream sequence.
 
         Raises :class:`AckRefused` when JetStream refused it, :class:`Unreachable` when the
-        ack did not come in time (it may have been stored) or too many acks are awaited.
+        ack did not come in time (it may have been stored) or too many answers are awaited.
         """
+        answer = _json(await self._ask(subject, payload, headers))
+        _raise_refusal(answer)
+        return int(answer["seq"])
+
+    async def last_message(self, stream: str, subject: str) -> StoredMessage | None:
+        """The last message ``stream`` holds on ``subject``, or None when it holds none."""
+        request = json.dumps({"last_by_subj": subject}).encode()
+        answer = _json(await self._ask(f"$JS.API.STREAM.MSG.GET.{stream}", request, None))
+        error = answer.get("error")
+        if error is not None and int(error.get("code", 0)) == _NOT_FOUND:
+            return None
+        _raise_refusal(answer)
+        message = answer["message"]
+        return StoredMessage(
+            seq=int(message["seq"]),
+            data=base64.b64decode(message.get("data") or ""),
+            headers=base64.b64decode(message.get("hdrs") or ""),
+        )
+
+    async def _ask(self, subject: str, payload: bytes, headers: Mapping[str, str] | None) -> Msg:
         if self._subscription is None:
             raise Unreachable("the publisher is not started")
         if len(self._pending) >= self._max_pending:
-            raise Unreachable(f"{len(self._pending)} writes await their ack; retry shortly")
+            raise Unreachable(f"{len(self._pending)} calls await their answer; retry shortly")
         loop = asyncio.get_running_loop()
         token = str(next(self._tokens))
-        future: asyncio.Future[int] = loop.create_future()
+        future: asyncio.Future[Msg] = loop.create_future()
         self._pending[token] = (loop.time() + self._timeout, future)
         try:
             await self._nc.publish(
@@ -124,31 +158,15 @@ class AckedPublisher:
         finally:
             self._pending.pop(token, None)
 
-    async def _acked(self, msg: Msg) -> None:
+    async def _answered(self, msg: Msg) -> None:
         token = msg.subject[len(self._prefix) + 1 :]
         waiting = self._pending.get(token)
         if waiting is None or waiting[1].done():
             return
-        future = waiting[1]
         if msg.headers and msg.headers.get("Status") == _NO_RESPONDERS:
-            future.set_exception(Unreachable("no stream takes this subject"))
+            waiting[1].set_exception(Unreachable("no stream takes this subject"))
             return
-        try:
-            answer = json.loads(msg.data)
-        except ValueError:
-            future.set_exception(Unreachable("JetStream answered with something not an ack"))
-            return
-        error = answer.get("error")
-        if error is not None:
-            future.set_exception(
-                AckRefused(
-                    int(error.get("code", 0)),
-                    int(error.get("err_code", 0)),
-                    str(error.get("description", "")),
-                )
-            )
-            return
-        future.set_result(int(answer["seq"]))
+        waiting[1].set_result(msg)
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
@@ -157,4 +175,24 @@ class AckedPublisher:
             now = loop.time()
             for late_at, future in list(self._pending.values()):
                 if late_at <= now and not future.done():
-                    future.set_exception(Unreachable("JetStream did not acknowledge in time"))
+                    future.set_exception(Unreachable("JetStream did not answer in time"))
+
+
+def _json(msg: Msg) -> dict[str, Any]:
+    try:
+        answer = json.loads(msg.data)
+    except ValueError:
+        raise Unreachable("JetStream answered with something that is not JSON") from None
+    if not isinstance(answer, dict):
+        raise Unreachable("JetStream answered with something that is not an object")
+    return answer
+
+
+def _raise_refusal(answer: Mapping[str, Any]) -> None:
+    error = answer.get("error")
+    if error is not None:
+        raise AckRefused(
+            int(error.get("code", 0)),
+            int(error.get("err_code", 0)),
+            str(error.get("description", "")),
+        )

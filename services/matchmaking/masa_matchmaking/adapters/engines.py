@@ -21,7 +21,6 @@ from grpc_status import rpc_status
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
 from masa_platform.settings import AuthSettings
@@ -34,6 +33,7 @@ from masa_matchmaking.adapters.convert import (
     options_to_proto,
     seat_to_proto,
 )
+from masa_matchmaking.adapters.service_token import ServiceToken
 from masa_matchmaking.app.ports import (
     EngineFull,
     EngineNode,
@@ -143,9 +143,8 @@ class GrpcEngines:
         service_name: str,
         timeout_seconds: float,
     ) -> None:
-        self._auth = auth
+        self._token = ServiceToken(auth, service_name)
         self._open = open_channel
-        self._service = service_name
         self._timeout = timeout_seconds
         self._stubs: dict[str, table_pb2_grpc.TableServiceAsyncStub] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -163,9 +162,8 @@ class GrpcEngines:
     ) -> str:
         request = table_config(table_id, spec)
         request.request_id = request_id
-        token = mint_token(self._auth, self._service, (Role.SERVICE,), ttl_seconds=300)
         call = self._stub(address).CreateTable(
-            request, metadata=(("authorization", f"Bearer {token}"),), timeout=self._timeout
+            request, metadata=self._token.metadata(), timeout=self._timeout
         )
         try:
             response = await call

@@ -119,12 +119,15 @@ class KvTicketStore:
 
     async def read(self, player_id: str) -> tuple[PlayerTickets, int]:
         try:
-            entry = await self._bucket.get(player_key(player_id))
-        except _NATS_ERRORS as error:
-            raise Unreachable(f"the ticket store did not answer: {error}") from None
-        if entry is None or not entry.value:
+            stored = await self._publisher.last_message(
+                f"KV_{TICKET_BUCKET}", f"$KV.{TICKET_BUCKET}.{player_key(player_id)}"
+            )
+        except AckRefused as refused:
+            raise Unreachable(f"the ticket store refused a read: {refused}") from None
+        # A delete or expiry marker has no value: no record.
+        if stored is None or not stored.data:
             return PlayerTickets(player_id), 0
-        return decode_tickets(entry.value), entry.revision
+        return decode_tickets(stored.data), stored.seq
 
     async def write(self, record: PlayerTickets, revision: int) -> int:
         key = player_key(record.player_id)
@@ -245,21 +248,28 @@ class KvTicketStore:
 
 
 class KvRatingStore:
-    def __init__(self, bucket: KvBucket) -> None:
+    """Ratings; a read (one per CreateTicket) goes through the shared :class:`AckedPublisher`."""
+
+    def __init__(self, bucket: KvBucket, publisher: AckedPublisher) -> None:
         self._bucket = bucket
+        self._publisher = publisher
 
     @classmethod
-    async def open(cls, js: JetStreamContext) -> KvRatingStore:
-        return cls(await KvBucket.ensure(js, RATING_BUCKET))
+    async def open(cls, js: JetStreamContext, publisher: AckedPublisher) -> KvRatingStore:
+        return cls(await KvBucket.ensure(js, RATING_BUCKET), publisher)
 
     async def read(self, player_id: str, game: Game) -> tuple[PlayerRating, int]:
+        key = _rating_key(player_id, game)
         try:
-            entry = await self._bucket.get(_rating_key(player_id, game))
-        except _NATS_ERRORS as error:
-            raise Unreachable(f"the rating store did not answer: {error}") from None
-        if entry is None or not entry.value:
+            stored = await self._publisher.last_message(
+                f"KV_{RATING_BUCKET}", f"$KV.{RATING_BUCKET}.{key}"
+            )
+        except AckRefused as refused:
+            raise Unreachable(f"the rating store refused a read: {refused}") from None
+        # A delete or expiry marker has no value: no rating.
+        if stored is None or not stored.data:
             return PlayerRating(player_id, game), 0
-        return decode_rating(entry.value), entry.revision
+        return decode_rating(stored.data), stored.seq
 
     async def write(self, rating: PlayerRating, revision: int) -> int:
         key = _rating_key(rating.player_id, rating.game)

@@ -15,10 +15,10 @@ import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa_platform.auth import Role, mint_token
 from masa_platform.errors import error_info
 from masa_platform.settings import AuthSettings
 
+from masa_matchmaking.adapters.service_token import ServiceToken
 from masa_matchmaking.app.ports import HoldRequest, InsufficientFunds, LedgerRefused, Unreachable
 
 __all__ = ["GrpcLedger"]
@@ -56,17 +56,12 @@ class GrpcLedger:
     ) -> None:
         self._channel = channel
         self._stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-        self._auth = auth
-        self._service = service_name
+        self._token = ServiceToken(auth, service_name)
         self._timeout = timeout_seconds
-
-    def _metadata(self) -> tuple[tuple[str, str]]:
-        token = mint_token(self._auth, self._service, (Role.SERVICE,), ttl_seconds=300)
-        return (("authorization", f"Bearer {token}"),)
 
     async def _call(self, method: str, request: object) -> object:
         call = getattr(self._stub, method)(
-            request, metadata=self._metadata(), timeout=self._timeout
+            request, metadata=self._token.metadata(), timeout=self._timeout
         )
         try:
             return await call

@@ -118,7 +118,7 @@ class Placer:
         table_id = self._new_table_id()
         now = self._clock()
         level = next((s.bot_level for s in plan.seats if s.bot_level is not None), None)
-        claimed: list[Ticket] = []
+        claims = []
         for seat in plan.seats:
             if seat.ticket_id is None:
                 continue
@@ -132,18 +132,22 @@ class Placer:
                 started_at=now,
             )
             ticket = by_id[seat.ticket_id]
-            try:
-                claimed.append(
-                    await mutate(
-                        self._store, ticket.player_id, ticket.ticket_id, _placing(placement)
-                    )
-                )
-            except (Refused, NotFound):
-                # Cancelled meanwhile, or (never while one instance leads) claimed by another.
-                self._metrics.placement_failed("claim_lost")
-                await self._give_back(claimed)
-                return False
-        return await self._complete(lobby, claimed)
+            claims.append(
+                mutate(self._store, ticket.player_id, ticket.ticket_id, _placing(placement))
+            )
+        # The claims are independent records: written at once, they cost one round trip.
+        outcomes = await asyncio.gather(*claims, return_exceptions=True)
+        claimed = [outcome for outcome in outcomes if isinstance(outcome, Ticket)]
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if not failed:
+            return await self._complete(lobby, claimed)
+        if all(isinstance(error, Refused | NotFound) for error in failed):
+            # Cancelled meanwhile, or (never while one instance leads) claimed by another.
+            self._metrics.placement_failed("claim_lost")
+            await self._give_back(claimed)
+            return False
+        # The store failed: what was claimed stays PLACING, for the resume.
+        raise next(error for error in failed if not isinstance(error, Refused | NotFound))
 
     async def _room_for(self, lobby: Lobby) -> bool:
         hosts = [node for node in await self._nodes.live() if lobby.game in node.games]
@@ -372,22 +376,18 @@ class Placer:
         now = self._clock()
         table_id = _placement(tickets[0]).table_id
         await self._events.game_started(GameStarted(table_id, lobby, seats, node_id, address), now)
-        seated: list[Ticket] = []
-        for ticket in tickets:
 
-            def matched(t: Ticket) -> Ticket:
-                if t.state is TicketState.MATCHED:
-                    return t
-                placement = _placement(t)
-                hold = _hold_id(t) if lobby.chips else ""
-                done = replace(placement, node_id=node_id, address=address, hold_id=hold)
-                return t.with_placement(done).matched(now)
+        def matched(t: Ticket) -> Ticket:
+            if t.state is TicketState.MATCHED:
+                return t
+            placement = _placement(t)
+            hold = _hold_id(t) if lobby.chips else ""
+            done = replace(placement, node_id=node_id, address=address, hold_id=hold)
+            return t.with_placement(done).matched(now)
 
-            changed = await self._change(ticket, matched)
-            if changed is not None:
-                seated.append(changed)
-        for ticket in seated:
-            await self._events.ticket_matched(ticket, now)
+        changes = await asyncio.gather(*(self._change(ticket, matched) for ticket in tickets))
+        seated = [ticket for ticket in changes if ticket is not None]
+        await asyncio.gather(*(self._events.ticket_matched(ticket, now) for ticket in seated))
         waits = [now - ticket.created_at for ticket in seated]
         ratings = [ticket.rating for ticket in tickets]
         self._metrics.matched(lobby.lobby_id, waits, max(ratings) - min(ratings))
