@@ -19,7 +19,9 @@ replicas, as production does); each server can be killed and started again on it
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -39,11 +41,33 @@ __all__ = ["NatsCluster", "NatsServer", "free_port", "nats_server_binary"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the OS picks it)."""
+    """A TCP port that was free a moment ago: the OS picks it, or one of ``MASA_TEST_PORTS``.
+
+    A port probed here is bound by a server only a moment later. The test run's workers each
+    name a range of their own in ``MASA_TEST_PORTS`` ("low-high", set by the root conftest,
+    below the kernel's ephemeral range), so that meanwhile neither another worker's probe nor
+    a socket bound to port 0 can be handed the same port.
+    """
+    ports = _test_ports()
+    if not ports:
+        return _bound(host, 0)
+    for port in random.sample(ports, len(ports)):
+        with contextlib.suppress(OSError):
+            return _bound(host, port)
+    raise RuntimeError(f"no free port in MASA_TEST_PORTS ({ports.start}-{ports.stop - 1})")
+
+
+@functools.cache
+def _test_ports() -> range:
+    low, _, high = os.environ.get("MASA_TEST_PORTS", "").partition("-")
+    return range(int(low), int(high) + 1) if low and high else range(0)
+
+
+def _bound(host: str, port: int) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+        probe.bind((host, port))
+        bound: int = probe.getsockname()[1]
+        return bound
 
 
 def nats_server_binary() -> Path:

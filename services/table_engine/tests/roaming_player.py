@@ -38,6 +38,11 @@ T = TypeVar("T")
 # Refusals a seat meets without anything being wrong: another input came first.
 _RACES = frozenset({"SEQUENCE_MISMATCH", "E-3", "F-21", "P-2"})
 _CALL_SECONDS = 2.0
+# The node went away under the call: down, too slow, or stopping (a server that stops cancels
+# the calls it still holds). The call goes to another node, with the same request id.
+_NODE_GONE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
 
 
 class TableGone(Exception):
@@ -127,7 +132,7 @@ class RoamingSeat:
                     self.refused += 1
                     owner = _metadata(error).get("owner_address", "")
                     self.address = owner if owner != self.address else ""
-                elif code in {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}:
+                elif code in _NODE_GONE:
                     self.refused += 1
                     others = [a for a in self.nodes() if a != self.address]
                     self.address = random.choice(others) if others else ""
