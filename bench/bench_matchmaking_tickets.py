@@ -14,7 +14,9 @@ at which tickets were seated over the same window, and how long after the last C
 the last table was created (matching keeps up when that lag stays small and the seated rate
 matches the ticket rate). As a baseline, ``GetLobby`` (authenticated, no write) is called as
 often at the same concurrency on the same server: the ratio says what a ticket costs above
-gRPC, auth and the interceptors. ``BENCH_INSTANCES`` (``1,2``) says how many matchmaking
+gRPC, auth and the interceptors. Both also report the CPU the matchmaking processes spent per
+call (from /proc; a ticket's includes its matching and placement), which a loaded machine
+moves far less than the rates. ``BENCH_INSTANCES`` (``1,2``) says how many matchmaking
 instances each run has (two share the load, as behind a load balancer); ``BENCH_PROFILE``
 (for example ``-m cProfile -o /tmp/mm-{instance}.prof``) runs the instances under a profiler,
 and ``BENCH_PLAYERS`` changes the number of tickets.
