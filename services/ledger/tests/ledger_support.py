@@ -371,6 +371,12 @@ class TcpProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._target)
+        if self._server is None:
+            # Closed while this connection was being made upstream: it is dropped too, or it
+            # would outlive the cut (a pool refilling at that moment keeps its database).
+            writer.close()
+            up_writer.close()
+            return
         self._writers |= {writer, up_writer}
         for pump in (
             self._pump(reader, up_writer, self._upstream),
