@@ -111,9 +111,10 @@ class TableDriver:
         if decider is None:
             return None
         try:
-            return await asyncio.wait_for(
-                decider.decide(table, seat), self._settings.bot_timeout_seconds
-            )
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+            # cancellation of a stopping table, whose driver then never ends.
+            async with asyncio.timeout(self._settings.bot_timeout_seconds):
+                return await decider.decide(table, seat)
         except Exception:
             _log.info(
                 "no bot decision for table %s seat %d; using the fallback",

@@ -23,7 +23,6 @@ Until a sync succeeds the table takes no input (it is *frozen*), and its driver 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -193,12 +192,22 @@ class TableRuntime:
         self._driver = asyncio.get_running_loop().create_task(driver)
 
     async def stop(self) -> None:
-        tasks = [task for task in (self._driver, *self._background) if task is not None]
+        me = asyncio.current_task()
+        tasks = [t for t in (self._driver, *self._background) if t is not None and t is not me]
+        # Cancelled again until done: a cancellation swallowed inside a task (a library's
+        # wait_for on Python 3.11) must not leave a drain or a stop waiting for ever.
+        while pending := [task for task in tasks if not task.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.5)
         for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if not task.cancelled() and task.exception() is not None:
+                _log.warning(
+                    "table %s: a task ended with %r",
+                    self.table.table_id,
+                    task.exception(),
+                    extra={"table_id": self.table.table_id},
+                )
         for queue in self._watchers:
             queue.put_nowait(None)
 
