@@ -20,6 +20,7 @@ The games run on every core (two here), so the 4,000 games take about half a min
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -172,7 +173,10 @@ def play_elevator(case: int) -> Outcome:
 
 def played(game: str) -> Iterator[Outcome]:
     play = play_fiftyone if game == "fiftyone" else play_elevator
-    with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+    # Spawned, not forked: a test worker may hold threads (gRPC, NATS clients of earlier
+    # tests), and a child forked from it can inherit a held lock and never finish.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1), mp_context=spawn) as pool:
         yield from pool.map(play, range(GAMES), chunksize=25)
 
 
