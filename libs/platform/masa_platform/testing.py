@@ -178,6 +178,14 @@ class NatsServer:
             raise RuntimeError("nats-server is not running")
         os.kill(process.pid, signal.SIGSTOP)
         self._paused = True
+        # The signal is delivered on the kernel's time: until the process shows as stopped,
+        # a loaded machine may still let it answer.
+        stat = Path(f"/proc/{process.pid}/stat")
+        deadline = time.monotonic() + 5.0
+        while stat.exists() and stat.read_text().rpartition(")")[2].split()[0] != "T":
+            if time.monotonic() > deadline:
+                raise RuntimeError("nats-server did not stop")
+            time.sleep(0.01)
 
     def resume(self) -> None:
         """Let a paused server run on (SIGCONT); it answers everything it was sent meanwhile."""
