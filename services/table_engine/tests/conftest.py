@@ -13,3 +13,10 @@ from masa_platform.testing import NatsServer
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
         yield server
+
+
+@pytest.fixture
+def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A NATS of its own per test: no table another test left is taken over here."""
+    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
+        yield server

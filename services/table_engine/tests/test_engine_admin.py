@@ -6,8 +6,8 @@ TableVoided entry and one GameAbandoned. Both are internal calls."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 import grpc.aio
@@ -19,10 +19,9 @@ from engine_support import (
     log_entries,
     metadata,
     results,
-    running_node,
+    running_nodes,
     seat,
     serving,
-    settings,
     table_stub,
     wait_until,
 )
@@ -30,36 +29,8 @@ from grpc_status import rpc_status
 from masa.table.v1 import admin_pb2, admin_pb2_grpc, event_pb2, table_pb2, view_pb2
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
-from masa_table_engine.bootstrap import Node
-from prometheus_client import CollectorRegistry
 
 PLAYERS = ("ayse", "bora", "cem")
-FAST = {"lease_ttl_seconds": 1.5, "takeover_scan_seconds": 0.2, "node_ttl_seconds": 3.0}
-
-
-@pytest.fixture
-def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    # A NATS of its own per test: no other test's tables are taken over here.
-    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
-        yield server
-
-
-@asynccontextmanager
-async def _nodes(
-    server: NatsServer, *names: str, bot_delay_seconds: float = 0.0
-) -> AsyncIterator[tuple[dict[str, Node], dict[str, CollectorRegistry]]]:
-    registries = {name: CollectorRegistry() for name in names}
-    async with AsyncExitStack() as stack:
-        nodes = {
-            name: await stack.enter_async_context(
-                running_node(
-                    settings(server, name, bot_delay_seconds=bot_delay_seconds, **FAST),
-                    registries[name],
-                )
-            )
-            for name in names
-        }
-        yield nodes, registries
 
 
 @asynccontextmanager
@@ -84,7 +55,7 @@ def _humans(turn_seconds: float = 600.0) -> table_pb2.CreateTableRequest:
 async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_serving(
     nats: NatsServer,
 ) -> None:
-    async with _nodes(nats, "leaving", "staying") as (nodes, registries):
+    async with running_nodes(nats, "leaving", "staying") as (nodes, registries):
         leaving, staying = nodes["leaving"], nodes["staying"]
         async with table_stub(leaving.address) as stub:
             tables = [await create_table(stub, _humans().config) for _ in range(4)]
@@ -145,7 +116,7 @@ async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_servi
 
 async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServer) -> None:
     # Bots that take their time, so that the game is still on when the operator voids it.
-    async with _nodes(nats, "voiding", "other", bot_delay_seconds=0.2) as (nodes, _):
+    async with running_nodes(nats, "voiding", "other", bot_delay_seconds=0.2) as (nodes, _):
         voiding, other = nodes["voiding"], nodes["other"]
         async with table_stub(voiding.address) as stub:
             # A bot table keeps playing by itself: the void must stop it.

@@ -8,9 +8,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Iterator
 
-import pytest
 from engine_support import (
     create_table,
     elevator_config,
@@ -29,12 +27,6 @@ from roaming_player import RoamingSeat
 NODES = ("roll-a", "roll-b", "roll-c")
 TABLES_PER_NODE = 3
 MAX_STALL_SECONDS = 2.0
-
-
-@pytest.fixture
-def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
-        yield server
 
 
 async def _start(server: NatsServer, name: str) -> Node:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -20,9 +17,8 @@ from engine_support import (
     log_entries,
     metadata,
     results,
-    running_node,
+    running_nodes,
     seat,
-    settings,
     table_stub,
     wait_until,
 )
@@ -40,33 +36,8 @@ from masa_table_engine.bootstrap import Node
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table
 from masa_wire.elevator import action_to_proto, state_from_seat_view
-from prometheus_client import CollectorRegistry
 
 PLAYERS = ("ayse", "bora", "cem")
-# Short leases, so that a dead node's tables are free within seconds.
-FAST = {"lease_ttl_seconds": 1.5, "takeover_scan_seconds": 0.2, "node_ttl_seconds": 3.0}
-
-
-@pytest.fixture
-def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    # A NATS of its own per test: no table another test left is taken over here.
-    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
-        yield server
-
-
-@asynccontextmanager
-async def _nodes(
-    server: NatsServer, *names: str, **overrides: Any
-) -> AsyncIterator[tuple[dict[str, Node], dict[str, CollectorRegistry]]]:
-    registries = {name: CollectorRegistry() for name in names}
-    async with AsyncExitStack() as stack:
-        nodes = {
-            name: await stack.enter_async_context(
-                running_node(settings(server, name, **{**FAST, **overrides}), registries[name])
-            )
-            for name in names
-        }
-        yield nodes, registries
 
 
 async def _tables(node: Node, count: int, turn_seconds: float = 600.0) -> list[str]:
@@ -111,7 +82,7 @@ def _gapless(entries: list[table_log_pb2.TableLogEntry]) -> None:
 async def test_the_tables_of_a_node_that_died_are_taken_over_and_play_on(
     nats: NatsServer,
 ) -> None:
-    async with _nodes(nats, "doomed", "heir-b", "heir-c") as (nodes, registries):
+    async with running_nodes(nats, "doomed", "heir-b", "heir-c") as (nodes, registries):
         doomed = nodes.pop("doomed")
         tables = await _tables(doomed, 8)
         for number, table_id in enumerate(tables):
@@ -181,7 +152,7 @@ async def test_a_turn_that_ran_out_while_nobody_served_the_table_is_played_on_ta
     nats: NatsServer,
 ) -> None:
     """P-10 across a move: the turn keeps its deadline; once past, the heir plays it at once."""
-    async with _nodes(nats, "short-lived", "heir") as (nodes, _):
+    async with running_nodes(nats, "short-lived", "heir") as (nodes, _):
         (table_id,) = await _tables(nodes["short-lived"], 1, turn_seconds=1.0)
         await nodes["short-lived"].stop(0.1)
         await wait_until(
@@ -216,7 +187,10 @@ async def _async(value: bool) -> bool:
 
 async def test_a_draining_node_hands_its_tables_over_at_once(nats: NatsServer) -> None:
     # Leases of a minute: only the drain's release can move the tables in time.
-    async with _nodes(nats, "leaving", "staying", lease_ttl_seconds=60.0) as (nodes, registries):
+    async with running_nodes(nats, "leaving", "staying", lease_ttl_seconds=60.0) as (
+        nodes,
+        registries,
+    ):
         leaving, staying = nodes["leaving"], nodes["staying"]
         tables = await _tables(leaving, 6)
         for number, table_id in enumerate(tables):
@@ -278,7 +252,7 @@ async def _retry(
 async def test_a_table_whose_replay_differs_from_its_log_is_voided_loudly(
     nats: NatsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with _nodes(nats, "writer", "reader") as (nodes, _):
+    async with running_nodes(nats, "writer", "reader") as (nodes, _):
         (table_id,) = await _tables(nodes["writer"], 1)
         await nodes["writer"].stop(0.1)
         # An entry whose logged events are not what replaying its input gives (another rules
@@ -337,7 +311,7 @@ class _NoPublish:
 async def test_a_result_is_published_once_by_the_heir_when_its_node_died_before_publishing(
     nats: NatsServer,
 ) -> None:
-    async with _nodes(nats, "mute", "heir", bot_delay_seconds=0.0) as (nodes, registries):
+    async with running_nodes(nats, "mute", "heir", bot_delay_seconds=0.0) as (nodes, registries):
         mute = nodes["mute"]
         mute.tables.outbox._results = _NoPublish()
         async with table_stub(mute.address) as stub:
