@@ -14,7 +14,6 @@ flap with load.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
@@ -24,6 +23,7 @@ from masa_platform.server import GrpcServer
 
 from masa_table_engine.adapters.metrics import OVERDUE_SLACK_SECONDS
 from masa_table_engine.app.ports import Metrics
+from masa_table_engine.app.tasks import stop_tasks
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "HealthMonitor"]
 
@@ -105,7 +105,4 @@ class HealthMonitor:
             await asyncio.sleep(self._interval)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_tasks(self._task)

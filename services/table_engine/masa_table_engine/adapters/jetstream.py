@@ -66,6 +66,7 @@ from masa_table_engine.app.ports import (
     Snapshot,
     Unserved,
 )
+from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import AbandonReason, Entry, GameAbandoned, GameFinished
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
@@ -618,7 +619,4 @@ class KvOwnership:
         return None
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_tasks(self._task)

@@ -25,6 +25,8 @@ from masa_platform.bus import KvBucket
 from masa_platform.metrics import LoopMetrics
 from nats.js import JetStreamContext
 
+from masa_table_engine.app.tasks import stop_tasks
+
 __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
 
 _log = logging.getLogger(__name__)
@@ -127,10 +129,7 @@ class NodeRegistry:
 
     async def stop(self) -> None:
         """Say the node drains (no new tables), then leave the registry."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_tasks(self._task)
         # Bounded: with NATS gone the record simply expires.
         with contextlib.suppress(nats.errors.Error, TimeoutError):
             async with asyncio.timeout(_GOODBYE_SECONDS):

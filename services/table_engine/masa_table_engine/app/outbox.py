@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from masa_table_engine.app.ports import Metrics, ResultPublisher
+from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table
 
@@ -113,12 +114,10 @@ class Outbox:
             queue.task.cancel()
 
     async def close(self) -> None:
-        tasks = [queue.task for queue in self._queues.values() if queue.task is not None]
+        tasks = [queue.task for queue in self._queues.values()]
         for table_id in list(self._queues):
             self.drop(table_id)
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(*tasks)
 
     async def _relay(self, table_id: str, queue: _Queue) -> None:
         retry = _RETRY_SECONDS

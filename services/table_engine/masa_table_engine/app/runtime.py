@@ -44,6 +44,7 @@ from masa_table_engine.app.ports import (
     ResultPublisher,
     SystemClock,
 )
+from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
     BotLevel,
@@ -192,22 +193,7 @@ class TableRuntime:
         self._driver = asyncio.get_running_loop().create_task(driver)
 
     async def stop(self) -> None:
-        me = asyncio.current_task()
-        tasks = [t for t in (self._driver, *self._background) if t is not None and t is not me]
-        # Cancelled again until done: a cancellation swallowed inside a task (a library's
-        # wait_for on Python 3.11) must not leave a drain or a stop waiting for ever.
-        while pending := [task for task in tasks if not task.done()]:
-            for task in pending:
-                task.cancel()
-            await asyncio.wait(pending, timeout=0.5)
-        for task in tasks:
-            if not task.cancelled() and task.exception() is not None:
-                _log.warning(
-                    "table %s: a task ended with %r",
-                    self.table.table_id,
-                    task.exception(),
-                    extra={"table_id": self.table.table_id},
-                )
+        await stop_tasks(self._driver, *self._background)
         for queue in self._watchers:
             queue.put_nowait(None)
 

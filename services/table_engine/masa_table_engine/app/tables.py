@@ -35,7 +35,6 @@ table at its next scan instead of waiting for the lease to expire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import math
@@ -60,6 +59,7 @@ from masa_table_engine.app.ports import (
 )
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, TableRuntime, has_results
 from masa_table_engine.app.stakes import StakeBinder, StakesUnavailable, TableExists
+from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AbandonReason,
     Created,
@@ -603,10 +603,7 @@ class Tables:
     async def drain(self) -> int:
         """Take no new table, and hand each table over (see the module doc); how many."""
         self._draining = True
-        if self._takeover is not None:
-            self._takeover.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._takeover
+        await stop_tasks(self._takeover)
         limit = asyncio.Semaphore(_RECOVERY_CONCURRENCY)
 
         async def one(table_id: str, runtime: TableRuntime) -> None:
@@ -739,11 +736,7 @@ class Tables:
         runtime.start(TableDriver(runtime, self._deps, self._settings).run())
 
     async def close(self) -> None:
-        for task in (self._housekeeping, self._takeover):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await stop_tasks(self._housekeeping, self._takeover)
         for runtime in self._runtimes.values():
             await runtime.stop()
             if not runtime.table.finished:
