@@ -17,7 +17,11 @@ from pathlib import Path
 
 from e2e_terminal import ROOT, without_uv
 
-READY_SECONDS = 60.0
+# make run gives each of its six processes up to MASA_RUN_READY_SECONDS (60) in turn; in the
+# suite they start while the chaos runs and five other workers share two cores, so the whole
+# stack gets a budget of several services' worth, not one.
+READY_SECONDS = 180.0
+STOP_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
     while not state_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGKILL)
-            raise RuntimeError(f"the stack did not start: {process.communicate()[1]}")
+            stderr = process.communicate()[1]
+            raise RuntimeError(f"the stack did not start: {stderr}\n{_story(printed, run_dir)}")
         time.sleep(0.05)
     services = json.loads(state_file.read_text())["services"]
     addresses = {
@@ -74,7 +79,7 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
     finally:
         os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(READY_SECONDS)
+            process.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -86,3 +91,12 @@ def _print_logs_on_failure(logs: Path) -> None:
     for log in sorted(logs.glob("*.log")):
         tail = log.read_text(errors="replace").splitlines()[-15:]
         print(f"--- {log.name}", *tail, sep="\n")
+
+
+def _story(printed: Path, run_dir: Path) -> str:
+    """What the launcher printed and the last lines of each service's log: which one hung."""
+    parts = [f"launcher printed:\n{printed.read_text(errors='replace')}"]
+    for log in sorted((run_dir / "logs").glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        parts.append(f"{log.name} (last lines):\n" + "\n".join(tail))
+    return "\n".join(parts)

@@ -25,6 +25,18 @@ async def _queue(instances: list[Instance], players: list[str], lobby: str) -> l
     return [ticket.ticket_id for ticket in tickets]
 
 
+async def _matched_events(events: FakeEvents, players: list[str]) -> list[str]:
+    """The ticket ids of the players' TicketMatched events, once each player has one: the events
+    follow the ticket writes, which other instances' caches can show first."""
+    wanted = set(players)
+
+    def ours() -> list[str]:
+        return [t.ticket_id for t in events.matched if t.player_id in wanted]
+
+    await until(lambda: {t.player_id for t in events.matched} >= wanted)
+    return ours()
+
+
 def _states(instance: Instance, players: list[str]) -> dict[str, TicketState]:
     states: dict[str, TicketState] = {}
     for player in players:
@@ -71,7 +83,7 @@ async def test_p2_two_instances_never_place_a_ticket_twice_and_the_survivor_take
             ticket = first.store.cached(player)[0].tickets[0]  # type: ignore[index]
             assert ticket.placement is not None
             assert ticket.placement.table_id == seated[player]
-        matched = [t.ticket_id for t in events.matched if t.player_id in players]
+        matched = await _matched_events(events, players)
         assert len(matched) == len(set(matched)) == 48
         assert not ledger.open_holds()
 
@@ -186,7 +198,7 @@ async def test_p2_a_leader_whose_renewals_time_out_stops_before_another_takes_ov
         )
         seated = engines.seated()  # asserts that nobody sits at two tables
         assert len({seated[player] for player in players}) == 12
-        matched = [t.ticket_id for t in events.matched if t.player_id in players]
+        matched = await _matched_events(events, players)
         assert len(matched) == len(set(matched)) == 48
         assert "claim_lost" not in first.metrics.failures + second.metrics.failures
         assert first.store.conflicts + second.store.conflicts == conflicts_before
