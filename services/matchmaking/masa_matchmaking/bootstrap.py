@@ -19,6 +19,7 @@ from importlib.resources import files
 from typing import Final, Protocol
 
 from masa_platform import tracing
+from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
@@ -28,7 +29,6 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.engines import GrpcEngines, KvEngineNodes
 from masa_matchmaking.adapters.events import JetStreamEvents, ensure_events_stream
 from masa_matchmaking.adapters.grpc_api import MatchmakingServicer, auth_policy, registration
@@ -38,7 +38,7 @@ from masa_matchmaking.adapters.metrics import PrometheusMetrics
 from masa_matchmaking.adapters.results import KvLiveTables, ResultsConsumer
 from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
 from masa_matchmaking.app.placement import PlacementSettings, Placer
-from masa_matchmaking.app.ports import EngineNodes, Engines, Ledger
+from masa_matchmaking.app.ports import EngineNodes, Engines, Ledger, Unreachable
 from masa_matchmaking.app.ratings import Ratings
 from masa_matchmaking.app.tickets import TicketDesk
 from masa_matchmaking.app.welcome import Welcome
@@ -181,7 +181,7 @@ async def start_matchmaking(
     )
     js = nc.jetstream()
     await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
-    publisher = await AckedPublisher.started(nc)
+    publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
     tickets, live_tables = await _followed_stores(js, publisher, settings)
     ratings_store = await KvRatingStore.open(js, publisher)
     leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)

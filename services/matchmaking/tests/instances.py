@@ -9,13 +9,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
 from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
 from masa_matchmaking.app.placement import PlacementSettings, Placer
-from masa_matchmaking.app.ports import LeaseStore
+from masa_matchmaking.app.ports import LeaseStore, Unreachable
 from masa_matchmaking.app.tickets import TicketDesk
 from masa_matchmaking.domain.catalog import parse_lobbies
+from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.bus_access import MATCHMAKING
 from masa_platform.testing import NatsServer
@@ -82,7 +82,7 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
         server.url, name=name, user=MATCHMAKING, password=server.password(MATCHMAKING)
     )
     js = nc.jetstream()
-    publisher = await AckedPublisher.started(nc)
+    publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
     store = await KvTicketStore.open(js, publisher, retention_seconds=600)
     store.start()
     await asyncio.wait_for(store.ready.wait(), 10)

@@ -9,13 +9,13 @@ import uuid
 
 import pytest
 from masa.events.v1 import matchmaking_event_pb2 as ev
-from masa_matchmaking.adapters.acks import AckedPublisher
 from masa_matchmaking.adapters.events import STREAM, JetStreamEvents, ensure_events_stream
 from masa_matchmaking.adapters.kv_store import KvRatingStore
-from masa_matchmaking.app.ports import Events
+from masa_matchmaking.app.ports import Events, Unreachable
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
 from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.rating import INITIAL_MU, PlayerRating, Result
+from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect, read_subject
 from masa_platform.bus_access import MATCHMAKING
 from masa_platform.testing import NatsServer
@@ -43,7 +43,9 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
         password=nats_server.password(MATCHMAKING),
     )
     try:
-        store = await KvRatingStore.open(nc.jetstream(), await AckedPublisher.started(nc))
+        store = await KvRatingStore.open(
+            nc.jetstream(), await AckedPublisher.started(nc, unavailable=Unreachable)
+        )
         events = FakeEvents()
         ratings = Ratings(store, events, time.time)
         players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
@@ -75,7 +77,9 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
     try:
         instances = [
             Ratings(
-                await KvRatingStore.open(nc.jetstream(), await AckedPublisher.started(nc)),
+                await KvRatingStore.open(
+                    nc.jetstream(), await AckedPublisher.started(nc, unavailable=Unreachable)
+                ),
                 FakeEvents(),
                 time.time,
             )
@@ -89,7 +93,8 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         assert all(rating.games == 1 for rating in final)
         alone = Ratings(
             await KvRatingStore.open(
-                connections[0].jetstream(), await AckedPublisher.started(connections[0])
+                connections[0].jetstream(),
+                await AckedPublisher.started(connections[0], unavailable=Unreachable),
             ),
             FakeEvents(),
             time.time,
@@ -154,7 +159,7 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
         connections.append(nc)
         js = nc.jetstream()
         await ensure_events_stream(js, max_age_seconds=3600)
-        publisher = await AckedPublisher.started(nc)
+        publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
         events: Events = JetStreamEvents(publisher, _no_tables)
         if publishes is not None:
             events = DiesAfter(events, publishes)

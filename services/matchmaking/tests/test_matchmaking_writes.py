@@ -11,15 +11,15 @@ from pathlib import Path
 import nats
 import pytest
 from instances import start_instance
-from masa_matchmaking.adapters.acks import (
-    EXPECTED_LAST_SUBJECT_SEQUENCE,
-    AckedPublisher,
-    AckRefused,
-)
 from masa_matchmaking.adapters.kv_store import TICKET_BUCKET, player_key
 from masa_matchmaking.app.ports import Unreachable
 from masa_matchmaking.app.tickets import NewTicket
 from masa_matchmaking.domain.errors import Refused
+from masa_platform.acks import (
+    EXPECTED_LAST_SUBJECT_SEQUENCE,
+    AckedPublisher,
+    AckRefused,
+)
 from masa_platform.bus import KvBucket
 from masa_platform.testing import NatsServer
 from matchmaking_support import FakeEngines, FakeEvents, FakeLedger
@@ -72,7 +72,7 @@ async def test_p1_the_ack_inbox_refuses_a_stale_revision_and_reads_what_it_store
 ) -> None:
     with NatsServer(tmp_path) as server:
         nc = await nats.connect(server.url)
-        publisher = await AckedPublisher.started(nc)
+        publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
         try:
             await KvBucket.ensure(nc.jetstream(), TICKET_BUCKET, ttl_seconds=60)
             subject = f"$KV.{TICKET_BUCKET}.{player_key('someone')}"
@@ -83,11 +83,12 @@ async def test_p1_the_ack_inbox_refuses_a_stale_revision_and_reads_what_it_store
                 await publisher.publish(subject, b"two", {EXPECTED_LAST_SUBJECT_SEQUENCE: "0"})
             assert stale.value.wrong_sequence
             second = await publisher.publish(
-                subject, b"two", {EXPECTED_LAST_SUBJECT_SEQUENCE: str(first)}
+                subject, b"two", {EXPECTED_LAST_SUBJECT_SEQUENCE: str(first.seq)}
             )
+            assert not first.duplicate and not second.duplicate
             stored = await publisher.last_message(stream, subject)
             assert stored is not None
-            assert (stored.seq, stored.data) == (second, b"two")
+            assert (stored.seq, stored.data) == (second.seq, b"two")
             with pytest.raises(Unreachable, match="no stream"):
                 await publisher.publish("nobody.listens", b"x")
             assert publisher.pending == 0
@@ -103,7 +104,7 @@ async def test_p1_answers_awaited_at_once_are_bounded_and_a_silent_one_times_out
         nc = await nats.connect(server.url)
         # A responder that takes every message and never answers.
         await nc.subscribe("silent.>")
-        publisher = AckedPublisher(nc, timeout_seconds=0.5, max_pending=10)
+        publisher = AckedPublisher(nc, unavailable=Unreachable, timeout_seconds=0.5, max_pending=10)
         await publisher.start()
         try:
             outcomes = await asyncio.gather(

@@ -24,6 +24,7 @@ from typing import Final, Protocol
 import grpc.aio
 import nats.errors
 from masa.table.v1 import admin_pb2_grpc, table_pb2_grpc
+from masa_platform.acks import AckedPublisher
 from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
@@ -35,6 +36,7 @@ from masa_platform.server import (
     standard_interceptors,
 )
 from masa_platform.tls import open_channel
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -59,6 +61,7 @@ from masa_table_engine.app.ports import (
     Clock,
     Directory,
     LogStore,
+    LogUnavailable,
     Ownership,
     ResultPublisher,
     SystemClock,
@@ -183,6 +186,7 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
     )
     js = nc.jetstream()
     snapshots, index, leases, nodes = await _storage(js, settings)
+    publisher = await AckedPublisher.started(nc, unavailable=LogUnavailable)
 
     async def probe() -> None:
         await js.account_info()
@@ -202,6 +206,7 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
     return Stores(
         log=JetStreamLog(
             js,
+            publisher,
             snapshots,
             index,
             node_id=settings.node_id,
@@ -219,8 +224,14 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
         ),
         registry=registry,
         probe=probe,
-        close=nc.drain,
+        close=lambda: _closed(publisher, nc),
     )
+
+
+async def _closed(publisher: AckedPublisher, nc: Client) -> None:
+    """The ack inbox first (no append is left once the tables are closed), then the bus."""
+    await publisher.close()
+    await nc.drain()
 
 
 async def _storage(

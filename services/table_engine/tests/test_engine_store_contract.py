@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 from engine_support import bus_client
+from masa_platform.acks import AckedPublisher
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.metrics import LoopMetrics
@@ -36,6 +37,7 @@ from masa_table_engine.app.ports import (
     Directory,
     LogConflict,
     LogStore,
+    LogUnavailable,
     Ownership,
     ResultPublisher,
 )
@@ -93,16 +95,22 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
         KvOwnership(Leases(leases, a), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
         KvOwnership(Leases(leases, b), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
     )
+    publisher = await AckedPublisher.started(client, unavailable=LogUnavailable)
+
+    def log(node: str) -> JetStreamLog:
+        return JetStreamLog(
+            js,
+            publisher,
+            snapshots,
+            index,
+            node_id=node,
+            owner_address=f"{node}:1",
+            default_turn_seconds=30,
+        )
+
     try:
         yield Stores(
-            (
-                JetStreamLog(
-                    js, snapshots, index, node_id=a, owner_address=f"{a}:1", default_turn_seconds=30
-                ),
-                JetStreamLog(
-                    js, snapshots, index, node_id=b, owner_address=f"{b}:1", default_turn_seconds=30
-                ),
-            ),
+            (log(a), log(b)),
             owners,
             JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
             JetStreamResults(js),
@@ -111,6 +119,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
     finally:
         for owner in owners:
             await owner.close()
+        await publisher.close()
         await client.close()
 
 
@@ -156,6 +165,10 @@ async def test_the_log_takes_entries_in_order_and_fences_a_second_writer(stores:
     # The other writer read up to 2: its entry 3 meets ours.
     with pytest.raises(LogConflict):
         await theirs.append(entries[2])
+    # A late retry of the writer's own entry 3 is no second entry (JetStream: a duplicate
+    # Nats-Msg-Id, stored once).
+    with pytest.raises(LogConflict):
+        await mine.append(entries[2])
     found += await theirs.read(table_id, 2)
     assert [f.sequence for f in found] == [1, 2, 3]
     # Times come back to the microsecond (JetStream keeps nanoseconds of a float).

@@ -16,10 +16,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
 from masa_platform import tracing
+from masa_platform.acks import AckedPublisher, AckRefused
 from masa_platform.bus import ensure_stream
 from nats.js import JetStreamContext, api
 
-from masa_matchmaking.adapters.acks import AckedPublisher, AckRefused
 from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
 from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating

@@ -22,15 +22,15 @@ from typing import Final
 
 import nats.errors
 import nats.js.errors
-from masa_platform.bus import KvBucket, Lease, LeaseLost, Leases, RevisionConflict
-from nats.js import JetStreamContext
-from nats.js.kv import KeyValue
-
-from masa_matchmaking.adapters.acks import (
+from masa_platform.acks import (
     EXPECTED_LAST_SUBJECT_SEQUENCE,
     AckedPublisher,
     AckRefused,
 )
+from masa_platform.bus import KvBucket, Lease, LeaseLost, Leases, RevisionConflict
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
 from masa_matchmaking.adapters.records import (
     decode_rating,
     decode_tickets,
@@ -133,9 +133,10 @@ class KvTicketStore:
         key = player_key(record.player_id)
         data = encode_tickets(record)
         try:
-            written = await self._publisher.publish(
+            ack = await self._publisher.publish(
                 f"$KV.{TICKET_BUCKET}.{key}", data, {EXPECTED_LAST_SUBJECT_SEQUENCE: str(revision)}
             )
+            written = ack.seq
         except AckRefused as refused:
             if not refused.wrong_sequence:
                 raise Unreachable(f"the ticket store refused a write: {refused}") from None

@@ -35,12 +35,13 @@ import nats.errors
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
+from masa_platform import tracing
+from masa_platform.acks import EXPECTED_LAST_SUBJECT_SEQUENCE, MSG_ID, AckedPublisher, AckRefused
 from masa_platform.bus import (
     KvBucket,
     Lease,
     LeaseLost,
     Leases,
-    SequenceConflict,
     ensure_stream,
     last_subject_sequence,
     publish,
@@ -138,6 +139,7 @@ class JetStreamLog:
     def __init__(
         self,
         js: JetStreamContext,
+        publisher: AckedPublisher,
         snapshots: KvBucket,
         index: KvBucket,
         *,
@@ -146,6 +148,8 @@ class JetStreamLog:
         default_turn_seconds: float,
     ) -> None:
         self._js = js
+        # Appends go through the shared ack inbox: one per accepted action, on the hot path.
+        self._publisher = publisher
         self._snapshots = snapshots
         self._index = index
         self.writer = node_id
@@ -167,16 +171,18 @@ class JetStreamLog:
                     if entry.sequence == 1
                     else await last_subject_sequence(self._js, STREAM, subject)
                 )
-            ack = await publish(
-                self._js,
-                subject,
-                message.SerializeToString(),
-                msg_id=message.event_id,
-                expected_last_subject_sequence=expected,
-                headers={WRITER_HEADER: self.writer},
-            )
-        except SequenceConflict as error:
-            raise LogConflict(str(error)) from None
+            headers = {
+                WRITER_HEADER: self.writer,
+                MSG_ID: message.event_id,
+                EXPECTED_LAST_SUBJECT_SEQUENCE: str(expected),
+            }
+            # The reader's span continues the writer's trace (when tracing is on).
+            tracing.inject(headers)
+            ack = await self._publisher.publish(subject, message.SerializeToString(), headers)
+        except AckRefused as refused:
+            if refused.wrong_sequence:
+                raise LogConflict(f"{subject}: {refused.description}") from None
+            raise LogUnavailable(f"{subject}: {refused!r}") from None
         except _UNAVAILABLE as error:
             raise LogUnavailable(f"{subject}: {error!r}") from None
         if ack.duplicate:

@@ -2,18 +2,21 @@
 
 nats-py's ``js.publish`` is a request: a fresh reply token, a future, a timer
 (``asyncio.wait_for``) and a parsed ``PubAck`` object for every message. Matchmaking writes
-about five messages per ticket (the ticket record three times, the events), so that overhead
-was a measurable share of what a ticket costs. Here every publish carries a reply subject under
-one inbox subscription; its future is settled by the ack, and one sweeper fails the futures
-whose ack is late. A caller still awaits its own ack, so nothing is reported written before
-JetStream has stored it; concurrent tickets' messages leave in one socket write per
+about five messages per ticket (the ticket record three times, the events), and the
+table-engine one log entry per accepted action, so that overhead was a measurable share of
+what a ticket and an action cost (issues 11 and 14). Here every publish carries a reply subject
+under one inbox subscription; its future is settled by the ack, and one sweeper fails the
+futures whose ack is late. A caller still awaits its own ack, so nothing is reported written
+before JetStream has stored it; concurrent writers' messages leave in one socket write per
 event-loop tick (the client's flusher) and their acks come back together.
 
 :meth:`AckedPublisher.last_message` reads a subject's last message (a KV get) the same way,
 through the stream's message-get API.
 
-At most ``max_pending`` calls wait for their answer at once: one more is refused with
-:class:`Unreachable` at once rather than queued without bound.
+At most ``max_pending`` calls wait for their answer at once: one more is refused at once rather
+than queued without bound. A late answer, a lost connection and that refusal raise the
+``unavailable`` exception type the owner names (its own port's "not reachable" error), so that
+the service's code above needs no NATS exception of its own.
 """
 
 from __future__ import annotations
@@ -32,16 +35,37 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from masa_matchmaking.app.ports import Unreachable
-
-__all__ = ["EXPECTED_LAST_SUBJECT_SEQUENCE", "AckRefused", "AckedPublisher", "StoredMessage"]
+__all__ = [
+    "EXPECTED_LAST_SUBJECT_SEQUENCE",
+    "MSG_ID",
+    "Ack",
+    "AckRefused",
+    "AckUnavailable",
+    "AckedPublisher",
+    "StoredMessage",
+]
 
 EXPECTED_LAST_SUBJECT_SEQUENCE: Final = "Nats-Expected-Last-Subject-Sequence"
+MSG_ID: Final = "Nats-Msg-Id"
 # JetStream's err_codes for a stale expected sequence (JSStreamWrongLastSequence...).
 _WRONG_LAST_SEQUENCE: Final = frozenset({10071, 10164})
 _SWEEP_SECONDS: Final = 0.25
 _NO_RESPONDERS: Final = "503"
 _NOT_FOUND: Final = 404
+
+
+class AckUnavailable(Exception):
+    """No answer in time, no connection, or too many answers awaited: the default of
+    ``unavailable``. The message may have been stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """JetStream's answer to a stored publish: the message's stream sequence, and whether it
+    was a repeat of a ``Nats-Msg-Id`` already stored (nothing new was stored then)."""
+
+    seq: int
+    duplicate: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +93,15 @@ class AckRefused(Exception):
 
 class AckedPublisher:
     def __init__(
-        self, nc: Client, *, timeout_seconds: float = 5.0, max_pending: int = 20_000
+        self,
+        nc: Client,
+        *,
+        unavailable: type[Exception] = AckUnavailable,
+        timeout_seconds: float = 5.0,
+        max_pending: int = 20_000,
     ) -> None:
         self._nc = nc
+        self._unavailable = unavailable
         self._timeout = timeout_seconds
         self._max_pending = max_pending
         self._prefix = ""
@@ -86,8 +116,10 @@ class AckedPublisher:
         return len(self._pending)
 
     @classmethod
-    async def started(cls, nc: Client) -> AckedPublisher:
-        publisher = cls(nc)
+    async def started(
+        cls, nc: Client, *, unavailable: type[Exception] = AckUnavailable
+    ) -> AckedPublisher:
+        publisher = cls(nc, unavailable=unavailable)
         await publisher.start()
         return publisher
 
@@ -106,25 +138,25 @@ class AckedPublisher:
                 await self._subscription.unsubscribe()
         for _, future in self._pending.values():
             if not future.done():
-                future.set_exception(Unreachable("the publisher closed before the answer"))
+                future.set_exception(self._unavailable("the publisher closed before the answer"))
         self._pending.clear()
 
     async def publish(
         self, subject: str, payload: bytes, headers: Mapping[str, str] | None = None
-    ) -> int:
-        """Publish and wait for JetStream's ack; the stored message's stream sequence.
+    ) -> Ack:
+        """Publish and wait for JetStream's ack.
 
-        Raises :class:`AckRefused` when JetStream refused it, :class:`Unreachable` when the
-        ack did not come in time (it may have been stored) or too many answers are awaited.
+        Raises :class:`AckRefused` when JetStream refused it, ``unavailable`` when the ack did
+        not come in time (it may have been stored) or too many answers are awaited.
         """
-        answer = _json(await self._ask(subject, payload, headers))
+        answer = self._json(await self._ask(subject, payload, headers))
         _raise_refusal(answer)
-        return int(answer["seq"])
+        return Ack(int(answer["seq"]), bool(answer.get("duplicate", False)))
 
     async def last_message(self, stream: str, subject: str) -> StoredMessage | None:
         """The last message ``stream`` holds on ``subject``, or None when it holds none."""
         request = json.dumps({"last_by_subj": subject}).encode()
-        answer = _json(await self._ask(f"$JS.API.STREAM.MSG.GET.{stream}", request, None))
+        answer = self._json(await self._ask(f"$JS.API.STREAM.MSG.GET.{stream}", request, None))
         error = answer.get("error")
         if error is not None and int(error.get("code", 0)) == _NOT_FOUND:
             return None
@@ -138,9 +170,9 @@ class AckedPublisher:
 
     async def _ask(self, subject: str, payload: bytes, headers: Mapping[str, str] | None) -> Msg:
         if self._subscription is None:
-            raise Unreachable("the publisher is not started")
+            raise self._unavailable("the publisher is not started")
         if len(self._pending) >= self._max_pending:
-            raise Unreachable(f"{len(self._pending)} calls await their answer; retry shortly")
+            raise self._unavailable(f"{len(self._pending)} calls await their answer; retry shortly")
         loop = asyncio.get_running_loop()
         token = str(next(self._tokens))
         future: asyncio.Future[Msg] = loop.create_future()
@@ -154,7 +186,7 @@ class AckedPublisher:
             )
             return await future
         except nats.errors.Error as error:
-            raise Unreachable(f"could not publish to {subject}: {error}") from None
+            raise self._unavailable(f"could not publish to {subject}: {error}") from None
         finally:
             self._pending.pop(token, None)
 
@@ -164,7 +196,7 @@ class AckedPublisher:
         if waiting is None or waiting[1].done():
             return
         if msg.headers and msg.headers.get("Status") == _NO_RESPONDERS:
-            waiting[1].set_exception(Unreachable("no stream takes this subject"))
+            waiting[1].set_exception(self._unavailable("no stream takes this subject"))
             return
         waiting[1].set_result(msg)
 
@@ -175,17 +207,16 @@ class AckedPublisher:
             now = loop.time()
             for late_at, future in list(self._pending.values()):
                 if late_at <= now and not future.done():
-                    future.set_exception(Unreachable("JetStream did not answer in time"))
+                    future.set_exception(self._unavailable("JetStream did not answer in time"))
 
-
-def _json(msg: Msg) -> dict[str, Any]:
-    try:
-        answer = json.loads(msg.data)
-    except ValueError:
-        raise Unreachable("JetStream answered with something that is not JSON") from None
-    if not isinstance(answer, dict):
-        raise Unreachable("JetStream answered with something that is not an object")
-    return answer
+    def _json(self, msg: Msg) -> dict[str, Any]:
+        try:
+            answer = json.loads(msg.data)
+        except ValueError:
+            raise self._unavailable("JetStream answered with something that is not JSON") from None
+        if not isinstance(answer, dict):
+            raise self._unavailable("JetStream answered with something that is not an object")
+        return answer
 
 
 def _raise_refusal(answer: Mapping[str, Any]) -> None:

@@ -1,0 +1,72 @@
+"""The shared ack inbox (masa_platform.acks): a publish is answered with JetStream's own ack,
+a repeated message id is told apart, refusals keep JetStream's codes, and every way of not
+getting an answer raises the owner's ``unavailable`` error, never a NATS one."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from masa_platform.acks import (
+    EXPECTED_LAST_SUBJECT_SEQUENCE,
+    MSG_ID,
+    AckedPublisher,
+    AckRefused,
+    AckUnavailable,
+)
+from masa_platform.bus import connect, ensure_stream
+from masa_platform.testing import NatsServer
+from nats.js import api
+
+
+class NotThere(Exception):
+    """A service's own "not reachable" error."""
+
+
+async def test_an_ack_tells_a_repeated_message_id_and_a_stale_expected_sequence(
+    nats_server: NatsServer,
+) -> None:
+    nc = await connect(nats_server.url, name="acks-test")
+    stream = f"ACKS_{uuid.uuid4().hex[:8]}"
+    subject = f"acks.{stream}.one"
+    await ensure_stream(nc.jetstream(), api.StreamConfig(name=stream, subjects=[subject]))
+    publisher = await AckedPublisher.started(nc)
+    try:
+        first = await publisher.publish(subject, b"a", {MSG_ID: "m1"})
+        again = await publisher.publish(subject, b"a", {MSG_ID: "m1"})
+        assert (first.duplicate, again.duplicate) == (False, True)
+        assert again.seq == first.seq
+        with pytest.raises(AckRefused) as stale:
+            await publisher.publish(subject, b"b", {EXPECTED_LAST_SUBJECT_SEQUENCE: "0"})
+        assert stale.value.wrong_sequence
+        second = await publisher.publish(
+            subject, b"b", {EXPECTED_LAST_SUBJECT_SEQUENCE: str(first.seq)}
+        )
+        assert second.seq == first.seq + 1
+        stored = await publisher.last_message(stream, subject)
+        assert stored is not None and (stored.seq, stored.data) == (second.seq, b"b")
+        with pytest.raises(AckUnavailable, match="no stream"):
+            await publisher.publish("acks.nobody", b"x")
+        assert publisher.pending == 0
+    finally:
+        await publisher.close()
+        await nc.drain()
+
+
+async def test_no_answer_raises_the_owners_error_and_a_closed_publisher_refuses(
+    nats_server: NatsServer,
+) -> None:
+    nc = await connect(nats_server.url, name="acks-test")
+    publisher = AckedPublisher(nc, unavailable=NotThere, timeout_seconds=0.3)
+    with pytest.raises(NotThere, match="not started"):
+        await publisher.publish("acks.early", b"x")
+    await publisher.start()
+    # A plain subscriber that never answers: the ack is late, and the sweeper says so.
+    await nc.subscribe("acks.silent")
+    try:
+        with pytest.raises(NotThere, match="in time"):
+            await publisher.publish("acks.silent", b"x")
+        assert publisher.pending == 0
+    finally:
+        await publisher.close()
+        await nc.drain()
