@@ -4,6 +4,7 @@ getting an answer raises the owner's ``unavailable`` error, never a NATS one."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -53,19 +54,24 @@ async def test_an_ack_tells_a_repeated_message_id_and_a_stale_expected_sequence(
         await nc.drain()
 
 
-async def test_no_answer_raises_the_owners_error_and_a_closed_publisher_refuses(
+async def test_answers_awaited_at_once_are_bounded_and_a_silent_one_raises_the_owners_error(
     nats_server: NatsServer,
 ) -> None:
     nc = await connect(nats_server.url, name="acks-test")
-    publisher = AckedPublisher(nc, unavailable=NotThere, timeout_seconds=0.3)
+    publisher = AckedPublisher(nc, unavailable=NotThere, timeout_seconds=0.5, max_pending=10)
     with pytest.raises(NotThere, match="not started"):
         await publisher.publish("acks.early", b"x")
     await publisher.start()
-    # A plain subscriber that never answers: the ack is late, and the sweeper says so.
-    await nc.subscribe("acks.silent")
+    # A responder that takes every message and never answers.
+    await nc.subscribe("acks.silent.>")
     try:
-        with pytest.raises(NotThere, match="in time"):
-            await publisher.publish("acks.silent", b"x")
+        outcomes = await asyncio.gather(
+            *(publisher.publish(f"acks.silent.{i}", b"x") for i in range(11)),
+            return_exceptions=True,
+        )
+        refused = [o for o in outcomes if isinstance(o, NotThere) and "retry" in str(o)]
+        late = [o for o in outcomes if isinstance(o, NotThere) and "in time" in str(o)]
+        assert (len(refused), len(late)) == (1, 10)
         assert publisher.pending == 0
     finally:
         await publisher.close()
