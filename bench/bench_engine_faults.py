@@ -27,10 +27,8 @@ import json
 import logging
 import os
 import platform
-import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,16 +39,15 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from engine_process import SERVICE, EngineProcess, health, player
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
 from masa.common.v1 import card_pb2, game_pb2
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus import connect, read_subject
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.bus_access import ADMIN
+from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
 from masa_rules.lobby import MAX_HANDS_PER_GAME
 from masa_table_engine.adapters.convert import input_from_log
@@ -64,81 +61,24 @@ OUTAGE_SECONDS = 8.0
 LONG_ENTRIES = 1_700
 REFUSED = 1_000
 PLAYERS = ("ayse", "bora", "cem")
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
 READY_SECONDS = 60.0
-
-
-def player(name: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {mint_token(AUTH, name)}"),)
 
 
 # --- processes ------------------------------------------------------------------------------
 
 
-class Engine:
-    """The engine process, restartable; its log is kept for the recovery figures."""
-
-    def __init__(self, nats: NatsServer, workdir: Path, **env: str) -> None:
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.log = workdir / f"engine-{self.port}.log"
-        self.env = {
-            **os.environ,
-            "MASA_NATS_URL": nats.url,
-            "MASA_NATS_USER": TABLE_ENGINE,
-            "MASA_NATS_PASSWORD": nats.password(TABLE_ENGINE),
-            "MASA_GRPC_PORT": str(self.port),
-            "MASA_NODE_ID": f"bench-{self.port}",
-            "MASA_GRACE_SECONDS": "1",
-            "MASA_LOG_LEVEL": "INFO",
-            "MASA_SEAT_PROTECTION_SECONDS": "3600",
-            **env,
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> float:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "masa_table_engine"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        return time.monotonic()
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def rss_bytes(self) -> int:
-        assert self.process is not None
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        match = re.search(r"VmRSS:\s+(\d+) kB", status)
-        assert match is not None
-        return int(match.group(1)) * 1024
-
-    def last_recovery_seconds(self) -> float:
-        found = [
-            json.loads(line)["recovery_seconds"]
-            for line in self.log.read_text().splitlines()
-            if '"recovery done"' in line
-        ]
-        return float(found[-1])
+def engine_of(nats: NatsServer, workdir: Path, **env: str) -> EngineProcess:
+    """The engine process, restartable; its log (INFO) is kept for the recovery figures."""
+    return EngineProcess(
+        nats,
+        workdir,
+        stop_seconds=10,
+        **{"MASA_GRACE_SECONDS": "1", "MASA_LOG_LEVEL": "INFO", **env},
+    )
 
 
 @contextlib.contextmanager
-def running(engine: Engine) -> Iterator[Engine]:
+def running(engine: EngineProcess) -> Iterator[EngineProcess]:
     engine.start()
     try:
         yield engine
@@ -146,22 +86,7 @@ def running(engine: Engine) -> Iterator[Engine]:
         engine.stop()
 
 
-async def health(address: str) -> int | None:
-    async with grpc.aio.insecure_channel(address) as channel:
-        check = channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString,
-        )
-        try:
-            answer = await check(health_pb2.HealthCheckRequest(), timeout=0.5)
-        except grpc.aio.AioRpcError:
-            return None
-        status: int = answer.status
-        return status
-
-
-async def until_serving(engine: Engine, started: float) -> tuple[float, float]:
+async def until_serving(engine: EngineProcess, started: float) -> tuple[float, float]:
     """Seconds from ``started`` until health first answered, and until it said SERVING."""
     answered: float | None = None
     deadline = started + READY_SECONDS
@@ -261,7 +186,7 @@ def whole(entries: list[table_log_pb2.TableLogEntry]) -> bool:
 
 
 async def outage(nats: NatsServer, workdir: Path) -> dict[str, Any]:
-    engine = Engine(nats, workdir, MASA_HEALTH_CHECK_SECONDS="0.2")
+    engine = engine_of(nats, workdir, MASA_HEALTH_CHECK_SECONDS="0.2")
     results: dict[str, Any] = {"tables": TABLES, "outage_seconds": OUTAGE_SECONDS}
     with running(engine):
         await until_serving(engine, time.monotonic())
@@ -329,7 +254,7 @@ async def long_tables(
 ) -> dict[str, Any]:
     """``tables`` 51 games played by bots until each log holds ``entries`` entries, then a
     kill -9 and a start: how long until health answers, until SERVING, and the recovery."""
-    engine = Engine(
+    engine = engine_of(
         nats,
         workdir,
         MASA_SNAPSHOT_EVERY=str(snapshot_every),
@@ -386,7 +311,7 @@ async def long_tables(
 
 
 async def refused(nats: NatsServer, workdir: Path) -> dict[str, Any]:
-    engine = Engine(nats, workdir, MASA_LOG_LEVEL="ERROR")
+    engine = engine_of(nats, workdir, MASA_LOG_LEVEL="ERROR")
     with running(engine):
         await until_serving(engine, time.monotonic())
         async with grpc.aio.insecure_channel(engine.address) as channel:

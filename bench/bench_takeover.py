@@ -17,12 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import platform
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,18 +28,17 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+from engine_process import SERVICE, EngineProcess, health, player
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus import KvBucket, connect, read_subject
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_access import ADMIN
 from masa_platform.errors import error_info
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import STREAM, log_subject
 from masa_wire.elevator import action_to_proto, state_from_seat_view
@@ -53,76 +49,22 @@ ROUNDS = 6
 LEASE_SECONDS = 3.0
 SCAN_SECONDS = 0.5
 PLAYERS = ("ayse", "bora", "cem")
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
 
 
-def player(name: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {mint_token(AUTH, name)}"),)
+def node(nats: NatsServer, workdir: Path, number: int) -> EngineProcess:
+    return EngineProcess(
+        nats,
+        workdir,
+        f"bench-node-{number}",
+        MASA_LEASE_TTL_SECONDS=str(LEASE_SECONDS),
+        MASA_TAKEOVER_SCAN_SECONDS=str(SCAN_SECONDS),
+        MASA_NODE_TTL_SECONDS="3",
+    )
 
 
-class Engine:
-    def __init__(self, nats: NatsServer, workdir: Path, number: int) -> None:
-        self.node_id = f"bench-node-{number}"
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.log = workdir / f"{self.node_id}.log"
-        self.env = {
-            **os.environ,
-            "MASA_NATS_URL": nats.url,
-            "MASA_NATS_USER": TABLE_ENGINE,
-            "MASA_NATS_PASSWORD": nats.password(TABLE_ENGINE),
-            "MASA_GRPC_PORT": str(self.port),
-            "MASA_NODE_ID": self.node_id,
-            "MASA_LEASE_TTL_SECONDS": str(LEASE_SECONDS),
-            "MASA_TAKEOVER_SCAN_SECONDS": str(SCAN_SECONDS),
-            "MASA_NODE_TTL_SECONDS": "3",
-            "MASA_SEAT_PROTECTION_SECONDS": "3600",
-            "MASA_LOG_LEVEL": "WARNING",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "masa_table_engine"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-async def serving(address: str) -> bool:
-    async with grpc.aio.insecure_channel(address) as channel:
-        check = channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString,
-        )
-        try:
-            answer = await check(health_pb2.HealthCheckRequest(), timeout=0.5)
-        except grpc.aio.AioRpcError:
-            return False
-        return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-async def until_serving(engine: Engine) -> None:
+async def until_serving(engine: EngineProcess) -> None:
     deadline = time.monotonic() + 60
-    while not await serving(engine.address):
+    while await health(engine.address) != health_pb2.HealthCheckResponse.SERVING:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{engine.node_id} did not serve")
         await asyncio.sleep(0.05)
@@ -199,7 +141,7 @@ def elevator_config() -> game_pb2.TableConfig:
 async def run(workdir: Path) -> dict[str, object]:
     rng = random.Random(12)
     with NatsServer(workdir / "nats", secure=True) as nats:
-        engines = [Engine(nats, workdir, n) for n in range(NODES)]
+        engines = [node(nats, workdir, n) for n in range(NODES)]
         for engine in engines:
             engine.start()
         try:
