@@ -35,23 +35,47 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from masa_platform import tracing
+
 __all__ = [
     "EXPECTED_LAST_SUBJECT_SEQUENCE",
     "MSG_ID",
+    "WRONG_LAST_SEQUENCE",
     "Ack",
     "AckRefused",
     "AckUnavailable",
     "AckedPublisher",
     "StoredMessage",
+    "publish_headers",
 ]
 
 EXPECTED_LAST_SUBJECT_SEQUENCE: Final = "Nats-Expected-Last-Subject-Sequence"
 MSG_ID: Final = "Nats-Msg-Id"
 # JetStream's err_codes for a stale expected sequence (JSStreamWrongLastSequence...).
-_WRONG_LAST_SEQUENCE: Final = frozenset({10071, 10164})
+WRONG_LAST_SEQUENCE: Final = frozenset({10071, 10164})
 _SWEEP_SECONDS: Final = 0.25
 _NO_RESPONDERS: Final = "503"
 _NOT_FOUND: Final = 404
+
+
+def publish_headers(
+    *,
+    msg_id: str | None = None,
+    expected_last_subject_sequence: int | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The headers of a JetStream publish: ``extra``, then the de-duplication id (JetStream
+    drops a repeat of ``msg_id`` within the stream's duplicate window), the fence
+    (``expected_last_subject_sequence=0``: the subject must still be empty; a stale one is
+    refused with :attr:`AckRefused.wrong_sequence`) and the trace context, so that the
+    reader's span continues the writer's trace when tracing is on."""
+    headers = dict(extra) if extra else {}
+    if msg_id is not None:
+        headers[MSG_ID] = msg_id
+    if expected_last_subject_sequence is not None:
+        headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected_last_subject_sequence)
+    tracing.inject(headers)
+    return headers
 
 
 class AckUnavailable(Exception):
@@ -88,7 +112,7 @@ class AckRefused(Exception):
     @property
     def wrong_sequence(self) -> bool:
         """The subject's last sequence was not the one the publish expected."""
-        return self.err_code in _WRONG_LAST_SEQUENCE
+        return self.err_code in WRONG_LAST_SEQUENCE
 
 
 class AckedPublisher:

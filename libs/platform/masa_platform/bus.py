@@ -1,8 +1,8 @@
 """NATS and JetStream helpers: connect, de-duplicated and fenced publishes, pull consumers, KV.
 
 - :func:`publish` sets ``Nats-Msg-Id`` (JetStream drops a repeat within the stream's duplicate
-  window) and ``Nats-Expected-Last-Subject-Sequence`` (a writer that lost its lease is fenced
-  off: its append fails with :class:`SequenceConflict`).
+  window) through :func:`masa_platform.acks.publish_headers`. Fenced appends (a writer that
+  lost its lease is refused) go through :class:`masa_platform.acks.AckedPublisher`.
 - :func:`read_subject` reads the messages of one subject after a stream sequence in a few
   round trips (an ephemeral pull consumer fetching batches), not one round trip per message.
 - :class:`KvBucket` returns plain entries and raises one :class:`RevisionConflict` for every
@@ -30,6 +30,7 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
 from masa_platform import tracing
+from masa_platform.acks import WRONG_LAST_SEQUENCE, publish_headers
 from masa_platform.bus_access import inbox_prefix
 from masa_platform.metrics import ConsumerMetrics
 
@@ -40,7 +41,6 @@ __all__ = [
     "LeaseLost",
     "Leases",
     "RevisionConflict",
-    "SequenceConflict",
     "StoredMessage",
     "connect",
     "consume",
@@ -52,8 +52,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# JSStreamWrongLastSequenceErrF and JSStreamWrongLastSequenceConstantErr.
-_WRONG_LAST_SEQUENCE = (10071, 10164)
 # JSStreamNameExistErr: the stream exists with another configuration.
 _STREAM_NAME_IN_USE = 10058
 # Messages per fetch of read_subject and KvBucket.keys.
@@ -62,10 +60,6 @@ _BATCH = 256
 # with Nats-Marker-Reason instead of KV-Operation).
 _GONE_OPERATIONS = frozenset({"DEL", "PURGE"})
 _GONE_MARKERS = frozenset({"MaxAge", "Purge", "Remove"})
-
-
-class SequenceConflict(Exception):
-    """A publish whose expected last subject sequence is stale: another writer got there first."""
 
 
 class RevisionConflict(Exception):
@@ -129,27 +123,16 @@ async def publish(
     payload: bytes,
     *,
     msg_id: str | None = None,
-    expected_last_subject_sequence: int | None = None,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> api.PubAck:
-    """Publish to JetStream; ``PubAck.duplicate`` tells a de-duplicated repeat of ``msg_id``.
-
-    ``expected_last_subject_sequence=0`` means the subject must still be empty.
-    """
-    all_headers = dict(headers or {})
-    # The reader's span continues the writer's trace (when tracing is on).
-    tracing.inject(all_headers)
-    if msg_id is not None:
-        all_headers[api.Header.MSG_ID] = msg_id
-    if expected_last_subject_sequence is not None:
-        all_headers[api.Header.EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected_last_subject_sequence)
-    try:
-        return await js.publish(subject, payload, timeout=timeout, headers=all_headers or None)
-    except nats.js.errors.APIError as error:
-        if error.err_code in _WRONG_LAST_SEQUENCE:
-            raise SequenceConflict(f"{subject}: {error.description}") from error
-        raise
+    """Publish to JetStream; ``PubAck.duplicate`` tells a de-duplicated repeat of ``msg_id``."""
+    return await js.publish(
+        subject,
+        payload,
+        timeout=timeout,
+        headers=publish_headers(msg_id=msg_id, extra=headers) or None,
+    )
 
 
 async def last_subject_sequence(js: JetStreamContext, stream: str, subject: str) -> int:
@@ -400,7 +383,7 @@ class KvBucket:
         try:
             await self._kv.delete(key, last=revision)
         except nats.js.errors.APIError as error:
-            if error.err_code in _WRONG_LAST_SEQUENCE:
+            if error.err_code in WRONG_LAST_SEQUENCE:
                 raise RevisionConflict(f"{key} is not at revision {revision}") from error
             raise
 

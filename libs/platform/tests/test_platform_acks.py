@@ -9,11 +9,10 @@ import uuid
 
 import pytest
 from masa_platform.acks import (
-    EXPECTED_LAST_SUBJECT_SEQUENCE,
-    MSG_ID,
     AckedPublisher,
     AckRefused,
     AckUnavailable,
+    publish_headers,
 )
 from masa_platform.bus import connect, ensure_stream
 from masa_platform.testing import NatsServer
@@ -29,21 +28,29 @@ async def test_an_ack_tells_a_repeated_message_id_and_a_stale_expected_sequence(
 ) -> None:
     nc = await connect(nats_server.url, name="acks-test")
     stream = f"ACKS_{uuid.uuid4().hex[:8]}"
-    subject = f"acks.{stream}.one"
-    await ensure_stream(nc.jetstream(), api.StreamConfig(name=stream, subjects=[subject]))
+    subject, other = f"acks.{stream}.one", f"acks.{stream}.two"
+    await ensure_stream(nc.jetstream(), api.StreamConfig(name=stream, subjects=[subject, other]))
     publisher = await AckedPublisher.started(nc)
     try:
-        first = await publisher.publish(subject, b"a", {MSG_ID: "m1"})
-        again = await publisher.publish(subject, b"a", {MSG_ID: "m1"})
+        first = await publisher.publish(subject, b"a", publish_headers(msg_id="m1"))
+        again = await publisher.publish(subject, b"a", publish_headers(msg_id="m1"))
         assert (first.duplicate, again.duplicate) == (False, True)
         assert again.seq == first.seq
         with pytest.raises(AckRefused) as stale:
-            await publisher.publish(subject, b"b", {EXPECTED_LAST_SUBJECT_SEQUENCE: "0"})
+            await publisher.publish(
+                subject, b"b", publish_headers(expected_last_subject_sequence=0)
+            )
         assert stale.value.wrong_sequence
+        # The fence is per subject: another subject of the stream does not move it.
+        await publisher.publish(other, b"x", publish_headers(expected_last_subject_sequence=0))
         second = await publisher.publish(
-            subject, b"b", {EXPECTED_LAST_SUBJECT_SEQUENCE: str(first.seq)}
+            subject, b"b", publish_headers(expected_last_subject_sequence=first.seq)
         )
-        assert second.seq == first.seq + 1
+        with pytest.raises(AckRefused):
+            await publisher.publish(
+                subject, b"zombie", publish_headers(expected_last_subject_sequence=first.seq)
+            )
+        assert second.seq == first.seq + 2
         stored = await publisher.last_message(stream, subject)
         assert stored is not None and (stored.seq, stored.data) == (second.seq, b"b")
         with pytest.raises(AckUnavailable, match="no stream"):

@@ -13,7 +13,6 @@ from masa_platform.bus import (
     LeaseLost,
     Leases,
     RevisionConflict,
-    SequenceConflict,
     StoredMessage,
     connect,
     consume,
@@ -75,21 +74,6 @@ async def test_a_repeated_msg_id_is_stored_once(js: JetStreamContext) -> None:
     assert other.seq == first.seq + 1
     info = await js.stream_info(stream)
     assert info.state.messages == 2
-
-
-async def test_expected_last_subject_sequence_fences_off_a_stale_writer(
-    js: JetStreamContext,
-) -> None:
-    stream, prefix = await tables_stream(js)
-    log = f"{prefix}.t1.log"
-    assert await last_subject_sequence(js, stream, log) == 0
-    first = await publish(js, log, b"a1", expected_last_subject_sequence=0)
-    # Another table's log does not move this table's expected sequence.
-    await publish(js, f"{prefix}.t2.log", b"b1", expected_last_subject_sequence=0)
-    second = await publish(js, log, b"a2", expected_last_subject_sequence=first.seq)
-    with pytest.raises(SequenceConflict):
-        await publish(js, log, b"zombie", expected_last_subject_sequence=first.seq)
-    assert await last_subject_sequence(js, stream, log) == second.seq
 
 
 async def test_ensure_stream_is_idempotent_and_updates_the_config(js: JetStreamContext) -> None:
@@ -207,7 +191,7 @@ async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_pa
         try:
             js = client.jetstream()
             stream, prefix = await tables_stream(js)
-            before = await publish(js, f"{prefix}.t1.log", b"a1", expected_last_subject_sequence=0)
+            before = await publish(js, f"{prefix}.t1.log", b"a1")
             port = server.port
 
             server.restart(kill=True)
@@ -217,9 +201,7 @@ async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_pa
             await wait_until(lambda: not client.is_connected)
             await wait_until(lambda: client.is_connected)
             assert await last_subject_sequence(js, stream, f"{prefix}.t1.log") == before.seq
-            after = await publish(
-                js, f"{prefix}.t1.log", b"a2", expected_last_subject_sequence=before.seq
-            )
+            after = await publish(js, f"{prefix}.t1.log", b"a2")
             assert after.seq == before.seq + 1
         finally:
             await client.close()

@@ -15,8 +15,7 @@ from typing import Final
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
-from masa_platform import tracing
-from masa_platform.acks import AckedPublisher, AckRefused
+from masa_platform.acks import AckedPublisher, AckRefused, publish_headers
 from masa_platform.bus import ensure_stream
 from nats.js import JetStreamContext, api
 
@@ -63,11 +62,10 @@ class JetStreamEvents:
     async def _publish(
         self, subject: str, event_id: str, event: ev.MatchmakingEvent, *, required: bool = False
     ) -> None:
-        headers = {"Nats-Msg-Id": event_id}
-        # The reader's span continues the writer's trace (when tracing is on).
-        tracing.inject(headers)
         try:
-            await self._publisher.publish(subject, event.SerializeToString(), headers)
+            await self._publisher.publish(
+                subject, event.SerializeToString(), publish_headers(msg_id=event_id)
+            )
         except (AckRefused, Unreachable) as error:
             if required:
                 raise Unreachable(f"could not publish {subject}: {error}") from None

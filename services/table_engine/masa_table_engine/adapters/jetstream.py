@@ -35,8 +35,7 @@ import nats.errors
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
-from masa_platform import tracing
-from masa_platform.acks import EXPECTED_LAST_SUBJECT_SEQUENCE, MSG_ID, AckedPublisher, AckRefused
+from masa_platform.acks import AckedPublisher, AckRefused, publish_headers
 from masa_platform.bus import (
     KvBucket,
     Lease,
@@ -171,13 +170,11 @@ class JetStreamLog:
                     if entry.sequence == 1
                     else await last_subject_sequence(self._js, STREAM, subject)
                 )
-            headers = {
-                WRITER_HEADER: self.writer,
-                MSG_ID: message.event_id,
-                EXPECTED_LAST_SUBJECT_SEQUENCE: str(expected),
-            }
-            # The reader's span continues the writer's trace (when tracing is on).
-            tracing.inject(headers)
+            headers = publish_headers(
+                msg_id=message.event_id,
+                expected_last_subject_sequence=expected,
+                extra={WRITER_HEADER: self.writer},
+            )
             ack = await self._publisher.publish(subject, message.SerializeToString(), headers)
         except AckRefused as refused:
             if refused.wrong_sequence:
