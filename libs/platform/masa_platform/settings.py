@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from masa_platform.loops import EVENT_LOOPS as _EVENT_LOOPS
+
 __all__ = [
     "AuthSettings",
     "PlatformSettings",
@@ -146,6 +148,8 @@ class PlatformSettings:
     nats_password: str = ""
     # Where spans go over OTLP/gRPC (e.g. http://otel-collector:4317); empty traces nothing.
     otlp_endpoint: str = ""
+    # masa_platform.loops: "uvloop" or "asyncio".
+    event_loop: str = "uvloop"
     server: ServerSettings = field(default_factory=ServerSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
@@ -157,6 +161,10 @@ class PlatformSettings:
             raise SettingsError(f"MASA_METRICS_PORT: {self.metrics_port} is not a port number")
         if bool(self.nats_user) != bool(self.nats_password):
             raise SettingsError("MASA_NATS_USER and MASA_NATS_PASSWORD must be set together")
+        if self.event_loop not in _EVENT_LOOPS:
+            raise SettingsError(
+                f"MASA_EVENT_LOOP: {self.event_loop!r} is not one of {', '.join(_EVENT_LOOPS)}"
+            )
 
 
 def load_settings(

@@ -29,6 +29,7 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
         "MASA_LOG_LEVEL": "debug",
         "MASA_METRICS_PORT": "9100",
         "MASA_NATS_URL": "nats://nats:4222",
+        "MASA_EVENT_LOOP": "asyncio",
         "MASA_GRPC_HOST": "0.0.0.0",
         "MASA_GRPC_PORT": "50051",
         "MASA_MAX_MESSAGE_BYTES": "1048576",
@@ -47,6 +48,7 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
     assert settings.service_name == "table-engine"
     assert settings.version == "1.2.3"
     assert settings.metrics_port == 9100
+    assert settings.event_loop == "asyncio"
     assert settings.server == ServerSettings("0.0.0.0", 50051, 1048576, 0, 2.5)
     assert settings.auth == AuthSettings("x" * 40, "issuer", "audience", ("HS256", "HS512"))
     assert settings.tls == TlsSettings(
@@ -63,6 +65,7 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
         ({"MASA_GRACE_SECONDS": "soon"}, "MASA_GRACE_SECONDS: expected a number"),
         ({"MASA_TLS_REQUIRE_CLIENT_CERT": "maybe"}, "MASA_TLS_REQUIRE_CLIENT_CERT: expected a"),
         ({"MASA_LOG_LEVEL": "LOUD"}, "MASA_LOG_LEVEL"),
+        ({"MASA_EVENT_LOOP": "trio"}, "MASA_EVENT_LOOP: 'trio' is not one of uvloop, asyncio"),
         ({"MASA_JWT_SECRET": "short"}, "MASA_JWT_SECRET"),
         ({"MASA_JWT_ALGORITHMS": "none"}, "MASA_JWT_ALGORITHMS"),
         ({"MASA_JWT_ALGORITHMS": "HS256,RS256"}, "MASA_JWT_ALGORITHMS"),
