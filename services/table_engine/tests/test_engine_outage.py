@@ -36,7 +36,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.bus import KvBucket, publish
+from masa_platform.acks import publish_headers
+from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
@@ -272,13 +273,15 @@ async def _write_as(server: NatsServer, table_id: str, writer: str, *, take_leas
         )
         entry = entry_to_log(theirs, f"{writer}:7000")
         sequence = entry.sequence
-        await publish(
-            js,
+        # Fenced as that node's append is: on the log's last entry as it found it.
+        await js.publish(
             log_subject(table_id),
             entry.SerializeToString(),
-            msg_id=entry.event_id,
-            expected_last_subject_sequence=last.seq,
-            headers={WRITER_HEADER: writer},
+            headers=publish_headers(
+                msg_id=entry.event_id,
+                expected_last_subject_sequence=last.seq,
+                extra={WRITER_HEADER: writer},
+            ),
         )
         if take_lease:
             leases = await KvBucket.ensure(js, LEASE_BUCKET)
