@@ -12,6 +12,8 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 - ``echo``: a bare ``grpc.aio`` echo server (its own process, no interceptors), called by
   ``BENCH_TABLES`` callers as fast as answered, and again at a light paced rate: the baseline
   every figure is also given against (``vs_echo``), since the machine is shared and noisy.
+  Like for like, the echo server runs on the engines' event loop (``MASA_EVENT_LOOP``, uvloop
+  unless set) and its callers on masa-load's (uvloop), so a ratio measures masa's own cost.
   Then the same callers each over one bidirectional stream, a message and its echo a call:
   the baseline of the stream phases.
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
@@ -28,8 +30,9 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 
 ``BENCH_WARMUP``/``BENCH_WINDOW`` shorten the closed phases, ``BENCH_LIVE_WARMUP``/
 ``BENCH_LIVE_WINDOW`` the live ones; ``BENCH_PROFILE`` (for example ``-m cProfile -o
-/tmp/engine.prof``) runs the engines under a profiler. Every process started here is stopped on
-the way out, errors included.
+/tmp/engine.prof``) runs the engines under a profiler (with ``MASA_EVENT_LOOP=asyncio`` a
+sampling profiler such as py-spy sees the loop's own work too). Every process started here is
+stopped on the way out, errors included.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2
 from masa.table.v1 import table_pb2
+from masa_platform import loops
 from masa_platform.testing import NatsServer, free_port
 
 # The closed phases: each game with a SubmitAction call per move, and with the moves of each
@@ -73,6 +77,7 @@ WINDOW_SECONDS = float(os.environ.get("BENCH_WINDOW", "20"))
 LIVE_WARMUP_SECONDS = float(os.environ.get("BENCH_LIVE_WARMUP", "20"))
 LIVE_WINDOW_SECONDS = float(os.environ.get("BENCH_LIVE_WINDOW", "30"))
 ECHO_SECONDS = float(os.environ.get("BENCH_ECHO_SECONDS", "10"))
+EVENT_LOOP = os.environ.get("MASA_EVENT_LOOP", "uvloop")
 ECHO_PACED_PER_SECOND = 400
 THINK_SECONDS = (2.0, 8.0)
 LIVE_TURN_SECONDS = 20
@@ -473,6 +478,7 @@ async def run(workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "table_engine",
         "python": platform.python_version(),
+        "event_loop": {"engines_and_echo_server": EVENT_LOOP, "callers_and_masa_load": "uvloop"},
         "machine": {
             "cpu_cores": os.cpu_count(),
             "platform": platform.platform(),
@@ -570,12 +576,12 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--echo-server":
-        asyncio.run(echo_server(int(sys.argv[2])))
+        loops.run(echo_server(int(sys.argv[2])), event_loop=EVENT_LOOP)
         return
     signal.signal(signal.SIGTERM, _interrupted)
     with tempfile.TemporaryDirectory(prefix="masa-bench-") as workdir:
         try:
-            result = asyncio.run(run(Path(workdir)))
+            result = loops.run(run(Path(workdir)))
         except BaseException:
             for log in sorted(Path(workdir).glob("*.log")):
                 sys.stderr.write(f"--- {log.name} (tail)\n")
