@@ -1,4 +1,4 @@
-"""NATS and JetStream helpers: connect, de-duplicated and fenced publishes, pull consumers, KV.
+"""NATS and JetStream helpers: connect, de-duplicated publishes, pull consumers, KV, leases.
 
 - :func:`publish` sets ``Nats-Msg-Id`` (JetStream drops a repeat within the stream's duplicate
   window) through :func:`masa_platform.acks.publish_headers`. Fenced appends (a writer that
