@@ -4,12 +4,17 @@
 by the clock, in the order asked, across every table of the run: however the tables'
 schedules line up, or however late the event loop wakes a waiter, no window of a second sends
 more than ``rate`` actions (plus the one that opens it).
+
+The gaps are measured on ``time.monotonic``, not on the event loop's clock: uvloop's clock
+moves in whole milliseconds and is read once per loop iteration, so a gap measured on it can be
+almost a millisecond short, and the cap would be broken at any rate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass
 
 __all__ = ["RateCap", "ThinkTime"]
@@ -29,12 +34,13 @@ class RateCap:
         """Wait for this caller's turn to send; the send follows at once."""
         if not self._gap:
             return
-        loop = asyncio.get_running_loop()
         async with self._lock:
-            # A sleep may end early by the loop's clock resolution: wait until it has passed.
-            while (wait := self._last + self._gap - loop.time()) > 0:
+            # A sleep may end early by the loop's timer resolution (uvloop runs one of under
+            # half a millisecond at once): wait until the gap has passed, letting the other
+            # tasks run meanwhile.
+            while (wait := self._last + self._gap - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
-            self._last = loop.time()
+            self._last = time.monotonic()
 
 
 @dataclass(frozen=True, slots=True)
