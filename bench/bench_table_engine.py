@@ -12,8 +12,9 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 - ``echo``: a bare ``grpc.aio`` echo server (its own process, no interceptors), called by
   ``BENCH_TABLES`` callers as fast as answered, and again at a light paced rate: the baseline
   every figure is also given against (``vs_echo``), since the machine is shared and noisy.
-  Like for like, the echo server runs on the engines' event loop (``MASA_EVENT_LOOP``, uvloop
-  unless set) and its callers on masa-load's (uvloop), so a ratio measures masa's own cost.
+  Like for like, the echo server and its callers run on the event loop the engines and
+  masa-load run on (``MASA_EVENT_LOOP``, uvloop unless set), so a ratio measures masa's own
+  cost, not the choice of loop.
   Then the same callers each over one bidirectional stream, a message and its echo a call:
   the baseline of the stream phases.
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
@@ -58,7 +59,8 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2
 from masa.table.v1 import table_pb2
-from masa_platform import loops
+from masa_platform import runner
+from masa_platform.settings import LoopSettings, load_settings
 from masa_platform.testing import NatsServer, free_port
 
 # The closed phases: each game with a SubmitAction call per move, and with the moves of each
@@ -77,7 +79,7 @@ WINDOW_SECONDS = float(os.environ.get("BENCH_WINDOW", "20"))
 LIVE_WARMUP_SECONDS = float(os.environ.get("BENCH_LIVE_WARMUP", "20"))
 LIVE_WINDOW_SECONDS = float(os.environ.get("BENCH_LIVE_WINDOW", "30"))
 ECHO_SECONDS = float(os.environ.get("BENCH_ECHO_SECONDS", "10"))
-EVENT_LOOP = os.environ.get("MASA_EVENT_LOOP", "uvloop")
+EVENT_LOOP = load_settings(LoopSettings).event_loop
 ECHO_PACED_PER_SECOND = 400
 THINK_SECONDS = (2.0, 8.0)
 LIVE_TURN_SECONDS = 20
@@ -478,7 +480,7 @@ async def run(workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {
         "benchmark": "table_engine",
         "python": platform.python_version(),
-        "event_loop": {"engines_and_echo_server": EVENT_LOOP, "callers_and_masa_load": "uvloop"},
+        "event_loop": EVENT_LOOP,
         "machine": {
             "cpu_cores": os.cpu_count(),
             "platform": platform.platform(),
@@ -576,12 +578,12 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--echo-server":
-        loops.run(echo_server(int(sys.argv[2])), event_loop=EVENT_LOOP)
+        runner.run(echo_server(int(sys.argv[2])), event_loop=EVENT_LOOP)
         return
     signal.signal(signal.SIGTERM, _interrupted)
     with tempfile.TemporaryDirectory(prefix="masa-bench-") as workdir:
         try:
-            result = loops.run(run(Path(workdir)))
+            result = runner.run(run(Path(workdir)), event_loop=EVENT_LOOP)
         except BaseException:
             for log in sorted(Path(workdir).glob("*.log")):
                 sys.stderr.write(f"--- {log.name} (tail)\n")

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from masa_platform.loops import EVENT_LOOPS as _EVENT_LOOPS
+from masa_platform.runner import EVENT_LOOPS as _EVENT_LOOPS
 
 __all__ = [
     "AuthSettings",
+    "LoopSettings",
     "PlatformSettings",
     "ServerSettings",
     "SettingsError",
@@ -131,6 +132,20 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """The event loop a process runs on (masa_platform.runner), read by services and masa-load."""
+
+    # "uvloop" (cheaper per call) or "asyncio", for profilers that do not see into uvloop.
+    event_loop: str = "uvloop"
+
+    def __post_init__(self) -> None:
+        if self.event_loop not in _EVENT_LOOPS:
+            raise SettingsError(
+                f"MASA_EVENT_LOOP: {self.event_loop!r} is not one of {', '.join(_EVENT_LOOPS)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class PlatformSettings:
     """What every masa service needs: identity, logging, gRPC, metrics, NATS, auth and TLS."""
 
@@ -148,8 +163,7 @@ class PlatformSettings:
     nats_password: str = ""
     # Where spans go over OTLP/gRPC (e.g. http://otel-collector:4317); empty traces nothing.
     otlp_endpoint: str = ""
-    # masa_platform.loops: "uvloop" or "asyncio".
-    event_loop: str = "uvloop"
+    loop: LoopSettings = field(default_factory=LoopSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
@@ -161,10 +175,6 @@ class PlatformSettings:
             raise SettingsError(f"MASA_METRICS_PORT: {self.metrics_port} is not a port number")
         if bool(self.nats_user) != bool(self.nats_password):
             raise SettingsError("MASA_NATS_USER and MASA_NATS_PASSWORD must be set together")
-        if self.event_loop not in _EVENT_LOOPS:
-            raise SettingsError(
-                f"MASA_EVENT_LOOP: {self.event_loop!r} is not one of {', '.join(_EVENT_LOOPS)}"
-            )
 
 
 def load_settings(

@@ -46,10 +46,11 @@ async def test_an_ack_tells_a_repeated_message_id_and_a_stale_expected_sequence(
         second = await publisher.publish(
             subject, b"b", publish_headers(expected_last_subject_sequence=first.seq)
         )
-        with pytest.raises(AckRefused):
+        with pytest.raises(AckRefused) as zombie:
             await publisher.publish(
                 subject, b"zombie", publish_headers(expected_last_subject_sequence=first.seq)
             )
+        assert zombie.value.wrong_sequence
         assert second.seq == first.seq + 2
         stored = await publisher.last_message(stream, subject)
         assert stored is not None and (stored.seq, stored.data) == (second.seq, b"b")

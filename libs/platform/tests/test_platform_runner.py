@@ -1,4 +1,4 @@
-"""masa_platform.loops: the services' event loop is uvloop unless asked for asyncio's own, and
+"""masa_platform.runner: the services' event loop is uvloop unless asked for asyncio's own, and
 a grpc.aio server and its client work on it (the services run on it in production)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import grpc
 import grpc.aio
 import pytest
 import uvloop
-from masa_platform.loops import run
+from masa_platform.runner import run
 
 
 async def _loop_type() -> type[asyncio.AbstractEventLoop]:
@@ -31,7 +31,7 @@ async def _echo_over_grpc() -> list[bytes]:
     server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler(
-                "loops.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+                "runner.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
             ),
         )
     )
@@ -39,10 +39,15 @@ async def _echo_over_grpc() -> list[bytes]:
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/loops.Echo/Echo")
+            call = channel.unary_unary("/runner.Echo/Echo")
             return list(await asyncio.gather(*(call(bytes([n, 1])) for n in range(50))))
     finally:
         await server.stop(None)
+
+
+def test_an_unknown_loop_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'trio' is not one of uvloop, asyncio"):
+        run(_loop_type(), event_loop="trio")
 
 
 @pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])

@@ -48,7 +48,7 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
     assert settings.service_name == "table-engine"
     assert settings.version == "1.2.3"
     assert settings.metrics_port == 9100
-    assert settings.event_loop == "asyncio"
+    assert settings.loop.event_loop == "asyncio"
     assert settings.server == ServerSettings("0.0.0.0", 50051, 1048576, 0, 2.5)
     assert settings.auth == AuthSettings("x" * 40, "issuer", "audience", ("HS256", "HS512"))
     assert settings.tls == TlsSettings(

@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from socket import gethostname
 
-from masa_platform import loops, tracing
+from masa_platform import runner, tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -56,7 +56,7 @@ def main() -> None:
     platform = settings.platform
     configure_logging(platform.log_level, service=platform.service_name)
     with tracing.exported(platform.service_name, gethostname(), platform.otlp_endpoint):
-        loops.run(serve(settings), event_loop=platform.event_loop)
+        runner.run(serve(settings), event_loop=platform.loop.event_loop)
 
 
 if __name__ == "__main__":

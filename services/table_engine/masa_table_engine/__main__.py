@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from typing import Final
 
-from masa_platform import loops, tracing
+from masa_platform import runner, tracing
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -75,7 +75,7 @@ def main() -> None:
     gc.set_threshold(700, 10, 1000)
     platform = settings.platform
     with tracing.exported(platform.service_name, settings.node_id, platform.otlp_endpoint):
-        loops.run(serve(settings), event_loop=platform.event_loop)
+        runner.run(serve(settings), event_loop=platform.loop.event_loop)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from masa_platform import loops
-from masa_platform.settings import AuthSettings, SettingsError, TlsSettings, load_settings
+from masa_platform import runner
+from masa_platform.settings import (
+    AuthSettings,
+    LoopSettings,
+    SettingsError,
+    TlsSettings,
+    load_settings,
+)
 
 from masa_client.load.credentials import Credentials, CredentialsError, from_file, from_secret
 from masa_client.load.pacing import ThinkTime
@@ -136,14 +142,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         options = _options(args)
         options.plan.check(options.mix)
         credentials = _credentials(args, options)
+        event_loop = load_settings(LoopSettings).event_loop
     except (MixError, CredentialsError, SettingsError, OSError) as error:
         print(f"masa-load: {error}", file=sys.stderr)
         sys.exit(2)
     progress = None if args.quiet else Progress(sys.stderr)
     try:
-        # The load generator shares the machine with what it measures: uvloop makes each of
-        # its calls cheaper, so more of the machine is left to the service.
-        report = loops.run(run_load(options, credentials, progress=progress))
+        # The load generator shares the machine with what it measures: uvloop (the default)
+        # makes each of its calls cheaper, so more of the machine is left to the service.
+        report = runner.run(
+            run_load(options, credentials, progress=progress), event_loop=event_loop
+        )
     except TimeoutError:
         print(f"masa-load: {options.address} did not answer", file=sys.stderr)
         sys.exit(1)
