@@ -1,13 +1,15 @@
 """How fast a load run acts: a cap that no burst can break, and human think times.
 
-:class:`RateCap` lets sends go one at a time, each at least ``1 / rate`` after the one before
-by the clock, in the order asked, across every table of the run: however the tables'
-schedules line up, or however late the event loop wakes a waiter, no window of a second sends
-more than ``rate`` actions (plus the one that opens it).
+:class:`RateCap` lets sends go one at a time, in the order asked, across every table of the
+run, each due one gap (``1 / rate``) after the one before was due. A send the event loop woke
+late for, by up to half a gap, is caught up on, so that late timers do not pull the run below
+its rate: asyncio's loop wakes a sleeper up to a millisecond late, which held a 300/s cap at
+235/s. A send later than that starts the schedule afresh instead of bursting to catch up. So
+however the tables' schedules line up, or however late a waiter is woken, no window of a second
+sends more than ``rate`` actions (plus the one that opens it).
 
-The gaps are measured on ``time.monotonic``, not on the event loop's clock: uvloop's clock
-moves in whole milliseconds and is read once per loop iteration, so a gap measured on it can be
-almost a millisecond short, and the cap would be broken at any rate.
+The times are read on ``time.monotonic``, not on the event loop's clock: uvloop's clock moves
+in whole milliseconds and is read once per loop iteration.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class RateCap:
         if rate is not None and rate <= 0:
             raise ValueError("a rate cap must be positive")
         self._gap = 1.0 / rate if rate else 0.0
-        self._last = float("-inf")
+        self._due = float("-inf")
         self._lock = asyncio.Lock()
 
     async def slot(self) -> None:
@@ -36,11 +38,11 @@ class RateCap:
             return
         async with self._lock:
             # A sleep may end early by the loop's timer resolution (uvloop runs one of under
-            # half a millisecond at once): wait until the gap has passed, letting the other
-            # tasks run meanwhile.
-            while (wait := self._last + self._gap - time.monotonic()) > 0:
+            # half a millisecond at once): wait until the send is due, letting the other tasks
+            # run meanwhile.
+            while (wait := self._due - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
-            self._last = time.monotonic()
+            self._due = max(self._due, time.monotonic() - self._gap / 2) + self._gap
 
 
 @dataclass(frozen=True, slots=True)
