@@ -7,7 +7,6 @@ import asyncio
 import base64
 import itertools
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +52,7 @@ async def _capped_sends(rate: float) -> list[float]:
 
     async def caller() -> None:
         for _ in range(5):
-            await cap.slot()
-            sent.append(time.monotonic())
+            sent.append(await cap.slot())
 
     await asyncio.gather(*(caller() for _ in range(20)))
     return sent
@@ -66,7 +64,8 @@ def test_the_rate_cap_holds_across_concurrent_callers(event_loop: str) -> None:
     real clock on it as on asyncio's loop."""
     rate = 200.0
     sent = run(_capped_sends(rate), event_loop=event_loop)
-    # Sends go in order, at most half a gap closer than the rate's (a late one caught up on).
+    # Turns are granted in order, at most half a gap closer than the rate's (a late one caught
+    # up on).
     gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
     assert min(gaps) >= 0.5 / rate - 1e-6
     # However they bunch, n sends span at least (n - 1.5) gaps: no second holds more than

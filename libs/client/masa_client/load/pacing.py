@@ -32,17 +32,20 @@ class RateCap:
         self._due = float("-inf")
         self._lock = asyncio.Lock()
 
-    async def slot(self) -> None:
-        """Wait for this caller's turn to send; the send follows at once."""
+    async def slot(self) -> float:
+        """Wait for this caller's turn to send; the send follows at once. Returns when the turn
+        was granted (``time.monotonic``), the time the cap's promise is about: a process the
+        OS suspends between the grant and the send moves the send, not the grant."""
         if not self._gap:
-            return
+            return time.monotonic()
         async with self._lock:
             # A sleep may end early by the loop's timer resolution (uvloop runs one of under
             # half a millisecond at once): wait until the send is due, letting the other tasks
             # run meanwhile.
-            while (wait := self._due - time.monotonic()) > 0:
+            while (wait := self._due - (granted := time.monotonic())) > 0:
                 await asyncio.sleep(wait)
-            self._due = max(self._due, time.monotonic() - self._gap / 2) + self._gap
+            self._due = max(self._due, granted - self._gap / 2) + self._gap
+            return granted
 
 
 @dataclass(frozen=True, slots=True)
