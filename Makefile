@@ -43,6 +43,7 @@ lint: setup ## ruff, ruff format --check, mypy --strict, the import contracts, b
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	$(RUN) mypy bench  # the benchmarks are scripts, as strict as the packages they drive
 	$(RUN) lint-imports
 	$(RUN) buf lint
 	$(RUN) scripts/buf_breaking.sh buf

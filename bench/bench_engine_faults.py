@@ -103,7 +103,7 @@ async def until_serving(engine: EngineProcess, started: float) -> tuple[float, f
 # --- moves -----------------------------------------------------------------------------------
 
 
-async def move(stub: table_pb2_grpc.TableServiceStub, table_id: str, request_id: str) -> None:
+async def move(stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, request_id: str) -> None:
     public = await stub.GetTable(
         table_pb2.GetTableRequest(table_id=table_id), metadata=player(PLAYERS[0]), timeout=2
     )
@@ -125,7 +125,7 @@ async def move(stub: table_pb2_grpc.TableServiceStub, table_id: str, request_id:
     )
 
 
-async def keep_trying(stub: table_pb2_grpc.TableServiceStub, table_id: str, tag: str) -> float:
+async def keep_trying(stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, tag: str) -> float:
     """Moves until one is accepted; the monotonic time it was."""
     attempt = 0
     while True:
@@ -158,7 +158,7 @@ def humans() -> game_pb2.TableConfig:
     )
 
 
-async def create(stub: table_pb2_grpc.TableServiceStub, config: game_pb2.TableConfig) -> str:
+async def create(stub: table_pb2_grpc.TableServiceAsyncStub, config: game_pb2.TableConfig) -> str:
     response = await stub.CreateTable(table_pb2.CreateTableRequest(config=config), metadata=SERVICE)
     return response.table.table_id
 
@@ -333,6 +333,7 @@ async def refused(nats: NatsServer, workdir: Path) -> dict[str, Any]:
 
             async def refuse(number: int) -> None:
                 kind = number % 3
+                call: grpc.aio.UnaryUnaryCall[Any, Any]
                 if kind == 0:
                     call = stub.SubmitAction(
                         table_pb2.SubmitActionRequest(

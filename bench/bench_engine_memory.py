@@ -117,7 +117,7 @@ async def wait_serving(address: str) -> None:
     raise TimeoutError("the engine did not serve")
 
 
-def config(game: int, seats: int) -> game_pb2.TableConfig:
+def config(game: game_pb2.GameKind.ValueType, seats: int) -> game_pb2.TableConfig:
     fiftyone = game == game_pb2.GAME_KIND_FIFTYONE
     return game_pb2.TableConfig(
         game=game,
@@ -133,12 +133,12 @@ def config(game: int, seats: int) -> game_pb2.TableConfig:
     )
 
 
-async def create(stub: table_pb2_grpc.TableServiceStub, table: game_pb2.TableConfig) -> str:
+async def create(stub: table_pb2_grpc.TableServiceAsyncStub, table: game_pb2.TableConfig) -> str:
     response = await stub.CreateTable(table_pb2.CreateTableRequest(config=table), metadata=SERVICE)
     return response.table.table_id
 
 
-async def finished(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> bool:
+async def finished(stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str) -> bool:
     try:
         view = await stub.GetTable(table_pb2.GetTableRequest(table_id=table_id), metadata=SERVICE)
     except grpc.aio.AioRpcError:
@@ -154,7 +154,9 @@ async def settled(pid: int) -> float:
     return rss_mib(pid)
 
 
-async def play_to_the_end(stub: table_pb2_grpc.TableServiceStub, table_id: str, run: int) -> int:
+async def play_to_the_end(
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, run: int
+) -> int:
     moves = 0
     while True:
         public = (

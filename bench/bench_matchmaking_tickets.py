@@ -42,12 +42,12 @@ from typing import Any
 import grpc
 import grpc.aio
 import nats
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
-from masa.table.v1 import table_pb2, table_pb2_grpc, view_pb2
+from masa.table.v1 import table_pb2, view_pb2
 from masa_platform.auth import mint_token
 from masa_platform.bus import KvBucket
 from masa_platform.settings import AuthSettings
@@ -74,8 +74,8 @@ matching = { base_spread = 1000.0 }
 """
 
 
-class StubEngine(table_pb2_grpc.TableServiceServicer):
-    """Answers CreateTable at once and remembers when each table came."""
+class StubEngine:
+    """Answers CreateTable at once and remembers when each table came; serves nothing else."""
 
     def __init__(self) -> None:
         self.created: dict[str, float] = {}
@@ -106,10 +106,14 @@ async def advertise(js: Any, address: str, stop: asyncio.Event) -> None:
 
 async def wait_serving(address: str, deadline: float) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
         while time.monotonic() < deadline:
             with contextlib.suppress(grpc.aio.AioRpcError):
-                answer = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                answer = await check(health_pb2.HealthCheckRequest(), timeout=1)
                 if answer.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             await asyncio.sleep(0.1)
@@ -208,7 +212,20 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
         js = nc.jetstream()
         engine = StubEngine()
         engine_server = grpc.aio.server()
-        table_pb2_grpc.add_TableServiceServicer_to_server(engine, engine_server)
+        engine_server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "masa.table.v1.TableService",
+                    {
+                        "CreateTable": grpc.unary_unary_rpc_method_handler(
+                            engine.CreateTable,
+                            request_deserializer=table_pb2.CreateTableRequest.FromString,
+                            response_serializer=table_pb2.CreateTableResponse.SerializeToString,
+                        )
+                    },
+                ),
+            )
+        )
         engine_port = engine_server.add_insecure_port("127.0.0.1:0")
         engine.address = f"127.0.0.1:{engine_port}"
         await engine_server.start()
