@@ -26,7 +26,6 @@ from masa_ledger.adapters.bus import (
     JetStreamResultLog,
     OutboxRelay,
     ResultsConsumer,
-    ensure_events_stream,
 )
 from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.grpc_api import LedgerServicer, auth_policy, registration
@@ -98,7 +97,6 @@ async def start_ledger(
         await store.close()
         raise
     js = nc.jetstream()
-    await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     metrics = PrometheusLedgerMetrics(registry)
     loops = LoopMetrics(registry)
     relay = OutboxRelay(js, store, metrics, loops)
@@ -106,7 +104,7 @@ async def start_ledger(
         store,
         encode_event,
         metrics,
-        results=JetStreamResultLog(js, stream=settings.results_stream),
+        results=JetStreamResultLog(nc),
         policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
         on_commit=relay.wake,
     )
@@ -123,9 +121,6 @@ async def start_ledger(
     consumer = ResultsConsumer(
         js,
         ledger,
-        stream=settings.results_stream,
-        durable=settings.results_consumer,
-        ack_wait_seconds=settings.results_ack_wait_seconds,
         fetch_seconds=settings.results_fetch_seconds,
         metrics=ConsumerMetrics(registry),
     )

@@ -16,6 +16,7 @@ import nats.js.errors
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
+from instances import provision_lease_ttl
 from masa.common.v1 import game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
@@ -44,6 +45,7 @@ async def service(
 ) -> AsyncIterator[tuple[MatchmakingService, FakeLedger, FakeEngines]]:
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
+    provision_lease_ttl(nats_server, 1.5)
     settings = MatchmakingSettings(
         platform=PlatformSettings(
             service_name="matchmaking",
@@ -55,7 +57,6 @@ async def service(
         lobbies_file=lobbies,
         ledger_address="unused:1",
         round_seconds=0.2,
-        lease_ttl_seconds=1.5,
         dev_welcome_chips=1_000,
     )
     ledger = FakeLedger()
@@ -283,7 +284,6 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
     result subject moves the ratings once, however often it is delivered, with RatingChanged."""
     from google.protobuf.timestamp_pb2 import Timestamp
     from masa.events.v1 import result_pb2
-    from nats.js import api
 
     running, _, engines = service
     run = uuid.uuid4().hex[:6]
@@ -331,11 +331,6 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
         )
         try:
             js = nc.jetstream()
-            await js.add_stream(
-                api.StreamConfig(
-                    name="MASA_TABLES", subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"]
-                )
-            )
             ranking = [
                 game_pb2.Standing(seat=t.seat, player_id=t.player_id, place=t.seat + 1)
                 for t in tickets
