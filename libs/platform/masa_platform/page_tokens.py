@@ -4,16 +4,17 @@ A token is the unpadded base64url of one version byte, a 32-byte HMAC-SHA256 tag
 cursor as compact JSON. The tag covers the version, the cursor and a digest of what the page
 was asked for: the listing (its method), the caller and the filters. So a token continues only
 the listing it came from, for the caller it was given to, on a service that holds the key it
-was made with; a client can neither read a cursor it could trust nor make one.
+was made with, and no client can alter a cursor or make one. The cursor is signed, not
+encrypted: it must hold nothing the caller may not see.
 
 A cursor is a frozen dataclass of ``int`` and ``str`` fields, one type per use. Opening a token
 checks, in this order: its length (before any decoding), its alphabet and canonical encoding,
 the version, the tag (in constant time), and only then the cursor: a flat JSON object with
 exactly the cursor's fields, integers in ``0 .. MAX_CURSOR_INT``, strings of at most
 ``MAX_CURSOR_TEXT`` printable ASCII characters (an id or a key), and no floats, NaN or
-Infinity, booleans, nulls or nesting.
-Every refusal is :class:`~masa_platform.errors.InvalidPageToken` (INVALID_ARGUMENT, reason
-INVALID_PAGE_TOKEN), with the same message whichever check failed.
+Infinity, booleans, nulls or nesting. Every refusal is
+:class:`~masa_platform.errors.InvalidPageToken` (INVALID_ARGUMENT, reason INVALID_PAGE_TOKEN),
+with the same message whichever check failed.
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ __all__ = [
     "MAX_CURSOR_TEXT",
     "MAX_TOKEN_CHARACTERS",
     "MIN_KEY_BYTES",
+    "Filter",
     "PageTokens",
 ]
 
 # The longest token opened or made; a longer one is refused before it is decoded.
 MAX_TOKEN_CHARACTERS: Final = 512
-# Below a PostgreSQL (and SQLite) bigint's largest value, so that a cursor is always a valid
-# query parameter, and one more than it still is.
+# One less than the largest bigint of SQLite and PostgreSQL: a cursor, and one more than it,
+# is always a valid query parameter.
 MAX_CURSOR_INT: Final = 2**63 - 2
 MAX_CURSOR_TEXT: Final = 64
 MIN_KEY_BYTES: Final = 32
