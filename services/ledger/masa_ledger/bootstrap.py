@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
+from masa_platform.page_tokens import PageTokens
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -110,7 +111,7 @@ async def start_ledger(
     )
     server = create_server(
         platform.server,
-        [registration(LedgerServicer(ledger))],
+        [registration(LedgerServicer(ledger, PageTokens(settings.page_tokens.key())))],
         tls=platform.tls,
         interceptors=standard_interceptors(
             platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)

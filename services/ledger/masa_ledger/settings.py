@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from masa_platform.settings import PlatformSettings, SettingsError
+from masa_platform.settings import PageTokenSettings, PlatformSettings, SettingsError
 
 __all__ = ["LedgerSettings", "sqlite_path"]
 
@@ -15,6 +15,8 @@ class LedgerSettings:
     """The platform settings plus the ledger's own (see services/ledger/README.md)."""
 
     platform: PlatformSettings = field(default_factory=PlatformSettings)
+    # MASA_PAGE_TOKEN_KEY: signs the page tokens of the List calls; production sets it.
+    page_tokens: PageTokenSettings = field(default_factory=PageTokenSettings)
     # sqlite:///relative/path, sqlite:////absolute/path, or postgresql://user@host/db.
     database_url: str = "sqlite:///.masa/ledger.sqlite3"
     database_pool_size: int = 16

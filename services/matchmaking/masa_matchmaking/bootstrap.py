@@ -22,6 +22,7 @@ from masa_platform import tracing
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
+from masa_platform.page_tokens import PageTokens
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
@@ -226,6 +227,7 @@ async def start_matchmaking(
         welcome,
         queue_length=tickets.open_count,
         tables_in_play=live_tables.count,
+        page_tokens=PageTokens(settings.page_tokens.key()),
     )
     server = create_server(
         platform.server,

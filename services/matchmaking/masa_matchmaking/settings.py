@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from masa_platform.settings import PlatformSettings, SettingsError
+from masa_platform.settings import PageTokenSettings, PlatformSettings, SettingsError
 
 __all__ = ["MatchmakingSettings"]
 
@@ -19,6 +19,8 @@ class MatchmakingSettings:
     platform: PlatformSettings = field(
         default_factory=lambda: PlatformSettings(service_name="matchmaking")
     )
+    # MASA_PAGE_TOKEN_KEY: signs the page tokens of the List calls; production sets it.
+    page_tokens: PageTokenSettings = field(default_factory=PageTokenSettings)
     # This instance's name in the lobby leases; empty means <host>-<pid>.
     instance_id: str = ""
     # The lobbies (TOML); empty means the shipped set, masa_matchmaking/lobbies.toml.
