@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import asyncio
+import gc
 import io
 import json
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -136,3 +139,55 @@ async def test_a_call_logs_its_method_request_table_game_and_seat(
     assert (line["request_id"], line["table_id"], line["seat"]) == ("r-1", "t-9", 0)
     # An unset game number is not logged, nor a field that is no identity.
     assert "game_no" not in line and "secret" not in line
+
+
+async def test_a_cancelled_stream_logs_no_error_and_its_lines_keep_the_call_identity(
+    stream: io.StringIO, serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client cancels server streams while a response is on its way: the handler's generator
+    is left at its yield, and the event loop closes it later from a task of its own. Binding
+    the log context across that yield failed there ("Token ... was created in a different
+    Context", an ERROR with a traceback, once per cancelled WatchTable)."""
+    request_class = _request_class()
+    log = logging.getLogger("masa.test")
+
+    async def watch(request: Message, context: grpc.aio.ServicerContext[Message, bytes]) -> Any:
+        log.info("watching")
+        try:
+            while True:
+                # Larger than the flow-control window: the stream is always mid-response.
+                yield b"x" * 200_000
+        finally:
+            log.info("watch closed")
+
+    handlers = {
+        "WatchTable": grpc.unary_stream_rpc_method_handler(
+            watch, request_deserializer=request_class.FromString
+        )
+    }
+    token = (("authorization", f"Bearer {mint_token(AuthSettings(), 'ayse')}"),)
+    streams = 5
+    async with (
+        serve(handlers, interceptors=standard_interceptors(AuthSettings())) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        open_stream = channel.unary_stream(f"/{TEST_SERVICE}/WatchTable")
+        for number in range(streams):
+            sent = request_class(table_id=f"t-{number}")
+            call = open_stream(sent.SerializeToString(), metadata=token)
+            await call.read()
+            assert call.cancel()
+        for _ in range(100):
+            closed = [line for line in lines(stream) if line["msg"] == "watch closed"]
+            if len(closed) == streams:
+                break
+            gc.collect()
+            await asyncio.sleep(0.02)
+    # Tasks whose exception nobody retrieved report it when they are collected.
+    gc.collect()
+    await asyncio.sleep(0)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    found = lines(stream)
+    for message in ("watching", "watch closed"):
+        tables = [(line["rpc"], line["table_id"]) for line in found if line["msg"] == message]
+        assert sorted(tables) == [("WatchTable", f"t-{n}") for n in range(streams)]
