@@ -16,6 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 from masa_platform.auth import mint_token
 from masa_platform.logs import bound_context, configure_logging
+from masa_platform.runner import run
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings
 from platform_support import TEST_SERVICE, ServeFactory
@@ -141,13 +142,28 @@ async def test_a_call_logs_its_method_request_table_game_and_seat(
     assert "game_no" not in line and "secret" not in line
 
 
-async def test_a_cancelled_stream_logs_no_error_and_its_lines_keep_the_call_identity(
-    stream: io.StringIO, serve: ServeFactory, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_a_cancelled_stream_logs_no_error_and_its_lines_keep_the_call_identity(
+    stream: io.StringIO, serve: ServeFactory, caplog: pytest.LogCaptureFixture, event_loop: str
 ) -> None:
-    """A client cancels server streams while a response is on its way: the handler's generator
-    is left at its yield, and the event loop closes it later from a task of its own. Binding
-    the log context across that yield failed there ("Token ... was created in a different
-    Context", an ERROR with a traceback, once per cancelled WatchTable)."""
+    """Clients cancel server streams while a response is on its way, on the services' loop
+    (uvloop) and asyncio's. The call ends with the handler's generator left at its yield,
+    which the event loop closes later from a task of its own; binding the log context across
+    that yield failed there ("Token ... was created in a different Context", an ERROR with a
+    traceback for every WatchTable cancelled so)."""
+    run(_cancel_streams(stream, serve, streams=10), event_loop=event_loop)
+    errors = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno >= logging.ERROR
+        # grpc's own report of a write the cancellation failed first, which comes and goes
+        # with the timing: grpc's, none of the interceptors'.
+        and not record.getMessage().startswith("ExecuteBatchError raised in core")
+    ]
+    assert errors == []
+
+
+async def _cancel_streams(stream: io.StringIO, serve: ServeFactory, *, streams: int) -> None:
     request_class = _request_class()
     log = logging.getLogger("masa.test")
 
@@ -166,7 +182,6 @@ async def test_a_cancelled_stream_logs_no_error_and_its_lines_keep_the_call_iden
         )
     }
     token = (("authorization", f"Bearer {mint_token(AuthSettings(), 'ayse')}"),)
-    streams = 5
     async with (
         serve(handlers, interceptors=standard_interceptors(AuthSettings())) as server,
         grpc.aio.insecure_channel(server.address) as channel,
@@ -186,8 +201,7 @@ async def test_a_cancelled_stream_logs_no_error_and_its_lines_keep_the_call_iden
     # Tasks whose exception nobody retrieved report it when they are collected.
     gc.collect()
     await asyncio.sleep(0)
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     found = lines(stream)
     for message in ("watching", "watch closed"):
         tables = [(line["rpc"], line["table_id"]) for line in found if line["msg"] == message]
-        assert sorted(tables) == [("WatchTable", f"t-{n}") for n in range(streams)]
+        assert sorted(tables) == sorted(("WatchTable", f"t-{n}") for n in range(streams))
