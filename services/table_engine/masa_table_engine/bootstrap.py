@@ -405,4 +405,5 @@ def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:
         bot_delay_seconds=settings.bot_delay_seconds,
         finished_retention_seconds=settings.finished_retention_seconds,
         history_kept=settings.history_kept,
+        presence_grace_seconds=settings.presence_grace_seconds,
     )

@@ -39,6 +39,9 @@ class EngineSettings:
     turn_seconds: float = 20.0
     query_seconds: float = 15.0
     seat_protection_seconds: float = 180.0
+    # How long a seat must be without a stream of its player before the log says it is
+    # disconnected: reconnections within it write nothing (app/presence.py).
+    presence_grace_seconds: float = 2.0
     autopilot_after_timeouts: int = 3
     snapshot_every: int = 20
     # The largest request the table API takes: a move is a few hundred bytes, a table's
@@ -76,6 +79,10 @@ class EngineSettings:
             raise SettingsError(
                 "MASA_SNAPSHOT_EVERY and MASA_AUTOPILOT_AFTER_TIMEOUTS must be >= 1"
             )
+        if not 0.1 <= self.presence_grace_seconds <= 60:
+            # Shorter, a client reconnecting in a loop writes to the log again at will;
+            # longer, a player who is gone shows as connected for that long.
+            raise SettingsError("MASA_PRESENCE_GRACE_SECONDS must be 0.1 to 60")
         if self.history_kept < 1:
             raise SettingsError("MASA_HISTORY_KEPT must be >= 1")
         if not NODE_ID.fullmatch(self.node_id):
