@@ -42,10 +42,8 @@ from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
 from masa.common.v1 import game_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import TABLE_ENGINE
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import NatsServer, free_port, token
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 
@@ -56,9 +54,8 @@ RUNS = 3
 PROTECTION_SECONDS = 60
 RETENTION_SECONDS = 3
 PLAYERS = ("ayse", "bora", "cem", "deniz")
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
-TOKENS = {name: (("authorization", f"Bearer {mint_token(AUTH, name)}"),) for name in PLAYERS}
+SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+TOKENS = {name: (("authorization", f"Bearer {token(name)}"),) for name in PLAYERS}
 
 
 @contextlib.contextmanager

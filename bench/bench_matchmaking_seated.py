@@ -5,7 +5,7 @@ ports, temporary run folder): nats-server, the bot, the ledger on SQLite, one ta
 node and matchmaking, each its own process; this process is the load generator. The time of a
 ticket is from the CreateTicket call to the MATCHED state on its WatchTicket stream: it
 counts the round, the claim, the ledger's HoldStakes, the engine's CreateTable (which binds the
-holds in the ledger before it starts the table), BindHolds and the seating.
+holds in the ledger before it starts the table) and the seating.
 
 - ``waiting``: 1,000 players search across five chip lobbies and stay there: each is the first
   member of a party of two whose partner never comes, so the rounds carry them all the time.
@@ -15,8 +15,8 @@ holds in the ledger before it starts the table), BindHolds and the seating.
 - ``burst``: then 400 more arrive at once (100 tables), which measures how fast placement
   drains a queue (the tail is the queue, not a round).
 
-Baseline: the same three calls placement makes (HoldStakes, CreateTable, BindHolds), made here
-directly for ``GROUPS`` tables one after another: the ratio of the matchmaking p50 to it says
+Baseline: the same two calls placement makes (HoldStakes, and CreateTable, which binds), made
+here directly for ``GROUPS`` tables one after another: the ratio of the matchmaking p50 to it says
 what matching adds.
 """
 
@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,11 +46,10 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import keyring
+from masa_platform.testing import token as mint
 
-AUTH = AuthSettings()
-ADMIN = (("authorization", f"Bearer {mint_token(AUTH, 'bench', [Role.ADMIN])}"),)
+ADMIN = (("authorization", f"Bearer {mint('bench', 'admin')}"),)
 WAITING = 1_000
 GROUPS = 60
 ARRIVAL_SECONDS = 0.25
@@ -77,6 +77,8 @@ def stack(workdir: Path) -> Iterator[dict[str, str]]:
     lobbies = workdir / "lobbies.toml"
     lobbies.write_text(LOBBIES)
     run_dir = workdir / ".masa"
+    # The stack keeps its keys in its run folder: this process's, so its tokens are trusted.
+    shutil.copytree(keyring().directory, run_dir / "keys", dirs_exist_ok=True)
     env = {
         **os.environ,
         "MASA_RUN_DIR": str(run_dir),
@@ -112,7 +114,7 @@ def stack(workdir: Path) -> Iterator[dict[str, str]]:
 
 
 def token(player: str) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {mint_token(AUTH, player)}"),)
+    return (("authorization", f"Bearer {mint(player)}"),)
 
 
 def summary(times: list[float]) -> dict[str, float]:
@@ -157,7 +159,7 @@ async def grant(ledger: Any, players: list[str]) -> None:
 
 
 async def baseline(ledger: Any, engine_address: str, run: str) -> list[float]:
-    """HoldStakes, CreateTable, BindHolds for ``GROUPS`` tables, directly."""
+    """HoldStakes and CreateTable (which binds the holds) for ``GROUPS`` tables, directly."""
     times: list[float] = []
     async with grpc.aio.insecure_channel(engine_address) as channel:
         engine = table_pb2_grpc.TableServiceStub(channel)
@@ -193,18 +195,9 @@ async def baseline(ledger: Any, engine_address: str, run: str) -> list[float]:
                     for seat, p in enumerate(players)
                 ],
             )
+            # The engine binds the holds itself before it answers.
             await engine.CreateTable(
                 table_pb2.CreateTableRequest(request_id=table_id, table_id=table_id, config=config),
-                metadata=ADMIN,
-            )
-            await ledger.BindHolds(
-                ledger_pb2.BindHoldsRequest(
-                    request_id=f"{table_id}-bind",
-                    table_id=table_id,
-                    game_no=1,
-                    stake=10,
-                    hold_ids=[f"{table_id}-s{seat}" for seat in range(4)],
-                ),
                 metadata=ADMIN,
             )
             times.append(time.perf_counter() - started)

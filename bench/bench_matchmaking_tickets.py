@@ -48,10 +48,8 @@ from masa.events.v1 import engine_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import table_pb2, view_pb2
-from masa_platform.auth import mint_token
 from masa_platform.bus import KvBucket
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import NatsServer, free_port, keyring, token
 from nats.aio.client import Client
 
 PLAYERS = int(os.environ.get("BENCH_PLAYERS", "12000"))
@@ -63,7 +61,6 @@ PARTY_SIZE = int(os.environ.get("BENCH_PARTY", "1"))
 # One instance, then two sharing the load (as behind a load balancer).
 INSTANCES = tuple(int(n) for n in os.environ.get("BENCH_INSTANCES", "1,2").split(","))
 TARGET_TICKETS_PER_SECOND = 2_000
-AUTH = AuthSettings()
 LOBBIES = """
 [[lobby]]
 id = "bench"
@@ -129,9 +126,7 @@ async def _closed_loop(
     queue = iter(players)
     # Each player keeps one token, as a client keeps its session's: the baseline pass (each
     # player's first call) pays its verification, and later calls find it verified.
-    tokens = {
-        index: mint_token(AUTH, f"bench-{index}", ttl_seconds=3600, now=issued) for index in players
-    }
+    tokens = {index: token(f"bench-{index}", ttl_seconds=3600, now=issued) for index in players}
     async with grpc.aio.insecure_channel(address) as channel:
         stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
 
@@ -243,6 +238,7 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
                 env={
                     **os.environ,
                     "MASA_NATS_URL": server.url,
+                    **keyring().env("matchmaking"),
                     "MASA_GRPC_PORT": str(port),
                     "MASA_INSTANCE_ID": f"bench-{index}",
                     "MASA_LOBBIES_FILE": str(lobbies),

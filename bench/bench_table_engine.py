@@ -60,8 +60,10 @@ import grpc.aio
 from grpc_health.v1 import health_pb2
 from masa.table.v1 import table_pb2
 from masa_platform import runner
+from masa_platform.bus_access import TABLE_ENGINE
+from masa_platform.keys import ISSUER
 from masa_platform.settings import LoopSettings, load_settings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import NatsServer, free_port, keyring
 
 # The closed phases: each game with a SubmitAction call per move, and with the moves of each
 # player over one SubmitActions stream.
@@ -215,6 +217,7 @@ async def engines(workdir: Path, count: int) -> Any:
             env = {
                 **os.environ,
                 "MASA_NATS_URL": nats_url,
+                **keyring().env(TABLE_ENGINE),
                 "MASA_GRPC_PORT": str(grpc_port),
                 "MASA_METRICS_PORT": str(metrics_port),
                 "MASA_NODE_ID": f"bench-engine-{index}",
@@ -262,9 +265,11 @@ async def drive(
     per action is the engine's own count over its own CPU, so a slightly shifted window
     changes neither.
     """
+    # masa-load signs its players' and its operator's tokens as the issuer would.
+    env = {**os.environ, "MASA_JWT_ISSUER_KEY_FILE": str(keyring().private(ISSUER))}
     processes = [
         await asyncio.create_subprocess_exec(
-            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
         )
         for _, command in loads
     ]

@@ -16,17 +16,15 @@ from pathlib import Path
 import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import TABLE_ENGINE
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import NatsServer, free_port, keyring, token
 
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
+# Tables are matchmaking's to create, with its own token.
+SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
 
 
 def player(name: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {mint_token(AUTH, name)}"),)
+    return (("authorization", f"Bearer {token(name)}"),)
 
 
 class EngineProcess:
@@ -50,6 +48,7 @@ class EngineProcess:
             "MASA_NATS_URL": nats.url,
             "MASA_NATS_USER": TABLE_ENGINE,
             "MASA_NATS_PASSWORD": nats.password(TABLE_ENGINE),
+            **keyring().env(TABLE_ENGINE),
             "MASA_GRPC_PORT": str(self.port),
             "MASA_NODE_ID": self.node_id,
             "MASA_SEAT_PROTECTION_SECONDS": "3600",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_terminal import ROOT, without_uv
+from masa_platform.testing import keyring
 
 # make run gives each of its six processes up to MASA_RUN_READY_SECONDS (60) in turn; in the
 # suite they start while the chaos runs and five other workers share two cores, so the whole
@@ -39,6 +41,9 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
     on the way out like a Ctrl-C, with the tails of its logs printed for a failing test."""
     run_dir = base / ".masa"
     printed = base / "launcher.out"
+    # The stack keeps its keys in its run folder: give it this test process's, so that the
+    # tests sign players', operators' and services' tokens as the stack trusts them.
+    shutil.copytree(keyring().directory, run_dir / "keys", dirs_exist_ok=True)
     env = {
         **without_uv(),
         "MASA_RUN_DIR": str(run_dir),

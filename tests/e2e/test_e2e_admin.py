@@ -27,11 +27,10 @@ from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.nodes import read_nodes
 from masa_client.operator_bus import BusLogin, connect_operator
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.settings import PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer, auth_settings, token
 from masa_rules import elevator
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
@@ -40,8 +39,7 @@ from masa_table_engine.settings import EngineSettings
 from masa_wire import elevator as wire
 from prometheus_client import CollectorRegistry
 
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'e2e-admin', [Role.SERVICE])}"),)
+SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
 STAKE = 100
 MOVE_SECONDS = 60.0
 
@@ -127,12 +125,12 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
         turn_time=Duration(seconds=30),
         payout=chips_pb2.PayoutRule(rake_basis_points=500),
     )
-    service = TableClient(addresses["table-engine"], mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    service = TableClient(addresses["table-engine"], token("matchmaking", "matchmaking"))
     async with service:
         table = await service.create_table(
             config, request_id=f"{table_id}-create", table_id=table_id
         )
-    clients = [TableClient(table.owner_address, mint_token(AUTH, p)) for p in players]
+    clients = [TableClient(table.owner_address, token(p)) for p in players]
     try:
         moved = await asyncio.wait_for(
             asyncio.gather(
@@ -268,6 +266,7 @@ async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
 async def _engine(server: NatsServer, node_id: str) -> AsyncIterator[Node]:
     platform = PlatformSettings(
         service_name="table-engine",
+        auth=auth_settings("table-engine"),
         nats_url=server.url,
         nats_user=TABLE_ENGINE,
         nats_password=server.password(TABLE_ENGINE),
@@ -314,7 +313,7 @@ async def _drain_the_first(
         ],
         turn_time=Duration(seconds=600),
     )
-    service = TableClient(leaving.address, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    service = TableClient(leaving.address, token("matchmaking", "matchmaking"))
     async with service:
         tables = [(await service.create_table(config)).table_id for _ in range(3)]
 
@@ -349,12 +348,12 @@ async def _drain_the_first(
         health = health_pb2_grpc.HealthStub(channel)
         answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
-    service = TableClient(leaving.address, mint_token(AUTH, "e2e-admin", [Role.SERVICE]))
+    service = TableClient(leaving.address, token("matchmaking", "matchmaking"))
     async with service:
         with pytest.raises(MasaCallError) as refused:
             await service.create_table(config)
     assert refused.value.reason == "NODE_DRAINING"
-    player = TableClient(leaving.address, mint_token(AUTH, players[0]))
+    player = TableClient(leaving.address, token(players[0]))
     async with player:
         view = await player.get_table(tables[0])
     assert view.seat_view.table.table.owner_address == staying.address

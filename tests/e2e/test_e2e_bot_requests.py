@@ -23,18 +23,16 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_bot.adapters.grpc_api import BotServicer, auth_policy, registration
 from masa_bot.adapters.metrics import PrometheusRecorder
 from masa_bot.app import DecideUseCase
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.metrics import GrpcMetrics
 from masa_platform.server import create_server, standard_interceptors
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.settings import PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer, auth_settings, token
 from masa_table_engine.adapters.bot_client import decide_request
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
 
-AUTH = AuthSettings()
 DECIDE = "/masa.bot.v1.BotService/Decide"
 
 
@@ -80,12 +78,15 @@ async def test_the_bot_request_does_not_grow_with_the_length_of_the_game(tmp_pat
         ],
         interceptors=[
             recorder,
-            *standard_interceptors(AUTH, policy=auth_policy(), metrics=GrpcMetrics(registry)),
+            *standard_interceptors(
+                auth_settings("bot"), policy=auth_policy(), metrics=GrpcMetrics(registry)
+            ),
         ],
     )
     await bot.start()
     with NatsServer(tmp_path / "nats", secure=True) as nats:
         platform = PlatformSettings(
+            auth=auth_settings("table-engine"),
             nats_url=nats.url,
             nats_user=TABLE_ENGINE,
             nats_password=nats.password(TABLE_ENGINE),
@@ -114,10 +115,10 @@ async def test_the_bot_request_does_not_grow_with_the_length_of_the_game(tmp_pat
                     ],
                     turn_time=turn,
                 )
-                token = mint_token(AUTH, "lobby", (Role.SERVICE,))
+                service = token("matchmaking", "matchmaking")
                 created = await stub.CreateTable(
                     table_pb2.CreateTableRequest(config=config),
-                    metadata=(("authorization", f"Bearer {token}"),),
+                    metadata=(("authorization", f"Bearer {service}"),),
                 )
                 runtime = engine.tables.get(created.table.table_id)
                 async with asyncio.timeout(240):

@@ -25,15 +25,13 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.table.v1 import table_pb2
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 from masa_rules.elevator import legal_actions
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as wire
 
-AUTH = AuthSettings()
-SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'e2e-lobby', [Role.SERVICE])}"),)
+SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
 GAME_SECONDS = 90.0
 STAKE = 100
 PLAYERS = ("alice", "bob")
@@ -94,7 +92,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
         )
         holds = {hold.player_id: hold.hold_id for hold in placed.holds}
 
-        service = TableClient(stack["table-engine"], mint_token(AUTH, "e2e-lobby", [Role.SERVICE]))
+        service = TableClient(stack["table-engine"], token("matchmaking", "matchmaking"))
         async with service:
             table = await service.create_table(
                 _config(holds), request_id=f"{table_id}-create", table_id=table_id
@@ -116,7 +114,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                 table_id,
             )
 
-        clients = [TableClient(table.owner_address, mint_token(AUTH, player)) for player in PLAYERS]
+        clients = [TableClient(table.owner_address, token(player)) for player in PLAYERS]
         for client in clients:
             await client.__aenter__()
         try:
@@ -236,7 +234,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
             )
             holds[player] = placed.hold.hold_id
         async with TableClient(
-            stack["table-engine"], mint_token(AUTH, "e2e-lobby", [Role.SERVICE])
+            stack["table-engine"], token("matchmaking", "matchmaking")
         ) as service:
             with pytest.raises(MasaCallError) as refused:
                 await service.create_table(

@@ -13,9 +13,10 @@ import pytest
 from masa_matchmaking.adapters.engines import GrpcEngines
 from masa_matchmaking.app.ports import EngineFull, SeatSpec, TableSpec
 from masa_matchmaking.domain.catalog import parse_lobbies
+from masa_platform.auth import ServiceTokens, TokenSigner
 from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, auth_settings, keyring
 from masa_platform.tls import open_channel
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
@@ -41,6 +42,7 @@ async def test_a_full_node_is_engine_full_to_matchmaking(tmp_path: Path) -> None
     spec = TableSpec(lobby, seats)
     with NatsServer(tmp_path / "nats", secure=True) as nats:
         platform = PlatformSettings(
+            auth=auth_settings("table-engine"),
             nats_url=nats.url,
             nats_user=TABLE_ENGINE,
             nats_password=nats.password(TABLE_ENGINE),
@@ -51,9 +53,8 @@ async def test_a_full_node_is_engine_full_to_matchmaking(tmp_path: Path) -> None
             registry=CollectorRegistry(),
         )
         engines = GrpcEngines(
-            AuthSettings(),
+            ServiceTokens(TokenSigner(keyring().signer("matchmaking"), AuthSettings())),
             lambda address: open_channel(address, None),
-            service_name="matchmaking-test",
             timeout_seconds=10,
         )
         try:

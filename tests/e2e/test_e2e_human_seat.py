@@ -11,14 +11,12 @@ from masa.table.v1 import action_pb2, table_pb2
 from masa_client.cli import table_config
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 from masa_rules.elevator import legal_actions
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as wire
 
-AUTH = AuthSettings()
 GAME_SECONDS = 60.0
 
 
@@ -26,12 +24,12 @@ async def test_a_human_seat_plays_a_whole_elevator_game_through_the_sdk(
     stack: dict[str, str],
 ) -> None:
     address = stack["table-engine"]
-    service = TableClient(address, mint_token(AUTH, "e2e", [Role.SERVICE]))
+    service = TableClient(address, token("matchmaking", "matchmaking"))
     config = table_config("elevator", "salon", "alice", players=4, level="normal", turn_seconds=30)
     async with service:
         table = await service.create_table(config)
     assert table.owner_address
-    async with TableClient(table.owner_address, mint_token(AUTH, "alice")) as alice:
+    async with TableClient(table.owner_address, token("alice")) as alice:
         finished = await asyncio.wait_for(_play_out(alice, table.table_id), GAME_SECONDS)
     assert finished.WhichOneof("kind") == "game_finished"
     assert sorted(standing.seat for standing in finished.game_finished.ranking) == [0, 1, 2, 3]

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 
 
 def _masa_load(*args: str) -> tuple[dict[str, Any], str, float]:
@@ -56,10 +55,9 @@ def test_live_tables_with_bot_seats_play_through_watch_streams(
     stack: dict[str, str], tmp_path: Path
 ) -> None:
     # Tokens from a token file, as for a deployment whose secret the operator keeps.
-    auth = AuthSettings()
     tokens = {
-        "service": mint_token(auth, "load-lobby", [Role.SERVICE]),
-        "players": [mint_token(auth, f"file-player-{n}") for n in range(8)],
+        "service": token("matchmaking", "matchmaking"),
+        "players": [token(f"file-player-{n}") for n in range(8)],
     }
     token_file = tmp_path / "tokens.json"
     token_file.write_text(json.dumps(tokens))

@@ -21,11 +21,9 @@ from masa.common.v1 import game_pb2
 from masa.table.v1 import view_pb2
 from masa_client.client import TableClient, sequence_of
 from masa_client.errors import MasaCallError
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 from masa_platform.tls import open_channel
 
-AUTH = AuthSettings()
 ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
 
 
@@ -82,7 +80,7 @@ def test_masa_play_elevator_in_a_terminal_explains_refusals_and_quit_ends_the_ta
 
 
 async def _state(stack: dict[str, str], table_id: str, player: str) -> int:
-    async with TableClient(stack["table-engine"], mint_token(AUTH, player)) as client:
+    async with TableClient(stack["table-engine"], token(player)) as client:
         return (await client.get_table(table_id)).seat_view.table.table.state
 
 
@@ -293,10 +291,10 @@ async def _play_until_the_seat_finishes_and_starts_again(
     stack: dict[str, str], table_id: str
 ) -> int:
     """Play seat 0 until it finishes a hand and starts the next; that next hand's number."""
-    player = TableClient(stack["table-engine"], mint_token(AUTH, "finisher"))
+    player = TableClient(stack["table-engine"], token("finisher"))
     bot = open_channel(stack["bot"], None)
     decide = bot_pb2_grpc.BotServiceStub(bot).Decide
-    service = (("authorization", f"Bearer {mint_token(AUTH, 'e2e', [Role.SERVICE])}"),)
+    service = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
     finisher: int | None = None
     try:
         async for message in player.watch(table_id):

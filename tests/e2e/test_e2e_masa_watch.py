@@ -11,8 +11,7 @@ from e2e_stack import Stack
 from e2e_terminal import Terminal, assert_reads_well, masa
 from masa.common.v1 import game_pb2
 from masa_client.client import TableClient
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 
 ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
 RESULT = r"game over: (.+ went out: no cards left \(E-11\)|nobody could play on[^\n]+)\n"
@@ -26,7 +25,7 @@ async def _bots_table(address: str) -> str:
     config = game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_ELEVATOR, mode=game_pb2.MODE_TRAINING, seats=bots
     )
-    async with TableClient(address, mint_token(AuthSettings(), "e2e", [Role.SERVICE])) as client:
+    async with TableClient(address, token("matchmaking", "matchmaking")) as client:
         return (await client.create_table(config)).table_id
 
 
@@ -48,7 +47,7 @@ def test_masa_watch_prints_the_table_until_the_game_is_over_then_its_result(
 async def test_masa_watch_of_a_finished_table_shows_its_result(stack: dict[str, str]) -> None:
     address = stack["table-engine"]
     table_id = await _bots_table(address)
-    async with TableClient(address, mint_token(AuthSettings(), "kibitzer")) as client:
+    async with TableClient(address, token("kibitzer")) as client:
         async for _ in client.watch(table_id, spectate=True):
             pass  # the stream ends with the game
     terminal = Terminal([masa(), "watch", table_id, "--address", address], ENV)

@@ -36,12 +36,10 @@ from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_client.client import TableClient
-from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import ADMIN as ADMIN_USER
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 
-AUTH = AuthSettings()
-ADMIN = (("authorization", f"Bearer {mint_token(AUTH, 'e2e-admin', [Role.ADMIN])}"),)
+ADMIN = (("authorization", f"Bearer {token('e2e-admin', 'admin')}"),)
 GAMES_SECONDS = 240.0
 CHIPS = 1_000
 LOBBIES = """
@@ -99,7 +97,7 @@ def loop_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
 
 
 def _player(name: str) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {mint_token(AUTH, name)}"),)
+    return (("authorization", f"Bearer {token(name)}"),)
 
 
 async def _queue_and_play(
@@ -112,7 +110,7 @@ async def _queue_and_play(
     ticket = (await stub.CreateTicket(request, metadata=who)).ticket
     matched = await _final(stub, player, ticket.ticket_id)
     assert matched.state == mm.Ticket.STATE_MATCHED, (player, matched)
-    async with TableClient(matched.table_address, mint_token(AUTH, player)) as client:
+    async with TableClient(matched.table_address, token(player)) as client:
         finished = await play_seat(client, matched.table_id, salt=player)
     return matched, next(s for s in finished.ranking if s.player_id == player), finished
 

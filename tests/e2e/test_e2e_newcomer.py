@@ -19,10 +19,8 @@ from greedy_player import play_seat
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa_client.client import TableClient
 from masa_client.matchmaking import MatchmakingClient
-from masa_platform.auth import mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import token
 
-AUTH = AuthSettings()
 WELCOME = 10_000
 STAKE = 20
 SEATED_SECONDS = 60.0
@@ -48,7 +46,7 @@ def test_a_newcomer_is_seated_at_a_chip_table_within_a_minute_and_sees_the_resul
         # The player's moves come from the SDK, with the player's own token: the terminal
         # shows the table as the player's client would, to the end of the game.
         async def play() -> None:
-            async with TableClient(address, mint_token(AUTH, player)) as client:
+            async with TableClient(address, token(player)) as client:
                 await asyncio.wait_for(play_seat(client, table_id, salt=player), GAME_SECONDS)
 
         asyncio.run(play())
@@ -101,7 +99,7 @@ def test_ctrl_c_while_searching_cancels_the_ticket(running_stack: Stack) -> None
 
     async def tickets() -> list[mm.Ticket]:
         address = running_stack.addresses["matchmaking"]
-        async with MatchmakingClient(address, mint_token(AUTH, player)) as matchmaking:
+        async with MatchmakingClient(address, token(player)) as matchmaking:
             return await matchmaking.list_tickets()
 
     (ticket,) = asyncio.run(tickets())

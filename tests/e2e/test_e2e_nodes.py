@@ -16,12 +16,9 @@ from masa_client.client import TableClient
 from masa_client.matchmaking import CLOSED_STATES, MatchmakingClient
 from masa_client.nodes import EngineNodeInfo, read_nodes
 from masa_client.operator_bus import bus_login, connect_operator
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, token
 from nats.aio.client import Client
 
-AUTH = AuthSettings()
 WAIT_SECONDS = 30.0
 # At most this many tables in a row before both nodes must have one.
 SPREAD_TABLES = 8
@@ -88,8 +85,8 @@ async def _place_training_tables(running_stack: Stack) -> list[tuple[str, str, s
     try:
         for n in range(SPREAD_TABLES):
             player = f"spread-{n}-{time.monotonic_ns()}"
-            token = mint_token(AUTH, player, [Role.PLAYER])
-            async with MatchmakingClient(matchmaking, token) as client:
+            player_token = token(player)
+            async with MatchmakingClient(matchmaking, player_token) as client:
                 created = await client.create_ticket("training-51")
                 async for ticket in client.watch_ticket(created.ticket_id):
                     if ticket.state in CLOSED_STATES:
@@ -104,7 +101,7 @@ async def _place_training_tables(running_stack: Stack) -> list[tuple[str, str, s
     finally:
         await bus.close()
         for player, table_id, address in placed:
-            async with TableClient(address, mint_token(AUTH, player, [Role.PLAYER])) as table:
+            async with TableClient(address, token(player)) as table:
                 await table.leave_table(table_id)
     return placed
 

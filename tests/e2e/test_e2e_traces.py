@@ -21,10 +21,9 @@ from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.bootstrap import start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform import tracing
-from masa_platform.auth import mint_token
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.settings import PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer, auth_settings, token
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -61,6 +60,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 def platform(nats: NatsServer, service: str) -> PlatformSettings:
     return PlatformSettings(
         service_name=service,
+        auth=auth_settings(service),
         nats_url=nats.url,
         nats_user=service,
         nats_password=nats.password(service),
@@ -109,15 +109,14 @@ async def matchmaking_address(tmp_path: Path, spans: InMemorySpanExporter) -> As
 async def test_one_tickets_trace_spans_matchmaking_the_ledger_and_the_engine(
     matchmaking_address: str, spans: InMemorySpanExporter
 ) -> None:
-    auth = AuthSettings()
     async with grpc.aio.insecure_channel(matchmaking_address) as channel:
         stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
         tickets = []
         for player in PLAYERS:
-            token = (("authorization", f"Bearer {mint_token(auth, player)}"),)
+            authorization = (("authorization", f"Bearer {token(player)}"),)
             created = await stub.CreateTicket(
                 matchmaking_pb2.CreateTicketRequest(request_id=f"q-{player}", lobby_id="duel"),
-                metadata=token,
+                metadata=authorization,
             )
             tickets.append((created.ticket.ticket_id, token))
         first_id, first_token = tickets[0]

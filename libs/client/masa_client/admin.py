@@ -38,11 +38,11 @@ import grpc
 from masa.events.v1 import table_log_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.table.v1 import admin_pb2
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings, load_settings
+from masa_platform.auth import Role
 
 from masa_client.client import RetryPolicy, new_request_id
 from masa_client.errors import TABLE_MOVED, MasaCallError
+from masa_client.issuer import development_issuer
 from masa_client.matchmaking import LedgerClient, TableAdminClient
 from masa_client.nodes import print_nodes, read_nodes, table_owners
 from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
@@ -215,7 +215,7 @@ async def run_admin(
             return _print_log(await read_table_log(bus, args.table), args.table, out)
         finally:
             await bus.close()
-    token = mint_token(load_settings(AuthSettings), _SUBJECT, [Role.SERVICE], ttl_seconds=600)
+    token = development_issuer().mint(_SUBJECT, [Role.ADMIN], ttl_seconds=600)
     if args.admin_command == "drain":
         return await _drain(args, token, run_file, out)
     async with LedgerClient(ledger(args.ledger), token) as client:

@@ -39,13 +39,14 @@ from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.table.v1 import view_pb2
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings, load_settings
+from masa_platform.auth import Role
+from masa_platform.settings import load_settings
 
 from masa_client.accounts import grant, print_balance, print_history, print_lobbies, show_payout
 from masa_client.admin import add_admin_parser, run_admin
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
+from masa_client.issuer import IssuerMissing, development_issuer
 from masa_client.launcher import RunSettings
 from masa_client.matchmaking import LedgerClient, MatchmakingClient
 from masa_client.nodes import print_nodes, read_nodes
@@ -81,6 +82,10 @@ NATS_WHERE: Final = (
 )
 # How long a quitting player waits for the engine to confirm the end of a training table.
 _LEAVE_SECONDS: Final = 10.0
+# How long the development tokens the command signs for itself last.
+_TOKEN_SECONDS: Final = 12 * 3600.0
+# The subject of the operator tokens the development shortcuts sign (masa grant, --game).
+_OPERATOR: Final = "masa-cli"
 
 
 def table_config(
@@ -152,20 +157,20 @@ def engine_nodes(start: Path | None = None) -> tuple[str, ...]:
     return tuple(node for node in nodes if isinstance(node, str) and node)
 
 
-def _token(auth: AuthSettings, subject: str, roles: Sequence[Role]) -> str:
-    return mint_token(auth, subject, roles, ttl_seconds=12 * 3600)
+def _token(subject: str, roles: Sequence[Role]) -> str:
+    """A development token of ``make run``'s issuer (masa_client.issuer)."""
+    return development_issuer().mint(subject, roles, ttl_seconds=_TOKEN_SECONDS)
 
 
 async def _play(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     console = Console(sys.stdout)
     style = style_for(sys.stdout)
-    player_token = _token(auth, args.player, [Role.PLAYER])
+    player_token = _token(args.player, [Role.PLAYER])
     staked: mm.Ticket | None = None
     if args.table:
         table_id, owner = args.table, engine_address(args.address)
     elif args.game:
-        table_id, owner = await _custom_training_table(args, auth, console)
+        table_id, owner = await _custom_training_table(args, console)
     else:
         ticket = await _seat_through_matchmaking(args, player_token, console)
         if ticket is None:
@@ -193,9 +198,10 @@ async def _play(args: argparse.Namespace) -> int:
 
 
 async def _custom_training_table(
-    args: argparse.Namespace, auth: AuthSettings, console: Console
+    args: argparse.Namespace, console: Console
 ) -> tuple[str, str]:
-    """A training table made directly (development shortcut): the table id and its owner."""
+    """A training table made directly (development shortcut, with an operator's token: tables
+    are matchmaking's to make): the table id and its owner."""
     address = engine_address(args.address)
     config = table_config(
         args.game,
@@ -205,7 +211,7 @@ async def _custom_training_table(
         level=args.level,
         turn_seconds=args.turn_seconds,
     )
-    async with TableClient(address, _token(auth, "masa-cli", [Role.SERVICE])) as service:
+    async with TableClient(address, _token(_OPERATOR, [Role.ADMIN])) as service:
         table = await service.create_table(config)
     # Named on an interrupt (main), so that the player knows how to come back.
     args.table = table.table_id
@@ -278,10 +284,9 @@ async def _drive(session: PlaySession, console: Console) -> bool:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     address = engine_address(args.address)
     console = Console(sys.stdout)
-    token = _token(auth, args.player, [Role.PLAYER])
+    token = _token(args.player, [Role.PLAYER])
     async with TableClient(address, token, nodes=engine_nodes()) as client:
         try:
             return await watch_table(client, args.table, console, style_for(sys.stdout))
@@ -298,33 +303,29 @@ async def _watch(args: argparse.Namespace) -> int:
 
 
 async def _lobbies(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
-    async with MatchmakingClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+    async with MatchmakingClient(address, _token(args.player, [Role.PLAYER])) as client:
         print_lobbies(await client.list_lobbies(args.filter), sys.stdout)
     return 0
 
 
 async def _balance(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
-    async with LedgerClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+    async with LedgerClient(address, _token(args.player, [Role.PLAYER])) as client:
         print_balance(await client.balance(), sys.stdout)
     return 0
 
 
 async def _history(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
-    async with LedgerClient(address, _token(auth, args.player, [Role.PLAYER])) as client:
+    async with LedgerClient(address, _token(args.player, [Role.PLAYER])) as client:
         print_history(args.player, await client.transfers(limit=args.limit), sys.stdout)
     return 0
 
 
 async def _grant(args: argparse.Namespace) -> int:
-    auth = load_settings(AuthSettings)
     address = service_address("ledger", args.ledger, DEFAULT_LEDGER)
-    async with LedgerClient(address, _token(auth, "masa-cli", [Role.ADMIN])) as client:
+    async with LedgerClient(address, _token(_OPERATOR, [Role.ADMIN])) as client:
         await grant(client, args.player, args.amount, args.reason, sys.stdout)
     return 0
 
@@ -367,10 +368,10 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--player", required=True, help="the player id (the token's subject)")
     token.add_argument(
         "--role",
-        choices=[role.value for role in Role],
+        choices=[Role.PLAYER.value, Role.ADMIN.value],
         default=Role.PLAYER.value,
-        help="what the token may do: player (default), or service and admin for internal "
-        "calls such as CreateTable",
+        help="what the token may do: player (default), or admin for an operator's calls such "
+        "as CreateTable, GrantChips or VoidTable (services sign their own tokens)",
     )
     token.add_argument(
         "--ttl", type=float, default=12 * 3600, help="lifetime in seconds (default: 12 hours)"
@@ -501,8 +502,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "token":
-        auth = load_settings(AuthSettings)
-        print(mint_token(auth, args.player, [Role(args.role)], ttl_seconds=args.ttl))
+        try:
+            print(development_issuer().mint(args.player, [Role(args.role)], ttl_seconds=args.ttl))
+        except IssuerMissing as error:
+            print(f"masa token: {error}", file=sys.stderr)
+            sys.exit(2)
         return
     runners = {
         "play": _play,
@@ -520,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except MasaCallError as error:
         print(f"masa {args.command}: {_failure(error)}", file=sys.stderr)
         code = 1
-    except BusUnreachable as error:
+    except (BusUnreachable, IssuerMissing) as error:
         print(f"masa {args.command}: {error}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:

@@ -23,11 +23,15 @@ Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``
 nodes, ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and ``MATCHMAKING_PORT`` (50054), where 0
 picks a free port (the NATS default),
 ``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
-``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips matchmaking
-grants every player on first sight, development only) and ``LOBBIES_FILE`` (matchmaking's
-lobbies; the shipped set when unset); ``JWT_SECRET`` and ``LOG_LEVEL`` pass through to the
-services. The ledger keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they
-survive a restart. Matchmaking starts last: it places tables on the engines and holds stakes in
+``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips the ledger
+grants every player it has no wallet of, development only) and ``LOBBIES_FILE`` (matchmaking's
+lobbies; the shipped set when unset); ``LOG_LEVEL`` passes through to the services. The ledger
+keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they survive a restart.
+
+The keys (:mod:`masa_platform.keys`) are made once in ``RUN_DIR/keys`` and kept: each service
+gets the public keys and only the private keys that are its own (the table-engine its identity,
+the results and the log MAC keys; matchmaking its identity key; the ledger and the bot none),
+and the ``masa`` command signs development tokens with the issuer key kept there. Matchmaking starts last: it places tables on the engines and holds stakes in
 the ledger, and stops first, giving its lobby leases up.
 
 Two table-engine nodes run, as DESIGN.md §5 asks, so that a table can move from one to the
@@ -58,6 +62,7 @@ from typing import IO, Final
 import grpc
 from grpc_health.v1 import health_pb2
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE, authorization_block, bus_users
+from masa_platform.keys import Keyring
 from masa_platform.settings import load_settings
 from masa_platform.testing import free_port, nats_server_binary
 
@@ -92,7 +97,7 @@ class RunSettings:
     bot_delay_seconds: float = 0.5
     # Only these services (by name, e.g. "nats,bot"); empty runs the whole stack.
     run_services: tuple[str, ...] = ()
-    # Development only: the chips every player gets from matchmaking on first sight.
+    # Development only: the chips the ledger gives every player it has no wallet of.
     dev_welcome_chips: int = 10_000
     # The lobbies matchmaking serves; empty means the shipped set.
     lobbies_file: Path | None = None
@@ -130,6 +135,8 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
         + authorization_block(passwords),
     )
     _write_secret(nats_dir / "admin-password", passwords[ADMIN] + "\n")
+    # The development keys: kept from run to run, so that tokens and signed results stay good.
+    keys = Keyring.existing_or_new((settings.run_dir / "keys").resolve())
     nats_url = f"nats://{host}:{nats_port}"
     bot_address = f"{host}:{settings.bot_port or free_port(host)}"
     ledger_address = f"{host}:{settings.ledger_port or free_port(host)}"
@@ -158,6 +165,8 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             # Each service is a NATS user of its own name (masa_platform.bus_access).
             "MASA_NATS_USER": user,
             "MASA_NATS_PASSWORD": passwords[user],
+            # The public keys, and the keys this service alone holds (masa_platform.keys).
+            **keys.env(user),
             **extra,
         }
         return ServiceSpec(
@@ -190,7 +199,10 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "ledger",
             "masa_ledger",
             ledger_address,
-            {"MASA_DATABASE_URL": f"sqlite:///{ledger_database}"},
+            {
+                "MASA_DATABASE_URL": f"sqlite:///{ledger_database}",
+                "MASA_DEV_WELCOME_CHIPS": str(settings.dev_welcome_chips),
+            },
         ),
         *(
             python_service(
@@ -212,11 +224,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "matchmaking",
             "masa_matchmaking",
             matchmaking_address,
-            {
-                "MASA_LEDGER_ADDRESS": ledger_address,
-                "MASA_DEV_WELCOME_CHIPS": str(settings.dev_welcome_chips),
-                **lobbies,
-            },
+            {"MASA_LEDGER_ADDRESS": ledger_address, **lobbies},
         ),
     ]
 
@@ -450,7 +458,7 @@ def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[st
     if matchmaking is not None:
         if settings.dev_welcome_chips:
             lines.append(
-                f"Every player gets {settings.dev_welcome_chips} chips the first time matchmaking "
+                f"Every player gets {settings.dev_welcome_chips} chips the first time the ledger "
                 "sees them (development only)."
             )
         # `masa play` finds run.json in .masa by itself; another run folder must be named.

@@ -3,6 +3,8 @@ board shows what a seat may see in colour or plain, and rejected moves name thei
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from masa.common.v1 import card_pb2, game_pb2, meld_pb2
 from masa.table.v1 import event_pb2, view_pb2
@@ -10,8 +12,9 @@ from masa_client.cli import main, table_config
 from masa_client.commands import CommandError, parse_command
 from masa_client.render import Style, board, describe
 from masa_client.rulebook import meaning
-from masa_platform.auth import verify_token
-from masa_platform.settings import AuthSettings
+from masa_platform.auth import Role, TokenVerifier
+from masa_platform.keys import ISSUER
+from masa_platform.testing import auth_settings, keyring
 from masa_rules.cards import PhysicalCard
 from masa_wire.cards import card_to_proto, face_from_proto
 
@@ -169,8 +172,27 @@ def test_a_training_table_seats_the_player_and_bots() -> None:
 
 
 def test_masa_token_prints_a_development_token_for_the_player(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Signed with the development issuer's key (make run's, or MASA_JWT_ISSUER_KEY_FILE); a
+    server holding only the public keys accepts it."""
+    monkeypatch.setenv("MASA_JWT_ISSUER_KEY_FILE", str(keyring().private(ISSUER)))
     main(["token", "--player", "alice"])
-    principal = verify_token(capsys.readouterr().out.strip(), AuthSettings())
+    principal = TokenVerifier(auth_settings()).verify(capsys.readouterr().out.strip())
     assert principal.subject == "alice"
+    assert principal.roles == {Role.PLAYER}
+    main(["token", "--player", "ops", "--role", "admin"])
+    assert TokenVerifier(auth_settings()).verify(capsys.readouterr().out.strip()).roles == {
+        Role.ADMIN
+    }
+
+
+def test_masa_token_without_an_issuer_key_says_how_to_get_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("MASA_JWT_ISSUER_KEY_FILE", raising=False)
+    monkeypatch.setenv("MASA_RUN_DIR", str(tmp_path / "nothing"))
+    with pytest.raises(SystemExit) as exited:
+        main(["token", "--player", "alice"])
+    assert exited.value.code == 2
+    assert "make run" in capsys.readouterr().err

@@ -10,13 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from masa_client.load.credentials import CredentialsError, from_file, from_secret, subject_of
+from masa_client.load.credentials import CredentialsError, from_file, from_issuer, subject_of
 from masa_client.load.pacing import RateCap
 from masa_client.load.report import LatencyHistogram
 from masa_client.load.tables import GameMix, MixError, TablePlan
-from masa_platform.auth import mint_token, verify_token
+from masa_platform.auth import Role, TokenSigner, TokenVerifier
+from masa_platform.keys import ISSUER
 from masa_platform.runner import run
 from masa_platform.settings import AuthSettings
+from masa_platform.testing import auth_settings, keyring, token
 
 
 def test_a_mix_follows_its_weights_in_every_run_of_slots() -> None:
@@ -93,12 +95,9 @@ def test_the_histogram_reads_percentiles_within_its_bucket_width() -> None:
 
 
 def test_a_token_file_gives_the_players_their_subjects(tmp_path: Path) -> None:
-    auth = AuthSettings()
     path = tmp_path / "tokens.json"
-    players = [mint_token(auth, f"p{n}") for n in range(6)]
-    path.write_text(
-        json.dumps({"service": mint_token(auth, "lobby", ["service"]), "players": players})
-    )
+    players = [token(f"p{n}") for n in range(6)]
+    path.write_text(json.dumps({"service": token("lobby", "admin"), "players": players}))
     credentials = from_file(path)
     assert [player.name for player in credentials.seat_players(1, 4)] == ["p4", "p5", "p0", "p1"]
 
@@ -126,9 +125,13 @@ def test_a_token_without_a_subject_is_refused() -> None:
 
 
 def test_minted_players_are_valid_and_distinct() -> None:
-    auth = AuthSettings()
-    credentials = from_secret(auth, players=8, prefix="run", ttl_seconds=60)
+    issuer = TokenSigner(keyring().signer(ISSUER), AuthSettings())
+    credentials = from_issuer(issuer, players=8, prefix="run", ttl_seconds=60)
     seated = credentials.seat_players(0, 6)
     assert len({player.name for player in seated}) == 6
-    token = seated[0].metadata[0][1].removeprefix("Bearer ")
-    assert verify_token(token, auth).subject == "run-0"
+    verifier = TokenVerifier(auth_settings())
+    minted = seated[0].metadata[0][1].removeprefix("Bearer ")
+    assert verifier.verify(minted).subject == "run-0"
+    # The tables are created with an operator's token: CreateTable is no player's.
+    service = credentials.service[0][1].removeprefix("Bearer ")
+    assert verifier.verify(service).roles == {Role.ADMIN}

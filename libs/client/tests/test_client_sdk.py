@@ -14,14 +14,15 @@ import pytest
 from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
 from masa_client.client import RetryPolicy, TableClient, sequence_of
 from masa_client.errors import MasaCallError
-from masa_platform.auth import AuthPolicy, mint_token, require_principal
+from masa_platform.auth import AuthPolicy, Role, require_principal
 from masa_platform.errors import IllegalMove, TableMoved
 from masa_platform.server import GrpcServer, ServiceRegistration, create_server
 from masa_platform.server import standard_interceptors as interceptors
-from masa_platform.settings import AuthSettings, ServerSettings
+from masa_platform.settings import ServerSettings
+from masa_platform.testing import auth_settings, token
 
-AUTH = AuthSettings()
-TOKEN = mint_token(AUTH, "alice")
+AUTH = auth_settings()
+TOKEN = token("alice")
 FAST = RetryPolicy(attempts=5, initial_backoff=0.01, max_backoff=0.05)
 
 
@@ -76,7 +77,10 @@ async def serving(servicer: Scripted) -> AsyncIterator[GrpcServer]:
                 lambda s: table_pb2_grpc.add_TableServiceServicer_to_server(servicer, s),
             )
         ],
-        interceptors=interceptors(AUTH, policy=AuthPolicy()),
+        interceptors=interceptors(
+            AUTH,
+            policy=AuthPolicy(allowed={"masa.table.v1.TableService": frozenset({Role.PLAYER})}),
+        ),
     )
     await server.start()
     try:

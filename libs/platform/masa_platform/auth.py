@@ -1,21 +1,37 @@
-"""JWT bearer authentication and per-method role checks.
+"""JWT bearer authentication and per-method access by identity.
 
-A token in ``authorization: Bearer <jwt>`` is checked against a fixed list of algorithms, the
-issuer, the audience and the expiry; ``exp``, ``sub``, ``iss`` and ``aud`` are required. The
-subject is the player id and ``roles`` lists ``player``, ``service`` or ``admin``. The
-authenticated :class:`Principal` is available to handlers through :func:`current_principal`.
+A token in ``authorization: Bearer <jwt>`` is an EdDSA (Ed25519) JWT naming the key it was
+signed with (``kid``). A server holds only public keys (:mod:`masa_platform.keys`, the JWK set
+of ``MASA_JWT_JWKS_FILE``), and each key may sign for one identity:
+
+- the issuer's key signs player and admin tokens: ``sub`` is the player (or operator) id,
+  ``roles`` lists ``player`` or ``admin``, ``iss`` is ``MASA_JWT_ISSUER``;
+- a service's own key (``table-engine``, ``matchmaking``) signs that service's tokens only:
+  ``sub``, ``iss`` and the one role are the service's name. A service can never mint a player
+  or an admin, nor another service.
+
+``exp``, ``sub``, ``iss`` and ``aud`` are required; anything else (another algorithm, an
+unknown key, a role the key may not grant) is UNAUTHENTICATED. The authenticated
+:class:`Principal` is available to handlers through :func:`current_principal`.
+
+Access is deny-by-default: an :class:`AuthPolicy` names, for every method a service serves, the
+roles that may call it; a method it does not name is refused to everyone (PERMISSION_DENIED).
+Whether a player may act on a particular seat or read a particular wallet is the handler's
+check on the principal.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import grpc
 import grpc.aio
@@ -23,30 +39,36 @@ import jwt
 
 from masa_platform.errors import PermissionDenied, Unauthenticated
 from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
+from masa_platform.keys import ISSUER, KeyFileError, PublicKeys, SigningKey, load_jwks
 from masa_platform.settings import AuthSettings
 
 __all__ = [
-    "INTERNAL_ROLES",
     "PUBLIC_SERVICES",
     "AuthInterceptor",
     "AuthPolicy",
     "Principal",
     "Role",
+    "ServiceTokens",
+    "TokenSigner",
+    "TokenVerifier",
+    "bearer_token",
     "current_principal",
-    "mint_token",
     "require_principal",
-    "verify_token",
 ]
 
 
 class Role(StrEnum):
+    """Who a caller is: a player, an operator, or one of the services that call others."""
+
     PLAYER = "player"
-    SERVICE = "service"
     ADMIN = "admin"
+    TABLE_ENGINE = "table-engine"
+    MATCHMAKING = "matchmaking"
 
 
-# Internal RPCs (CreateTable, Hold/Release, Decide, Grant) accept either role (DESIGN.md §3).
-INTERNAL_ROLES: frozenset[Role] = frozenset({Role.SERVICE, Role.ADMIN})
+# The roles the issuer's key may grant; a service's key grants its own role only.
+ISSUED_ROLES: Final = frozenset({Role.PLAYER, Role.ADMIN})
+SERVICE_ROLES: Final = frozenset({Role.TABLE_ENGINE, Role.MATCHMAKING})
 
 # Probes and tooling must work without a token: health checks from orchestrators, grpcurl.
 PUBLIC_SERVICES: tuple[str, ...] = (
@@ -55,11 +77,20 @@ PUBLIC_SERVICES: tuple[str, ...] = (
     "grpc.reflection.v1.ServerReflection",
 )
 
+# A JWT is a few hundred bytes; one far larger is refused before it is parsed.
+MAX_TOKEN_BYTES: Final = 4 * 1024
+_ALGORITHM: Final = "EdDSA"
+# How often an unknown kid may make the server read its JWK set file again (a rotation that
+# added a key), and how often the file is looked at anyway (a rotation that removed one).
+_RELOAD_MIN_SECONDS: Final = 1.0
+_RELOAD_EVERY_SECONDS: Final = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the player id (``sub``), the roles the token grants, and when the token
-    stops being accepted (epoch seconds, leeway included), which a long stream checks."""
+    """Who is calling: the player, operator or service id (``sub``), the roles the token
+    grants, and when the token stops being accepted (epoch seconds, leeway included), which a
+    long stream checks."""
 
     subject: str
     roles: frozenset[Role]
@@ -67,6 +98,11 @@ class Principal:
 
     def has_any(self, roles: Iterable[Role]) -> bool:
         return not self.roles.isdisjoint(roles)
+
+    @property
+    def is_player_only(self) -> bool:
+        """A player and nothing more: the caller per-caller quotas and seat checks are for."""
+        return self.roles == {Role.PLAYER}
 
     def check_not_expired(self) -> None:
         if time.time() >= self.expires_at:
@@ -91,97 +127,262 @@ def require_principal() -> Principal:
 
 @dataclass(frozen=True, slots=True)
 class AuthPolicy:
-    """Which methods skip auth and which need a role; every other method needs a valid token.
+    """Which methods skip auth, and which roles may call every other method.
 
-    Keys are full method names (``/masa.table.v1.TableService/CreateTable``) or service names
-    (``masa.table.v1.TableService``) for the whole service.
+    Keys of ``allowed`` are full method names (``/masa.table.v1.TableService/CreateTable``) or
+    service names (``masa.table.v1.TableService``) for the whole service; a method named by
+    neither is refused to every caller.
     """
 
+    allowed: Mapping[str, frozenset[Role]] = field(default_factory=dict)
     public: frozenset[str] = frozenset(PUBLIC_SERVICES)
-    required_roles: Mapping[str, frozenset[Role]] = field(default_factory=dict)
 
     def is_public(self, method: str) -> bool:
         return method in self.public or split_method(method)[0] in self.public
 
-    def roles_for(self, method: str) -> frozenset[Role] | None:
-        return self.required_roles.get(method) or self.required_roles.get(split_method(method)[0])
+    def roles_for(self, method: str) -> frozenset[Role]:
+        found = self.allowed.get(method)
+        if found is None:
+            found = self.allowed.get(split_method(method)[0])
+        return found or frozenset()
 
 
-def mint_token(
-    settings: AuthSettings,
-    subject: str,
-    roles: Collection[Role | str] = (Role.PLAYER,),
-    *,
-    ttl_seconds: float = 3600.0,
-    now: float | None = None,
-) -> str:
-    """A token signed with the settings' secret and first algorithm (development and tests)."""
-    issued = time.time() if now is None else now
-    claims = {
-        "sub": subject,
-        "iss": settings.jwt_issuer,
-        "aud": settings.jwt_audience,
-        "iat": int(issued),
-        "exp": int(issued + ttl_seconds),
-        "roles": [str(Role(role)) for role in roles],
-    }
-    return jwt.encode(claims, settings.jwt_secret, algorithm=settings.jwt_algorithms[0])
+class TokenSigner:
+    """Mints tokens with one signing key: the issuer's (players and admins) or a service's own
+    (that service's token, and only that)."""
 
+    def __init__(self, key: SigningKey, settings: AuthSettings) -> None:
+        self._key = key
+        self._issuer = settings.jwt_issuer
+        self._audience = settings.jwt_audience
 
-def verify_token(token: str, settings: AuthSettings) -> Principal:
-    """The principal of a valid token; raises :class:`Unauthenticated` otherwise."""
-    return _verify(token, settings)[0]
+    @property
+    def identity(self) -> str:
+        return self._key.identity
 
-
-def _verify(token: str, settings: AuthSettings) -> tuple[Principal, float]:
-    """The principal of a valid token and the epoch time at which the token stops being valid."""
-    try:
-        claims = jwt.decode(
-            token,
-            settings.jwt_secret,
-            algorithms=list(settings.jwt_algorithms),
-            audience=settings.jwt_audience,
-            issuer=settings.jwt_issuer,
-            leeway=settings.jwt_leeway_seconds,
-            options={"require": ["exp", "sub", "iss", "aud"]},
+    def mint(
+        self,
+        subject: str,
+        roles: Collection[Role | str] = (Role.PLAYER,),
+        *,
+        ttl_seconds: float = 3600.0,
+        now: float | None = None,
+    ) -> str:
+        wanted = frozenset(Role(role) for role in roles)
+        if self._key.identity == ISSUER:
+            if not wanted or not wanted <= ISSUED_ROLES:
+                raise ValueError(f"the issuer grants {sorted(ISSUED_ROLES)} only, not {wanted}")
+            issuer = self._issuer
+        else:
+            own = Role(self._key.identity)
+            if subject != own.value or wanted != {own}:
+                raise ValueError(f"the {own} key signs the {own} identity only")
+            issuer = own.value
+        issued = time.time() if now is None else now
+        claims = {
+            "sub": subject,
+            "iss": issuer,
+            "aud": self._audience,
+            "iat": int(issued),
+            "exp": int(issued + ttl_seconds),
+            "roles": sorted(role.value for role in wanted),
+        }
+        return jwt.encode(
+            claims, self._key.private, algorithm=_ALGORITHM, headers={"kid": self._key.kid}
         )
-    except jwt.ExpiredSignatureError:
-        raise Unauthenticated("token expired") from None
-    except jwt.InvalidTokenError as exc:
-        # PyJWT's message says which check failed and never echoes the secret.
-        raise Unauthenticated(f"invalid token: {exc}") from None
+
+
+class ServiceTokens:
+    """A service's own token for its calls to other services, minted once per period.
+
+    A token per call would cost a signature here and a verification at the callee for every
+    call; one token reused until shortly before it expires costs one of each per period, since
+    the callee keeps the tokens it has verified.
+    """
+
+    def __init__(
+        self,
+        signer: TokenSigner,
+        *,
+        ttl_seconds: float = 300.0,
+        renew_before_seconds: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._signer = signer
+        self._role = Role(signer.identity)
+        self._ttl = ttl_seconds
+        self._renew_before = renew_before_seconds
+        self._clock = clock
+        self._token = ""
+        self._renew_at = -math.inf
+
+    def token(self) -> str:
+        now = self._clock()
+        if now >= self._renew_at:
+            self._token = self._signer.mint(
+                self._role.value, (self._role,), ttl_seconds=self._ttl, now=now
+            )
+            self._renew_at = now + self._ttl - self._renew_before
+        return self._token
+
+    def metadata(self) -> tuple[tuple[str, str]]:
+        """The call metadata with the current token."""
+        return (("authorization", f"Bearer {self.token()}"),)
+
+
+class TokenVerifier:
+    """Checks tokens against the JWK set of ``MASA_JWT_JWKS_FILE``, read again when a token
+    names a key it does not hold (a rotation added one) or the file changed (one removed).
+
+    Without a JWK set no token is accepted: a server that was not given the public keys
+    refuses every authenticated call rather than trusting anything.
+    """
+
+    def __init__(self, settings: AuthSettings, *, clock: Callable[[], float] = time.monotonic):
+        self._settings = settings
+        self._clock = clock
+        self._keys = PublicKeys({})
+        self._stamp: tuple[int, int] | None = None
+        self._looked_at = -math.inf
+        self._reloaded_at = -math.inf
+        # Bumped whenever the keys change, so that tokens verified before are checked again.
+        self.generation = 0
+        if settings.jwt_jwks_file is not None:
+            self._load(settings.jwt_jwks_file)
+
+    def verify(self, token: str) -> Principal:
+        return self.verify_until(token)[0]
+
+    def verify_until(self, token: str) -> tuple[Principal, float]:
+        """The principal of a valid token and the epoch time it stops being accepted."""
+        if len(token) > MAX_TOKEN_BYTES:
+            raise Unauthenticated("invalid token: too long")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError as error:
+            raise Unauthenticated(f"invalid token: {error}") from None
+        if header.get("alg") != _ALGORITHM:
+            raise Unauthenticated(f"invalid token: algorithm must be {_ALGORITHM}")
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise Unauthenticated("invalid token: no key id (kid)")
+        self._refresh(kid)
+        key, identity = self._keys.key(kid), self._keys.identity_of(kid)
+        if key is None or identity is None:
+            raise Unauthenticated("invalid token: signed with a key this server does not trust")
+        expected_issuer = self._settings.jwt_issuer if identity == ISSUER else identity
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[_ALGORITHM],
+                audience=self._settings.jwt_audience,
+                issuer=expected_issuer,
+                leeway=self._settings.jwt_leeway_seconds,
+                options={"require": ["exp", "sub", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("token expired") from None
+        except jwt.InvalidTokenError as error:
+            # PyJWT's message says which check failed and never echoes a key.
+            raise Unauthenticated(f"invalid token: {error}") from None
+        principal = Principal(
+            _subject(claims), _roles(claims, identity), _expiry(claims, self._settings)
+        )
+        return principal, principal.expires_at
+
+    def _refresh(self, kid: str) -> None:
+        path = self._settings.jwt_jwks_file
+        if path is None:
+            return
+        now = self._clock()
+        unknown = self._keys.key(kid) is None
+        due = now - self._looked_at >= _RELOAD_EVERY_SECONDS
+        if (unknown and now - self._reloaded_at >= _RELOAD_MIN_SECONDS) or due:
+            self._looked_at = now
+            if unknown:
+                self._reloaded_at = now
+            if _stamp(path) != self._stamp:
+                self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            keys = load_jwks(path)
+        except KeyFileError:
+            # A file being rewritten, or broken: keep the keys held, which a restart would
+            # refuse to start without (the settings check the file at start).
+            if self._stamp is None:
+                raise
+            return
+        self._keys = keys
+        self._stamp = _stamp(path)
+        self.generation += 1
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _subject(claims: Mapping[str, Any]) -> str:
     subject = claims["sub"]
-    if not isinstance(subject, str) or not subject:
-        raise Unauthenticated("invalid token: empty subject")
-    raw_roles = claims.get("roles", [])
-    if not isinstance(raw_roles, list):
-        raise Unauthenticated("invalid token: roles must be a list")
+    if not isinstance(subject, str) or not subject or len(subject) > 128:
+        raise Unauthenticated("invalid token: the subject must be 1 to 128 characters")
+    return subject
+
+
+def _roles(claims: Mapping[str, Any], identity: str) -> frozenset[Role]:
+    raw = claims.get("roles", [])
+    if not isinstance(raw, list) or not all(isinstance(role, str) for role in raw):
+        raise Unauthenticated("invalid token: roles must be a list of names")
     known = {role.value for role in Role}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise Unauthenticated(f"invalid token: unknown roles {unknown}")
+    roles = frozenset(Role(role) for role in raw)
+    if identity == ISSUER:
+        allowed = ISSUED_ROLES
+    else:
+        own = Role(identity) if identity in known else None
+        if own is None or claims["sub"] != own.value:
+            raise Unauthenticated(f"invalid token: the {identity} key signs its own identity only")
+        allowed = frozenset({own})
+    if not roles or not roles <= allowed:
+        raise Unauthenticated(f"invalid token: the {identity} key may not grant {sorted(roles)}")
+    return roles
+
+
+def _expiry(claims: Mapping[str, Any], settings: AuthSettings) -> float:
     # PyJWT refuses a token once exp <= now - leeway.
-    expires = float(claims["exp"]) + settings.jwt_leeway_seconds
-    principal = Principal(subject, frozenset(Role(r) for r in raw_roles if r in known), expires)
-    return principal, expires
+    return float(claims["exp"]) + settings.jwt_leeway_seconds
 
 
 class _VerifiedTokens:
     """Tokens verified already, each kept until it expires, so a client's repeated token is
-    checked once rather than on every call (signature and claims cost as much as a small RPC).
+    checked once rather than on every call (a signature check costs as much as a small RPC).
 
-    The secret, algorithms, issuer and audience are fixed for the server's life, so the only
-    thing that can turn a verified token invalid later is its expiry, which is checked on every
-    use: a kept token is accepted exactly as long as verifying it again would accept it.
+    The kept tokens are dropped whenever the trusted keys change (a rotation that removed a
+    key must not leave its tokens accepted), and every use checks the expiry: a kept token is
+    accepted exactly as long as verifying it again would accept it.
     """
 
-    def __init__(self, settings: AuthSettings, *, max_entries: int = 10_000) -> None:
-        self._settings = settings
+    def __init__(self, verifier: TokenVerifier, *, max_entries: int = 10_000) -> None:
+        self._verifier = verifier
         self._max_entries = max_entries
+        self._generation = verifier.generation
         self._tokens: dict[str, tuple[Principal, float]] = {}
 
     def principal(self, token: str) -> Principal:
+        if self._generation != self._verifier.generation:
+            self._tokens.clear()
+            self._generation = self._verifier.generation
         kept = self._tokens.get(token)
         if kept is not None and time.time() < kept[1]:
             return kept[0]
-        principal, expires = _verify(token, self._settings)
+        principal, expires = self._verifier.verify_until(token)
         self._tokens.pop(token, None)
         if len(self._tokens) >= self._max_entries:
             # Insertion order: the oldest verification goes first.
@@ -204,12 +405,11 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
 
 
 class AuthInterceptor(WrappingInterceptor):
-    """Authenticates every non-public call and enforces the policy's roles."""
+    """Authenticates every non-public call and lets only the policy's roles through."""
 
     def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
-        self._settings = settings
         self._policy = policy or AuthPolicy()
-        self._tokens = _VerifiedTokens(settings)
+        self._tokens = _VerifiedTokens(TokenVerifier(settings))
         super().__init__()
 
     def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
@@ -218,7 +418,7 @@ class AuthInterceptor(WrappingInterceptor):
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
-        required = self._policy.roles_for(method)
+        allowed = self._policy.roles_for(method)
         tokens = self._tokens
 
         @contextmanager
@@ -226,9 +426,11 @@ class AuthInterceptor(WrappingInterceptor):
             # Refusals are raised for the error interceptor, which is installed around this
             # one (standard_interceptors), to turn into the status.
             principal = tokens.principal(bearer_token(context.invocation_metadata()))
-            if required and not principal.has_any(required):
-                wanted = " or ".join(sorted(required))
-                raise PermissionDenied(f"{method} requires the {wanted} role")
+            if not principal.has_any(allowed):
+                if allowed:
+                    wanted = " or ".join(sorted(allowed))
+                    raise PermissionDenied(f"{method} is for the {wanted} role")
+                raise PermissionDenied(f"{method} is open to no caller")
             # Each RPC runs in its own task with its own context copy, so the value cannot leak
             # into another call; it is deliberately not reset, because a streaming handler's
             # generator may be finalised from another context.

@@ -3,7 +3,7 @@
 A service declares its settings as a frozen dataclass and calls :func:`load_settings` once at
 start-up; the result is passed down explicitly (DESIGN.md §2). Every field ``name`` is read from
 ``MASA_NAME``. A field whose type is itself a settings dataclass is read from the same flat
-namespace, so ``PlatformSettings.auth.jwt_secret`` comes from ``MASA_JWT_SECRET``.
+namespace, so ``PlatformSettings.auth.jwt_jwks_file`` comes from ``MASA_JWT_JWKS_FILE``.
 
 Supported field types: ``str``, ``int``, ``float``, ``bool``, ``Path``, ``tuple[str, ...]``
 (comma separated), ``tuple[int, ...]``, any of them ``| None`` (empty means ``None``), and nested
@@ -38,14 +38,6 @@ __all__ = [
 ]
 
 ENV_PREFIX = "MASA_"
-
-# Shared-secret algorithms only: the key is a secret, so admitting an asymmetric algorithm would
-# invite the classic algorithm-confusion attack; "none" is never accepted.
-SUPPORTED_JWT_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
-
-# Long enough for PyJWT to accept it for HS256 without a key-length warning. Development only:
-# production sets MASA_JWT_SECRET.
-DEVELOPMENT_JWT_SECRET = "masa-development-secret-do-not-use-in-production"
 
 # The least key MASA_PAGE_TOKEN_KEY gives masa_platform.page_tokens (its MIN_KEY_BYTES).
 PAGE_TOKEN_KEY_BYTES = 32
@@ -86,25 +78,32 @@ class TlsSettings:
 
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
-    """How bearer tokens are signed and checked."""
+    """How bearer tokens are checked, and signed by a service that calls others
+    (masa_platform.auth, masa_platform.keys).
 
-    jwt_secret: str = DEVELOPMENT_JWT_SECRET
+    A server holds public keys only: the JWK set of ``MASA_JWT_JWKS_FILE`` (the issuer's key
+    and every service's identity key). Without it no token is accepted at all. A service that
+    calls others also holds its own identity key, ``MASA_JWT_KEY_FILE``, which signs that
+    service's tokens and nothing else.
+    """
+
     jwt_issuer: str = "masa"
     jwt_audience: str = "masa"
-    jwt_algorithms: tuple[str, ...] = ("HS256",)
     jwt_leeway_seconds: float = 0.0
+    jwt_jwks_file: Path | None = None
+    jwt_key_file: Path | None = None
 
     def __post_init__(self) -> None:
-        if len(self.jwt_secret.encode()) < 32:
-            raise SettingsError("MASA_JWT_SECRET must be at least 32 bytes")
-        if not self.jwt_algorithms:
-            raise SettingsError("MASA_JWT_ALGORITHMS must name at least one algorithm")
-        unsupported = sorted(set(self.jwt_algorithms) - SUPPORTED_JWT_ALGORITHMS)
-        if unsupported:
-            raise SettingsError(
-                f"MASA_JWT_ALGORITHMS: unsupported {unsupported}; "
-                f"choose from {sorted(SUPPORTED_JWT_ALGORITHMS)}"
-            )
+        if not self.jwt_issuer or not self.jwt_audience:
+            raise SettingsError("MASA_JWT_ISSUER and MASA_JWT_AUDIENCE must not be empty")
+        if not 0 <= self.jwt_leeway_seconds <= 300:
+            raise SettingsError("MASA_JWT_LEEWAY_SECONDS must be 0 to 300")
+        for variable, path in (
+            ("MASA_JWT_JWKS_FILE", self.jwt_jwks_file),
+            ("MASA_JWT_KEY_FILE", self.jwt_key_file),
+        ):
+            if path is not None and not path.is_file():
+                raise SettingsError(f"{variable}: {path} is not a file")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sysconfig
+import tempfile
 import threading
 import time
 import urllib.error
@@ -42,12 +43,52 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from masa_platform.auth import Role, TokenSigner
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, authorization_block, bus_users
 from masa_platform.bus_plan import BusSettings, bus_plan
+from masa_platform.keys import ISSUER, Keyring
 from masa_platform.provision import ProvisionReport, provision
+from masa_platform.settings import AuthSettings
 
-__all__ = ["NatsCluster", "NatsServer", "free_port", "nats_server_binary", "provision_bus"]
+__all__ = [
+    "NatsCluster",
+    "NatsServer",
+    "auth_settings",
+    "free_port",
+    "keyring",
+    "nats_server_binary",
+    "provision_bus",
+    "token",
+]
+
+
+@functools.cache
+def keyring() -> Keyring:
+    """The keys of this test process (made once, in a folder of its own): what a deployment's
+    operators and identity provider would hold, for the tests to start services with and to
+    mint players', admins' and services' tokens."""
+    return Keyring.generate(Path(tempfile.mkdtemp(prefix="masa-test-keys-")))
+
+
+def auth_settings(service: str = "") -> AuthSettings:
+    """The auth settings of ``service`` (any server: the public keys; a calling service: its
+    own identity key too) on :func:`keyring`."""
+    keys = keyring()
+    own = keys.private(service) if service in ("table-engine", "matchmaking") else None
+    return AuthSettings(jwt_jwks_file=keys.jwks, jwt_key_file=own)
+
+
+def token(
+    subject: str, *roles: Role | str, ttl_seconds: float = 3600.0, now: float | None = None
+) -> str:
+    """A token for ``subject`` with ``roles`` (a player by default), signed as it would be in a
+    deployment: a player's or an admin's by the issuer, a service's by that service's key."""
+    wanted = [Role(role) for role in roles] or [Role.PLAYER]
+    service = next((role for role in wanted if role not in (Role.PLAYER, Role.ADMIN)), None)
+    identity = service.value if service is not None else ISSUER
+    signer = TokenSigner(keyring().signer(identity), AuthSettings())
+    return signer.mint(subject, wanted, ttl_seconds=ttl_seconds, now=now)
 
 _DEFAULT_BUS = BusSettings()
 

@@ -14,10 +14,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from masa_platform.auth import AuthPolicy, Role
 from masa_platform.server import GrpcServer
 
 # Test modules address methods as f"/{TEST_SERVICE}/Name".
 TEST_SERVICE = "masa.test.v1.TestService"
+# The test service is a player's to call, as a game's API is (access is deny-by-default).
+PLAYERS_POLICY = AuthPolicy(allowed={TEST_SERVICE: frozenset({Role.PLAYER})})
 
 ServeFactory = Callable[..., AbstractAsyncContextManager[GrpcServer]]
 

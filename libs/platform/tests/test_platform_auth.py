@@ -1,30 +1,70 @@
+"""Tokens signed with asymmetric keys, each key for one identity (masa_platform.auth, .keys).
+
+A server holds public keys only. The issuer's key signs players and admins; a service's own
+key signs that service and nothing else, so a service (the bot included) can mint no admin and
+no player. Every way a token can be wrong is UNAUTHENTICATED; a method is open to the roles the
+policy names and to no one else.
+"""
+
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import shutil
 import time
+from pathlib import Path
 
 import grpc
 import grpc.aio
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from masa.common.v1 import error_pb2
 from masa_platform.auth import (
-    INTERNAL_ROLES,
     AuthPolicy,
     Role,
+    ServiceTokens,
+    TokenSigner,
+    TokenVerifier,
     current_principal,
-    mint_token,
     require_principal,
-    verify_token,
 )
 from masa_platform.errors import Unauthenticated, error_info
+from masa_platform.keys import ISSUER, Keyring, SigningKey, jwks_document, key_id
 from masa_platform.server import standard_interceptors
-from masa_platform.settings import AuthSettings
+from masa_platform.settings import AuthSettings, SettingsError
 from platform_support import TEST_SERVICE, ServeFactory
 
-AUTH = AuthSettings(jwt_secret="s" * 32, jwt_issuer="masa-test", jwt_audience="masa-api")
-POLICY = AuthPolicy(required_roles={f"/{TEST_SERVICE}/CreateTable": INTERNAL_ROLES})
+POLICY = AuthPolicy(
+    allowed={
+        f"/{TEST_SERVICE}/WhoAmI": frozenset(Role),
+        f"/{TEST_SERVICE}/CreateTable": frozenset({Role.MATCHMAKING, Role.ADMIN}),
+    }
+)
+UNAUTHENTICATED = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_UNAUTHENTICATED).removeprefix(
+    "ERROR_REASON_"
+)
+PERMISSION_DENIED = error_pb2.ErrorReason.Name(
+    error_pb2.ERROR_REASON_PERMISSION_DENIED
+).removeprefix("ERROR_REASON_")
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keyring:
+    return Keyring.generate(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def auth(keys: Keyring) -> AuthSettings:
+    return AuthSettings(jwt_issuer="masa-test", jwt_audience="masa-api", jwt_jwks_file=keys.jwks)
+
+
+def signer(keys: Keyring, auth: AuthSettings, identity: str = ISSUER) -> TokenSigner:
+    return TokenSigner(keys.signer(identity), auth)
 
 
 async def whoami(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
@@ -36,30 +76,16 @@ async def whoami(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
 HANDLERS = {
     "WhoAmI": grpc.unary_unary_rpc_method_handler(whoami),
     "CreateTable": grpc.unary_unary_rpc_method_handler(whoami),
+    "Unlisted": grpc.unary_unary_rpc_method_handler(whoami),
 }
 
 
-def claims(**overrides: object) -> dict[str, object]:
-    now = int(time.time())
-    base: dict[str, object] = {
-        "sub": "ayse",
-        "iss": AUTH.jwt_issuer,
-        "aud": AUTH.jwt_audience,
-        "exp": now + 60,
-        "iat": now,
-        "roles": ["player"],
-    }
-    base.update(overrides)
-    return {key: value for key, value in base.items() if value is not None}
-
-
 async def call(
-    serve: ServeFactory, name: str, authorization: str | None
+    serve: ServeFactory, auth: AuthSettings, name: str, authorization: str | None
 ) -> tuple[grpc.StatusCode, bytes | str]:
     metadata = () if authorization is None else (("authorization", authorization),)
-    interceptors = standard_interceptors(AUTH, policy=POLICY)
     async with (
-        serve(HANDLERS, interceptors=interceptors) as server,
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         rpc = channel.unary_unary(f"/{TEST_SERVICE}/{name}")(b"", metadata=metadata)
@@ -72,70 +98,164 @@ async def call(
             return error.code(), info.reason
 
 
-async def test_a_valid_token_reaches_the_handler_with_its_principal(serve: ServeFactory) -> None:
-    token = mint_token(AUTH, "ayse")
-    assert await call(serve, "WhoAmI", f"Bearer {token}") == (grpc.StatusCode.OK, b"ayse:player")
+def claims(auth: AuthSettings, **overrides: object) -> dict[str, object]:
+    now = int(time.time())
+    base: dict[str, object] = {
+        "sub": "ayse",
+        "iss": auth.jwt_issuer,
+        "aud": auth.jwt_audience,
+        "exp": now + 60,
+        "iat": now,
+        "roles": ["player"],
+    }
+    base.update(overrides)
+    return {key: value for key, value in base.items() if value is not None}
 
 
-@pytest.mark.parametrize(
-    ("authorization", "why"),
-    [
+def signed(key: SigningKey, payload: dict[str, object], **header: str) -> str:
+    return jwt.encode(payload, key.private, algorithm="EdDSA", headers={"kid": key.kid, **header})
+
+
+async def test_a_player_token_of_the_issuer_reaches_the_handler(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
+    token = signer(keys, auth).mint("ayse")
+    assert await call(serve, auth, "WhoAmI", f"Bearer {token}") == (
+        grpc.StatusCode.OK,
+        b"ayse:player",
+    )
+
+
+def _bad_tokens(keys: Keyring, auth: AuthSettings) -> list[tuple[str | None, str]]:
+    issuer = keys.signer(ISSUER)
+    engine = keys.signer("table-engine")
+    stranger = SigningKey(Ed25519PrivateKey.generate(), ISSUER, issuer.kid)
+    public_pem = issuer.private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    confused = jwt.encode(
+        claims(auth),
+        base64.b64encode(public_pem).decode(),
+        algorithm="HS256",
+        headers={"kid": issuer.kid},
+    )
+    none = jwt.encode(claims(auth), None, algorithm="none", headers={"kid": issuer.kid})
+    return [
         (None, "missing header"),
         ("Basic dXNlcjpwYXNz", "wrong scheme"),
         ("Bearer ", "empty token"),
         ("Bearer not.a.jwt", "garbage"),
-        (f"Bearer {jwt.encode(claims(), 'x' * 32, algorithm='HS256')}", "forged signature"),
-        (f"Bearer {jwt.encode(claims(), 's' * 64, algorithm='HS512')}", "algorithm not allowed"),
-        (f"Bearer {jwt.encode(claims(), None, algorithm='none')}", "alg none"),
-        (f"Bearer {jwt.encode(claims(exp=int(time.time()) - 5), 's' * 32)}", "expired"),
-        (f"Bearer {jwt.encode(claims(aud='other'), 's' * 32)}", "wrong audience"),
-        (f"Bearer {jwt.encode(claims(iss='evil'), 's' * 32)}", "wrong issuer"),
-        (f"Bearer {jwt.encode(claims(exp=None), 's' * 32)}", "no expiry"),
-        (f"Bearer {jwt.encode(claims(sub=None), 's' * 32)}", "no subject"),
-    ],
-)
-async def test_a_missing_or_invalid_token_is_unauthenticated(
-    serve: ServeFactory, authorization: str | None, why: str
+        (f"Bearer {signed(stranger, claims(auth))}", "forged: another key under the issuer's kid"),
+        (f"Bearer {confused}", "algorithm confusion: HS256 keyed with the public key"),
+        (f"Bearer {none}", "alg none"),
+        (f"Bearer {signed(issuer, claims(auth), kid='nobody-0')}", "unknown key id"),
+        (f"Bearer {signed(issuer, claims(auth, exp=int(time.time()) - 5))}", "expired"),
+        (f"Bearer {signed(issuer, claims(auth, aud='other'))}", "wrong audience"),
+        (f"Bearer {signed(issuer, claims(auth, iss='evil'))}", "wrong issuer"),
+        (f"Bearer {signed(issuer, claims(auth, exp=None))}", "no expiry"),
+        (f"Bearer {signed(issuer, claims(auth, sub=None))}", "no subject"),
+        (f"Bearer {signed(issuer, claims(auth, roles='player'))}", "roles not a list"),
+        (f"Bearer {signed(issuer, claims(auth, roles=['root']))}", "an unknown role"),
+        (f"Bearer {signed(issuer, claims(auth, roles=[]))}", "no role"),
+        (
+            f"Bearer {signed(issuer, claims(auth, sub='matchmaking', roles=['matchmaking']))}",
+            "the issuer minting a service",
+        ),
+        (
+            f"Bearer {signed(engine, claims(auth, iss='table-engine', roles=['admin'], sub='table-engine'))}",
+            "a service minting an admin",
+        ),
+        (
+            f"Bearer {signed(engine, claims(auth, iss='table-engine', roles=['matchmaking'], sub='matchmaking'))}",
+            "a service minting another service",
+        ),
+        (
+            f"Bearer {signed(engine, claims(auth, iss='table-engine', roles=['table-engine'], sub='ayse'))}",
+            "a service naming another subject",
+        ),
+        (f"Bearer {'x' * 5000}", "far too long"),
+    ]
+
+
+async def test_every_kind_of_bad_token_is_unauthenticated(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
 ) -> None:
-    code, reason = await call(serve, "WhoAmI", authorization)
-    assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"), why
+    async with (
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        who = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")
+        for authorization, why in _bad_tokens(keys, auth):
+            metadata = () if authorization is None else (("authorization", authorization),)
+            rpc = who(b"", metadata=metadata)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await rpc
+            info = error_info(await rpc_status.aio.from_call(rpc))
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, why
+            assert info is not None
+            assert info.reason == UNAUTHENTICATED, why
 
 
-async def test_an_internal_method_refuses_a_player(serve: ServeFactory) -> None:
-    token = mint_token(AUTH, "ayse", [Role.PLAYER])
-    assert await call(serve, "CreateTable", f"Bearer {token}") == (
-        grpc.StatusCode.PERMISSION_DENIED,
-        "PERMISSION_DENIED",
+async def test_a_method_is_open_to_the_roles_its_policy_names_and_no_other(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
+    player = signer(keys, auth).mint("ayse", [Role.PLAYER])
+    admin = signer(keys, auth).mint("ops", [Role.ADMIN])
+    matchmaking = signer(keys, auth, "matchmaking").mint("matchmaking", [Role.MATCHMAKING])
+    engine = signer(keys, auth, "table-engine").mint("table-engine", [Role.TABLE_ENGINE])
+    expected = {
+        player: grpc.StatusCode.PERMISSION_DENIED,
+        engine: grpc.StatusCode.PERMISSION_DENIED,
+        admin: grpc.StatusCode.OK,
+        matchmaking: grpc.StatusCode.OK,
+    }
+    for token, code in expected.items():
+        got, answer = await call(serve, auth, "CreateTable", f"Bearer {token}")
+        assert got == code
+        if code != grpc.StatusCode.OK:
+            assert answer == PERMISSION_DENIED
+    # A method the policy does not name is open to nobody, however privileged.
+    for token in expected:
+        assert await call(serve, auth, "Unlisted", f"Bearer {token}") == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            PERMISSION_DENIED,
+        )
+
+
+def test_a_signing_key_mints_only_its_own_identity(keys: Keyring, auth: AuthSettings) -> None:
+    with pytest.raises(ValueError, match="issuer grants"):
+        signer(keys, auth).mint("matchmaking", [Role.MATCHMAKING])
+    engine = signer(keys, auth, "table-engine")
+    for subject, roles in (
+        ("table-engine", [Role.ADMIN]),
+        ("ayse", [Role.PLAYER]),
+        ("matchmaking", [Role.MATCHMAKING]),
+        ("ayse", [Role.TABLE_ENGINE]),
+    ):
+        with pytest.raises(ValueError, match="signs the table-engine identity only"):
+            engine.mint(subject, roles)
+    verified = TokenVerifier(auth).verify(engine.mint("table-engine", [Role.TABLE_ENGINE]))
+    assert (verified.subject, verified.roles) == ("table-engine", {Role.TABLE_ENGINE})
+
+
+async def test_a_server_without_public_keys_accepts_no_token(
+    serve: ServeFactory, keys: Keyring
+) -> None:
+    bare = AuthSettings(jwt_issuer="masa-test", jwt_audience="masa-api")
+    token = TokenSigner(keys.signer(ISSUER), bare).mint("ops", [Role.ADMIN])
+    assert await call(serve, bare, "WhoAmI", f"Bearer {token}") == (
+        grpc.StatusCode.UNAUTHENTICATED,
+        UNAUTHENTICATED,
     )
 
 
-@pytest.mark.parametrize("role", [Role.SERVICE, Role.ADMIN])
-async def test_an_internal_method_accepts_service_and_admin(
-    serve: ServeFactory, role: Role
-) -> None:
-    token = mint_token(AUTH, "matchmaking", [role])
-    code, reply = await call(serve, "CreateTable", f"Bearer {token}")
-    assert (code, reply) == (grpc.StatusCode.OK, f"matchmaking:{role}".encode())
-
-
-async def test_health_needs_no_token(serve: ServeFactory) -> None:
-    interceptors = standard_interceptors(AUTH, policy=POLICY)
+async def test_health_needs_no_token(serve: ServeFactory, auth: AuthSettings) -> None:
     async with (
-        serve(HANDLERS, interceptors=interceptors) as server,
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
-def test_a_minted_token_verifies_and_unknown_roles_are_dropped() -> None:
-    token = jwt.encode(claims(roles=["player", "root"]), AUTH.jwt_secret)
-    principal = verify_token(token, AUTH)
-    assert principal.subject == "ayse"
-    assert principal.roles == {Role.PLAYER}
-    expired = mint_token(AUTH, "ayse", ttl_seconds=10, now=time.time() - 60)
-    with pytest.raises(Unauthenticated, match="expired"):
-        verify_token(expired, AUTH)
 
 
 def test_outside_an_authenticated_call_there_is_no_principal() -> None:
@@ -144,13 +264,21 @@ def test_outside_an_authenticated_call_there_is_no_principal() -> None:
         require_principal()
 
 
-async def test_a_token_verified_once_is_refused_once_it_expires(serve: ServeFactory) -> None:
+def test_an_expired_token_is_refused(keys: Keyring, auth: AuthSettings) -> None:
+    expired = signer(keys, auth).mint("ayse", ttl_seconds=10, now=time.time() - 60)
+    with pytest.raises(Unauthenticated, match="expired"):
+        TokenVerifier(auth).verify(expired)
+
+
+async def test_a_token_verified_once_is_refused_once_it_expires(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
     """The server remembers verified tokens, but never past their expiry."""
-    expires = int(time.time()) + 2
-    authorization = f"Bearer {jwt.encode(claims(exp=expires), 's' * 32)}"
-    metadata = (("authorization", authorization),)
+    token = signer(keys, auth).mint("ayse", ttl_seconds=2)
+    expires = jwt.decode(token, options={"verify_signature": False})["exp"]
+    metadata = (("authorization", f"Bearer {token}"),)
     async with (
-        serve(HANDLERS, interceptors=standard_interceptors(AUTH, policy=POLICY)) as server,
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         who = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")
@@ -160,3 +288,58 @@ async def test_a_token_verified_once_is_refused_once_it_expires(serve: ServeFact
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await who(b"", metadata=metadata)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_keys_rotate_without_a_restart(tmp_path: Path, keys: Keyring) -> None:
+    """A key added to the JWK set is trusted at the first token that names it; a key removed
+    stops being trusted at the next look at the file, its tokens with it."""
+    jwks = tmp_path / "jwks.json"
+    shutil.copy(keys.jwks, jwks)
+    auth = AuthSettings(jwt_jwks_file=jwks)
+    now = [0.0]
+    verifier = TokenVerifier(auth, clock=lambda: now[0])
+    old = SigningKey(keys.signer(ISSUER).private, ISSUER, keys.signer(ISSUER).kid)
+    fresh_private = Ed25519PrivateKey.generate()
+    fresh = SigningKey(fresh_private, ISSUER, key_id(fresh_private.public_key(), ISSUER))
+    old_token = TokenSigner(old, auth).mint("ayse")
+    new_token = TokenSigner(fresh, auth).mint("ayse")
+    assert verifier.verify(old_token).subject == "ayse"
+    with pytest.raises(Unauthenticated, match="does not trust"):
+        verifier.verify(new_token)
+    # The operators add the new key beside the old one.
+    document = json.loads(jwks.read_text())
+    document["keys"].append(jwks_document([fresh])["keys"][0])
+    jwks.write_text(json.dumps(document))
+    now[0] += 2
+    assert verifier.verify(new_token).subject == "ayse"
+    assert verifier.verify(old_token).subject == "ayse"
+    # Then remove the old one: once the file is looked at again, its tokens are refused.
+    document["keys"] = [k for k in document["keys"] if k["kid"] != old.kid]
+    jwks.write_text(json.dumps(document))
+    now[0] += 31
+    with pytest.raises(Unauthenticated, match="does not trust"):
+        verifier.verify(old_token)
+    assert verifier.verify(new_token).subject == "ayse"
+
+
+def test_service_tokens_are_reused_until_shortly_before_they_expire(
+    keys: Keyring, auth: AuthSettings
+) -> None:
+    now = [time.time()]
+    tokens = ServiceTokens(signer(keys, auth, "matchmaking"), clock=lambda: now[0])
+    first = tokens.token()
+    now[0] += 200
+    assert tokens.token() == first
+    now[0] += 50
+    renewed = tokens.token()
+    assert renewed != first
+    verified = jwt.decode(renewed, options={"verify_signature": False})
+    assert verified["exp"] == int(now[0]) + 300
+    assert TokenVerifier(auth).verify(first).roles == {Role.MATCHMAKING}
+
+
+def test_the_key_files_are_checked_at_start(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="MASA_JWT_JWKS_FILE"):
+        AuthSettings(jwt_jwks_file=tmp_path / "nothing.json")
+    with pytest.raises(SettingsError, match="MASA_JWT_LEEWAY_SECONDS"):
+        AuthSettings(jwt_leeway_seconds=3600)

@@ -10,7 +10,6 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
-from masa_platform.auth import mint_token
 from masa_platform.errors import (
     BadRequest,
     IllegalMove,
@@ -23,12 +22,12 @@ from masa_platform.errors import (
     preview,
 )
 from masa_platform.server import standard_interceptors
-from masa_platform.settings import AuthSettings
+from masa_platform.testing import auth_settings, token
 from masa_rules.errors import IllegalAction
-from platform_support import TEST_SERVICE, ServeFactory
+from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
 
-AUTH = AuthSettings()
-TOKEN = (("authorization", f"Bearer {mint_token(AUTH, 'ayse')}"),)
+AUTH = auth_settings()
+TOKEN = (("authorization", f"Bearer {token('ayse')}"),)
 
 
 def raising(error: BaseException) -> grpc.RpcMethodHandler[bytes, bytes]:
@@ -93,7 +92,7 @@ async def test_errors_map_to_status_with_error_info(
 ) -> None:
     error, code, reason, metadata = CASES[name]
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         rpc = channel.unary_unary(f"/{TEST_SERVICE}/{name}")(b"", metadata=TOKEN)
@@ -115,7 +114,7 @@ async def test_a_stream_that_fails_midway_ends_with_the_mapped_status(
     serve: ServeFactory, handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]]
 ) -> None:
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         rpc = channel.unary_stream(f"/{TEST_SERVICE}/Stream")(b"", metadata=TOKEN)
@@ -143,7 +142,9 @@ async def test_request_bytes_that_are_not_the_message_are_invalid_argument_not_u
         check, request_deserializer=health_pb2.HealthCheckRequest.FromString
     )
     async with (
-        serve({"Check": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        serve(
+            {"Check": handler}, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)
+        ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         call = channel.unary_unary(f"/{TEST_SERVICE}/Check")
@@ -181,7 +182,9 @@ async def test_a_mapped_error_lets_go_of_the_frames_that_hold_the_request(
     gc.disable()
     try:
         async with (
-            serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+            serve(
+                handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)
+            ) as server,
             grpc.aio.insecure_channel(server.address) as channel,
         ):
             with pytest.raises(grpc.aio.AioRpcError):

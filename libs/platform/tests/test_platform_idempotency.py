@@ -9,18 +9,17 @@ import grpc
 import grpc.aio
 import pytest
 from grpc_status import rpc_status
-from masa_platform.auth import mint_token
 from masa_platform.errors import AnsweredBefore, IllegalMove, Overloaded, TableMoved, error_info
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.server import standard_interceptors
-from masa_platform.settings import AuthSettings
-from platform_support import TEST_SERVICE, ServeFactory
+from masa_platform.testing import auth_settings, token
+from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
 
-AUTH = AuthSettings()
+AUTH = auth_settings()
 
 
 def as_player(name: str, request_id: str | None = None) -> tuple[tuple[str, str], ...]:
-    metadata = [("authorization", f"Bearer {mint_token(AUTH, name)}")]
+    metadata = [("authorization", f"Bearer {token(name)}")]
     if request_id is not None:
         metadata.append(("x-request-id", request_id))
     return tuple(metadata)
@@ -50,7 +49,7 @@ async def test_a_retry_with_the_same_request_id_returns_the_first_answer(
     counter = Counter()
     handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
@@ -70,7 +69,7 @@ async def test_concurrent_duplicates_wait_for_the_first_and_run_it_once(
     counter = Counter(delay=0.3)
     handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
@@ -87,7 +86,7 @@ async def test_the_same_request_id_of_another_player_is_another_request(
     counter = Counter()
     handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
@@ -99,7 +98,7 @@ async def test_a_refusal_is_replayed_and_a_reused_id_is_rejected(serve: ServeFac
     counter = Counter()
     handlers = {"Write": grpc.unary_unary_rpc_method_handler(counter)}
     async with (
-        serve(handlers, interceptors=standard_interceptors(AUTH)) as server,
+        serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
@@ -149,7 +148,9 @@ async def test_the_request_id_field_of_the_message_is_used(serve: ServeFactory) 
 
     handler = grpc.unary_unary_rpc_method_handler(write, request_deserializer=parse_write)
     async with (
-        serve({"Write": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        serve(
+            {"Write": handler}, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)
+        ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         call = channel.unary_unary(f"/{TEST_SERVICE}/Write")
@@ -259,7 +260,9 @@ async def test_a_request_id_must_be_short_printable_ascii(
 
     handler = grpc.unary_unary_rpc_method_handler(write, request_deserializer=parse_write)
     async with (
-        serve({"Write": handler}, interceptors=standard_interceptors(AUTH)) as server,
+        serve(
+            {"Write": handler}, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)
+        ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         call = channel.unary_unary(f"/{TEST_SERVICE}/Write")

@@ -14,12 +14,11 @@ import grpc.aio
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
-from masa_platform.auth import mint_token
 from masa_platform.logs import bound_context, configure_logging
 from masa_platform.runner import run
 from masa_platform.server import standard_interceptors
-from masa_platform.settings import AuthSettings
-from platform_support import TEST_SERVICE, ServeFactory
+from masa_platform.testing import auth_settings, token
+from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
 
 
 @pytest.fixture
@@ -127,14 +126,16 @@ async def test_a_call_logs_its_method_request_table_game_and_seat(
             submit, request_deserializer=request_class.FromString
         )
     }
-    token = (("authorization", f"Bearer {mint_token(AuthSettings(), 'ayse')}"),)
+    authorization = (("authorization", f"Bearer {token('ayse')}"),)
     async with (
-        serve(handlers, interceptors=standard_interceptors(AuthSettings())) as server,
+        serve(
+            handlers, interceptors=standard_interceptors(auth_settings(), policy=PLAYERS_POLICY)
+        ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         call = channel.unary_unary(f"/{TEST_SERVICE}/SubmitAction")
         sent = request_class(request_id="r-1", table_id="t-9", seat=0, secret="hidden")
-        await call(sent.SerializeToString(), metadata=token)
+        await call(sent.SerializeToString(), metadata=authorization)
     (line,) = [line for line in lines(stream) if line["msg"] == "move refused"]
     assert line["rpc"] == "SubmitAction"
     assert (line["request_id"], line["table_id"], line["seat"]) == ("r-1", "t-9", 0)
@@ -181,15 +182,17 @@ async def _cancel_streams(stream: io.StringIO, serve: ServeFactory, *, streams: 
             watch, request_deserializer=request_class.FromString
         )
     }
-    token = (("authorization", f"Bearer {mint_token(AuthSettings(), 'ayse')}"),)
+    authorization = (("authorization", f"Bearer {token('ayse')}"),)
     async with (
-        serve(handlers, interceptors=standard_interceptors(AuthSettings())) as server,
+        serve(
+            handlers, interceptors=standard_interceptors(auth_settings(), policy=PLAYERS_POLICY)
+        ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
         open_stream = channel.unary_stream(f"/{TEST_SERVICE}/WatchTable")
         for number in range(streams):
             sent = request_class(table_id=f"t-{number}")
-            call = open_stream(sent.SerializeToString(), metadata=token)
+            call = open_stream(sent.SerializeToString(), metadata=authorization)
             await call.read()
             assert call.cancel()
         for _ in range(100):

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import grpc
 import grpc.aio
 import pytest
-from masa_platform.auth import mint_token
 from masa_platform.errors import IllegalMove
 from masa_platform.metrics import (
     GrpcMetrics,
@@ -18,13 +17,13 @@ from masa_platform.metrics import (
     start_metrics_server,
 )
 from masa_platform.server import standard_interceptors
-from masa_platform.settings import AuthSettings
-from platform_support import TEST_SERVICE, ServeFactory
+from masa_platform.testing import auth_settings, token
+from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-AUTH = AuthSettings()
-TOKEN = (("authorization", f"Bearer {mint_token(AUTH, 'ayse')}"),)
+AUTH = auth_settings()
+TOKEN = (("authorization", f"Bearer {token('ayse')}"),)
 
 
 async def submit(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
@@ -70,7 +69,7 @@ async def test_grpc_metrics_are_exposed_over_http_with_go_grpc_prometheus_names(
     set_build_info("table-engine", "1.2.3", registry)
     endpoint = start_metrics_server(port=0, registry=registry)
     try:
-        interceptors = standard_interceptors(AUTH, metrics=metrics)
+        interceptors = standard_interceptors(AUTH, policy=PLAYERS_POLICY, metrics=metrics)
         async with (
             serve(HANDLERS, interceptors=interceptors) as server,
             grpc.aio.insecure_channel(server.address) as channel,

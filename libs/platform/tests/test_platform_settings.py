@@ -21,11 +21,14 @@ def test_defaults_apply_when_nothing_is_set() -> None:
     settings = load_settings(PlatformSettings, {})
     assert settings == PlatformSettings()
     assert settings.server.grpc_port == 0
-    assert settings.auth.jwt_algorithms == ("HS256",)
+    # No public keys: no token is accepted until the deployment names its JWK set.
+    assert settings.auth.jwt_jwks_file is None
     assert not settings.tls.enabled
 
 
 def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -> None:
+    (tmp_path / "jwks.json").write_text('{"keys": []}')
+    (tmp_path / "me.pem").write_text("a key")
     env = {
         "MASA_SERVICE_NAME": "table-engine",
         "MASA_VERSION": "1.2.3",
@@ -38,10 +41,11 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
         "MASA_MAX_MESSAGE_BYTES": "1048576",
         "MASA_MAX_CONCURRENT_RPCS": "0",
         "MASA_GRACE_SECONDS": "2.5",
-        "MASA_JWT_SECRET": "x" * 40,
         "MASA_JWT_ISSUER": "issuer",
         "MASA_JWT_AUDIENCE": "audience",
-        "MASA_JWT_ALGORITHMS": "HS256, HS512",
+        "MASA_JWT_LEEWAY_SECONDS": "5",
+        "MASA_JWT_JWKS_FILE": str(tmp_path / "jwks.json"),
+        "MASA_JWT_KEY_FILE": str(tmp_path / "me.pem"),
         "MASA_TLS_CERT": str(tmp_path / "c.pem"),
         "MASA_TLS_KEY": str(tmp_path / "k.pem"),
         "MASA_TLS_CA": str(tmp_path / "ca.pem"),
@@ -53,7 +57,9 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
     assert settings.metrics_port == 9100
     assert settings.loop.event_loop == "asyncio"
     assert settings.server == ServerSettings("0.0.0.0", 50051, 1048576, 0, 2.5)
-    assert settings.auth == AuthSettings("x" * 40, "issuer", "audience", ("HS256", "HS512"))
+    assert settings.auth == AuthSettings(
+        "issuer", "audience", 5.0, tmp_path / "jwks.json", tmp_path / "me.pem"
+    )
     assert settings.tls == TlsSettings(
         tmp_path / "c.pem", tmp_path / "k.pem", tmp_path / "ca.pem", True
     )
@@ -69,10 +75,10 @@ def test_every_platform_setting_is_read_from_its_masa_variable(tmp_path: Path) -
         ({"MASA_TLS_REQUIRE_CLIENT_CERT": "maybe"}, "MASA_TLS_REQUIRE_CLIENT_CERT: expected a"),
         ({"MASA_LOG_LEVEL": "LOUD"}, "MASA_LOG_LEVEL"),
         ({"MASA_EVENT_LOOP": "trio"}, "MASA_EVENT_LOOP: 'trio' is not one of uvloop, asyncio"),
-        ({"MASA_JWT_SECRET": "short"}, "MASA_JWT_SECRET"),
-        ({"MASA_JWT_ALGORITHMS": "none"}, "MASA_JWT_ALGORITHMS"),
-        ({"MASA_JWT_ALGORITHMS": "HS256,RS256"}, "MASA_JWT_ALGORITHMS"),
-        ({"MASA_JWT_ALGORITHMS": ""}, "MASA_JWT_ALGORITHMS"),
+        ({"MASA_JWT_JWKS_FILE": "/no/such/jwks.json"}, "MASA_JWT_JWKS_FILE"),
+        ({"MASA_JWT_KEY_FILE": "/no/such/key.pem"}, "MASA_JWT_KEY_FILE"),
+        ({"MASA_JWT_LEEWAY_SECONDS": "-1"}, "MASA_JWT_LEEWAY_SECONDS"),
+        ({"MASA_JWT_ISSUER": ""}, "MASA_JWT_ISSUER"),
         ({"MASA_TLS_CERT": "/c.pem"}, "MASA_TLS_KEY"),
         ({"MASA_TLS_REQUIRE_CLIENT_CERT": "true"}, "MASA_TLS_CA"),
     ],

@@ -15,8 +15,8 @@ from masa.common.v1 import game_pb2
 from masa.table.v1 import view_pb2
 from masa_bot.bootstrap import bootstrap
 from masa_bot.settings import BotSettings
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_platform.settings import PlatformSettings
+from masa_platform.testing import auth_settings, token
 from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, State, apply, legal_actions, new_game
 from masa_rules.ruleset import RuleSet
@@ -24,8 +24,8 @@ from masa_wire import elevator as wire
 from masa_wire import fiftyone as wire51
 from prometheus_client import CollectorRegistry
 
-AUTH = AuthSettings()
-SERVICE_TOKEN = mint_token(AUTH, "table-engine", [Role.SERVICE])
+# Decide is the table-engine's alone: it signs its own token with its identity key.
+SERVICE_TOKEN = token("table-engine", "table-engine")
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def registry() -> CollectorRegistry:
 
 @pytest.fixture
 async def bot(registry: CollectorRegistry) -> AsyncIterator[bot_pb2_grpc.BotServiceStub]:
-    server = bootstrap(BotSettings(platform=PlatformSettings()), registry)
+    server = bootstrap(BotSettings(platform=PlatformSettings(auth=auth_settings("bot"))), registry)
     await server.start()
     try:
         async with grpc.aio.insecure_channel(server.address) as channel:
@@ -97,11 +97,16 @@ async def test_decide_without_a_token_is_unauthenticated(
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_a_player_token_may_not_ask_the_bot(bot: bot_pb2_grpc.BotServiceStub) -> None:
+@pytest.mark.parametrize(
+    "caller",
+    [("alice", "player"), ("ops", "admin"), ("matchmaking", "matchmaking")],
+)
+async def test_no_one_but_the_table_engine_may_ask_the_bot(
+    bot: bot_pb2_grpc.BotServiceStub, caller: tuple[str, str]
+) -> None:
     state = new_game(ElevatorRules(), 3, "player")
-    player = mint_token(AUTH, "alice", [Role.PLAYER])
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await bot.Decide(request(state, state.turn), metadata=auth(player))
+        await bot.Decide(request(state, state.turn), metadata=auth(token(*caller)))
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 

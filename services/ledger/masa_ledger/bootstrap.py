@@ -108,6 +108,7 @@ async def start_ledger(
         results=JetStreamResultLog(nc),
         policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
         on_commit=relay.wake,
+        welcome_chips=settings.dev_welcome_chips,
     )
     server = create_server(
         platform.server,

@@ -31,6 +31,9 @@ class LedgerSettings:
     # holds and transfers are kept for ever.
     outbox_retention_seconds: float = 86_400.0
     inbox_retention_seconds: float = 7 * 86_400.0
+    # Development only (make run): the chips a player the ledger has no wallet of gets at its
+    # first look at its chips or its first stake; 0 grants none.
+    dev_welcome_chips: int = 0
     # How long one fetch from the results consumer waits for a result. The consumer itself,
     # its ack wait and its redeliveries are the bus plan's (masa-bus provision).
     results_fetch_seconds: float = 1.0
@@ -50,6 +53,8 @@ class LedgerSettings:
         for name, value in positive.items():
             if value <= 0:
                 raise SettingsError(f"{name} must be positive")
+        if not 0 <= self.dev_welcome_chips <= 1_000_000:
+            raise SettingsError("MASA_DEV_WELCOME_CHIPS must be 0 to 1000000")
         if self.hold_max_ttl_seconds < self.hold_ttl_seconds:
             raise SettingsError("MASA_HOLD_MAX_TTL_SECONDS must be at least MASA_HOLD_TTL_SECONDS")
 

@@ -32,11 +32,11 @@ from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
 from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, PayoutRule, Standing
 from masa_ledger.settings import LedgerSettings
-from masa_platform.auth import mint_token
 from masa_platform.bus import connect, publish
-from masa_platform.bus_access import ADMIN, LEDGER
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.bus_access import ADMIN as ADMIN_USER
+from masa_platform.bus_access import LEDGER
+from masa_platform.settings import PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer, auth_settings, token
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
@@ -145,21 +145,23 @@ def result(
     )
 
 
-AUTH = AuthSettings()
-
-
 def token_metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
-    token = mint_token(AUTH, subject, roles or ("player",))
-    return (("authorization", f"Bearer {token}"),)
+    """A player's token, or an operator's or a service's own (``roles``)."""
+    return (("authorization", f"Bearer {token(subject, *roles)}"),)
 
 
-SERVICE = token_metadata("matchmaking", "service")
+# Each caller of the ledger as it is in a deployment: matchmaking holds and releases stakes,
+# the table-engine binds them, an operator grants, settles and voids by hand.
+MATCHMAKING = token_metadata("matchmaking", "matchmaking")
+ENGINE = token_metadata("table-engine", "table-engine")
+ADMIN = token_metadata("ops", "admin")
 
 
 def ledger_settings(server: NatsServer, database_url: str, **overrides: Any) -> LedgerSettings:
     """A ledger on ``server`` with the ledger's own NATS user."""
     platform = PlatformSettings(
         service_name="ledger",
+        auth=auth_settings("ledger"),
         nats_url=server.url,
         nats_user=LEDGER,
         nats_password=server.password(LEDGER),
@@ -178,7 +180,7 @@ async def operator_connection(server: NatsServer) -> Client:
     """NATS as the operators: the tests publish results (as the table-engine would) and read
     the ledger's events and consumers."""
     return await connect(
-        server.url, name="test-operator", user=ADMIN, password=server.password(ADMIN)
+        server.url, name="test-operator", user=ADMIN_USER, password=server.password(ADMIN_USER)
     )
 
 

@@ -17,7 +17,9 @@ import pytest
 from google.protobuf import duration_pb2
 from grpc_status import rpc_status
 from ledger_support import (
-    SERVICE,
+    ADMIN,
+    ENGINE,
+    MATCHMAKING,
     game_finished,
     ledger_settings,
     operator_connection,
@@ -54,7 +56,7 @@ async def _grant(stub: ledger_pb2_grpc.LedgerServiceStub, player: str, amount: i
         ledger_pb2.GrantChipsRequest(
             request_id=f"grant-{player}-{uuid.uuid4().hex[:6]}", player_id=player, amount=amount
         ),
-        metadata=SERVICE,
+        metadata=ADMIN,
     )
 
 
@@ -79,7 +81,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         # One short player: FAILED_PRECONDITION, INSUFFICIENT_FUNDS, and nothing held for anyone.
         code, reason, metadata = await _refusal(
             stub.HoldStakes(
-                ledger_pb2.HoldStakesRequest(request_id="g1", stakes=stakes), metadata=SERVICE
+                ledger_pb2.HoldStakesRequest(request_id="g1", stakes=stakes), metadata=MATCHMAKING
             )
         )
         assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "INSUFFICIENT_FUNDS")
@@ -88,7 +90,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         assert (balance.account.balance, balance.account.held) == (1000, 0)
 
         placed = await stub.HoldStakes(
-            ledger_pb2.HoldStakesRequest(request_id="g2", stakes=stakes[:2]), metadata=SERVICE
+            ledger_pb2.HoldStakesRequest(request_id="g2", stakes=stakes[:2]), metadata=MATCHMAKING
         )
         assert [h.state for h in placed.holds] == [ledger_pb2.StakeHold.STATE_HELD] * 2
         assert placed.holds[0].expire_time.seconds - placed.holds[0].create_time.seconds == 120
@@ -101,7 +103,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
                     stake=90,
                     hold_ids=["t1-ayse", "t1-mehmet"],
                 ),
-                metadata=SERVICE,
+                metadata=ENGINE,
             )
         )
         assert (code, reason, metadata["hold_id"]) == (
@@ -117,7 +119,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
                 stake=100,
                 hold_ids=["t1-ayse", "t1-mehmet"],
             ),
-            metadata=SERVICE,
+            metadata=ENGINE,
         )
         assert (bound.escrow.account_id, bound.escrow.pending_stakes) == ("escrow:t1:1", 200)
         assert bound.escrow.kind == chips_pb2.ACCOUNT_KIND_ESCROW
@@ -135,7 +137,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         )
         assert [t.amount for t in transfers.transfers] == [1000]
         escrow = await stub.GetAccount(
-            ledger_pb2.GetAccountRequest(account_id="escrow:t1:1"), metadata=SERVICE
+            ledger_pb2.GetAccountRequest(account_id="escrow:t1:1"), metadata=ADMIN
         )
         assert escrow.account.pending_stakes == 200
 
@@ -148,11 +150,11 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
         _client(service) as stub,
     ):
         first = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=10)
-        await stub.GrantChips(first, metadata=SERVICE)
-        again = await stub.GrantChips(first, metadata=SERVICE)
+        await stub.GrantChips(first, metadata=ADMIN)
+        again = await stub.GrantChips(first, metadata=ADMIN)
         assert again.transfer.transfer_id == "grant:same"
         other = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=11)
-        assert (await _refusal(stub.GrantChips(other, metadata=SERVICE)))[:2] == (
+        assert (await _refusal(stub.GrantChips(other, metadata=ADMIN)))[:2] == (
             grpc.StatusCode.ALREADY_EXISTS,
             "REQUEST_ID_REUSED",
         )
@@ -161,7 +163,7 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
         running_ledger(ledger_settings(nats_server, database)) as service,
         _client(service) as stub,
     ):
-        assert (await _refusal(stub.GrantChips(other, metadata=SERVICE)))[:2] == (
+        assert (await _refusal(stub.GrantChips(other, metadata=ADMIN)))[:2] == (
             grpc.StatusCode.ALREADY_EXISTS,
             "REQUEST_ID_REUSED",
         )
@@ -171,21 +173,22 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
             ledger_pb2.GrantChipsRequest(request_id="o", player_id="ayse", amount=2**62),
             ledger_pb2.GrantChipsRequest(request_id="p", player_id="", amount=1),
         ):
-            assert (await _refusal(stub.GrantChips(bad, metadata=SERVICE)))[:2] == (
+            assert (await _refusal(stub.GrantChips(bad, metadata=ADMIN)))[:2] == (
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "BAD_REQUEST",
             )
         assert (
             await _refusal(
                 stub.GetAccount(
-                    ledger_pb2.GetAccountRequest(account_id="player:ghost"), metadata=SERVICE
+                    ledger_pb2.GetAccountRequest(account_id="player:ghost"), metadata=ADMIN
                 )
             )
         )[:2] == (grpc.StatusCode.NOT_FOUND, "ACCOUNT_NOT_FOUND")
         assert (
             await _refusal(
                 stub.ReleaseHold(
-                    ledger_pb2.ReleaseHoldRequest(request_id="r", hold_id="ghost"), metadata=SERVICE
+                    ledger_pb2.ReleaseHoldRequest(request_id="r", hold_id="ghost"),
+                    metadata=MATCHMAKING,
                 )
             )
         )[:2] == (grpc.StatusCode.NOT_FOUND, "HOLD_NOT_FOUND")
@@ -203,7 +206,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
         await _grant(stub, "ayse", 100)
         await stub.HoldStake(
             ledger_pb2.HoldStakeRequest(request_id="h-a", player_id="ayse", amount=10),
-            metadata=SERVICE,
+            metadata=MATCHMAKING,
         )
         for call in (
             stub.GetBalance(ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=MEHMET),
@@ -233,7 +236,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
         ] == grpc.StatusCode.UNAUTHENTICATED
         # The service role reads anyone's.
         other = await stub.GetBalance(
-            ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=SERVICE
+            ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=ADMIN
         )
         assert other.account.held == 10
 
@@ -263,7 +266,7 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
                         for p in ("ayse", "mehmet")
                     ],
                 ),
-                metadata=SERVICE,
+                metadata=MATCHMAKING,
             )
             await stub.BindHolds(
                 ledger_pb2.BindHoldsRequest(
@@ -273,10 +276,10 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
                     stake=50,
                     hold_ids=[f"{table}-ayse", f"{table}-mehmet"],
                 ),
-                metadata=SERVICE,
+                metadata=ENGINE,
             )
             settle = ledger_pb2.SettleGameRequest(request_id="s1", table_id=table, game_no=1)
-            assert (await _refusal(stub.SettleGame(settle, metadata=SERVICE)))[:2] == (
+            assert (await _refusal(stub.SettleGame(settle, metadata=ADMIN)))[:2] == (
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "GAME_NOT_FINISHED",
             )
@@ -290,7 +293,7 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
             )
             settled = await stub.SettleGame(
                 ledger_pb2.SettleGameRequest(request_id="s2", table_id=table, game_no=1),
-                metadata=SERVICE,
+                metadata=ADMIN,
             )
             assert settled.applied
             assert settled.settlement.state == ledger_pb2.Settlement.STATE_SETTLED
@@ -301,7 +304,7 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
                 ledger_pb2.VoidGameRequest(
                     request_id="v1", table_id=table, game_no=1, reason="late"
                 ),
-                metadata=SERVICE,
+                metadata=ADMIN,
             )
             assert (voided.applied, voided.settlement.state) == (
                 False,

@@ -22,7 +22,13 @@ import grpc
 import grpc.aio
 import pytest
 from grpc_status import rpc_status
-from ledger_support import SERVICE, ledger_settings, running_ledger, token_metadata
+from ledger_support import (
+    ADMIN,
+    MATCHMAKING,
+    ledger_settings,
+    running_ledger,
+    token_metadata,
+)
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.bootstrap import LedgerService
@@ -117,12 +123,12 @@ async def ledger_with_history(
                     ledger_pb2.GrantChipsRequest(
                         request_id=f"grant-{uuid.uuid4().hex[:8]}", player_id=player, amount=100
                     ),
-                    metadata=SERVICE,
+                    metadata=ADMIN,
                 )
         for n in range(HOLDS):
             await stub.HoldStake(
                 ledger_pb2.HoldStakeRequest(request_id=f"h-{n}", player_id="ayse", amount=10),
-                metadata=SERVICE,
+                metadata=MATCHMAKING,
             )
         yield service, stub
 
@@ -188,7 +194,7 @@ async def test_pages_follow_their_tokens_to_an_empty_token_on_the_last_page(
         )
 
         def as_service(**fields: Any) -> Any:
-            return call(metadata=SERVICE, player_id="ayse", **fields)
+            return call(metadata=ADMIN, player_id="ayse", **fields)
 
         assert flat(await every_page(as_service, 3)) == whole, "a service pages for a player"
 
@@ -220,12 +226,12 @@ async def test_a_token_continues_only_its_own_listing_filters_and_caller(
             transfers(page_size=2, page_token=ayse),
             transfers(page_size=2, page_token=ayse, kind=chips_pb2.TRANSFER_KIND_STAKE),
             transfers(page_size=2, page_token=ayse, table_id="t1", game_no=1, **grants),
-            transfers(metadata=SERVICE, player_id="ayse", page_size=2, page_token=ayse, **grants),
+            transfers(metadata=ADMIN, player_id="ayse", page_size=2, page_token=ayse, **grants),
             holds(page_size=2, page_token=ayse),
         ):
             assert await refusal(replay) == INVALID_PAGE_TOKEN
         # The service's token for ayse's listing is the service's, not ayse's.
-        served = await transfers(metadata=SERVICE, player_id="ayse", page_size=2, **grants)
+        served = await transfers(metadata=ADMIN, player_id="ayse", page_size=2, **grants)
         assert (
             await refusal(transfers(page_size=2, page_token=served.next_page_token, **grants))
             == INVALID_PAGE_TOKEN

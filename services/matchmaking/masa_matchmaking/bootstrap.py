@@ -20,7 +20,9 @@ from typing import Final, Protocol
 
 from masa_platform import tracing
 from masa_platform.acks import AckedPublisher
+from masa_platform.auth import Role, ServiceTokens, TokenSigner
 from masa_platform.bus import connect
+from masa_platform.keys import load_signing_key
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
@@ -41,7 +43,6 @@ from masa_matchmaking.app.placement import PlacementSettings, Placer
 from masa_matchmaking.app.ports import EngineNodes, Engines, Ledger, Unreachable
 from masa_matchmaking.app.ratings import Ratings
 from masa_matchmaking.app.tickets import TicketDesk
-from masa_matchmaking.app.welcome import Welcome
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.errors import InvalidLobby
 from masa_matchmaking.domain.lobby import Lobby
@@ -117,19 +118,30 @@ class MatchmakingService:
             await self.nats.drain()
 
 
+def _service_tokens(settings: MatchmakingSettings) -> ServiceTokens:
+    """Matchmaking's own token for the ledger and the engines, signed with its identity key."""
+    auth = settings.platform.auth
+    if auth.jwt_key_file is None:
+        raise SettingsError(
+            "MASA_JWT_KEY_FILE is unset: matchmaking needs its identity key to call the ledger "
+            "and the table-engines"
+        )
+    return ServiceTokens(
+        TokenSigner(load_signing_key(auth.jwt_key_file, Role.MATCHMAKING.value), auth)
+    )
+
+
 def _clients(
     settings: MatchmakingSettings, given: Overrides, closers: list[_Closable]
 ) -> tuple[Ledger | None, Engines]:
     """The ledger (none without an address) and the table-engines, unless ``given``; the gRPC
     clients made here join ``closers``."""
     platform = settings.platform
-    name = f"matchmaking-{settings.instance}"
     ledger: Ledger | None = given.ledger
     if ledger is None and settings.ledger_address:
         grpc_ledger = GrpcLedger(
             open_channel(settings.ledger_address, platform.tls),
-            platform.auth,
-            service_name=name,
+            _service_tokens(settings),
             timeout_seconds=settings.ledger_timeout_seconds,
         )
         closers.append(grpc_ledger)
@@ -137,9 +149,8 @@ def _clients(
     engines: Engines | None = given.engines
     if engines is None:
         grpc_engines = GrpcEngines(
-            platform.auth,
+            _service_tokens(settings),
             lambda address: open_channel(address, platform.tls),
-            service_name=name,
             timeout_seconds=settings.engine_timeout_seconds,
         )
         closers.append(grpc_engines)
@@ -219,12 +230,10 @@ async def start_matchmaking(
     desk = TicketDesk(
         by_id, tickets, ratings_store, time.time, trace_parent=tracing.current_traceparent
     )
-    welcome = Welcome(ledger, settings.dev_welcome_chips)
     servicer = MatchmakingServicer(
         lobbies,
         desk,
         ratings,
-        welcome,
         queue_length=tickets.open_count,
         tables_in_play=live_tables.count,
         page_tokens=PageTokens(settings.page_tokens.key()),

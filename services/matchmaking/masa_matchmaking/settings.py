@@ -38,8 +38,6 @@ class MatchmakingSettings:
     hold_ttl_seconds: float = 120.0
     # Failed placements (not the player's fault) before a ticket fails.
     max_requeues: int = 3
-    # Development only (make run): chips granted to every player on first sight; 0 grants none.
-    dev_welcome_chips: int = 0
     # The lobby leases' life, the tickets' retention and the events' age are the bus plan's
     # (MASA_LOBBY_LEASE_TTL_SECONDS, MASA_TICKET_RETENTION_SECONDS, ... of masa-bus provision),
     # read back from the buckets.
@@ -57,8 +55,6 @@ class MatchmakingSettings:
                 raise SettingsError(f"{name} must be positive")
         if self.max_requeues < 1:
             raise SettingsError("MASA_MAX_REQUEUES must be at least 1")
-        if self.dev_welcome_chips < 0:
-            raise SettingsError("MASA_DEV_WELCOME_CHIPS must not be negative")
         if self.placement_timeout_seconds < 2 * (
             self.engine_timeout_seconds + self.ledger_timeout_seconds
         ):

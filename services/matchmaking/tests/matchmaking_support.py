@@ -17,6 +17,7 @@ from masa_matchmaking.app.ports import (
     EngineNode,
     EngineRefused,
     GameStarted,
+    HoldBound,
     HoldRequest,
     InsufficientFunds,
     LeaseStore,
@@ -80,9 +81,11 @@ class Hold:
 class FakeLedger:
     balances: dict[str, int] = field(default_factory=dict)
     holds: dict[str, Hold] = field(default_factory=dict)
-    grants: dict[str, int] = field(default_factory=dict)
     unreachable: bool = False
     calls: list[str] = field(default_factory=list)
+    # The real ledger's development welcome: chips for a player it has no wallet of, at the
+    # first stake.
+    welcome: int = 0
 
     def available(self, player: str) -> int:
         held = sum(
@@ -100,17 +103,14 @@ class FakeLedger:
             raise Unreachable("ledger down")
         if all(h.hold_id in self.holds for h in holds):
             return
+        for h in holds:
+            if self.welcome and h.player_id not in self.balances:
+                self.balances[h.player_id] = self.welcome
         short = [h.player_id for h in holds if self.available(h.player_id) < h.amount]
         if short:
             raise InsufficientFunds(short, f"short: {short}")
         for h in holds:
             self.holds[h.hold_id] = Hold(h)
-
-    async def bind_holds(
-        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
-    ) -> None:
-        self.calls.append(f"bind:{table_id}")
-        self.bind(table_id, hold_ids)
 
     def bind(self, table_id: str, hold_ids: Sequence[str]) -> None:
         for hold_id in hold_ids:
@@ -118,7 +118,7 @@ class FakeLedger:
             if hold is None or hold.state not in ("held", "bound"):
                 raise LedgerRefused("HOLD_NOT_HELD", f"{hold_id} is not held")
             if hold.state == "bound" and hold.table_id != table_id:
-                raise LedgerRefused("HOLD_ALREADY_BOUND", f"{hold_id} is bound elsewhere")
+                raise LedgerRefused("ESCROW_MISMATCH", f"{hold_id} is bound elsewhere")
         for hold_id in hold_ids:
             self.holds[hold_id].state = "bound"
             self.holds[hold_id].table_id = table_id
@@ -131,14 +131,8 @@ class FakeLedger:
         if hold is None:
             return
         if hold.state == "bound":
-            raise LedgerRefused("HOLD_ALREADY_BOUND", f"{hold_id} is bound")
+            raise HoldBound(hold_id)
         hold.state = "released"
-
-    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None:
-        if request_id in self.grants:
-            return
-        self.grants[request_id] = amount
-        self.balances[player_id] = self.balances.get(player_id, 0) + amount
 
     def open_holds(self) -> list[Hold]:
         return [h for h in self.holds.values() if h.state == "held"]

@@ -25,22 +25,20 @@ from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
-from masa_platform.auth import mint_token
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import error_info
 from masa_platform.page_tokens import PageTokens
-from masa_platform.settings import AuthSettings, PlatformSettings
-from masa_platform.testing import NatsServer
+from masa_platform.settings import PlatformSettings
+from masa_platform.testing import NatsServer, auth_settings, token
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
 
-AUTH = AuthSettings()
 Stub = matchmaking_pb2_grpc.MatchmakingServiceStub
 
 
 def _token(player: str) -> tuple[tuple[str, str]]:
-    return (("authorization", f"Bearer {mint_token(AUTH, player)}"),)
+    return (("authorization", f"Bearer {token(player)}"),)
 
 
 @pytest.fixture
@@ -53,6 +51,7 @@ async def service(
     settings = MatchmakingSettings(
         platform=PlatformSettings(
             service_name="matchmaking",
+            auth=auth_settings("matchmaking"),
             nats_url=nats_server.url,
             nats_user=MATCHMAKING,
             nats_password=nats_server.password(MATCHMAKING),
@@ -61,9 +60,8 @@ async def service(
         lobbies_file=lobbies,
         ledger_address="unused:1",
         round_seconds=0.2,
-        dev_welcome_chips=1_000,
     )
-    ledger = FakeLedger()
+    ledger = FakeLedger(welcome=1_000)
     engines = FakeEngines(ledger)
     running = await start_matchmaking(
         settings,
@@ -142,8 +140,6 @@ async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_e
         assert again.ticket.ticket_id == ticket.ticket_id
         assert ticket.state == mm.Ticket.STATE_SEARCHING and not ticket.HasField("seat")
         assert ticket.expire_time.seconds - ticket.create_time.seconds == 300
-        # The development welcome granted chips once, on first sight.
-        assert ledger.balances[player] == 1_000 and len(ledger.grants) >= 1
         assert await _reason(
             stub.CreateTicket(
                 mm.CreateTicketRequest(request_id="r2", lobby_id="elevator"), metadata=who

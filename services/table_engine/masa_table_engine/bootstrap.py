@@ -25,9 +25,10 @@ import grpc.aio
 import nats.errors
 from masa.table.v1 import admin_pb2_grpc, table_pb2_grpc
 from masa_platform.acks import AckedPublisher
-from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
+from masa_platform.auth import AuthPolicy, Role, ServiceTokens, TokenSigner
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
+from masa_platform.keys import load_signing_key
 from masa_platform.metrics import GrpcMetrics, LoopMetrics
 from masa_platform.server import (
     GrpcServer,
@@ -35,6 +36,7 @@ from masa_platform.server import (
     create_server,
     standard_interceptors,
 )
+from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -282,6 +284,8 @@ async def start_node(
 ) -> Node:
     """Start a node on ``stores`` (JetStream by default), given the node's address."""
     platform = settings.platform
+    # Checked before anything starts: a node that must call the bot or the ledger needs its key.
+    tokens = _service_tokens(settings)
     metrics = PrometheusMetrics(registry)
     loops = metrics.loops
     server_settings = platform.server
@@ -303,12 +307,7 @@ async def start_node(
         tls=platform.tls,
         interceptors=standard_interceptors(
             platform.auth,
-            policy=AuthPolicy(
-                required_roles={
-                    f"/{SERVICE}/CreateTable": INTERNAL_ROLES,
-                    ADMIN_SERVICE: INTERNAL_ROLES,
-                }
-            ),
+            policy=auth_policy(),
             metrics=GrpcMetrics(registry),
             idempotency=IdempotencyCache(
                 max_entries=server_settings.request_cache_entries,
@@ -322,24 +321,22 @@ async def start_node(
     kept = await stores(settings, address, loops)
     channels: list[grpc.aio.Channel] = []
     decider = None
-    if settings.bot_address:
+    if settings.bot_address and tokens is not None:
         bot_channel = open_channel(settings.bot_address, platform.tls)
         channels.append(bot_channel)
         decider = GrpcDecider(
             bot_channel,
-            platform.auth,
-            service_name=settings.node_id,
+            tokens,
             owner_address=address,
             timeout_seconds=settings.bot_timeout_seconds,
         )
     stakes = None
-    if settings.ledger_address:
+    if settings.ledger_address and tokens is not None:
         ledger_channel = open_channel(settings.ledger_address, platform.tls)
         channels.append(ledger_channel)
         stakes = GrpcStakeBinder(
             ledger_channel,
-            platform.auth,
-            service_name=settings.node_id,
+            tokens,
             timeout_seconds=settings.ledger_timeout_seconds,
         )
     deps = Deps(
@@ -391,6 +388,41 @@ async def start_node(
         },
     )
     return node
+
+
+def auth_policy() -> AuthPolicy:
+    """Who may call what (docs/security.md): players play and watch, matchmaking (and an
+    operator) creates tables, operators drain nodes and void tables; nothing else."""
+    players = frozenset({Role.PLAYER})
+    return AuthPolicy(
+        allowed={
+            f"/{SERVICE}/CreateTable": frozenset({Role.MATCHMAKING, Role.ADMIN}),
+            # An operator may look on, as a spectator: no seat's hand is an operator's to read.
+            f"/{SERVICE}/GetTable": frozenset({Role.PLAYER, Role.ADMIN}),
+            f"/{SERVICE}/WatchTable": frozenset({Role.PLAYER, Role.ADMIN}),
+            f"/{SERVICE}/SubmitAction": players,
+            f"/{SERVICE}/SubmitActions": players,
+            f"/{SERVICE}/ResumeControl": players,
+            f"/{SERVICE}/LeaveTable": players,
+            ADMIN_SERVICE: frozenset({Role.ADMIN}),
+        }
+    )
+
+
+def _service_tokens(settings: EngineSettings) -> ServiceTokens | None:
+    """The engine's own token for the bot and the ledger, signed with its identity key; None
+    for a node that calls neither."""
+    if not (settings.bot_address or settings.ledger_address):
+        return None
+    auth = settings.platform.auth
+    if auth.jwt_key_file is None:
+        raise SettingsError(
+            "MASA_JWT_KEY_FILE is unset: the table-engine needs its identity key to call the "
+            "bot and the ledger"
+        )
+    return ServiceTokens(
+        TokenSigner(load_signing_key(auth.jwt_key_file, Role.TABLE_ENGINE.value), auth)
+    )
 
 
 def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:

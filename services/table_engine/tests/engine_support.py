@@ -25,28 +25,26 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.auth import mint_token
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.settings import PlatformSettings, ServerSettings
+from masa_platform.testing import NatsServer, auth_settings, keyring, token
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
 from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
 
-AUTH = AuthSettings()
-SERVICE_TOKEN_SUBJECT = "lobby-service"
-
 
 def metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:
-    token = mint_token(AUTH, subject, roles or ("player",))
-    return (("authorization", f"Bearer {token}"),)
+    """A player's token (or one of ``roles``: an operator's, or a service's own)."""
+    return (("authorization", f"Bearer {token(subject, *roles)}"),)
 
 
-SERVICE = metadata(SERVICE_TOKEN_SUBJECT, "service")
+# CreateTable is matchmaking's (and an operator's); draining and voiding are operators'.
+SERVICE = metadata("matchmaking", "matchmaking")
+ADMIN_TOKEN = metadata("ops", "admin")
 
 
 def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> EngineSettings:
@@ -62,6 +60,7 @@ def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> E
     )
     platform = PlatformSettings(
         service_name="table-engine",
+        auth=auth_settings("table-engine"),
         nats_url=server.url,
         nats_user=TABLE_ENGINE,
         nats_password=server.password(TABLE_ENGINE),
@@ -151,6 +150,7 @@ def engine_nats_env(server: NatsServer) -> dict[str, str]:
         "MASA_NATS_URL": server.url,
         "MASA_NATS_USER": TABLE_ENGINE,
         "MASA_NATS_PASSWORD": server.password(TABLE_ENGINE),
+        **keyring().env(TABLE_ENGINE),
     }
 
 

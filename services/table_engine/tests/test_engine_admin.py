@@ -13,6 +13,7 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
+    ADMIN_TOKEN,
     SERVICE,
     create_table,
     elevator_config,
@@ -62,7 +63,7 @@ async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_servi
         async with _admin(leaving.address) as admin:
             # A stale address: the node that answers is not the one named; nothing drains.
             code, reason, info = await _refusal(
-                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="staying"), metadata=SERVICE)
+                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="staying"), metadata=ADMIN_TOKEN)
             )
             assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "NODE_MISMATCH")
             assert info == {"node_id": "leaving", "node_address": staying.address}
@@ -75,13 +76,13 @@ async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_servi
             )
             assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
             code, _, _ = await _refusal(
-                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="../x"), metadata=SERVICE)
+                admin.DrainNode(admin_pb2.DrainNodeRequest(node_id="../x"), metadata=ADMIN_TOKEN)
             )
             assert code is grpc.StatusCode.INVALID_ARGUMENT
             assert await serving(leaving.address)
 
             drained = await admin.DrainNode(
-                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=SERVICE
+                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=ADMIN_TOKEN
             )
             assert (drained.node_id, drained.tables_handed_over) == ("leaving", 4)
             assert leaving.tables.served == []
@@ -96,7 +97,7 @@ async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_servi
             )
             assert taken == len(tables)
             again = await admin.DrainNode(
-                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=SERVICE
+                admin_pb2.DrainNodeRequest(node_id="leaving"), metadata=ADMIN_TOKEN
             )
             assert again.tables_handed_over == 0
         # The drained node is still up: it refuses new tables and sends players on.
@@ -132,7 +133,7 @@ async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServe
             code, reason, info = await _refusal(
                 admin.VoidTable(
                     admin_pb2.VoidTableRequest(request_id="v-0", table_id=table_id),
-                    metadata=SERVICE,
+                    metadata=ADMIN_TOKEN,
                 )
             )
             assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "TABLE_MOVED")
@@ -141,7 +142,7 @@ async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServe
             code, _, _ = await _refusal(
                 admin.VoidTable(
                     admin_pb2.VoidTableRequest(table_id=table_id, reason="a\x00b"),
-                    metadata=SERVICE,
+                    metadata=ADMIN_TOKEN,
                 )
             )
             assert code is grpc.StatusCode.INVALID_ARGUMENT
@@ -156,7 +157,7 @@ async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServe
                 admin_pb2.VoidTableRequest(
                     request_id="v-1", table_id=table_id, reason="stuck, says the operator"
                 ),
-                metadata=SERVICE,
+                metadata=ADMIN_TOKEN,
             )
             assert voided.applied
             assert voided.table.state == view_pb2.Table.STATE_VOIDED
@@ -168,7 +169,7 @@ async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServe
             await wait_until(abandoned, what="GameAbandoned on the bus")
             again = await admin.VoidTable(
                 admin_pb2.VoidTableRequest(request_id="v-2", table_id=table_id),
-                metadata=SERVICE,
+                metadata=ADMIN_TOKEN,
             )
             assert not again.applied
             assert again.table.state == view_pb2.Table.STATE_VOIDED

@@ -15,6 +15,8 @@ import grpc.aio
 import pytest
 from engine_support import create_table, elevator_config, get_view, seat, table_stub
 from masa_platform.metrics import LoopMetrics
+from masa_platform.settings import PlatformSettings
+from masa_platform.testing import auth_settings
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -271,7 +273,11 @@ async def test_nodes_wired_to_the_memory_bus_serve_tables_and_hand_them_over(
 ) -> None:
     """bootstrap.start_node takes other stores than JetStream: two real gRPC nodes on the
     memory bus, a table played on one, drained to the other, and followed there."""
-    base = EngineSettings(turn_seconds=TURN_SECONDS, takeover_scan_seconds=0.05)
+    base = EngineSettings(
+        platform=PlatformSettings(service_name="table-engine", auth=auth_settings("table-engine")),
+        turn_seconds=TURN_SECONDS,
+        takeover_scan_seconds=0.05,
+    )
     leaving = await start_node(
         replace(base, node_id="mem-a"), CollectorRegistry(), stores=_memory_stores(bus)
     )

@@ -7,6 +7,7 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
+    ADMIN_TOKEN,
     SERVICE,
     create_table,
     elevator_config,
@@ -248,7 +249,11 @@ async def test_a_retried_request_id_returns_the_first_answer_without_a_second_ef
         assert after.table.table.sequence == mine.table.table.sequence + 1
 
 
-async def test_a_service_may_act_and_watch_for_any_seat(nats_server: NatsServer) -> None:
+async def test_p20_a_seats_hand_is_its_players_only_not_a_services_nor_an_operators(
+    nats_server: NatsServer,
+) -> None:
+    """Neither a service nor an operator reads a human's hand or moves for that seat: the seat's
+    view is its player's alone (an operator looks on as a spectator)."""
     async with (
         running_node(settings(nats_server, "service")) as node,
         table_stub(node.address) as stub,
@@ -256,9 +261,30 @@ async def test_a_service_may_act_and_watch_for_any_seat(nats_server: NatsServer)
         table_id = await create_table(
             stub, elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2, "cem")])
         )
-        watch = stub.WatchTable(
-            table_pb2.WatchTableRequest(table_id=table_id, seat=1), metadata=SERVICE
+        for caller, code in (
+            (SERVICE, grpc.StatusCode.PERMISSION_DENIED),
+            (ADMIN_TOKEN, grpc.StatusCode.PERMISSION_DENIED),
+            (metadata("ayse"), grpc.StatusCode.PERMISSION_DENIED),
+        ):
+            watch = stub.WatchTable(
+                table_pb2.WatchTableRequest(table_id=table_id, seat=1), metadata=caller
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await watch.read()
+            assert refused.value.code() == code
+        looked = await stub.GetTable(
+            table_pb2.GetTableRequest(table_id=table_id), metadata=ADMIN_TOKEN
         )
-        first = await watch.read()
-        assert first.seat_view.seat == 1
-        watch.cancel()
+        assert looked.WhichOneof("view") == "spectator_view"
+        for caller in (SERVICE, ADMIN_TOKEN):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SubmitAction(
+                    table_pb2.SubmitActionRequest(request_id="x", table_id=table_id),
+                    metadata=caller,
+                )
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        own = stub.WatchTable(
+            table_pb2.WatchTableRequest(table_id=table_id, seat=1), metadata=metadata("bora")
+        )
+        assert (await own.read()).seat_view.seat == 1
+        own.cancel()

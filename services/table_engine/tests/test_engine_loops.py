@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 import grpc.aio
 import pytest
 from engine_support import (
-    SERVICE,
+    ADMIN_TOKEN,
     create_table,
     elevator_config,
     running_node,
@@ -71,7 +71,7 @@ async def test_every_background_loop_of_a_node_counts_its_runs(nats: NatsServer)
             )
         async with grpc.aio.insecure_channel(node.address) as channel:
             await admin_pb2_grpc.TableAdminServiceStub(channel).VoidTable(
-                admin_pb2.VoidTableRequest(table_id=voided), metadata=SERVICE
+                admin_pb2.VoidTableRequest(table_id=voided), metadata=ADMIN_TOKEN
             )
 
         def runs(loop: str) -> float:

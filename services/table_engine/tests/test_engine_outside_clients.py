@@ -12,7 +12,6 @@ from pathlib import Path
 import grpc
 import grpc.aio
 from engine_support import (
-    AUTH,
     create_table,
     elevator_config,
     game_finished,
@@ -25,8 +24,8 @@ from engine_support import (
 )
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.events.v1 import table_log_pb2
-from masa_platform.auth import mint_token
 from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import token as mint
 from masa_rules.elevator import Pass, legal_actions
 from masa_table_engine.bootstrap import start_node
 from masa_wire.elevator import action_to_proto, state_from_seat_view
@@ -59,7 +58,7 @@ async def test_grpcurl_finds_the_service_by_reflection_and_reads_a_table(
         code, out, err = await _run("-plaintext", node.address, "list")
         assert code == 0, err
         assert "masa.table.v1.TableService" in out.split()
-        token = mint_token(AUTH, "ayse")
+        token = mint("ayse")
         code, out, err = await _run(
             "-plaintext",
             "-H",

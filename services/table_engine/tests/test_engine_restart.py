@@ -20,7 +20,7 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
-    SERVICE,
+    ADMIN_TOKEN,
     EngineProcess,
     bus_client,
     create_table,
@@ -233,7 +233,7 @@ async def test_tables_killed_in_the_middle_of_play_are_all_served_after_each_res
 
 async def _served(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> bool:
     try:
-        await stub.GetTable(table_pb2.GetTableRequest(table_id=table_id), metadata=SERVICE)
+        await stub.GetTable(table_pb2.GetTableRequest(table_id=table_id), metadata=ADMIN_TOKEN)
     except grpc.aio.AioRpcError:
         return False
     return True
@@ -266,7 +266,7 @@ async def test_health_answers_not_serving_while_the_tables_come_back(
         async def long_enough() -> bool:
             lengths = [
                 (
-                    await stub.GetTable(table_pb2.GetTableRequest(table_id=t), metadata=SERVICE)
+                    await stub.GetTable(table_pb2.GetTableRequest(table_id=t), metadata=ADMIN_TOKEN)
                 ).spectator_view.table
                 for t in tables
             ]

@@ -12,7 +12,6 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
-    AUTH,
     create_table,
     elevator_config,
     get_view,
@@ -24,8 +23,8 @@ from engine_support import (
     table_stub,
 )
 from masa.table.v1 import table_pb2, view_pb2
-from masa_platform.auth import mint_token
 from masa_platform.testing import NatsServer
+from masa_platform.testing import token as mint
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 
@@ -111,7 +110,7 @@ async def test_the_stream_ends_when_its_token_expires(nats_server: NatsServer) -
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(stub, elevator_config([seat(0, "bora"), seat(1), seat(2)]))
-        token = mint_token(AUTH, "bora", ttl_seconds=1.0)
+        token = mint("bora", ttl_seconds=1.0)
         call = stub.SubmitActions(metadata=(("authorization", f"Bearer {token}"),))
         view = (await get_view(stub, table_id, "bora")).seat_view
         # The token was good when the stream opened; it is not any more.

@@ -7,7 +7,6 @@ import grpc
 import grpc.aio
 import pytest
 from engine_support import (
-    AUTH,
     create_table,
     elevator_config,
     metadata,
@@ -19,9 +18,9 @@ from engine_support import (
 from grpc_status import rpc_status
 from masa.table.v1 import table_pb2
 from masa_client.client import TableClient
-from masa_platform.auth import mint_token
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
+from masa_platform.testing import token as mint
 
 
 async def test_the_node_without_the_table_points_to_its_owner_and_the_sdk_follows(
@@ -51,7 +50,7 @@ async def test_the_node_without_the_table_points_to_its_owner_and_the_sdk_follow
                 )
             assert unknown.value.code() is grpc.StatusCode.NOT_FOUND
 
-        async with TableClient(other.address, mint_token(AUTH, "ayse", ("player",))) as client:
+        async with TableClient(other.address, mint("ayse")) as client:
             answer = await client.get_table(table_id)
         assert answer.seat_view.table.table.table_id == table_id
         assert len(answer.seat_view.hand) == 7

@@ -18,14 +18,14 @@ from typing import Final
 
 from masa_platform import runner
 from masa_platform.settings import (
-    AuthSettings,
     LoopSettings,
     SettingsError,
     TlsSettings,
     load_settings,
 )
 
-from masa_client.load.credentials import Credentials, CredentialsError, from_file, from_secret
+from masa_client.issuer import IssuerMissing, development_issuer
+from masa_client.load.credentials import Credentials, CredentialsError, from_file, from_issuer
 from masa_client.load.pacing import ThinkTime
 from masa_client.load.run import LoadOptions, Progress, run_load
 from masa_client.load.tables import GameMix, MixError, TablePlan
@@ -72,8 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--token-file",
         type=Path,
-        help='JSON {"service": TOKEN, "players": [TOKEN, ...]}; default: tokens minted with '
-        "MASA_JWT_SECRET (and MASA_JWT_ISSUER, MASA_JWT_AUDIENCE)",
+        help='JSON {"service": TOKEN, "players": [TOKEN, ...]} (service: an admin token, which '
+        "may create tables); default: tokens signed with the development issuer key of `make "
+        "run` (.masa/keys) or MASA_JWT_ISSUER_KEY_FILE",
     )
     parser.add_argument(
         "--player-prefix", default="load", help="names of the minted players: PREFIX-N"
@@ -128,8 +129,8 @@ def _credentials(args: argparse.Namespace, options: LoadOptions) -> Credentials:
         return from_file(args.token_file)
     # Enough players that no player sits at two tables.
     most = options.plan.seats or 6
-    return from_secret(
-        load_settings(AuthSettings),
+    return from_issuer(
+        development_issuer(),
         players=options.tables * most,
         prefix=args.player_prefix,
         ttl_seconds=options.warmup_seconds + options.window_seconds + 3600,
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         options.plan.check(options.mix)
         credentials = _credentials(args, options)
         event_loop = load_settings(LoopSettings).event_loop
-    except (MixError, CredentialsError, SettingsError, OSError) as error:
+    except (MixError, CredentialsError, IssuerMissing, SettingsError, OSError) as error:
         print(f"masa-load: {error}", file=sys.stderr)
         sys.exit(2)
     progress = None if args.quiet else Progress(sys.stderr)

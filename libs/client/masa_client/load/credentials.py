@@ -1,9 +1,10 @@
-"""Who ``masa-load`` plays as: a service token that creates the tables, and player tokens.
+"""Who ``masa-load`` plays as: an operator's token that creates the tables, and player tokens.
 
-Tokens are minted from the deployment's signing secret (with its issuer and audience), or
-read from a token file for a deployment whose secret the operator does not hand out. The
-file is JSON: ``{"service": "<jwt>", "players": ["<jwt>", ...]}``; each player token's
-subject is read from the token itself (the client cannot check a signature; the engine does).
+Tokens are signed with the issuer key of a development stack (masa_client.issuer), or read
+from a token file for a deployment whose issuer the operator does not hand out. The file is
+JSON: ``{"service": "<jwt>", "players": ["<jwt>", ...]}`` (``service`` is the token that may
+create tables: an admin's); each player token's subject is read from the token itself (the
+client cannot check a signature; the engine does).
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.auth import Role, TokenSigner
 
-__all__ = ["Credentials", "CredentialsError", "Metadata", "from_file", "from_secret"]
+__all__ = ["Credentials", "CredentialsError", "Metadata", "from_file", "from_issuer"]
 
 Metadata = tuple[tuple[str, str], ...]
 
@@ -59,15 +59,16 @@ def _bearer(token: str) -> Metadata:
     return (("authorization", f"Bearer {token}"),)
 
 
-def from_secret(
-    settings: AuthSettings, *, players: int, prefix: str, ttl_seconds: float
+def from_issuer(
+    issuer: TokenSigner, *, players: int, prefix: str, ttl_seconds: float
 ) -> Credentials:
-    """Tokens signed with ``settings``' secret for ``players`` players named ``prefix-N``."""
-    service = mint_token(settings, f"{prefix}-lobby", (Role.SERVICE,), ttl_seconds=ttl_seconds)
+    """Tokens signed by ``issuer``: an operator's for the tables, and ``players`` players named
+    ``prefix-N``."""
+    service = issuer.mint(f"{prefix}-lobby", (Role.ADMIN,), ttl_seconds=ttl_seconds)
     pool = tuple(
         Player(
             f"{prefix}-{number}",
-            _bearer(mint_token(settings, f"{prefix}-{number}", ttl_seconds=ttl_seconds)),
+            _bearer(issuer.mint(f"{prefix}-{number}", ttl_seconds=ttl_seconds)),
         )
         for number in range(max(players, MOST_SEATS))
     )

@@ -15,7 +15,7 @@ import grpc
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2, view_pb2
-from masa_platform.auth import INTERNAL_ROLES, AuthPolicy
+from masa_platform.auth import AuthPolicy, Role
 from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
 from masa_wire import WireError
@@ -37,8 +37,9 @@ _LEVELS: Final = {
 
 
 def auth_policy() -> AuthPolicy:
-    """Decide is internal (DESIGN.md §3): only the service and admin roles may call it."""
-    return AuthPolicy(required_roles={SERVICE_NAME: INTERNAL_ROLES})
+    """Decide is the table-engine's: it asks for its bot seats' and autopilot's moves, and no one
+    else may (a view holds a seat's hand)."""
+    return AuthPolicy(allowed={SERVICE_NAME: frozenset({Role.TABLE_ENGINE})})
 
 
 class BotServicer(bot_pb2_grpc.BotServiceServicer):

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar
 
 import grpc
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa_platform.auth import INTERNAL_ROLES, AuthPolicy, require_principal
+from masa_platform.auth import AuthPolicy, Role, require_principal
 from masa_platform.errors import (
     BadRequest,
     MasaError,
@@ -49,16 +49,6 @@ from masa_ledger.domain.model import GameKey, wallet_id
 __all__ = ["SERVICE_NAME", "LedgerServicer", "auth_policy", "registration"]
 
 SERVICE_NAME: Final = "masa.ledger.v1.LedgerService"
-_INTERNAL: Final = (
-    "GetAccount",
-    "HoldStake",
-    "HoldStakes",
-    "BindHolds",
-    "ReleaseHold",
-    "GrantChips",
-    "SettleGame",
-    "VoidGame",
-)
 _KINDS: Final = {value: kind for kind, value in TRANSFER_KINDS.items()}
 _STATES: Final = {value: state for state, value in HOLD_STATES.items()}
 
@@ -68,8 +58,30 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 
 def auth_policy() -> AuthPolicy:
+    """Who may call what (docs/security.md): a player reads its own chips; matchmaking holds
+    and releases stakes; the table-engine binds them to a game; operators grant, settle and
+    void by hand and read any account."""
+    own_reads = frozenset({Role.PLAYER, Role.ADMIN})
+    staking = frozenset({Role.MATCHMAKING, Role.ADMIN})
+    admin = frozenset({Role.ADMIN})
+    allowed = {
+        "GetBalance": own_reads,
+        "ListTransfers": own_reads,
+        # Matchmaking reads the holds it placed, to tell a bound one from a lost one.
+        "GetHold": frozenset({Role.PLAYER, Role.ADMIN, Role.MATCHMAKING}),
+        "ListHolds": own_reads,
+        "GetSettlement": own_reads,
+        "GetAccount": admin,
+        "HoldStake": staking,
+        "HoldStakes": staking,
+        "BindHolds": frozenset({Role.TABLE_ENGINE}),
+        "ReleaseHold": staking,
+        "GrantChips": admin,
+        "SettleGame": admin,
+        "VoidGame": admin,
+    }
     return AuthPolicy(
-        required_roles={f"/{SERVICE_NAME}/{method}": INTERNAL_ROLES for method in _INTERNAL}
+        allowed={f"/{SERVICE_NAME}/{method}": roles for method, roles in allowed.items()}
     )
 
 
@@ -106,11 +118,11 @@ def _masa_error(error: errors.LedgerError) -> MasaError:
 
 
 def _player(requested: str) -> str:
-    """The player a read is about: the caller's own unless named; only the service and admin
-    roles may name another player."""
+    """The player a read is about: the caller's own unless named; only an operator may name
+    another player."""
     principal = require_principal()
     player_id = requested or principal.subject
-    if player_id != principal.subject and not principal.has_any(INTERNAL_ROLES):
+    if player_id != principal.subject and not principal.has_any({Role.ADMIN}):
         raise errors.NotYourAccount(
             "a player may read only its own chips", metadata={"player_id": player_id}
         )
@@ -201,7 +213,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.GetHoldRequest, context: Context
     ) -> ledger_pb2.GetHoldResponse:
         hold = await self._ledger.hold(request.hold_id)
-        _player(hold.player_id)
+        # Matchmaking places every hold, and reads them back to resume a placement.
+        if not require_principal().has_any({Role.MATCHMAKING}):
+            _player(hold.player_id)
         return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
 
     @_mapped

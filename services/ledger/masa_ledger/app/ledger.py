@@ -10,9 +10,11 @@ the same request again answers as the first time and moves nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeAlias, TypeVar
@@ -91,6 +93,8 @@ ValueT = TypeVar("ValueT")
 Outcome: TypeAlias = ValueT | BaseException
 
 _log = logging.getLogger(__name__)
+# How many players the development welcome remembers having seen (it only saves a read).
+_WELCOMED_KEPT = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,7 @@ class Ledger:
     """The use cases over one store. ``on_commit`` is called after every transaction that wrote
     outbox rows (the relay uses it to publish at once)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the store, its encoder and metrics, then options by keyword
         self,
         store: Store,
         encode: EncodeEvent,
@@ -137,8 +141,12 @@ class Ledger:
         policy: HoldPolicy = HoldPolicy(),
         clock: Callable[[], float] = time.time,
         on_commit: Callable[[], None] = lambda: None,
+        welcome_chips: int = 0,
     ) -> None:
         self._store = store
+        self._welcome_chips = welcome_chips
+        # Players welcomed (or found with a wallet) by this process: only saves a read.
+        self._welcomed: OrderedDict[str, None] = OrderedDict()
         self._encode = encode
         self._metrics = metrics
         self._results = results
@@ -216,6 +224,8 @@ class Ledger:
             raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
         if len({hold.player_id for hold in wanted}) != len(wanted):
             raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+        for hold in wanted:
+            await self.welcome(hold.player_id)
         return await self._holding.submit(wanted)
 
     async def _hold_batch(self, batch: Sequence[list[Hold]]) -> list[Outcome[list[Hold]]]:
@@ -650,9 +660,27 @@ class Ledger:
 
     # --- reads -----------------------------------------------------------------------------
 
-    async def wallet(self, player_id: str) -> Account:
-        """A player's wallet; a player never granted chips has an empty one."""
+    async def welcome(self, player_id: str) -> None:
+        """Development only (MASA_DEV_WELCOME_CHIPS): a player the ledger has no wallet of gets
+        the welcome chips, once. The grant's request id derives from the player id and the
+        ledger keeps it for ever, so no restart or second instance grants it twice."""
+        if self._welcome_chips <= 0 or player_id in self._welcomed:
+            return
         check_player_id("player_id", player_id)
+        if await self._store.account(wallet_id(player_id)) is None:
+            digest = hashlib.sha256(player_id.encode()).hexdigest()[:32]
+            await self.grant(
+                f"welcome-{digest}", player_id, self._welcome_chips, "development welcome chips"
+            )
+        self._welcomed[player_id] = None
+        if len(self._welcomed) > _WELCOMED_KEPT:
+            self._welcomed.popitem(last=False)
+
+    async def wallet(self, player_id: str) -> Account:
+        """A player's wallet; a player never granted chips has an empty one (with the
+        development welcome on, such a player is welcomed first)."""
+        check_player_id("player_id", player_id)
+        await self.welcome(player_id)
         account_id = wallet_id(player_id)
         found = await self._store.account(account_id)
         return found or Account(account_id, AccountKind.PLAYER, player_id=player_id)

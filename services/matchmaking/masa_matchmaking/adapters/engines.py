@@ -18,12 +18,12 @@ import grpc.aio
 import nats.errors
 import nats.js.errors
 from grpc_status import rpc_status
-from masa.common.v1 import game_pb2
+from masa.common.v1 import error_pb2, game_pb2
 from masa.events.v1 import engine_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_platform.auth import ServiceTokens
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
-from masa_platform.settings import AuthSettings
 from nats.aio.client import Client
 
 from masa_matchmaking.adapters.convert import (
@@ -33,7 +33,6 @@ from masa_matchmaking.adapters.convert import (
     options_to_proto,
     seat_to_proto,
 )
-from masa_matchmaking.adapters.service_token import ServiceToken
 from masa_matchmaking.app.ports import (
     EngineFull,
     EngineNode,
@@ -58,7 +57,9 @@ _REFUSALS: Final = frozenset(
     }
 )
 # The engine's reason for a CreateTable refused for want of room (MASA_MAX_TABLES).
-_AT_CAPACITY: Final = "NODE_AT_CAPACITY"
+_AT_CAPACITY: Final = error_pb2.ErrorReason.Name(
+    error_pb2.ERROR_REASON_NODE_AT_CAPACITY
+).removeprefix("ERROR_REASON_")
 _GAME_OF: Final = {value: key for key, value in GAMES.items()}
 
 
@@ -136,13 +137,12 @@ class GrpcEngines:
 
     def __init__(
         self,
-        auth: AuthSettings,
+        tokens: ServiceTokens,
         open_channel: Callable[[str], grpc.aio.Channel],
         *,
-        service_name: str,
         timeout_seconds: float,
     ) -> None:
-        self._token = ServiceToken(auth, service_name)
+        self._token = tokens
         self._open = open_channel
         self._timeout = timeout_seconds
         self._stubs: dict[str, table_pb2_grpc.TableServiceAsyncStub] = {}

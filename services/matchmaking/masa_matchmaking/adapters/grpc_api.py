@@ -17,7 +17,7 @@ from typing import Final, TypeVar
 import grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
-from masa_platform.auth import AuthPolicy, require_principal
+from masa_platform.auth import AuthPolicy, Role, require_principal
 from masa_platform.errors import BadRequest, MasaError, NotFound, PreconditionFailed
 from masa_platform.page_tokens import PageTokens
 from masa_platform.server import ServiceRegistration
@@ -31,7 +31,6 @@ from masa_matchmaking.adapters.convert import (
 )
 from masa_matchmaking.app.ratings import Ratings
 from masa_matchmaking.app.tickets import TicketDesk
-from masa_matchmaking.app.welcome import Welcome
 from masa_matchmaking.domain import errors
 from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.lobby_filter import parse_filter
@@ -55,8 +54,23 @@ class AlreadyExists(MasaError):
 
 
 def auth_policy() -> AuthPolicy:
-    """Every call needs a valid token; none is internal."""
-    return AuthPolicy()
+    """Who may call what (docs/security.md): matchmaking is the players'; an operator may look
+    at the lobbies and ratings too. No service calls it."""
+    player = frozenset({Role.PLAYER})
+    looking = frozenset({Role.PLAYER, Role.ADMIN})
+    allowed = {
+        "ListLobbies": looking,
+        "GetLobby": looking,
+        "GetRating": looking,
+        "CreateTicket": player,
+        "GetTicket": player,
+        "ListTickets": player,
+        "CancelTicket": player,
+        "WatchTicket": player,
+    }
+    return AuthPolicy(
+        allowed={f"/{SERVICE_NAME}/{method}": roles for method, roles in allowed.items()}
+    )
 
 
 def _platform_error(error: errors.MatchmakingError) -> MasaError:
@@ -115,7 +129,6 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         lobbies: Sequence[Lobby],
         desk: TicketDesk,
         ratings: Ratings,
-        welcome: Welcome,
         *,
         queue_length: Callable[[str], int],
         tables_in_play: Callable[[str], int],
@@ -124,7 +137,6 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         self._lobbies = list(lobbies)
         self._desk = desk
         self._ratings = ratings
-        self._welcome = welcome
         self._queue_length = queue_length
         self._tables_in_play = tables_in_play
         self._lobby_pages = _Pages(page_tokens, "ListLobbies")
@@ -138,12 +150,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         )
 
     async def _player(self) -> str:
-        player = require_principal().subject
-        try:
-            await self._welcome.greet(player)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
-        return player
+        return require_principal().subject
 
     async def ListLobbies(  # noqa: N802 - the generated servicer names the methods
         self,

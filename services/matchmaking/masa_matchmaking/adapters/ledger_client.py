@@ -1,7 +1,9 @@
-"""The ledger side of placement (``masa.ledger.v1``): holds, binding, releases and grants.
+"""The ledger side of placement (``masa.ledger.v1``): holding the stakes and releasing them.
 
-Every call carries a service token and a request_id derived from what it does, so a retry
-(by this instance or one resuming its placement) moves no chip twice.
+Every call carries matchmaking's own token and a request_id derived from what it does, so a
+retry (by this instance or one resuming its placement) moves no chip twice. Binding a hold to a
+table's game is the table-engine's, and granting chips an operator's: matchmaking may do
+neither.
 """
 
 from __future__ import annotations
@@ -14,14 +16,29 @@ import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
+from masa.common.v1 import error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_platform.auth import ServiceTokens
 from masa_platform.errors import error_info
-from masa_platform.settings import AuthSettings
 
-from masa_matchmaking.adapters.service_token import ServiceToken
-from masa_matchmaking.app.ports import HoldRequest, InsufficientFunds, LedgerRefused, Unreachable
+from masa_matchmaking.app.ports import (
+    HoldBound,
+    HoldRequest,
+    InsufficientFunds,
+    LedgerRefused,
+    Unreachable,
+)
 
 __all__ = ["GrpcLedger"]
+
+_NOT_HELD: Final = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_HOLD_NOT_HELD).removeprefix(
+    "ERROR_REASON_"
+)
+_INSUFFICIENT_FUNDS: Final = error_pb2.ErrorReason.Name(
+    error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS
+).removeprefix("ERROR_REASON_")
+# The states the ledger names for a hold a table's game took (masa.ledger.v1 StakeHold.State).
+_TAKEN: Final = frozenset({"BOUND", "POSTED"})
 
 # The ledger's answers that a retry will not change.
 _REFUSALS: Final = frozenset(
@@ -49,14 +66,13 @@ class GrpcLedger:
     def __init__(
         self,
         channel: grpc.aio.Channel,
-        auth: AuthSettings,
+        tokens: ServiceTokens,
         *,
-        service_name: str,
         timeout_seconds: float,
     ) -> None:
         self._channel = channel
         self._stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-        self._token = ServiceToken(auth, service_name)
+        self._token = tokens
         self._timeout = timeout_seconds
 
     async def _call(self, method: str, request: object) -> object:
@@ -95,20 +111,9 @@ class GrpcLedger:
         try:
             await self._call("HoldStakes", request)
         except _Refusal as refusal:
-            if refusal.reason == "INSUFFICIENT_FUNDS":
+            if refusal.reason == _INSUFFICIENT_FUNDS:
                 short = _short_players(refusal.metadata, holds)
                 raise InsufficientFunds(short, refusal.message) from None
-            raise LedgerRefused(refusal.reason, refusal.message) from None
-
-    async def bind_holds(
-        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
-    ) -> None:
-        request = ledger_pb2.BindHoldsRequest(
-            request_id=request_id, table_id=table_id, game_no=1, stake=stake, hold_ids=hold_ids
-        )
-        try:
-            await self._call("BindHolds", request)
-        except _Refusal as refusal:
             raise LedgerRefused(refusal.reason, refusal.message) from None
 
     async def release_hold(self, hold_id: str, reason: str) -> None:
@@ -120,15 +125,10 @@ class GrpcLedger:
         except _Refusal as refusal:
             if refusal.code is grpc.StatusCode.NOT_FOUND:
                 return
-            raise LedgerRefused(refusal.reason, refusal.message) from None
-
-    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None:
-        request = ledger_pb2.GrantChipsRequest(
-            request_id=request_id, player_id=player_id, amount=amount, reason=reason
-        )
-        try:
-            await self._call("GrantChips", request)
-        except _Refusal as refusal:
+            # The ledger's answer for a hold that is not held any more names its state: bound
+            # to a table's game, or posted since, means that table was made.
+            if refusal.reason == _NOT_HELD and refusal.metadata.get("state") in _TAKEN:
+                raise HoldBound(hold_id) from None
             raise LedgerRefused(refusal.reason, refusal.message) from None
 
     async def close(self) -> None:

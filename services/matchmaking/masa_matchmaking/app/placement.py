@@ -10,8 +10,8 @@
 3. Node: the least-loaded live table-engine node of the registry that hosts the game.
 4. Create: ``CreateTable`` there under the table id, with the table id as request_id, so a
    retry (on any node, by any instance) answers with the same table and never makes a second
-   one; the engine binds the holds to the table's game before it starts it. Then
-   ``BindHolds`` confirms the binding in the ledger.
+   one; the engine binds the holds to the table's game before it starts it (and answers
+   only once they are bound).
 5. Seat: every ticket goes to MATCHED with the table, seat, address and hold, and TicketMatched
    and GameStarted are published.
 
@@ -40,6 +40,7 @@ from masa_matchmaking.app.ports import (
     Engines,
     Events,
     GameStarted,
+    HoldBound,
     HoldRequest,
     InsufficientFunds,
     Ledger,
@@ -60,8 +61,6 @@ __all__ = ["PlacementSettings", "Placer"]
 
 _log = logging.getLogger(__name__)
 
-# The engine's answers that say the table is there already.
-_HOLD_BOUND: Final = "HOLD_ALREADY_BOUND"
 _CREATE_ATTEMPTS: Final = 3
 _GIVE_UP_AFTER_TIMEOUTS: Final = 4
 
@@ -204,13 +203,6 @@ class Placer:
             return False
         except _Unknown:
             return await self._fence(lobby, tickets, holds)
-        if lobby.chips and self._ledger is not None:
-            try:
-                await self._ledger.bind_holds(f"{table_id}-bind", table_id, lobby.stake, holds)
-            except (LedgerRefused, Unreachable) as error:
-                # The engine bound them before it started the table; this is the check.
-                _log.error("the ledger did not confirm the stakes of a live table: %s", error)
-                self._metrics.placement_failed("bind_unconfirmed")
         await self._seat(lobby, tickets, seats, node_id, address)
         return True
 
@@ -317,9 +309,9 @@ class Placer:
         for hold in holds:
             try:
                 await self._ledger.release_hold(hold, "the table could not be created")
+            except HoldBound:
+                return "bound"
             except LedgerRefused as refused:
-                if refused.reason == _HOLD_BOUND:
-                    return "bound"
                 _log.warning("could not release hold %s: %s", hold, refused)
             except Unreachable:
                 return "unknown"
@@ -344,7 +336,7 @@ class Placer:
             for hold in holds:
                 try:
                     await self._ledger.release_hold(hold, f"placement failed: {reason}")
-                except (LedgerRefused, Unreachable) as error:
+                except (HoldBound, LedgerRefused, Unreachable) as error:
                     # An unbound hold expires by itself (hold_ttl_seconds); log and go on.
                     _log.warning("could not release hold %s: %s", hold, error)
         if counted:

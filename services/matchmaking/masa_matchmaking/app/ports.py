@@ -22,6 +22,7 @@ __all__ = [
     "Engines",
     "Events",
     "GameStarted",
+    "HoldBound",
     "HoldRequest",
     "InsufficientFunds",
     "LeaseStore",
@@ -52,6 +53,14 @@ class InsufficientFunds(Exception):
         super().__init__(message)
         self.players = tuple(players)
         self.message = message
+
+
+class HoldBound(Exception):
+    """A hold that cannot be released because a table's game took it as its stake."""
+
+    def __init__(self, hold_id: str) -> None:
+        super().__init__(f"hold {hold_id} is a table's stake")
+        self.hold_id = hold_id
 
 
 class LedgerRefused(Exception):
@@ -144,17 +153,11 @@ class Ledger(Protocol):
         :class:`Unreachable`."""
         ...
 
-    async def bind_holds(
-        self, request_id: str, table_id: str, stake: int, hold_ids: Sequence[str]
-    ) -> None:
-        """Confirm the holds are the stakes of the table's first game."""
-        ...
-
     async def release_hold(self, hold_id: str, reason: str) -> None:
-        """Void an unbound hold; an unknown or already released hold is fine."""
+        """Void an unbound hold; an unknown or already released hold is fine. Raises
+        :class:`HoldBound` when the hold is a table's stake already (bound, or posted once its
+        game was settled): the table was made."""
         ...
-
-    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

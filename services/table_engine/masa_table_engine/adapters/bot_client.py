@@ -17,8 +17,7 @@ import grpc
 import grpc.aio
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.common.v1 import game_pb2
-from masa_platform.auth import Role, mint_token
-from masa_platform.settings import AuthSettings
+from masa_platform.auth import ServiceTokens
 
 from masa_table_engine.adapters.convert import action_from_proto, seat_view
 from masa_table_engine.domain.model import BotLevel, SeatKind
@@ -35,16 +34,14 @@ class GrpcDecider:
     def __init__(
         self,
         channel: grpc.aio.Channel,
-        auth: AuthSettings,
+        tokens: ServiceTokens,
         *,
-        service_name: str,
         owner_address: str,
         timeout_seconds: float,
         cooldown_seconds: float = 5.0,
     ) -> None:
         self._stub = bot_pb2_grpc.BotServiceStub(channel)
-        self._auth = auth
-        self._service_name = service_name
+        self._tokens = tokens
         self._owner_address = owner_address
         self._timeout = timeout_seconds
         self._cooldown = cooldown_seconds
@@ -54,11 +51,10 @@ class GrpcDecider:
         if time.monotonic() < self._skip_until:
             return None
         request = decide_request(table, seat, self._owner_address)
-        token = mint_token(self._auth, self._service_name, (Role.SERVICE,), ttl_seconds=300)
         try:
             response = await self._stub.Decide(
                 request,
-                metadata=(("authorization", f"Bearer {token}"),),
+                metadata=self._tokens.metadata(),
                 timeout=self._timeout,
             )
         except grpc.aio.AioRpcError as error:

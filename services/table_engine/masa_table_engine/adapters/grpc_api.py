@@ -33,7 +33,7 @@ from typing import ClassVar
 import grpc
 from masa.common.v1 import error_pb2
 from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
-from masa_platform.auth import INTERNAL_ROLES, Principal, require_principal
+from masa_platform.auth import Principal, require_principal
 from masa_platform.errors import (
     DOMAIN,
     BadRequest,
@@ -192,7 +192,8 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         viewer: int | None = None
         as_player = False
         if request.HasField("seat"):
-            if not principal.has_any(INTERNAL_ROLES) and request.seat != own:
+            # A seat's view holds its hand: its player's to read, and nobody else's (P-20).
+            if request.seat != own:
                 raise NotYourSeat(f"you may not watch as seat {request.seat}")
             viewer = self._seat_number(runtime, request.seat)
             as_player = viewer == own
@@ -354,10 +355,9 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     def _acting_seat(
         self, runtime: TableRuntime, principal: Principal, requested: int | None
     ) -> int:
-        """The seat the caller acts for: its own, or any seat for the service role (bots)."""
+        """The seat the caller acts for: its own, and only that (bots are played in the
+        engine, never through the API)."""
         own = runtime.table.config.seat_of(principal.subject)
-        if requested is not None and principal.has_any(INTERNAL_ROLES):
-            return self._seat_number(runtime, requested)
         if own is None:
             raise NotYourSeat("you have no seat at this table")
         if requested is not None and requested != own:

@@ -8,9 +8,8 @@ import grpc
 import grpc.aio
 from grpc_status import rpc_status
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa_platform.auth import Role, mint_token
+from masa_platform.auth import ServiceTokens
 from masa_platform.errors import error_info
-from masa_platform.settings import AuthSettings
 
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable
 
@@ -31,18 +30,15 @@ class GrpcStakeBinder:
     def __init__(
         self,
         channel: grpc.aio.Channel,
-        auth: AuthSettings,
+        tokens: ServiceTokens,
         *,
-        service_name: str,
         timeout_seconds: float,
     ) -> None:
         self._stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-        self._auth = auth
-        self._service_name = service_name
+        self._tokens = tokens
         self._timeout = timeout_seconds
 
     async def bind(self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]) -> None:
-        token = mint_token(self._auth, self._service_name, (Role.SERVICE,), ttl_seconds=300)
         call = self._stub.BindHolds(
             ledger_pb2.BindHoldsRequest(
                 request_id=f"bind:{table_id}:{game_no}",
@@ -51,7 +47,7 @@ class GrpcStakeBinder:
                 stake=stake,
                 hold_ids=list(hold_ids),
             ),
-            metadata=(("authorization", f"Bearer {token}"),),
+            metadata=self._tokens.metadata(),
             timeout=self._timeout,
         )
         try:
