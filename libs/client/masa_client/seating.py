@@ -22,7 +22,16 @@ from masa_client.matchmaking import MatchmakingClient
 from masa_client.render import count
 from masa_client.session import Console, Keyboard
 
-__all__ = ["NoSeat", "choose_lobby", "describe_lobby", "find_seat", "lobby_table", "waiting_line"]
+__all__ = [
+    "NoSeat",
+    "cancel_search",
+    "choose_lobby",
+    "describe_lobby",
+    "find_seat",
+    "lobby_table",
+    "unseated",
+    "waiting_line",
+]
 
 _GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "51", game_pb2.GAME_KIND_ELEVATOR: "Elevator"}
 _PRESETS: Final = {
@@ -141,16 +150,23 @@ async def find_seat(
                 console.say(f"  {waiting_line(needed)}")
             seen = current.state
     except asyncio.CancelledError:
-        await _cancel(matchmaking, ticket)
+        await cancel_search(matchmaking, ticket)
         raise
     if ticket.state != mm.Ticket.STATE_MATCHED:
-        why = ticket.error.metadata.get("message") or ticket.error.reason
-        raise NoSeat(f"no seat: the ticket {_STATES.get(ticket.state, '?')} ({why})")
+        raise unseated(ticket)
     console.say(f"seated at table {ticket.table_id}, seat {ticket.seat}, on {ticket.table_address}")
     return ticket
 
 
-async def _cancel(matchmaking: MatchmakingClient, ticket: mm.Ticket) -> None:
+def unseated(ticket: mm.Ticket) -> NoSeat:
+    """Why a ticket closed without a seat (cancelled, expired or failed)."""
+    why = ticket.error.metadata.get("message") or ticket.error.reason
+    return NoSeat(f"no seat: the ticket {_STATES.get(ticket.state, '?')} ({why})")
+
+
+async def cancel_search(matchmaking: MatchmakingClient, ticket: mm.Ticket) -> None:
+    """Cancel a ticket whose search was interrupted, even while the caller is being cancelled;
+    a ticket closed meanwhile, or a server that does not answer in time, is left as it is."""
     with contextlib.suppress(MasaCallError, TimeoutError):
         await asyncio.wait_for(
             asyncio.shield(matchmaking.cancel_ticket(ticket.ticket_id)), _CANCEL_SECONDS

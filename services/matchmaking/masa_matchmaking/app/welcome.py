@@ -1,9 +1,9 @@
 """The development welcome: every player seen for the first time gets chips (MASA_DEV_WELCOME_CHIPS).
 
-For ``make run`` only: a newcomer must be able to sit at a chip table at once. The grant's
-request_id derives from the player id, and the ledger keeps a grant's id for ever, so a player
-is welcomed once whatever the restarts and instances; the set of players welcomed by this
-process only saves the call, and is bounded.
+For ``make run`` only: a newcomer, or a practice player of ``masa practice``, must have the
+chips for a chip table at once. The grant's request_id derives from the player id, and the
+ledger keeps a grant's id for ever, so a player is welcomed once whatever the restarts and
+instances; the set of players welcomed by this process only saves the call, and is bounded.
 """
 
 from __future__ import annotations
