@@ -61,7 +61,7 @@ from masa_client.practice import (
     add_practice_parser,
     run_practice,
 )
-from masa_client.render import BOT_NAMES, style_for
+from masa_client.render import BOT_NAMES, count, style_for
 from masa_client.seating import NoSeat, choose_lobby, find_seat
 from masa_client.session import Console, Keyboard, PlaySession, watch_table
 
@@ -302,9 +302,9 @@ async def _practice(args: argparse.Namespace) -> int:
         ledger=service_address("ledger", args.ledger, DEFAULT_LEDGER),
         nodes=engine_nodes(),
     )
-    games = f"{args.games} games each" if args.games else "until Ctrl-C"
+    games = f"{count(args.games, 'game')} each" if args.games else "until Ctrl-C"
     print(
-        f"{args.players} practice players in {args.lobby}, {games}: "
+        f"{count(args.players, 'practice player')} in {args.lobby}, {games}: "
         f"{', '.join(p.player_id for p in players)}",
         flush=True,
     )

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import re
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -208,3 +211,56 @@ async def test_P13_a_player_waiting_alone_is_told_how_many_more_until_practice_p
         ]
         assert shown[-1].startswith(f"seated at table {ticket.table_id}")
         assert len(out.getvalue().splitlines()) == 2, out.getvalue()
+
+
+async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
+    tmp_path: Path,
+) -> None:
+    """The command itself: it mints each player's development token, queues, and on Ctrl-C
+    cancels the search it was waiting in, so no ticket is left to seat an absent player."""
+    async with _stack(tmp_path) as stack:
+        command = [
+            str(Path(sys.executable).parent / "masa"),
+            "practice",
+            "--lobby",
+            "trio",
+            "--players",
+            "1",
+            "--matchmaking",
+            stack.matchmaking,
+            "--ledger",
+            stack.ledger,
+        ]
+        # A run folder without run.json: the addresses are the ones given.
+        env = {**os.environ, "MASA_RUN_DIR": str(tmp_path / "no-run")}
+        process = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        try:
+            assert process.stdout is not None
+            first = await asyncio.wait_for(process.stdout.readline(), 30)
+            assert first.decode() == ("1 practice player in trio, until Ctrl-C: practice-trio-1\n")
+            (player,) = _players(1)
+            async with MatchmakingClient(stack.matchmaking, player.token) as matchmaking:
+
+                async def searching() -> list[mm.Ticket]:
+                    return [
+                        t
+                        for t in await matchmaking.list_tickets()
+                        if t.state == mm.Ticket.STATE_SEARCHING
+                    ]
+
+                deadline = asyncio.get_running_loop().time() + 30
+                while not await searching():
+                    assert asyncio.get_running_loop().time() < deadline, "no ticket searched"
+                    await asyncio.sleep(0.1)
+                process.send_signal(signal.SIGINT)
+                _, err = await asyncio.wait_for(process.communicate(), 30)
+                assert process.returncode == 130, err.decode()
+                assert "practice players stopped" in err.decode()
+                (ticket,) = await matchmaking.list_tickets()
+                assert ticket.state == mm.Ticket.STATE_CANCELLED
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
