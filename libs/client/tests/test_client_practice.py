@@ -18,7 +18,7 @@ import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,41 +85,38 @@ async def _stack(directory: Path) -> AsyncIterator[Stack]:
     lobbies = directory / "lobbies.toml"
     lobbies.write_text(LOBBIES)
     with NatsServer(directory / "nats", secure=True) as nats:
-        ledger = await start_ledger(
-            LedgerSettings(
-                platform=_platform(nats, "ledger", LEDGER),
-                database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
-                results_fetch_seconds=0.5,
-                results_ack_wait_seconds=5.0,
-            ),
-            registry=CollectorRegistry(),
-        )
-        node = await start_node(
-            EngineSettings(
-                platform=_platform(nats, "table-engine", TABLE_ENGINE),
-                node_id="practice-node",
-                ledger_address=ledger.server.address,
-            ),
-            registry=CollectorRegistry(),
-        )
-        matchmaking = await start_matchmaking(
-            MatchmakingSettings(
-                platform=_platform(nats, "matchmaking", MATCHMAKING),
-                instance_id="practice",
-                lobbies_file=lobbies,
-                ledger_address=ledger.server.address,
-                round_seconds=0.2,
-                lease_ttl_seconds=1.5,
-                dev_welcome_chips=WELCOME,
-            ),
-            CollectorRegistry(),
-        )
-        try:
+        async with AsyncExitStack() as running:
+            ledger = await start_ledger(
+                LedgerSettings(
+                    platform=_platform(nats, "ledger", LEDGER),
+                    database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
+                    results_fetch_seconds=0.5,
+                ),
+                registry=CollectorRegistry(),
+            )
+            running.push_async_callback(ledger.stop, 0.2)
+            node = await start_node(
+                EngineSettings(
+                    platform=_platform(nats, "table-engine", TABLE_ENGINE),
+                    node_id="practice-node",
+                    ledger_address=ledger.server.address,
+                ),
+                registry=CollectorRegistry(),
+            )
+            running.push_async_callback(node.stop, 0.2)
+            matchmaking = await start_matchmaking(
+                MatchmakingSettings(
+                    platform=_platform(nats, "matchmaking", MATCHMAKING),
+                    instance_id="practice",
+                    lobbies_file=lobbies,
+                    ledger_address=ledger.server.address,
+                    round_seconds=0.2,
+                    dev_welcome_chips=WELCOME,
+                ),
+                CollectorRegistry(),
+            )
+            running.push_async_callback(matchmaking.stop, 0.2)
             yield Stack(matchmaking.address, ledger.server.address, ledger)
-        finally:
-            await matchmaking.stop(0.2)
-            await node.stop(0.2)
-            await ledger.stop(0.2)
 
 
 def _players(*numbers: int) -> list[PracticePlayer]:

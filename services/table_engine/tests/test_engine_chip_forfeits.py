@@ -56,7 +56,6 @@ async def _ledger(server: NatsServer, directory: Path) -> AsyncIterator[LedgerSe
         platform=platform,
         database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
         results_fetch_seconds=0.5,
-        results_ack_wait_seconds=5.0,
     )
     service = await start_ledger(ledger_settings, registry=CollectorRegistry())
     try:

@@ -7,8 +7,10 @@ table move on and do watchers hear of it. A refused input or a failed write leav
 exactly as it was.
 
 A driver (:mod:`~masa_table_engine.app.driver`) keeps the table moving through the same
-pipeline: bots, the autopilot and timers (P-10..P-12); the pipeline tells it when to look
-again (:attr:`TableRuntime.changes`) and judges its moves (:meth:`commit_automated`).
+pipeline: bots, the autopilot and timers (P-10..P-12), and the disconnection of a seat whose
+grace window ended without a stream (:mod:`~masa_table_engine.app.presence`); the pipeline
+tells it when to look again (:attr:`TableRuntime.changes`) and judges its moves
+(:meth:`commit_automated`).
 
 The log is the truth, and a write that was not acknowledged may still have landed (NATS keeps
 a message it could not deliver and sends it once it is back). Every append is fenced on the
@@ -44,6 +46,7 @@ from masa_table_engine.app.ports import (
     ResultPublisher,
     SystemClock,
 )
+from masa_table_engine.app.presence import Presence
 from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
@@ -104,6 +107,9 @@ class RuntimeSettings:
     finished_retention_seconds: float = 30.0
     # The latest entries a table keeps in memory for resuming watchers and retries.
     history_kept: int = 128
+    # How long a seat must be without a stream of its player before the log says it is
+    # disconnected (app/presence.py); a reconnection within it writes nothing.
+    presence_grace_seconds: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +157,7 @@ class TableRuntime:
         # The deadline the driver sleeps until (None: until a change); see _wake_driver.
         self._armed: float | None = None
         self._watchers: set[asyncio.Queue[Entry | None]] = set()
-        self._connections: dict[int, int] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._presence = Presence(settings.presence_grace_seconds)
         self._driver: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
         self._outbox = outbox
@@ -193,7 +198,7 @@ class TableRuntime:
         self._driver = asyncio.get_running_loop().create_task(driver)
 
     async def stop(self) -> None:
-        await stop_tasks(self._driver, *self._background)
+        await stop_tasks(self._driver)
         for queue in self._watchers:
             queue.put_nowait(None)
 
@@ -434,10 +439,14 @@ class TableRuntime:
         return self.table.config.seats[seat].kind is SeatKind.HUMAN
 
     async def connect(self, seat: int) -> None:
-        """A watch stream of the seat's player opened (P-12)."""
+        """Log that the seat's player is back, when a stream of theirs is open here and the log
+        has the seat disconnected (P-12); a stream back within the grace window writes nothing."""
         async with self._lock:
-            self._connections[seat] = self._connections.get(seat, 0) + 1
-            if not self.table.finished and not self.table.seats[seat].connected:
+            if (
+                self._presence.streams(seat)
+                and not self.table.finished
+                and not self.table.seats[seat].connected
+            ):
                 await self._commit(SeatChanged(seat, SeatChange.RECONNECTED))
 
     async def leave(self, seat: int) -> None:
@@ -446,13 +455,36 @@ class TableRuntime:
             if not self.table.finished and not self.table.seats[seat].left:
                 await self._commit(SeatChanged(seat, SeatChange.LEFT))
 
-    async def disconnect(self, seat: int) -> None:
-        """A watch stream of the seat's player closed; the last one starts seat protection."""
+    def _stream_closed(self, seat: int) -> None:
+        """A stream of the seat's player closed: the last one starts the seat's grace window,
+        whose end the driver waits for (:meth:`record_absences`)."""
+        self._presence.closed(seat, self._deps.clock())
+        if not self._presence.streams(seat):
+            self._changed.set()
+
+    @property
+    def presence_deadline(self) -> float | None:
+        """When the earliest grace window of a seat without a stream ends."""
+        return self._presence.deadline()
+
+    async def record_absences(self) -> bool:
+        """Log as disconnected each seat whose grace window ended without a stream, which
+        starts its seat protection (P-12); True when an entry was written.
+
+        The window is checked against the log only now: a seat the log does not have connected
+        (its player left, or its reconnection was never logged) has nothing to log.
+        """
+        deadline = self._presence.deadline()
+        if deadline is None or deadline > self._deps.clock():
+            return False
+        wrote = False
         async with self._lock:
-            self._connections[seat] = max(0, self._connections.get(seat, 0) - 1)
-            last = self._connections[seat] == 0
-            if last and not self.table.finished and self.table.seats[seat].connected:
-                await self._commit(SeatChanged(seat, SeatChange.DISCONNECTED))
+            for seat in self._presence.due(self._deps.clock()):
+                if not self.table.finished and self.table.seats[seat].connected:
+                    await self._commit(SeatChanged(seat, SeatChange.DISCONNECTED))
+                    wrote = True
+                self._presence.settled(seat)
+        return wrote
 
     # --- watching --------------------------------------------------------------------------
 
@@ -461,24 +493,28 @@ class TableRuntime:
     ) -> AsyncIterator[WatchItem]:
         """A snapshot (or the entries after ``after_sequence``), then every new entry.
 
-        The stream ends after the entry that finishes the game.
+        The stream ends after the entry that finishes the game. A player's stream counts for
+        the seat's presence from here to its end, however it ends (:mod:`.presence`).
         """
-        if as_player and seat is not None:
-            try:
-                await self.connect(seat)
-            except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
-                _log.warning("could not record a reconnection", exc_info=True)
+        player = seat if as_player else None
         queue: asyncio.Queue[Entry | None] = asyncio.Queue()
-        async with self._lock:
-            self._watchers.add(queue)
-            first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
-            backlog: list[WatchItem]
-            if after_sequence is not None and first_kept - 1 <= after_sequence:
-                backlog = [e for e in self._history if e.sequence > after_sequence]
-            else:
-                backlog = [self.table]
-            finished = self.table.finished
+        if player is not None:
+            self._presence.opened(player)
         try:
+            if player is not None:
+                try:
+                    await self.connect(player)
+                except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
+                    _log.warning("could not record a reconnection", exc_info=True)
+            async with self._lock:
+                self._watchers.add(queue)
+                first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
+                backlog: list[WatchItem]
+                if after_sequence is not None and first_kept - 1 <= after_sequence:
+                    backlog = [e for e in self._history if e.sequence > after_sequence]
+                else:
+                    backlog = [self.table]
+                finished = self.table.finished
             for item in backlog:
                 yield item
             while not finished:
@@ -489,18 +525,10 @@ class TableRuntime:
                 finished = _ends_game(entry)
         finally:
             self._watchers.discard(queue)
-            if as_player and seat is not None:
-                # The generator may be closing because its call was cancelled, so the
-                # disconnection is recorded by a task of its own.
-                task = asyncio.get_running_loop().create_task(self._quietly_disconnect(seat))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-
-    async def _quietly_disconnect(self, seat: int) -> None:
-        try:
-            await self.disconnect(seat)
-        except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
-            _log.warning("could not record a disconnection", exc_info=True)
+            if player is not None:
+                # Synchronous: the generator may be closing because its call was cancelled,
+                # or be closed later by the event loop from a task of its own.
+                self._stream_closed(player)
 
     def accepted(self, seat: int, request_id: str) -> Entry | None:
         """The entry a request of ``seat`` already produced, found in the log-backed history.
