@@ -91,8 +91,8 @@ class GamePlayed:
     place: int
     seats: int
     forfeited: bool
-    # The stake's hold and what the table paid for it; no hold at a table without chips, and
-    # no payout when the ledger has not settled the game in time.
+    # The table's stake (0 without chips) and what the table paid for it (the stake itself
+    # when the game was voided); None when the ledger has not settled the game in time.
     stake: int = 0
     paid: int | None = None
 
