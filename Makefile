@@ -9,17 +9,20 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 
-.PHONY: help setup proto lint test chaos bench run play watch clean
+.PHONY: help setup proto lint test chaos bench run play practice watch clean
 
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-# `make play` and `make watch` take their options as variables: make play LOBBY=elevator.
-# GAME (with PRESET) makes a custom training table instead, without matchmaking.
+# `make play`, `make practice` and `make watch` take their options as variables: make play
+# LOBBY=elevator. GAME (with PRESET) makes a custom training table instead, without matchmaking.
+# PLAYERS (and GAMES, each, else until Ctrl-C) are the practice players of `make practice`.
 LOBBY ?=
 GAME ?=
 PRESET ?= salon
 TABLE ?=
+PLAYERS ?= 2
+GAMES ?=
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -66,6 +69,10 @@ run: setup ## Start NATS, the bot, the ledger, the table-engine and matchmaking 
 
 play: setup ## Play through matchmaking with make run going: a lobby menu, or LOBBY=elevator.
 	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(GAME),--game $(GAME) --preset $(PRESET))
+
+practice: setup ## Practice players who fill a chip lobby, with make run going: LOBBY=elevator PLAYERS=2.
+	@test -n "$(LOBBY)" || { echo "make practice: name the lobby, e.g. make practice LOBBY=elevator PLAYERS=2" >&2; exit 2; }
+	@$(RUN) masa practice --lobby $(LOBBY) --players $(PLAYERS) $(if $(GAMES),--games $(GAMES))
 
 watch: setup ## Follow a table as a spectator, with make run going: make watch TABLE=<table id>.
 	@test -n "$(TABLE)" || { echo "make watch: name the table, e.g. make watch TABLE=1a2b3c (masa play prints it)" >&2; exit 2; }

@@ -91,14 +91,14 @@ def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
 
 
 async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> None:
-    """A chip table with two staked players who each made one move: admin nodes shows it under
-    its node, admin log shows its entries with seat names and request ids, and admin void
-    stops the table at its node (a TableVoided entry ends the log) and gives both stakes back
-    (P-30), once."""
+    """A chip table with three staked players (P-13: no bot sits at it) who each made one
+    move: admin nodes shows it under its node, admin log shows its entries with seat names and
+    request ids, and admin void stops the table at its node (a TableVoided entry ends the log)
+    and gives every stake back (P-30), once."""
     addresses = running_stack.addresses
     run_dir = running_stack.run_dir
     table_id = f"void-{uuid.uuid4().hex[:8]}"
-    players = (f"ada-{table_id}", f"ben-{table_id}")
+    players = (f"ada-{table_id}", f"ben-{table_id}", f"cem-{table_id}")
     holds = await _staked(addresses["ledger"], table_id, players)
     config = game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_ELEVATOR,
@@ -112,14 +112,6 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
                 hold_id=holds[player],
             )
             for seat, player in enumerate(players)
-        ]
-        + [
-            game_pb2.SeatAssignment(
-                seat=2,
-                kind=game_pb2.SEAT_KIND_BOT,
-                display_name="Bot",
-                bot_level=game_pb2.BOT_LEVEL_EASY,
-            ),
         ],
         stake=STAKE,
         turn_time=Duration(seconds=30),
@@ -138,7 +130,7 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
             ),
             MOVE_SECONDS,
         )
-        assert moved == [f"{table_id}-0", f"{table_id}-1"]
+        assert moved == [f"{table_id}-{n}" for n in range(len(players))]
 
         listed = admin(run_dir, "nodes")
         assert listed.returncode == 0, listed.stderr
@@ -161,12 +153,12 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
         assert "RANK_" not in log.stdout
         sequences = [int(line.split()[0]) for line in lines]
         assert sequences == list(range(1, len(lines) + 1))
-        for n, name in enumerate(("ada", "ben")):
+        for n, name in enumerate(("ada", "ben", "cem")):
             mine = [line for line in lines if f"request {table_id}-{n}" in line]
             assert len(mine) == 1, lines
             assert f"action_applied  seat {n} {name}  " in mine[0]
             assert "[player]" in mine[0]
-        assert any("action_applied  seat 2 Bot  " in line and "[bot]" in line for line in lines)
+        assert not any("[bot]" in line for line in lines)
 
         await _void_and_check(running_stack, table_id, table.owner_address, holds)
     finally:
@@ -186,7 +178,7 @@ async def _void_and_check(
     )
     assert voided.returncode == 0, voided.stderr
     assert f"voided table {table_id} at {owner_address}\n" in voided.stdout
-    assert f"voided table {table_id} game 1: 2 stakes given back" in voided.stdout
+    assert f"voided table {table_id} game 1: {len(players)} stakes given back" in voided.stdout
     for player in players:
         assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
     async with grpc.aio.insecure_channel(stack.addresses["ledger"]) as channel:
@@ -198,7 +190,8 @@ async def _void_and_check(
                 )
             ).account
             assert (account.balance, account.held, account.available) == (1000, 0, 1000)
-    # The engine stopped the table: the bot plays no more, and the log ends with the void.
+    # The engine stopped the table: no timer or autopilot moves it, and the log ends with the
+    # void.
     await asyncio.sleep(1.0)
     log = admin(stack.run_dir, "log", table_id)
     assert log.returncode == 0, log.stderr

@@ -76,7 +76,8 @@ def test_masa_play_elevator_in_a_terminal_explains_refusals_and_quit_ends_the_ta
     finally:
         terminal.close()
     assert_reads_well(terminal.transcript, typed)
-    assert asyncio.run(_state(stack, table_id, "pty")) == view_pb2.Table.STATE_VOIDED
+    # Finished, not voided: the bots ranked as they stood, the player who left last (P-12).
+    assert asyncio.run(_state(stack, table_id, "pty")) == view_pb2.Table.STATE_FINISHED
 
 
 async def _state(stack: dict[str, str], table_id: str, player: str) -> int:
@@ -230,7 +231,7 @@ def test_a_player_whose_connection_dropped_comes_back_with_table_and_leaves_with
 
 
 def test_every_option_of_every_command_has_a_help_text() -> None:
-    for command in ("token", "play", "watch"):
+    for command in ("token", "play", "practice", "watch"):
         terminal = Terminal([masa(), command, "--help"], ENV)
         try:
             assert terminal.wait() == 0

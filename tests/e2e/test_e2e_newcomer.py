@@ -1,7 +1,10 @@
-"""The issue-11 promise, on a real pseudo-terminal: with ``make run`` going, a newcomer runs
-``masa play``, picks a chip lobby from the menu, is seated within a minute (the development
-welcome gave them chips; bots fill the Elevator lobby's table after 10 s), plays the game to
-its end, sees what the table paid and their balance, and ``masa balance`` shows the same."""
+"""The issue-11 promise, kept under P-13, on a real pseudo-terminal: with ``make run`` going, a
+newcomer runs ``masa play`` and picks the Elevator chip lobby from the menu; no bot sits at a
+chip table, so they are told how many more players it needs until the practice players the
+README offers a developer alone (``masa practice --lobby elevator --players 2``) come. They are
+seated within a minute (the development welcome gave everyone chips), play the game to its end,
+see what the table paid and their balance, and ``masa balance`` shows the same; each practice
+player prints the game it played at that table."""
 
 from __future__ import annotations
 
@@ -34,10 +37,17 @@ def test_a_newcomer_is_seated_at_a_chip_table_within_a_minute_and_sees_the_resul
     env = {**without_uv(), "MASA_RUN_DIR": str(running_stack.run_dir)}
     started = time.monotonic()
     terminal = Terminal([masa(), "play", "--player", player], env, cwd=ROOT)
+    practice: Terminal | None = None
     try:
         terminal.expect(r"pick a lobby by number or id")
         assert re.search(r"elevator +Elevator, singles, 3-6 seats, 20 chips", terminal.transcript)
         terminal.send("elevator")
+        terminal.expect(r"waiting for \d more players?: bots never sit at a chip table \(P-13\)")
+        practice = Terminal(
+            [masa(), "practice", "--lobby", "elevator", "--players", "2", "--games", "1"],
+            env,
+            cwd=ROOT,
+        )
         seated = terminal.expect(r"seated at table (\w+), seat (\d+), on (\S+)\n")
         assert time.monotonic() - started < SEATED_SECONDS
         table_id, address = seated.group(1), seated.group(3)
@@ -54,8 +64,13 @@ def test_a_newcomer_is_seated_at_a_chip_table_within_a_minute_and_sees_the_resul
         shown = terminal.expect(r"balance: ([\d,]+) chips")
         terminal.expect(r"bye")
         assert terminal.wait() == 0
+        for _ in range(2):
+            practice.expect(rf"practice-elevator-\d: game 1 at table {table_id}: place \d of 3")
+        assert practice.wait(GAME_SECONDS) == 0
     finally:
         terminal.close()
+        if practice is not None:
+            practice.close()
     payout = int(paid.group(1).replace(",", ""))
     balance = int(shown.group(1).replace(",", ""))
     assert balance == WELCOME - STAKE + payout

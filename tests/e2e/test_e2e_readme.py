@@ -11,7 +11,9 @@ copied here, and on a PATH without ``uv``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -84,9 +86,9 @@ def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
     assert out.count('"player_id": "alice"') >= 2
     # alice's discard was accepted, and the watch in the background saw it too.
     assert out.count('"discarded": {') >= 2
-    # Leaving ended the training table, and the watch ended with the game.
-    assert '"state": "STATE_VOIDED"' in out
-    assert '"game_abandoned": {' in out
+    # Leaving ended the training table, finished (P-12), and the watch ended with the game.
+    assert '"state": "STATE_FINISHED"' in out
+    assert '"game_finished": {' in out and '"game_abandoned"' not in out
     assert "ERROR" not in ran.stderr
 
 
@@ -142,32 +144,49 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
         for line in printed.split("Next, in another terminal in this folder:\n", 1)[1].splitlines()
         if line.strip()
     ]
-    plays = [step for step in steps if "make play" in step]
-    rest = [step for step in steps if "make play" not in step]
+    plays = [step for step in steps if "make play" in step or "make practice" in step]
+    rest = [step for step in steps if step not in plays]
     # The stack of these tests runs in another folder, which the printed commands name.
     where = f"MASA_RUN_DIR={running_stack.run_dir} "
     assert [step.removeprefix(where) for step in plays] == [
         "make play",
+        "make practice LOBBY=elevator PLAYERS=2",
         "make play LOBBY=elevator",
         "make play LOBBY=training-51",
     ]
     assert [step.removeprefix(where) for step in rest][1:3] == ["masa lobbies", "masa nodes"]
     assert len(rest) == 4, steps
     env = without_uv()
-    for play in plays:
-        terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
-        try:
-            if play.removeprefix(where) == "make play":
-                terminal.expect(r"pick a lobby by number or id")
-                terminal.send("training-elevator")
-            # The Elevator lobby seats a player alone once bots fill the table (10 s).
-            terminal.expect(r"seated at table \w+, seat \d+")
-            terminal.expect(r"your hand: ")
-            terminal.send("quit")
-            terminal.expect(r"bye")
-            assert terminal.wait() == 0
-        finally:
-            terminal.close()
+    practice: Terminal | None = None
+    try:
+        for play in plays:
+            if "make practice" in play:
+                # Practice players go on in the background, for the chip lobby that follows.
+                practice = Terminal(["bash", "-c", play], env, cwd=ROOT)
+                practice.expect(r"2 practice players in elevator, until Ctrl-C")
+                continue
+            terminal = Terminal(["bash", "-c", play], env, cwd=ROOT)
+            try:
+                if play.removeprefix(where) == "make play":
+                    terminal.expect(r"pick a lobby by number or id")
+                    terminal.send("training-elevator")
+                # The Elevator chip lobby seats the player with the two practice players (three
+                # players start a table after 10 s); bots never sit at it (P-13).
+                terminal.expect(r"seated at table \w+, seat \d+")
+                terminal.expect(r"your hand: ")
+                terminal.send("quit")
+                terminal.expect(r"bye")
+                assert terminal.wait() == 0
+            finally:
+                terminal.close()
+    finally:
+        if practice is not None:
+            try:
+                # What a Ctrl-C in its terminal sends: the practice players leave and stop.
+                os.killpg(practice.process.pid, signal.SIGINT)
+                practice.expect(r"practice players stopped")
+            finally:
+                practice.close()
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", "\n".join(rest)],
         cwd=ROOT,

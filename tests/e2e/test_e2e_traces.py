@@ -77,6 +77,7 @@ async def matchmaking_address(tmp_path: Path, spans: InMemorySpanExporter) -> As
             LedgerSettings(
                 platform=platform(nats, LEDGER),
                 database_url=f"sqlite:///{tmp_path / 'ledger.sqlite3'}",
+                dev_welcome_chips=100,
             ),
             registry=CollectorRegistry(),
         )
@@ -93,7 +94,6 @@ async def matchmaking_address(tmp_path: Path, spans: InMemorySpanExporter) -> As
                 MatchmakingSettings(platform=platform(nats, MATCHMAKING)),
                 lobbies_file=lobbies,
                 ledger_address=ledger.server.address,
-                dev_welcome_chips=100,
                 round_seconds=0.2,
             ),
             registry=CollectorRegistry(),

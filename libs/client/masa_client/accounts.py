@@ -17,7 +17,7 @@ from masa_client.matchmaking import LedgerClient
 from masa_client.seating import lobby_table
 from masa_client.session import Console
 
-__all__ = ["grant", "print_balance", "print_history", "print_lobbies", "show_payout"]
+__all__ = ["grant", "print_balance", "print_history", "print_lobbies", "settled", "show_payout"]
 
 _KINDS: Final = {
     chips_pb2.TRANSFER_KIND_GRANT: "grant",
@@ -72,19 +72,30 @@ async def grant(client: LedgerClient, player: str, amount: int, reason: str, out
     print_balance(await client.balance(player), out)
 
 
-async def show_payout(client: LedgerClient, hold_id: str, console: Console) -> None:
-    """Wait for the ledger to settle the stake's game, then say what it paid and the balance."""
+async def settled(client: LedgerClient, hold_id: str) -> tuple[ledger_pb2.StakeHold, int] | None:
+    """The stake's hold once the ledger closed its game, with what the table paid the caller
+    for it (0 for a stake that was never taken); None when not settled within a while."""
     deadline = time.monotonic() + _SETTLE_SECONDS
     hold = await client.hold(hold_id)
     while hold.state not in _CLOSED and time.monotonic() < deadline:
         await asyncio.sleep(0.25)
         hold = await client.hold(hold_id)
     if hold.state not in _CLOSED:
+        return None
+    if hold.state != ledger_pb2.StakeHold.STATE_POSTED:
+        return hold, 0
+    transfers = await client.transfers(limit=50, table_id=hold.table_id)
+    return hold, sum(t.amount for t in transfers if t.kind == chips_pb2.TRANSFER_KIND_PAYOUT)
+
+
+async def show_payout(client: LedgerClient, hold_id: str, console: Console) -> None:
+    """Wait for the ledger to settle the stake's game, then say what it paid and the balance."""
+    closed = await settled(client, hold_id)
+    if closed is None:
         console.say("the ledger has not settled the table yet: see masa balance later")
         return
+    hold, paid = closed
     if hold.state == ledger_pb2.StakeHold.STATE_POSTED:
-        transfers = await client.transfers(limit=50, table_id=hold.table_id)
-        paid = sum(t.amount for t in transfers if t.kind == chips_pb2.TRANSFER_KIND_PAYOUT)
         console.say(f"the table paid you {paid:,} chips for your stake of {hold.amount:,}")
     else:
         console.say("the table was voided: your stake was never taken (P-30)")

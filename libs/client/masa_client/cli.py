@@ -7,6 +7,11 @@
   ``--players``, ``--level``, ``--turn-seconds``) is a development shortcut: a custom training
   table created directly with a development service token, for table sizes and turn times no
   lobby has;
+- ``masa practice --lobby LOBBY --players N`` (development) starts N practice players, each a
+  development player with its own token and wallet, who queue in the lobby and play the
+  ``normal`` policy, printing a line per game with the chips won or lost, until Ctrl-C or
+  ``--games`` games: bots never sit at a chip table (P-13), so they are how a developer alone
+  tries a chip game (:mod:`masa_client.practice`);
 - ``masa lobbies``, ``masa balance``, ``masa history`` (your transfers) and ``masa grant
   PLAYER AMOUNT`` (an admin grant, with a development admin token);
 - ``masa token --player NAME`` prints a development token signed with the local secret
@@ -51,7 +56,13 @@ from masa_client.launcher import RunSettings
 from masa_client.matchmaking import LedgerClient, MatchmakingClient
 from masa_client.nodes import print_nodes, read_nodes
 from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
-from masa_client.render import BOT_NAMES, style_for
+from masa_client.practice import (
+    PracticeOptions,
+    PracticePlayer,
+    add_practice_parser,
+    run_practice,
+)
+from masa_client.render import BOT_NAMES, count, style_for
 from masa_client.seating import NoSeat, choose_lobby, find_seat
 from masa_client.session import Console, Keyboard, PlaySession, watch_table
 
@@ -197,9 +208,7 @@ async def _play(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _custom_training_table(
-    args: argparse.Namespace, console: Console
-) -> tuple[str, str]:
+async def _custom_training_table(args: argparse.Namespace, console: Console) -> tuple[str, str]:
     """A training table made directly (development shortcut, with an operator's token: tables
     are matchmaking's to make): the table id and its owner."""
     address = engine_address(args.address)
@@ -281,6 +290,28 @@ async def _drive(session: PlaySession, console: Console) -> bool:
     else:
         console.say("you left the table, and it ended: no other player is left (P-12)")
     return False
+
+
+async def _practice(args: argparse.Namespace) -> int:
+    players = [
+        PracticePlayer(name, _token(name, [Role.PLAYER]))
+        for name in (f"practice-{args.lobby}-{n}" for n in range(1, args.players + 1))
+    ]
+    options = PracticeOptions(
+        lobby_id=args.lobby,
+        games=args.games,
+        think_seconds=args.think,
+        matchmaking=service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING),
+        ledger=service_address("ledger", args.ledger, DEFAULT_LEDGER),
+        nodes=engine_nodes(),
+    )
+    games = f"{count(args.games, 'game')} each" if args.games else "until Ctrl-C"
+    print(
+        f"{count(args.players, 'practice player')} in {args.lobby}, {games}: "
+        f"{', '.join(p.player_id for p in players)}",
+        flush=True,
+    )
+    return await run_practice(players, options, sys.stdout)
 
 
 async def _watch(args: argparse.Namespace) -> int:
@@ -438,6 +469,8 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds you have per turn before the autopilot plays it (P-10; default: 60)",
     )
 
+    add_practice_parser(commands, matchmaking_where=matchmaking_where, ledger_where=ledger_where)
+
     lobbies = commands.add_parser(
         "lobbies", help="list the lobbies", description="List the lobbies and how busy they are."
     )
@@ -510,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     runners = {
         "play": _play,
+        "practice": _practice,
         "watch": _watch,
         "lobbies": _lobbies,
         "balance": _balance,
@@ -534,6 +568,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"come back with: masa play --player {args.player} --table {args.table}",
                 file=sys.stderr,
             )
+        elif args.command == "practice":
+            print("\npractice players stopped", file=sys.stderr)
         code = 130
     sys.exit(code)
 

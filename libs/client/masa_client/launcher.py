@@ -465,7 +465,8 @@ def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[st
         where = "" if settings.run_dir == Path(".masa") else f"MASA_RUN_DIR={settings.run_dir} "
         steps = [
             (f"{where}make play", "pick a lobby from the menu and play"),
-            (f"{where}make play LOBBY=elevator", "a chip table; bots fill it after 10 s alone"),
+            (f"{where}make practice LOBBY=elevator PLAYERS=2", "players for a chip game alone"),
+            (f"{where}make play LOBBY=elevator", "a chip table with them (bots never sit at one)"),
             (f"{where}make play LOBBY=training-51", "51 (salon) against 3 bots, no chips"),
             (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
             (f"{where}masa lobbies", "the lobbies; masa balance and masa history: your chips"),

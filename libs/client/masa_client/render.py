@@ -259,15 +259,18 @@ def game_over(table: view_pb2.TableView, style: Style, me: int | None = None) ->
     if table.table.state == view_pb2.Table.STATE_VOIDED:
         return [
             style.paint(
-                "game abandoned: no player was left at the table, so it ended without a result "
-                "(P-12)",
+                "game voided: it could not be completed, so it ended without a result and "
+                "every stake went back (P-30)",
                 "yellow",
                 "bold",
             )
         ]
     ranking = sorted(table.ranking, key=lambda standing: standing.place)
     elevator = table.table.config.game == game_pb2.GAME_KIND_ELEVATOR
-    if elevator:
+    players = [standing for standing in ranking if standing.player_id]
+    if players and all(standing.forfeited for standing in players):
+        reason = "every player left the table, so it ended at once, ranked as it stood (P-12)"
+    elif elevator:
         counts = {seat.seat: seat.card_count for seat in table.seats}
         out = [s for s in ranking if s.place == 1 and counts.get(s.seat, 1) == 0]
         if out:

@@ -1,8 +1,10 @@
 """From a lobby to a seat, in the terminal: the lobby menu, and a ticket watched until seated.
 
 ``masa play`` shows the lobbies (or takes ``--lobby``), queues the player through matchmaking
-and, once seated, hands the table to :class:`~masa_client.session.PlaySession`. A search that
-is interrupted cancels its ticket, so the player is never seated at a table they have left.
+and, once seated, hands the table to :class:`~masa_client.session.PlaySession`. While the
+ticket searches in a chip lobby, where bots never fill a table (P-13), it says how many more
+players the lobby needs, again whenever that changes. A search that is interrupted cancels its
+ticket, so the player is never seated at a table they have left.
 """
 
 from __future__ import annotations
@@ -17,9 +19,19 @@ from masa.matchmaking.v1 import matchmaking_pb2 as mm
 
 from masa_client.errors import MasaCallError
 from masa_client.matchmaking import MatchmakingClient
+from masa_client.render import count
 from masa_client.session import Console, Keyboard
 
-__all__ = ["NoSeat", "choose_lobby", "describe_lobby", "find_seat", "lobby_table"]
+__all__ = [
+    "NoSeat",
+    "cancel_search",
+    "choose_lobby",
+    "describe_lobby",
+    "find_seat",
+    "lobby_table",
+    "unseated",
+    "waiting_line",
+]
 
 _GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "51", game_pb2.GAME_KIND_ELEVATOR: "Elevator"}
 _PRESETS: Final = {
@@ -71,6 +83,13 @@ def lobby_table(lobbies: Sequence[mm.Lobby]) -> list[str]:
     ]
 
 
+def waiting_line(needed: int) -> str:
+    """What a searching ticket waits for, from the players its lobby still needs (P-13)."""
+    if needed:
+        return f"waiting for {count(needed, 'more player')}: bots never sit at a chip table (P-13)"
+    return "enough players are searching: a table is being matched"
+
+
 async def choose_lobby(
     lobbies: Sequence[mm.Lobby], keyboard: Keyboard, console: Console
 ) -> mm.Lobby | None:
@@ -120,22 +139,34 @@ async def find_seat(
     console.say(f"looking for a table in {lobby.lobby_id} ({describe_lobby(lobby)}) ...")
     try:
         seen: int | None = None
+        needed = 0
         async for current in matchmaking.watch_ticket(ticket.ticket_id):
             ticket = current
             if current.state not in (seen, mm.Ticket.STATE_SEARCHING):
                 console.say(f"  {_STATES.get(current.state, '?')}")
+            searching = current.state == mm.Ticket.STATE_SEARCHING
+            if searching and current.players_needed != needed:
+                needed = current.players_needed
+                console.say(f"  {waiting_line(needed)}")
             seen = current.state
     except asyncio.CancelledError:
-        await _cancel(matchmaking, ticket)
+        await cancel_search(matchmaking, ticket)
         raise
     if ticket.state != mm.Ticket.STATE_MATCHED:
-        why = ticket.error.metadata.get("message") or ticket.error.reason
-        raise NoSeat(f"no seat: the ticket {_STATES.get(ticket.state, '?')} ({why})")
+        raise unseated(ticket)
     console.say(f"seated at table {ticket.table_id}, seat {ticket.seat}, on {ticket.table_address}")
     return ticket
 
 
-async def _cancel(matchmaking: MatchmakingClient, ticket: mm.Ticket) -> None:
+def unseated(ticket: mm.Ticket) -> NoSeat:
+    """Why a ticket closed without a seat (cancelled, expired or failed)."""
+    why = ticket.error.metadata.get("message") or ticket.error.reason
+    return NoSeat(f"no seat: the ticket {_STATES.get(ticket.state, '?')} ({why})")
+
+
+async def cancel_search(matchmaking: MatchmakingClient, ticket: mm.Ticket) -> None:
+    """Cancel a ticket whose search was interrupted, even while the caller is being cancelled;
+    a ticket closed meanwhile, or a server that does not answer in time, is left as it is."""
     with contextlib.suppress(MasaCallError, TimeoutError):
         await asyncio.wait_for(
             asyncio.shield(matchmaking.cancel_ticket(ticket.ticket_id)), _CANCEL_SECONDS

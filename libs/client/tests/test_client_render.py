@@ -73,9 +73,24 @@ def test_a_hand_nobody_went_out_of_says_how_it_was_ranked() -> None:
     assert "cards left, then by the sum of their ranks (E-9, E-11)" in lines[0]
 
 
-def test_an_abandoned_table_says_that_no_player_was_left() -> None:
+def test_a_voided_table_says_it_could_not_be_completed_and_the_stakes_went_back() -> None:
+    """P-30: only a game that cannot be completed is voided."""
     (line,) = game_over(elevator_table([3, 2, 5], state=view_pb2.Table.STATE_VOIDED), PLAIN)
-    assert line.startswith("game abandoned: no player was left at the table")
+    assert line.startswith("game voided: it could not be completed")
+    assert "every stake went back (P-30)" in line
+
+
+def test_P12_a_table_every_player_left_says_so_and_ranks_them_last() -> None:
+    table = elevator_table([3, 2, 5])
+    (alice,) = [s for s in table.ranking if s.seat == 0]
+    alice.player_id, alice.forfeited = "alice", True
+    lines = game_over(table, PLAIN, me=0)
+    assert lines[0] == (
+        "game over: every player left the table, so it ended at once, ranked as it stood (P-12)"
+    )
+    assert any("alice (you)" in line and "forfeited (P-12)" in line for line in lines[1:])
+    # A table of bots only, or one a player stayed at to the end, ends as the rules say.
+    assert "every player left" not in game_over(elevator_table([3, 2, 5]), PLAIN)[0]
 
 
 def test_a_finished_51_hand_names_the_finisher_the_finish_and_labels_the_points() -> None:

@@ -90,6 +90,7 @@ def token(
     signer = TokenSigner(keyring().signer(identity), AuthSettings())
     return signer.mint(subject, wanted, ttl_seconds=ttl_seconds, now=now)
 
+
 _DEFAULT_BUS = BusSettings()
 
 

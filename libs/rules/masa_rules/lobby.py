@@ -1,10 +1,12 @@
-"""Lobby options to a 51 rule set: the one place where they are read and checked (P-2, §2.9).
+"""Lobby options to a 51 rule set, and who may sit at a table with a stake: the one place
+where they are read and checked (P-2, §2.9, P-13).
 
 A lobby (the table engine's configuration, the wire's ``FiftyOneOptions``, a matchmaking
 queue) names a preset and may change a few options; :func:`lobby_rules` turns them into the
 :class:`~masa_rules.ruleset.RuleSet` the engine plays and the number of hands, and refuses any
 value the rule book does not allow with a :class:`~masa_rules.errors.RuleViolation` naming
-the rule.
+the rule. :func:`check_chip_seating` refuses bots at a table with a stake, for a matchmaking
+lobby that would fill its tables with bots as for a table the engine is asked to create.
 
 >>> rules, hands = lobby_rules(LobbyOptions("classic", open_threshold=81, hands_per_game=9))
 >>> rules.open_threshold, rules.hands_per_game, hands
@@ -13,6 +15,10 @@ the rule.
 Traceback (most recent call last):
 ...
 masa_rules.errors.RuleViolation: F-41: remi tables never escalate the threshold
+>>> check_chip_seating(20, bots=True)
+Traceback (most recent call last):
+...
+masa_rules.errors.RuleViolation: P-13: bots never sit at a table with a stake (20 chips)
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Final
 from masa_rules.errors import RuleViolation
 from masa_rules.ruleset import GameLength, RuleSet
 
-__all__ = ["MAX_HANDS_PER_GAME", "PRESETS", "LobbyOptions", "lobby_rules"]
+__all__ = ["MAX_HANDS_PER_GAME", "PRESETS", "LobbyOptions", "check_chip_seating", "lobby_rules"]
 
 PRESETS: Final = ("classic", "salon", "remi")
 # F-95 (decision): tables choose 9, 11 or 13 hands and any odd number is allowed; a lobby may
@@ -78,3 +84,14 @@ def _check_hands(rules: RuleSet, hands: int) -> None:
         raise RuleViolation(rule, f"hands_per_game must be 1 to {MAX_HANDS_PER_GAME}, not {hands}")
     if not elimination and hands % 2 == 0:
         raise RuleViolation(rule, f"a {rules.preset} game is an odd number of hands, not {hands}")
+
+
+def check_chip_seating(stake: int, *, bots: bool) -> None:
+    """P-13: a table with a stake seats players only; ``bots`` says whether bots would sit.
+
+    Bots stake nothing, so a bot at a chip table would let a player alone win back their own
+    stake. Bots play training tables, and the seats of players on autopilot or forfeited
+    (P-11, P-12), which this does not concern.
+    """
+    if stake > 0 and bots:
+        raise RuleViolation("P-13", f"bots never sit at a table with a stake ({stake} chips)")

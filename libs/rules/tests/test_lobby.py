@@ -1,10 +1,11 @@
-"""Lobby options become a rule set in one place, with every value checked (P-2, §2.9)."""
+"""Lobby options become a rule set in one place, with every value checked (P-2, §2.9), and
+tables with a stake seat players only (P-13)."""
 
 from __future__ import annotations
 
 import pytest
 from masa_rules.errors import RuleViolation
-from masa_rules.lobby import MAX_HANDS_PER_GAME, LobbyOptions, lobby_rules
+from masa_rules.lobby import MAX_HANDS_PER_GAME, LobbyOptions, check_chip_seating, lobby_rules
 from masa_rules.ruleset import RuleSet
 
 
@@ -50,3 +51,12 @@ def test_an_option_out_of_range_is_refused_with_its_rule(options: LobbyOptions, 
     with pytest.raises(RuleViolation) as refused:
         lobby_rules(options)
     assert refused.value.rule == rule
+
+
+def test_P13_bots_never_sit_at_a_table_with_a_stake() -> None:
+    with pytest.raises(RuleViolation) as refused:
+        check_chip_seating(1, bots=True)
+    assert refused.value.rule == "P-13"
+    # Players alone at a chip table, and bots at a table without a stake, are fine.
+    check_chip_seating(1, bots=False)
+    check_chip_seating(0, bots=True)

@@ -59,7 +59,6 @@ min_seats = 3
 max_seats = 6
 stake = 20
 short_table_after_seconds = 2
-bot_fill = { enabled = true, fill_after_seconds = 4, min_players = 1 }
 
 [[lobby]]
 id = "training"

@@ -1,4 +1,5 @@
-"""The pure domain: lobbies (P-2), the shipped set, filters, rounds by rating, ratings."""
+"""The pure domain: lobbies (P-2), the shipped set, filters, rounds by rating (chip tables
+seat players only, P-13), ratings."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.errors import BadInput, InvalidLobby, Refused
 from masa_matchmaking.domain.lobby import BotLevel, Game, MatchingPolicy, Mode
 from masa_matchmaking.domain.lobby_filter import parse_filter
-from masa_matchmaking.domain.matching import match_round
+from masa_matchmaking.domain.matching import match_round, players_needed
 from masa_matchmaking.domain.rating import PlayerRating, Result, rate_game
 from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
 
@@ -50,8 +51,9 @@ def test_p2_the_shipped_lobbies_cover_every_game_preset_and_mode() -> None:
     assert BY_ID["salon-teams"].mode is Mode.TEAMS
     assert (BY_ID["elevator"].min_seats, BY_ID["elevator"].max_seats) == (3, 6)
     assert {lobby.game for lobby in SHIPPED if lobby.training} == set(Game)
-    # Bots fill chip lobbies only where the file says so (off by default).
-    assert not BY_ID["salon-51"].bot_fill.enabled and BY_ID["elevator"].bot_fill.enabled
+    # P-13: no chip lobby fills with bots, the Elevator one included.
+    assert not any(lobby.bot_fill.enabled for lobby in SHIPPED if lobby.chips)
+    assert BY_ID["elevator"].chips
 
 
 @pytest.mark.parametrize(
@@ -64,6 +66,7 @@ def test_p2_the_shipped_lobbies_cover_every_game_preset_and_mode() -> None:
         ('game = "elevator"\nmin_seats = 2\nmax_seats = 6', "E-1"),
         ('game = "elevator"\nmode = "teams"\nseats = 4', "P-1"),
         ('game = "elevator"\nmode = "training"\nseats = 4\nstake = 10', "P-2"),
+        ('game = "elevator"\nseats = 4\nstake = 10\nbot_fill = { enabled = true }', "P-13"),
     ],
 )
 def test_p2_a_lobby_the_rules_refuse_does_not_load(change: str, rule: str) -> None:
@@ -164,10 +167,40 @@ def test_p2_short_tables_and_bot_fill_wait_their_time() -> None:
     assert match_round(elevator, three, 5.0) == []
     (plan,) = match_round(elevator, three, 10.0)
     assert len(plan.seats) == 3 and not any(seat.bot for seat in plan.seats)
+    # Bots complete a short table only in a lobby without a stake.
+    (free,) = parse_lobbies(
+        '[[lobby]]\nid = "free"\nname = "Free"\ngame = "elevator"\nmin_seats = 3\n'
+        "max_seats = 6\nbot_fill = { enabled = true, fill_after_seconds = 10 }\n"
+    )
     alone = [_ticket(0)]
-    (filled,) = match_round(elevator, alone, 10.0)
+    assert match_round(free, alone, 5.0) == []
+    (filled,) = match_round(free, alone, 10.0)
     assert [seat.bot for seat in filled.seats] == [False, True, True]
     assert match_round(BY_ID["salon-51"], alone, 3_000.0) == []  # no bots in salon by default
+
+
+def test_P13_a_chip_lobby_never_plans_a_bot_seat_however_long_its_players_wait() -> None:
+    """A table that cannot be filled keeps its players waiting: one or two players alone in a
+    chip lobby are never seated with bots, and every table planned is players only."""
+    for lobby in (lobby for lobby in SHIPPED if lobby.chips):
+        for players in range(1, lobby.max_seats + 1):
+            plans = match_round(lobby, [_ticket(i) for i in range(players)], 86_400.0)
+            assert all(not seat.bot for plan in plans for seat in plan.seats), lobby.lobby_id
+            seated = sum(len(plan.seats) for plan in plans)
+            assert seated == (players if players >= lobby.min_seats else 0), lobby.lobby_id
+
+
+def test_P13_a_chip_lobby_needs_its_smallest_table_of_players_where_bots_never_fill() -> None:
+    elevator, salon = BY_ID["elevator"], BY_ID["salon-51"]
+    assert [players_needed(elevator, n) for n in range(5)] == [3, 2, 1, 0, 0]
+    assert [players_needed(salon, n) for n in (1, 3, 4, 9)] == [3, 1, 0, 0]
+    # Where bots complete the tables, nobody more is needed.
+    assert players_needed(BY_ID["training-51"], 1) == 0
+    (free,) = parse_lobbies(
+        '[[lobby]]\nid = "free"\nname = "Free"\ngame = "elevator"\nmin_seats = 3\n'
+        "max_seats = 6\nbot_fill = { enabled = true }\n"
+    )
+    assert players_needed(free, 1) == 0
 
 
 def test_p1_training_fills_at_once_with_the_asked_level() -> None:

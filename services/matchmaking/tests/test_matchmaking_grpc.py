@@ -1,6 +1,7 @@
 """MatchmakingService over real gRPC and a real NATS (P-1, P-2, P-30): lobbies with filters and
 pages, tickets that are idempotent, one open per player, cancelled, expired and watched to the
-end, ratings, and refusals that name their reason and leave nothing changed."""
+end, tickets told how many more players their chip lobby needs (P-13), ratings, and refusals
+that name their reason and leave nothing changed."""
 
 from __future__ import annotations
 
@@ -178,6 +179,56 @@ async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_e
         assert final is not None and final.state == mm.Ticket.STATE_EXPIRED
         assert final.error.reason == "TICKET_EXPIRED"
         assert not ledger.open_holds()
+
+
+async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_needed(
+    service,
+) -> None:  # type: ignore[no-untyped-def]
+    """Bots never fill a chip table, so a player alone waits, told how many more players the
+    lobby needs (the Elevator lobby seats 3 to 6); the watch says it again as others come and
+    go. A training ticket needs nobody: bots complete its table."""
+    running, _, engines = service
+    run = uuid.uuid4().hex[:6]
+    ayse, bora = _token(f"ayse-{run}"), _token(f"bora-{run}")
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        alone = (
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="e1", lobby_id="elevator"), metadata=ayse
+            )
+        ).ticket
+        assert (alone.state, alone.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
+        watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=alone.ticket_id), metadata=ayse)
+        assert (await watch.read()).ticket.players_needed == 2
+        other = (
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="e2", lobby_id="elevator"), metadata=bora
+            )
+        ).ticket
+        assert other.players_needed == 1
+        came = (await asyncio.wait_for(watch.read(), 10)).ticket
+        assert (came.state, came.players_needed) == (mm.Ticket.STATE_SEARCHING, 1)
+        await stub.CancelTicket(
+            mm.CancelTicketRequest(request_id="c2", ticket_id=other.ticket_id), metadata=bora
+        )
+        went = (await asyncio.wait_for(watch.read(), 10)).ticket
+        assert (went.state, went.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
+        # Well past the short-table wait, still no table: it cannot be filled without bots.
+        await asyncio.sleep(2.5)
+        read = await stub.GetTicket(mm.GetTicketRequest(ticket_id=alone.ticket_id), metadata=ayse)
+        assert (read.ticket.state, read.ticket.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
+        assert not any(t.spec.lobby.lobby_id == "elevator" for t in engines.tables.values())
+        await stub.CancelTicket(
+            mm.CancelTicketRequest(request_id="c1", ticket_id=alone.ticket_id), metadata=ayse
+        )
+        last: list[mm.Ticket] = []
+        while (message := await watch.read()) is not grpc.aio.EOF:
+            last.append(message.ticket)
+        assert [(t.state, t.players_needed) for t in last][-1] == (mm.Ticket.STATE_CANCELLED, 0)
+        training = await stub.CreateTicket(
+            mm.CreateTicketRequest(request_id="t1", lobby_id="training"), metadata=bora
+        )
+        assert training.ticket.players_needed == 0
 
 
 async def test_p1_bad_tickets_are_refused_with_their_reason(service) -> None:  # type: ignore[no-untyped-def]

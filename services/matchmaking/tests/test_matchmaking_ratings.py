@@ -1,5 +1,6 @@
 """Ratings from finished games (OpenSkill): moved once per game whatever the redeliveries, by
-one outcome even when two instances rate the same game at once, and never for training."""
+one outcome even when two instances rate the same game at once, and never for training or for
+a game every player left (P-12)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import time
 import uuid
 
 import pytest
+from masa.common.v1 import game_pb2
 from masa.events.v1 import matchmaking_event_pb2 as ev
+from masa.events.v1 import result_pb2
 from masa_matchmaking.adapters.events import STREAM, JetStreamEvents
 from masa_matchmaking.adapters.kv_store import KvRatingStore
+from masa_matchmaking.adapters.results import finished_game
 from masa_matchmaking.app.ports import Events, Unreachable
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
 from masa_matchmaking.domain.lobby import Game
@@ -60,6 +64,66 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
         # Training and one-player games rate nobody.
         assert await ratings.apply(_game(players, table="tr", training=True)) == 0
         assert await ratings.apply(_game(players[:1], table="solo")) == 0
+    finally:
+        await nc.drain()
+
+
+def _left(table: str, players: list[str], forfeited: set[str]) -> result_pb2.GameFinished:
+    """A GameFinished as the engine publishes it for a 2-seat chip game that players left:
+    the forfeited seats ranked last (tied), the others by the game."""
+    stayed = [p for p in players if p not in forfeited]
+    ranking = [
+        game_pb2.Standing(seat=n, player_id=p, place=n + 1, hold_id=f"h-{p}")
+        for n, p in enumerate(stayed)
+    ] + [
+        game_pb2.Standing(
+            seat=len(stayed) + n,
+            player_id=p,
+            place=len(stayed) + 1,
+            forfeited=True,
+            hold_id=f"h-{p}",
+        )
+        for n, p in enumerate(sorted(forfeited))
+    ]
+    return result_pb2.GameFinished(
+        event_id=f"{table}:1:game",
+        table_id=table,
+        game_no=1,
+        game=game_pb2.GAME_KIND_FIFTYONE,
+        mode=game_pb2.MODE_SINGLES,
+        stake=100,
+        ranking=ranking,
+    )
+
+
+async def test_P12_a_game_every_player_left_rates_nobody_and_one_forfeit_loses(
+    nats_server: NatsServer,
+) -> None:
+    """The ratings consumer copes with the amended P-12: a chip game ended because both
+    players left is finished with both forfeited and tied last; nobody played it out, so no
+    rating moves. A forfeit while the other stays still counts as that player's loss."""
+    nc = await connect(
+        nats_server.url,
+        name="ratings-left",
+        user=MATCHMAKING,
+        password=nats_server.password(MATCHMAKING),
+    )
+    try:
+        store = await KvRatingStore.open(
+            nc, await AckedPublisher.started(nc, unavailable=Unreachable)
+        )
+        events = FakeEvents()
+        ratings = Ratings(store, events, time.time)
+        players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+        both = finished_game(_left(f"t{uuid.uuid4().hex[:8]}", players, set(players)))
+        assert [r.forfeited for r in both.results] == [True, True]
+        assert await ratings.apply(both) == 0
+        assert events.ratings == []
+        assert [(await ratings.get(p, Game.FIFTYONE)).games for p in players] == [0, 0]
+        one = finished_game(_left(f"t{uuid.uuid4().hex[:8]}", players, {players[1]}))
+        assert await ratings.apply(one) == 2
+        stayed, left = [await ratings.get(p, Game.FIFTYONE) for p in players]
+        assert stayed.mu > INITIAL_MU > left.mu
     finally:
         await nc.drain()
 

@@ -34,11 +34,11 @@ async def _refusal(call) -> tuple[grpc.StatusCode, str]:  # type: ignore[no-unty
 
 
 def _chip_config(**changes: object) -> game_pb2.TableConfig:
-    config = elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2)])
+    config = elevator_config([seat(0, "ayse"), seat(1, "bora"), seat(2, "cem")])
     config.mode = game_pb2.MODE_SINGLES
     config.stake = 100
-    config.seats[0].hold_id = "hold-ayse"
-    config.seats[1].hold_id = "hold-bora"
+    for assignment in config.seats:
+        assignment.hold_id = f"hold-{assignment.player_id}"
     for name, value in changes.items():
         if isinstance(value, chips_pb2.PayoutRule):
             config.payout.CopyFrom(value)
@@ -178,16 +178,35 @@ async def test_p30_every_human_seat_of_a_chip_table_carries_its_own_hold(
         missing.seats[1].hold_id = ""
         shared = _chip_config()
         shared.seats[1].hold_id = "hold-ayse"
-        bot = _chip_config()
-        bot.seats[2].hold_id = "hold-bot"
         free = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
         free.seats[0].hold_id = "hold-ayse"
-        for n, config in enumerate((missing, shared, bot, free)):
+        bot = elevator_config([seat(0, "ayse"), seat(1), seat(2)])
+        bot.seats[2].hold_id = "hold-bot"
+        for n, config in enumerate((missing, shared, free, bot)):
             request = table_pb2.CreateTableRequest(request_id=f"c{n}", config=config)
             assert await _refusal(stub.CreateTable(request, metadata=SERVICE)) == (
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "P-30",
             )
+
+
+async def test_P13_a_chip_table_with_a_bot_seat_is_refused_and_not_created(
+    nats_server: NatsServer,
+) -> None:
+    """Bots never take a seat at a chip table: refused before the ledger is asked or the log
+    written, whatever the bot's level (P-13)."""
+    async with (
+        running_node(settings(nats_server, "chips-bots")) as node,
+        table_stub(node.address) as stub,
+    ):
+        config = _chip_config()
+        config.seats[2].CopyFrom(seat(2))
+        request = table_pb2.CreateTableRequest(request_id="b", table_id="bots-1", config=config)
+        assert await _refusal(stub.CreateTable(request, metadata=SERVICE)) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "P-13",
+        )
+        assert await log_entries(nats_server, "bots-1") == []
 
 
 async def test_p30_without_a_ledger_a_chip_table_is_unavailable_and_not_created(

@@ -1,5 +1,6 @@
 """The pure table model (no I/O): replay, snapshots, timers as data, forfeits (P-10..P-12),
-leaving a table and the end of tables no player is left at (P-1, P-12)."""
+leaving a table, the end of tables no player is left at (P-1, P-12), and chip tables that
+seat players only (P-13)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from masa_table_engine.domain.model import (
     Created,
     GameAbandoned,
     GameEvents,
+    GameFinished,
     GameKind,
     Mode,
     PlayerAction,
@@ -23,6 +25,7 @@ from masa_table_engine.domain.model import (
     SeatKind,
     Source,
     TableConfig,
+    TableVoided,
     TimerFired,
     TimerKind,
     TurnStarted,
@@ -136,17 +139,91 @@ def test_a_forfeited_seat_is_ranked_last_and_played_by_a_bot() -> None:
     assert isinstance(entry.events[0], SeatForfeited)
 
 
-def test_P12_a_table_whose_last_player_forfeits_ends_abandoned_without_a_ranking() -> None:
-    """Bots never play on alone: the forfeit of the last human seat ends the game at once."""
+def test_P12_a_table_whose_last_player_forfeits_is_finished_at_once_with_the_forfeit_last() -> None:
+    """Bots never play on alone: the forfeit of the last human seat ends the game at once, and
+    it is finished, not voided: ranked as it stood, the forfeited seat last."""
     table, _ = accept(None, Created("t6", _config(humans=1), b"\x06" * 32), 0.0, TIMERS)
     table, entry = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 100.0, TIMERS)
-    assert table.finished and table.abandoned and table.ranking == ()
-    assert entry.events[-1] == GameAbandoned(1, 0, AbandonReason.NO_PLAYER_LEFT)
+    assert table.finished and not table.abandoned and table.unattended
+    finished = entry.events[-1]
+    assert isinstance(finished, GameFinished) and finished.ranking == table.ranking
+    assert (finished.game_no, finished.hands_played) == (1, 0)
+    # Every seat is ranked: the two bots by the cards they hold now (E-11), the forfeit last.
+    assert [s.seat for s in table.ranking][-1] == 0
+    last = table.ranking[-1]
+    assert (last.forfeited, last.place, last.player_id) == (True, 3, "p0")
+    assert {s.seat for s in table.ranking} == {0, 1, 2}
+    assert not any(isinstance(e, GameAbandoned) for e in entry.events)
     assert table.actor is None and due_timers(table, 1e9) == [] and next_deadline(table) is None
     assert automated_seat(table) is None
     assert decode_snapshot(encode_snapshot(table)) == table
     with pytest.raises(IllegalAction):
         accept(table, SeatChanged(0, SeatChange.RECONNECTED), 101.0, TIMERS)
+
+
+def _chip_table(players: int = 2) -> TableConfig:
+    seats = tuple(
+        SeatConfig(s, SeatKind.HUMAN, player_id=f"p{s}", hold_id=f"h{s}") for s in range(players)
+    )
+    return TableConfig(
+        game=GameKind.FIFTYONE, seats=seats, turn_seconds=10.0, preset="classic", stake=100
+    )
+
+
+def test_P12_when_both_players_of_a_chip_table_leave_and_forfeit_the_game_is_finished() -> None:
+    """The issue's game: two players at a chip table, one quits and forfeits, then the other.
+    The game ends finished (GameFinished, not GameAbandoned), both seats ranked and forfeited,
+    each carrying its hold, so the ledger keeps both stakes (P-12, P-30)."""
+    table, _ = accept(None, Created("t9", _chip_table(), b"\x09" * 32), 0.0, TIMERS)
+    for seat in (0, 1):
+        table, _ = accept(table, SeatChanged(seat, SeatChange.RECONNECTED), 1.0, TIMERS)
+    table, _ = accept(table, SeatChanged(0, SeatChange.LEFT), 2.0, TIMERS)
+    table, first = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 102.0, TIMERS)
+    assert isinstance(first.events[0], SeatForfeited) and not table.finished
+    table, _ = accept(table, SeatChanged(1, SeatChange.LEFT), 110.0, TIMERS)
+    assert not table.finished
+    table, last = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 1), 210.0, TIMERS)
+    assert table.finished and not table.abandoned
+    assert not any(isinstance(e, GameAbandoned) for e in last.events)
+    finished = last.events[-1]
+    assert isinstance(finished, GameFinished)
+    assert [(s.seat, s.place, s.forfeited, s.hold_id) for s in finished.ranking] == [
+        (0, 1, True, "h0"),
+        (1, 1, True, "h1"),
+    ]
+
+
+def test_P30_only_a_game_that_cannot_be_completed_is_voided() -> None:
+    """GameAbandoned stays for an operator's void (and a state that cannot be rebuilt)."""
+    table, _ = accept(None, Created("t10", _chip_table(), b"\x0a" * 32), 0.0, TIMERS)
+    table, entry = accept(table, TableVoided(AbandonReason.VOIDED, "stuck"), 1.0, TIMERS)
+    assert table.finished and table.abandoned and table.ranking == ()
+    assert entry.events == (GameAbandoned(1, 0, AbandonReason.VOIDED),)
+
+
+def test_P13_a_chip_table_seats_players_only() -> None:
+    bots = _chip_table(players=3)
+    bots = TableConfig(
+        game=bots.game,
+        seats=(*bots.seats[:2], SeatConfig(2, SeatKind.BOT, bot_level=BotLevel.NORMAL)),
+        turn_seconds=bots.turn_seconds,
+        preset=bots.preset,
+        stake=bots.stake,
+    )
+    with pytest.raises(RuleViolation) as refused:
+        accept(None, Created("t11", bots, b"\x0b" * 32), 0.0, TIMERS)
+    assert refused.value.rule == "P-13"
+    # Without a stake, the same seats are a table (bots play training and free tables).
+    free = TableConfig(
+        game=bots.game,
+        seats=tuple(
+            SeatConfig(s.seat, s.kind, s.player_id, bot_level=s.bot_level) for s in bots.seats
+        ),
+        turn_seconds=bots.turn_seconds,
+        preset=bots.preset,
+    )
+    table, _ = accept(None, Created("t11", free, b"\x0b" * 32), 0.0, TIMERS)
+    assert not table.finished
 
 
 def test_P1_leaving_a_training_table_hands_the_seat_to_a_bot_and_the_last_leaver_ends_it() -> None:
@@ -171,8 +248,12 @@ def test_P1_leaving_a_training_table_hands_the_seat_to_a_bot_and_the_last_leaver
     with pytest.raises(IllegalAction):
         accept(table, SeatChanged(0, SeatChange.LEFT), 3.0, TIMERS)
     table, last = accept(table, SeatChanged(1, SeatChange.LEFT), 4.0, TIMERS)
-    assert table.finished and table.abandoned
-    assert isinstance(last.events[-1], GameAbandoned)
+    # Decision: a training table its last player left is finished too, never voided; the bot
+    # ranked as it stood, both players who left behind it. It moves no chips (P-1).
+    assert table.finished and not table.abandoned
+    assert isinstance(last.events[-1], GameFinished)
+    assert [(s.seat, s.forfeited) for s in table.ranking] == [(2, False), (0, True), (1, True)]
+    assert [s.place for s in table.ranking] == [1, 2, 2]
     created = Created("t7", config, b"\x07" * 32)
     inputs = [
         created,
@@ -196,4 +277,4 @@ def test_P12_leaving_a_table_with_stakes_protects_the_seat_until_it_forfeits() -
     assert TimerFired(TimerKind.SEAT_PROTECTION, 0) not in due_timers(table, 159.0)
     assert TimerFired(TimerKind.SEAT_PROTECTION, 0) in due_timers(table, 160.0)
     table, entry = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 160.0, TIMERS)
-    assert table.abandoned and isinstance(entry.events[-1], GameAbandoned)
+    assert table.finished and not table.abandoned and isinstance(entry.events[-1], GameFinished)

@@ -355,20 +355,23 @@ async def test_a_silent_51_player_times_out_into_the_autopilot_forfeits_and_ends
     nats_server: NatsServer,
 ) -> None:
     """P-10..P-12: turns time out, the autopilot plays whole 51 turns, and the seat forfeits;
-    it was the only player, so the game ends abandoned instead of bots playing on alone."""
+    it was the only player, so the game ends at once, finished with the forfeit ranked last,
+    instead of bots playing on alone."""
     engine = settings(nats_server, "silent-51", seat_protection_seconds=0.25)
     async with running_node(engine) as node, table_stub(node.address) as stub:
         config = fiftyone_config("classic", [seat(0, "ayse"), seat(1)], turn_seconds=0.1, hands=3)
         table_id = await create_table(stub, config)
 
-        async def abandoned() -> bool:
-            return any(
-                r.WhichOneof("result") == "game_abandoned"
-                for r in await results(nats_server, table_id)
-            )
+        async def finished() -> bool:
+            return await game_finished(nats_server, table_id) is not None
 
-        await wait_until(abandoned, what="GameAbandoned")
-        assert await game_finished(nats_server, table_id) is None
+        await wait_until(finished, what="GameFinished")
+        result = await game_finished(nats_server, table_id)
+        assert result is not None
+        assert [(s.seat, s.forfeited) for s in result.ranking] == [(1, False), (0, True)]
+        assert not any(
+            r.WhichOneof("result") == "game_abandoned" for r in await results(nats_server, table_id)
+        )
         kinds = [
             e.WhichOneof("kind")
             for entry in await log_entries(nats_server, table_id)
@@ -376,4 +379,4 @@ async def test_a_silent_51_player_times_out_into_the_autopilot_forfeits_and_ends
         ]
         assert "turn_timed_out" in kinds and "seat_forfeited" in kinds
         assert "autopilot_changed" in kinds
-        assert kinds[-1] == "game_abandoned"
+        assert kinds[-1] == "game_finished"

@@ -1,5 +1,6 @@
-"""Leaving a table (LeaveTable), tables no player is left at (P-1, P-12), the INFO lines that
-say when a table starts and ends, and moves submitted without an expected sequence."""
+"""Leaving a table (LeaveTable), tables no player is left at (P-1, P-12: finished at once,
+never voided), the INFO lines that say when a table starts and ends, and moves submitted
+without an expected sequence."""
 
 from __future__ import annotations
 
@@ -37,17 +38,23 @@ async def _leave(
     return response.table
 
 
-async def _abandoned(url: str, table_id: str) -> list[result_pb2.GameAbandoned]:
+async def _kinds(server: NatsServer, table_id: str) -> list[str]:
+    return [str(r.WhichOneof("result")) for r in await results(server, table_id)]
+
+
+async def _game_finished(server: NatsServer, table_id: str) -> list[result_pb2.GameFinished]:
     return [
-        r.game_abandoned
-        for r in await results(url, table_id)
-        if r.WhichOneof("result") == "game_abandoned"
+        r.game_finished
+        for r in await results(server, table_id)
+        if r.WhichOneof("result") == "game_finished"
     ]
 
 
-async def test_P1_the_last_player_leaving_a_training_table_ends_it_abandoned(
+async def test_P1_the_last_player_leaving_a_training_table_ends_it_finished(
     nats_server: NatsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Decision: a training table its last player left is finished, not voided (P-12 amended):
+    the bots ranked as the game stood, the player who left last; it moves no chips (P-1)."""
     caplog.set_level(logging.INFO, logger="masa_table_engine")
     async with (
         running_node(settings(nats_server, "leave-training")) as node,
@@ -59,35 +66,41 @@ async def test_P1_the_last_player_leaving_a_training_table_ends_it_abandoned(
         )
         await watch.read()
         table = await _leave(stub, table_id, "ayse", "leave-1")
-        assert table.state == view_pb2.Table.STATE_VOIDED
+        assert table.state == view_pb2.Table.STATE_FINISHED
         events: list[event_pb2.TableEvent] = []
         while (message := await watch.read()) is not grpc.aio.EOF:
             events.extend(message.update.events)
         kinds = [e.WhichOneof("kind") for e in events]
-        assert kinds[-3:] == ["seat_forfeited", "autopilot_changed", "game_abandoned"]
+        assert kinds[-3:] == ["seat_forfeited", "autopilot_changed", "game_finished"]
+        assert "game_abandoned" not in kinds
         left = next(
             e.seat_connection_changed
             for e in events
             if e.HasField("seat_connection_changed") and e.seat_connection_changed.left
         )
         assert not left.connected and not left.HasField("protection_deadline")
-        assert events[-1].game_abandoned.reason == event_pb2.ABANDON_REASON_NO_PLAYER_LEFT
+        ranking = events[-1].game_finished.ranking
+        assert [(s.seat, s.forfeited) for s in ranking][-1] == (0, True)
+        assert {s.seat for s in ranking} == {0, 1, 2}
         # Leaving again, with a new request id, changes nothing and still succeeds.
         again = await _leave(stub, table_id, "ayse", "leave-2")
-        assert again.state == view_pb2.Table.STATE_VOIDED and again.sequence == table.sequence
+        assert again.state == view_pb2.Table.STATE_FINISHED and again.sequence == table.sequence
         view = (await get_view(stub, table_id, "ayse")).seat_view
         assert view.table.seats[0].left and view.table.seats[0].forfeited
-        assert not view.table.HasField("turn_seat") and not view.table.ranking
+        assert not view.table.HasField("turn_seat") and view.table.ranking == ranking
 
         # The stream ends with the entry; the result is published right after it.
         async def published() -> bool:
-            return bool(await _abandoned(nats_server, table_id))
+            return bool(await _game_finished(nats_server, table_id))
 
-        await wait_until(published, what="GameAbandoned on the result subject")
-        (result,) = await _abandoned(nats_server, table_id)
-        assert result.table_id == table_id and result.reason.startswith("P-12")
+        await wait_until(published, what="GameFinished on the result subject")
+        (result,) = await _game_finished(nats_server, table_id)
+        assert result.table_id == table_id and result.mode == game_pb2.MODE_TRAINING
+        assert "game_abandoned" not in await _kinds(nats_server, table_id)
     messages = [record.getMessage() for record in caplog.records]
-    assert "table created" in messages and "table abandoned: no player left" in messages
+    assert "table created" in messages
+    ended = next(r for r in caplog.records if r.getMessage() == "table finished")
+    assert ended.every_player_left is True  # type: ignore[attr-defined]
     created = next(r for r in caplog.records if r.getMessage() == "table created")
     assert created.levelno == logging.INFO and created.table_id == table_id  # type: ignore[attr-defined]
 
@@ -120,7 +133,7 @@ async def test_P12_a_player_who_leaves_a_table_that_is_not_training_keeps_the_se
         watch.cancel()
 
 
-async def test_P12_a_table_every_player_left_is_voided_when_the_protection_ends(
+async def test_P12_a_table_every_player_left_is_finished_when_the_protection_ends(
     nats_server: NatsServer,
 ) -> None:
     engine = settings(nats_server, "leave-all", seat_protection_seconds=0.5)
@@ -129,17 +142,20 @@ async def test_P12_a_table_every_player_left_is_voided_when_the_protection_ends(
         await _leave(stub, table_id, "ayse", "leave")
         await _leave(stub, table_id, "bora", "leave")
 
-        async def voided() -> bool:
-            return bool(await _abandoned(nats_server, table_id))
+        async def finished() -> bool:
+            return bool(await _game_finished(nats_server, table_id))
 
-        await wait_until(voided, what="GameAbandoned")
-        (result,) = await _abandoned(nats_server, table_id)
+        await wait_until(finished, what="GameFinished")
+        (result,) = await _game_finished(nats_server, table_id)
         assert result.table_id == table_id and result.game_no == 1
-        assert not any(
-            r.WhichOneof("result") == "game_finished" for r in await results(nats_server, table_id)
-        )
+        humans = [s for s in result.ranking if s.player_id]
+        assert sorted(s.player_id for s in humans) == ["ayse", "bora"]
+        assert all(s.forfeited for s in humans)
+        # The bot that played on is ranked ahead of both players who left.
+        assert all(s.place > 1 for s in humans)
+        assert "game_abandoned" not in await _kinds(nats_server, table_id)
         table = (await get_view(stub, table_id, "ayse")).seat_view.table
-        assert table.table.state == view_pb2.Table.STATE_VOIDED
+        assert table.table.state == view_pb2.Table.STATE_FINISHED
         assert all(s.forfeited for s in table.seats if s.kind == game_pb2.SEAT_KIND_HUMAN)
 
 

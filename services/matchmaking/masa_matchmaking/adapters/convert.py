@@ -108,7 +108,8 @@ def lobby_to_proto(lobby: Lobby, *, queue_length: int, tables_in_play: int) -> m
     )
 
 
-def ticket_to_proto(ticket: Ticket) -> mm.Ticket:
+def ticket_to_proto(ticket: Ticket, *, players_needed: int = 0) -> mm.Ticket:
+    """The ticket as its player sees it; ``players_needed`` is the lobby's (P-13)."""
     message = mm.Ticket(
         ticket_id=ticket.ticket_id,
         lobby_id=ticket.lobby_id,
@@ -121,6 +122,7 @@ def ticket_to_proto(ticket: Ticket) -> mm.Ticket:
         party_size=ticket.party_size,
         bot_level=LEVELS[ticket.bot_level] if ticket.bot_level else game_pb2.BOT_LEVEL_UNSPECIFIED,
         requeues=ticket.requeues,
+        players_needed=players_needed,
     )
     placement = ticket.placement
     if ticket.state is TicketState.MATCHED and placement is not None:

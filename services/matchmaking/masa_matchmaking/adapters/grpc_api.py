@@ -34,6 +34,7 @@ from masa_matchmaking.app.tickets import TicketDesk
 from masa_matchmaking.domain import errors
 from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.lobby_filter import parse_filter
+from masa_matchmaking.domain.ticket import Ticket
 
 __all__ = ["SERVICE_NAME", "MatchmakingServicer", "auth_policy", "registration"]
 
@@ -149,6 +150,9 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             tables_in_play=self._tables_in_play(lobby.lobby_id),
         )
 
+    def _ticket(self, ticket: Ticket) -> mm.Ticket:
+        return ticket_to_proto(ticket, players_needed=self._desk.players_needed(ticket))
+
     async def _player(self) -> str:
         return require_principal().subject
 
@@ -191,7 +195,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             ticket = await self._desk.create(player, new_ticket_from_proto(request))
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
-        return mm.CreateTicketResponse(ticket=ticket_to_proto(ticket))
+        return mm.CreateTicketResponse(ticket=self._ticket(ticket))
 
     async def GetTicket(  # noqa: N802
         self,
@@ -203,7 +207,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             ticket = await self._desk.get(player, request.ticket_id)
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
-        return mm.GetTicketResponse(ticket=ticket_to_proto(ticket))
+        return mm.GetTicketResponse(ticket=self._ticket(ticket))
 
     async def ListTickets(  # noqa: N802
         self,
@@ -219,7 +223,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             tickets, request.page_size, request.page_token, player=player, filter_=""
         )
         return mm.ListTicketsResponse(
-            tickets=[ticket_to_proto(ticket) for ticket in page], next_page_token=token
+            tickets=[self._ticket(ticket) for ticket in page], next_page_token=token
         )
 
     async def CancelTicket(  # noqa: N802
@@ -234,7 +238,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             ticket = await self._desk.cancel(player, request.ticket_id)
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
-        return mm.CancelTicketResponse(ticket=ticket_to_proto(ticket))
+        return mm.CancelTicketResponse(ticket=self._ticket(ticket))
 
     async def WatchTicket(  # noqa: N802
         self,
@@ -243,8 +247,8 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
     ) -> AsyncIterator[mm.WatchTicketResponse]:
         player = require_principal().subject
         try:
-            async for ticket in self._desk.watch(player, request.ticket_id):
-                yield mm.WatchTicketResponse(ticket=ticket_to_proto(ticket))
+            async for ticket, needed in self._desk.watch(player, request.ticket_id):
+                yield mm.WatchTicketResponse(ticket=ticket_to_proto(ticket, players_needed=needed))
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
 

@@ -135,7 +135,7 @@ def finished_game(event: result_pb2.GameFinished) -> FinishedGame:
         training=event.mode == game_pb2.MODE_TRAINING,
         teams=event.mode == game_pb2.MODE_TEAMS,
         results=tuple(
-            Result(standing.player_id, standing.place, standing.team)
+            Result(standing.player_id, standing.place, standing.team, standing.forfeited)
             for standing in event.ranking
             if standing.player_id
         ),

@@ -4,6 +4,12 @@ A player's tickets are one record in the shared store, so "at most one open tick
 state change are single compare-and-set writes, whichever instance serves the call. A retry of
 CreateTicket with the same request_id finds its ticket in that record and returns it, also on
 another instance or after a restart.
+
+A searching ticket in a lobby that bots never complete (P-13: every chip lobby) is told how
+many more players its lobby needs (:meth:`TicketDesk.players_needed`), counted from this
+instance's mirror of the store; a watch sends the ticket again whenever that number changes.
+The count of a lobby is kept until one of its tickets changes, so a crowd of watchers in one
+lobby counts its queue once per change, not once each.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import contextlib
 import secrets
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
@@ -19,6 +26,7 @@ from typing import Final
 from masa_matchmaking.app.ports import Conflict, PlayerTickets, RatingStore, TicketStore
 from masa_matchmaking.domain.errors import BadInput, NotFound, Refused, Unavailable
 from masa_matchmaking.domain.lobby import BotLevel, Lobby
+from masa_matchmaking.domain.matching import players_needed
 from masa_matchmaking.domain.ticket import PARTY_CODE, Ticket, TicketState
 
 __all__ = ["NewTicket", "TicketDesk", "mutate"]
@@ -94,6 +102,30 @@ class TicketDesk:
         self._new_id = new_id
         self._new_code = new_code
         self._trace_parent = trace_parent
+        # The players searching in each lobby (of self._lobbies, so bounded by them), until
+        # one of its tickets changes.
+        self._searching: dict[str, int] = {}
+        self._store.listen(self._ticket_changed)
+
+    def _ticket_changed(self, ticket: Ticket) -> None:
+        self._searching.pop(ticket.lobby_id, None)
+
+    def players_needed(self, ticket: Ticket) -> int:
+        """How many more players the ticket's lobby needs before a table can be made for it
+        (P-13); 0 once enough search, where bots complete the tables, or when not searching."""
+        lobby = self._lobbies.get(ticket.lobby_id)
+        if lobby is None or ticket.state is not TicketState.SEARCHING:
+            return 0
+        searching = self._searching.get(lobby.lobby_id)
+        if searching is None:
+            searching = sum(
+                1
+                for queued in self._store.lobby_tickets(lobby.lobby_id)
+                if queued.state is TicketState.SEARCHING
+            )
+            self._searching[lobby.lobby_id] = searching
+        # The mirror may not show the ticket yet; it searches, so it counts.
+        return players_needed(lobby, max(searching, 1))
 
     def lobby(self, lobby_id: str) -> Lobby:
         lobby = self._lobbies.get(lobby_id)
@@ -229,25 +261,45 @@ class TicketDesk:
 
         return await mutate(self._store, player_id, ticket_id, cancel)
 
-    async def watch(self, player_id: str, ticket_id: str) -> AsyncIterator[Ticket]:
-        """The ticket now, then each change, until it is closed."""
-        changes: asyncio.Queue[Ticket] = asyncio.Queue()
+    async def watch(self, player_id: str, ticket_id: str) -> AsyncIterator[tuple[Ticket, int]]:
+        """The ticket now, then each change, until it is closed; each with the players its
+        lobby needs (:meth:`players_needed`), and again whenever only that number changes."""
+        changes: deque[Ticket] = deque()
+        woken = asyncio.Event()
+        # The lobby whose other tickets change the number, once the ticket is read; none
+        # where bots complete the tables.
+        counted = ""
 
         def heard(ticket: Ticket) -> None:
             if ticket.ticket_id == ticket_id:
-                changes.put_nowait(ticket)
+                changes.append(ticket)
+                woken.set()
+            elif ticket.lobby_id == counted:
+                woken.set()
 
         unsubscribe = self._store.listen(heard)
         try:
             # Read after subscribing, so that no change falls between the two.
             last = await self.get(player_id, ticket_id)
-            yield last
+            lobby = self._lobbies.get(last.lobby_id)
+            if lobby is not None and players_needed(lobby, 0):
+                counted = lobby.lobby_id
+            needed = self.players_needed(last)
+            yield last, needed
             while last.open:
-                ticket = await changes.get()
-                if ticket.updated_at < last.updated_at or ticket == last:
-                    continue
-                last = ticket
-                yield ticket
+                await woken.wait()
+                woken.clear()
+                while changes and last.open:
+                    ticket = changes.popleft()
+                    if ticket.updated_at < last.updated_at or ticket == last:
+                        continue
+                    last = ticket
+                    needed = self.players_needed(last)
+                    yield last, needed
+                now = self.players_needed(last)
+                if last.open and now != needed:
+                    needed = now
+                    yield last, needed
         finally:
             with contextlib.suppress(Exception):
                 unsubscribe()

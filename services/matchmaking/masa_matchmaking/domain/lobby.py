@@ -2,9 +2,10 @@
 
 A lobby fixes the game, preset, mode (P-1), table size, options (RULES.md §2.9 and §3), stake,
 rake, payout table, turn time and bot fill. Its options are checked where the engine checks
-them, by :func:`masa_rules.lobby.lobby_rules` (51) and
-:meth:`masa_rules.elevator.rules.ElevatorRules.check_players`, so a lobby the engine would
-refuse never loads.
+them, by :func:`masa_rules.lobby.lobby_rules` (51),
+:meth:`masa_rules.elevator.rules.ElevatorRules.check_players` and
+:func:`masa_rules.lobby.check_chip_seating` (P-13: a lobby with a stake seats players only,
+so it never fills with bots), so a lobby the engine would refuse never loads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Final
 
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.errors import RuleViolation
-from masa_rules.lobby import LobbyOptions, lobby_rules
+from masa_rules.lobby import LobbyOptions, check_chip_seating, lobby_rules
 
 from masa_matchmaking.domain.errors import InvalidLobby
 
@@ -66,7 +67,10 @@ class Payout:
 
 @dataclass(frozen=True, slots=True)
 class BotFill:
-    """When bots complete a short table (training lobbies fill at once, whatever this says)."""
+    """When bots complete a short table (training lobbies fill at once, whatever this says).
+
+    Only a lobby without a stake may enable it: bots never sit at a chip table (P-13).
+    """
 
     enabled: bool = False
     fill_after_seconds: float = 30.0
@@ -146,6 +150,7 @@ def _check_lobby(lobby: Lobby) -> None:
             _check_fiftyone(lobby)
         else:
             _check_elevator(lobby)
+        check_chip_seating(lobby.stake, bots=lobby.bot_fill.enabled)
     except RuleViolation as violation:
         raise InvalidLobby(f"{where}: {violation}", rule=violation.rule) from None
     if lobby.training and lobby.stake != 0:

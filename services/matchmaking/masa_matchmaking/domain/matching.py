@@ -10,7 +10,9 @@ table is full. A table that is not full is still placed:
 - with at least ``min_seats`` players once the anchor has waited ``short_table_after_seconds``;
 - completed with bots up to ``min_seats`` once the anchor has waited the bot fill's
   ``fill_after_seconds``, where the lobby fills with bots and the table has at least its
-  ``min_players``;
+  ``min_players``. Only a lobby without a stake fills with bots (:class:`Lobby` refuses a bot
+  fill with a stake, P-13), so a chip table is planned with players only; one that cannot be
+  filled keeps its tickets searching;
 - in training (P-1), at once: the unit and bots of the level the ticket asked for, up to
   ``max_seats``.
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from masa_matchmaking.domain.lobby import BotLevel, Lobby, Mode
 from masa_matchmaking.domain.ticket import Ticket, TicketState
 
-__all__ = ["SeatPlan", "TablePlan", "match_round", "units"]
+__all__ = ["SeatPlan", "TablePlan", "match_round", "players_needed", "units"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,15 @@ def _unit(tickets: tuple[Ticket, ...], now: float) -> _Unit:
     oldest = min(ticket.created_at for ticket in tickets)
     front = any(ticket.front for ticket in tickets)
     return _Unit(tickets, rating, max(0.0, now - oldest), (not front, oldest))
+
+
+def players_needed(lobby: Lobby, searching: int) -> int:
+    """P-13: how many more players must search in ``lobby``, where ``searching`` players search
+    now, before a table can be made; 0 where bots complete the tables (training, a bot fill).
+    """
+    if lobby.training or lobby.bot_fill.enabled:
+        return 0
+    return max(0, lobby.min_seats - searching)
 
 
 def match_round(

@@ -4,7 +4,8 @@ A game is rated from its final ranking (F-97, E-11) among its human players: bot
 training games are not rated (a table of bots says nothing about the players against each
 other), and a game with fewer than two rated sides changes nothing. Tied players share a rank;
 in team mode the partners are one side ranked by the team's place (F-93). A forfeited seat
-(P-12) keeps the last place the engine gave it.
+(P-12) keeps the last place the engine gave it; a game every player forfeited (they all left,
+and the engine ended it at once) rates nobody, as nobody played it out against the others.
 
 Applying a game is idempotent: a rating remembers the last games it took in, and a game it
 already took in changes nothing.
@@ -71,6 +72,7 @@ class Result:
     player_id: str
     place: int
     team: int = 0
+    forfeited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,8 @@ def rate_game(
 
     ``ratings`` holds each player's rating before the game.
     """
+    if all(result.forfeited for result in results):
+        return []
     sides: dict[int, list[Result]] = {}
     for result in results:
         key = result.team if teams else len(sides)

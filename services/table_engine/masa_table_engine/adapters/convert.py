@@ -140,7 +140,6 @@ _CHANGE: Final = {
 }
 _CHANGE_BACK: Final = {value: key for key, value in _CHANGE.items()}
 _ABANDON: Final = {
-    AbandonReason.NO_PLAYER_LEFT: event_pb2.ABANDON_REASON_NO_PLAYER_LEFT,
     AbandonReason.VOIDED: event_pb2.ABANDON_REASON_VOIDED,
     AbandonReason.UNRECOVERABLE: event_pb2.ABANDON_REASON_UNRECOVERABLE,
 }

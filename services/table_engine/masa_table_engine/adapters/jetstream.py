@@ -102,7 +102,6 @@ _log = logging.getLogger(__name__)
 
 # GameAbandoned.reason in words, for the ledger's records.
 _ABANDONED_BECAUSE: Final = {
-    AbandonReason.NO_PLAYER_LEFT: "P-12: every player left or forfeited; no one played on",
     AbandonReason.VOIDED: "voided by an operator",
     AbandonReason.UNRECOVERABLE: "the table's state could not be rebuilt on takeover",
 }

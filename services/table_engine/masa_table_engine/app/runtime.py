@@ -667,10 +667,12 @@ def _log_finished(table: Table, last: Entry) -> None:
         "seconds": round(last.at - table.created_at, 3),
     }
     if table.abandoned:
-        _log.info("table abandoned: no player left", extra=fields)
+        _log.info("table voided", extra=fields)
         return
     fields["ranking"] = [
         {"seat": s.seat, "place": s.place, "total": s.total, "forfeited": s.forfeited}
         for s in table.ranking
     ]
+    # P-12: the game ended early because every player left or forfeited.
+    fields["every_player_left"] = table.unattended
     _log.info("table finished", extra=fields)

@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from masa_rules import elevator, fiftyone
 from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
+from masa_rules.elevator.ranking import rank_seats
 from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
 from masa_rules.lobby import LobbyOptions, lobby_rules
@@ -28,8 +29,10 @@ __all__ = ["ElevatorGame", "FiftyOneGame", "Game", "HandOutcome", "fiftyone_rule
 
 @dataclass(frozen=True, slots=True)
 class HandOutcome:
-    """The places of a finished game before forfeits are applied: groups of tied seats, best
-    first, and each seat's total (lower is better)."""
+    """The places before forfeits are applied: groups of tied seats, best first, and each
+    seat's total (lower is better). A game that is not over is placed as it stands (E-11 by
+    the cards left in Elevator, F-95/F-96 by the totals so far in 51): the ranking of a game
+    that ended because no player was left (P-12)."""
 
     places: tuple[tuple[int, ...], ...]
     totals: tuple[int, ...]
@@ -166,7 +169,7 @@ class ElevatorGame:
     def outcome(self, state: object) -> HandOutcome:
         game = _elevator(state)
         return HandOutcome(
-            places=game.ranking,
+            places=game.ranking if game.is_over else rank_seats(game.hands, game.rules.rank_by_sum),
             totals=tuple(len(hand) for hand in game.hands),
             # A game is one hand: played once it is over.
             hands_played=1 if game.is_over else 0,
@@ -307,7 +310,8 @@ class FiftyOneGame:
 
     def outcome(self, state: object) -> HandOutcome:
         game = _fiftyone(state)
-        return HandOutcome(places=game.ranking, totals=game.totals, hands_played=game.hands_scored)
+        places = game.ranking if game.phase is fiftyone.Phase.OVER else fiftyone.ranking(game)
+        return HandOutcome(places=places, totals=game.totals, hands_played=game.hands_scored)
 
     def state_to_json(self, state: object) -> dict[str, object]:
         return fiftyone.state_to_json(_fiftyone(state))

@@ -169,8 +169,9 @@ class SeatChange(enum.Enum):
 
 
 class AbandonReason(enum.Enum):
-    # Every human seat left or forfeited: nobody but bots would play on (P-1, P-12).
-    NO_PLAYER_LEFT = "no_player_left"
+    """Why a game that cannot be completed was voided. A table every player left is finished,
+    not voided (P-12), so that is never a reason here."""
+
     # An operator voided the table (a stuck game).
     VOIDED = "voided"
     # A node taking the table over could not rebuild it, or its replay did not match the log.
@@ -300,7 +301,8 @@ class GameFinished:
 
 @dataclass(frozen=True, slots=True)
 class GameAbandoned:
-    """The game ended without a ranking; the table is voided and stakes go back (P-30)."""
+    """The game cannot be completed (an operator's void, a state that could not be rebuilt):
+    it ends without a ranking, the table is voided and the stakes go back (P-30)."""
 
     game_no: int
     hands_played: int

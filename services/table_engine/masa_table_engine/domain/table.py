@@ -17,11 +17,18 @@ Seat rules (P-10..P-12):
 - a player who leaves (LeaveTable) gives the seat to a bot at once at a training table, where
   nothing is at stake (P-1); elsewhere the seat is protected as after a dropped connection
   (P-12), so the player may still come back;
-- bots never play on alone (decision): once every human seat has left or forfeited, the game
-  ends at once without a ranking (:class:`GameAbandoned`), and the table is voided (P-30). A
-  table with no connected human therefore ends at most ``seat_protection_seconds`` after its
-  last player's disconnection was logged. Tables created with bots only play to the end, as the engines
-  guarantee every game ends.
+- bots never play on alone (P-12, decision): once every human seat has left or forfeited, the
+  game ends at once and is finished, not voided (:class:`GameFinished`): the seats are ranked
+  as the game stood, the forfeited ones last, so forfeited stakes stay lost and, with no seat
+  left to pay, the pot goes to the house (P-30). A training table ends the same way and moves
+  no chips (P-1). A table with no connected human therefore ends at most
+  ``seat_protection_seconds`` after its last player's disconnection was logged. Tables
+  created with bots only play to the end, as the engines guarantee every game ends;
+- bots never sit at a chip table (P-13): a table with a stake seats players only, and bots
+  play only its forfeited and autopilot seats.
+
+:class:`GameAbandoned` is for games that cannot be completed: an operator's void, or a table
+whose state could not be rebuilt (:class:`TableVoided`); its stakes go back (P-30).
 """
 
 from __future__ import annotations
@@ -33,10 +40,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from masa_rules.errors import IllegalAction, RuleViolation
+from masa_rules.lobby import check_chip_seating
 
 from masa_table_engine.domain.games import Game, game_for
 from masa_table_engine.domain.model import (
-    AbandonReason,
     AutopilotChanged,
     AutopilotReason,
     BotLevel,
@@ -114,12 +121,18 @@ class Table:
     ranking: tuple[Standing, ...]
     # The CreateTable request that made the table; empty for one made without a request id.
     request_id: str = ""
-    # The game ended without a ranking because no human seat was left (GameAbandoned).
+    # The game ended without a ranking: it was voided (GameAbandoned).
     abandoned: bool = False
 
     @property
     def engine(self) -> Game:
         return game_for(self.config.game)
+
+    @property
+    def unattended(self) -> bool:
+        """Whether every human seat left or forfeited (P-12); False at a table of bots only."""
+        humans = [seat.seat for seat in self.config.seats if seat.kind is SeatKind.HUMAN]
+        return bool(humans) and all(self.seats[seat].forfeited for seat in humans)
 
     @property
     def actor(self) -> int | None:
@@ -198,11 +211,13 @@ def _check_config(config: TableConfig) -> None:
 
 
 def _check_chips(config: TableConfig) -> None:
-    """P-30, P-1: a chip table carries a ledger hold for every human seat; nothing else does."""
+    """P-30, P-1, P-13: a chip table seats players only, each with a ledger hold; nothing else
+    carries one."""
     if config.stake < 0:
         raise RuleViolation("P-30", "the stake cannot be negative")
     if config.stake and config.mode is Mode.TRAINING:
         raise RuleViolation("P-1", "a training table moves no chips: its stake is 0")
+    check_chip_seating(config.stake, bots=any(s.kind is SeatKind.BOT for s in config.seats))
     holds = [seat.hold_id for seat in config.seats if seat.hold_id]
     for seat in config.seats:
         if seat.kind is SeatKind.BOT and seat.hold_id:
@@ -340,7 +355,7 @@ def _timer(
     if item.kind is TimerKind.SEAT_PROTECTION:
         if status.connected or status.forfeited:
             raise IllegalAction("P-12", f"seat {item.seat} is not under seat protection")
-        return _abandon_if_unattended(*_forfeit(table, item.seat, status))
+        return _finish_if_unattended(*_forfeit(table, item.seat, status))
     if table.actor != item.seat or table.turn_deadline is None:
         raise IllegalAction("P-10", f"seat {item.seat} is not on turn")
     if item.kind is TimerKind.QUERY:
@@ -422,7 +437,7 @@ def _left(
         if not status.forfeited:
             table, forfeit = _forfeit(table, seat, status)
             events.extend(forfeit)
-        return _abandon_if_unattended(table, events)
+        return _finish_if_unattended(table, events)
     deadline = at + timers.seat_protection_seconds
     status = replace(status, connected=False, left=True, protection_deadline=deadline)
     return replace(table, seats=_with(table.seats, seat, status)), [
@@ -439,17 +454,15 @@ def _forfeit(table: Table, seat: int, status: SeatStatus) -> tuple[Table, list[T
     ]
 
 
-def _abandon_if_unattended(
-    table: Table, events: list[TableEvent]
-) -> tuple[Table, list[TableEvent]]:
-    """End the game without a ranking once no human seat is left to play for (module doc)."""
-    humans = [seat.seat for seat in table.config.seats if seat.kind is SeatKind.HUMAN]
-    if not humans or not all(table.seats[seat].forfeited for seat in humans):
+def _finish_if_unattended(table: Table, events: list[TableEvent]) -> tuple[Table, list[TableEvent]]:
+    """P-12: once no human seat is left to play for, the game is finished at once, ranked as it
+    stood with every forfeited seat last (module doc); never voided, so no stake goes back."""
+    if not table.unattended:
         return table, events
-    hands = table.engine.outcome(table.game).hands_played
-    abandoned = GameAbandoned(1, hands, AbandonReason.NO_PLAYER_LEFT)
-    table = replace(table, finished=True, abandoned=True, turn_deadline=None, timed_out=None)
-    return table, [*events, abandoned]
+    ranking = _ranking(table)
+    finished = GameFinished(1, table.engine.outcome(table.game).hands_played, ranking)
+    table = replace(table, finished=True, turn_deadline=None, timed_out=None, ranking=ranking)
+    return table, [*events, finished]
 
 
 def _voided(table: Table, item: TableVoided) -> tuple[Table, list[TableEvent]]:
