@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 from engine_support import (
+    ADMIN_TOKEN,
     SERVICE,
     fiftyone_config,
     metadata,
@@ -34,7 +35,7 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.settings import LedgerSettings
 from masa_platform.bus_access import LEDGER
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, auth_settings
 from prometheus_client import CollectorRegistry
 
 STAKE = 100
@@ -47,6 +48,7 @@ async def _ledger(server: NatsServer, directory: Path) -> AsyncIterator[LedgerSe
     """The real ledger on a SQLite file, consuming the engine's results from ``server``."""
     platform = PlatformSettings(
         service_name="ledger",
+        auth=auth_settings("ledger"),
         nats_url=server.url,
         nats_user=LEDGER,
         nats_password=server.password(LEDGER),
@@ -71,7 +73,7 @@ async def _staked(ledger: ledger_pb2_grpc.LedgerServiceStub) -> dict[str, str]:
             ledger_pb2.GrantChipsRequest(
                 request_id=f"grant-{player}", player_id=player, amount=CHIPS
             ),
-            metadata=SERVICE,
+            metadata=ADMIN_TOKEN,
         )
     placed = await ledger.HoldStakes(
         ledger_pb2.HoldStakesRequest(
@@ -176,7 +178,7 @@ async def test_P12_both_players_of_a_chip_table_leave_and_the_pot_goes_to_the_ho
                 try:
                     await ledger.GetSettlement(
                         ledger_pb2.GetSettlementRequest(table_id="quits", game_no=1),
-                        metadata=SERVICE,
+                        metadata=ADMIN_TOKEN,
                     )
                 except grpc.aio.AioRpcError as error:
                     if error.code() != grpc.StatusCode.NOT_FOUND:
@@ -188,7 +190,7 @@ async def test_P12_both_players_of_a_chip_table_leave_and_the_pot_goes_to_the_ho
             settlement = (
                 await ledger.GetSettlement(
                     ledger_pb2.GetSettlementRequest(table_id="quits", game_no=1),
-                    metadata=SERVICE,
+                    metadata=ADMIN_TOKEN,
                 )
             ).settlement
             published = [r.WhichOneof("result") for r in await results(nats_server, "quits")]
@@ -207,19 +209,19 @@ async def test_P12_both_players_of_a_chip_table_leave_and_the_pot_goes_to_the_ho
             for player in PLAYERS:
                 account = (
                     await ledger.GetBalance(
-                        ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
+                        ledger_pb2.GetBalanceRequest(player_id=player), metadata=ADMIN_TOKEN
                     )
                 ).account
                 assert (account.balance, account.held) == (CHIPS - STAKE, 0)
                 hold = (
                     await ledger.GetHold(
-                        ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=SERVICE
+                        ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=ADMIN_TOKEN
                     )
                 ).hold
                 assert hold.state == ledger_pb2.StakeHold.STATE_POSTED
             house = (
                 await ledger.GetAccount(
-                    ledger_pb2.GetAccountRequest(account_id="house"), metadata=SERVICE
+                    ledger_pb2.GetAccountRequest(account_id="house"), metadata=ADMIN_TOKEN
                 )
             ).account
             assert house.balance == pot
