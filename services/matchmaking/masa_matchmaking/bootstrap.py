@@ -22,6 +22,7 @@ from masa_platform import tracing
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
+from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
@@ -238,7 +239,10 @@ async def start_matchmaking(
         [registration(servicer)],
         tls=platform.tls,
         interceptors=standard_interceptors(
-            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+            platform.auth,
+            policy=auth_policy(),
+            metrics=GrpcMetrics(registry),
+            quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )
     with contextlib.suppress(TimeoutError):
