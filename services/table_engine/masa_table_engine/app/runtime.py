@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -73,7 +73,9 @@ __all__ = [
     "RuntimeSettings",
     "SequenceMismatch",
     "TableRuntime",
+    "TooManySpectators",
     "WatchItem",
+    "WatcherBehind",
     "has_results",
 ]
 
@@ -81,6 +83,60 @@ _log = logging.getLogger(__name__)
 
 
 WatchItem = Table | Entry
+
+
+class TooManySpectators(Exception):
+    """The table has as many spectators as it takes (RuntimeSettings.max_spectators)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the table has {limit} spectators, the most it takes")
+        self.limit = limit
+
+
+class WatcherBehind(Exception):
+    """A watch stream fell ``limit`` entries behind the table and was let go; its reader
+    resumes after ``last_sequence``, the last sequence it was given."""
+
+    def __init__(self, limit: int, last_sequence: int) -> None:
+        super().__init__(
+            f"the stream fell {limit} updates behind the table; resume after {last_sequence}"
+        )
+        self.limit = limit
+        self.last_sequence = last_sequence
+
+
+class _Watcher:
+    """One watch stream's queue of entries, bounded: a reader that falls ``backlog`` entries
+    behind is let go (its queue emptied, an end marker left), so a slow or stalled reader
+    keeps nothing alive but a fixed number of references to entries the table shares."""
+
+    __slots__ = ("_backlog", "behind", "closed", "queue", "spectator")
+
+    def __init__(self, backlog: int, *, spectator: bool) -> None:
+        self._backlog = backlog
+        # One place beyond the backlog for the end marker.
+        self.queue: asyncio.Queue[Entry | None] = asyncio.Queue(backlog + 1)
+        self.spectator = spectator
+        self.behind = False
+        self.closed = False
+
+    def offer(self, entry: Entry) -> bool:
+        """Queue ``entry``; True when that let the reader go, as it fell too far behind."""
+        if self.closed:
+            return False
+        if self.queue.qsize() >= self._backlog:
+            self.behind = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.close()
+            return True
+        self.queue.put_nowait(entry)
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
 
 
 class SequenceMismatch(Exception):
@@ -104,6 +160,11 @@ class RuntimeSettings:
     finished_retention_seconds: float = 30.0
     # The latest entries a table keeps in memory for resuming watchers and retries.
     history_kept: int = 128
+    # Watch streams of callers without a seat at the table, open at once; seated players'
+    # own streams are not counted (each player's streams are capped by the platform's quotas).
+    max_spectators: int = 100
+    # Entries queued for one watch stream; one that falls further behind ends (WatcherBehind).
+    watch_backlog: int = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +211,8 @@ class TableRuntime:
         self._changed = asyncio.Event()
         # The deadline the driver sleeps until (None: until a change); see _wake_driver.
         self._armed: float | None = None
-        self._watchers: set[asyncio.Queue[Entry | None]] = set()
+        self._watchers: set[_Watcher] = set()
+        self._spectators = 0
         self._connections: dict[int, int] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._driver: asyncio.Task[None] | None = None
@@ -194,8 +256,8 @@ class TableRuntime:
 
     async def stop(self) -> None:
         await stop_tasks(self._driver, *self._background)
-        for queue in self._watchers:
-            queue.put_nowait(None)
+        for watcher in self._watchers:
+            watcher.close()
 
     async def hand_over(self, flush_seconds: float) -> None:
         """Stop serving the table here and leave it to the node that takes it over (a drain).
@@ -333,8 +395,9 @@ class TableRuntime:
             self.finished_at = self._deps.clock()
         self._keep(entry)
         self._wake_driver()
-        for queue in self._watchers:
-            queue.put_nowait(entry)
+        for watcher in self._watchers:
+            if watcher.offer(entry):
+                self._deps.metrics.watcher_behind()
         self._count(entry, name, time.perf_counter() - started)
         if has_results(table, entry):
             self._outbox.add(table, entry, notify=self._changed.set)
@@ -456,39 +519,63 @@ class TableRuntime:
 
     # --- watching --------------------------------------------------------------------------
 
+    @property
+    def spectators(self) -> int:
+        """Spectators' watch streams open now."""
+        return self._spectators
+
     async def watch(
-        self, seat: int | None, *, as_player: bool, after_sequence: int | None
-    ) -> AsyncIterator[WatchItem]:
+        self,
+        seat: int | None,
+        *,
+        as_player: bool,
+        after_sequence: int | None,
+        spectator: bool = False,
+    ) -> AsyncGenerator[WatchItem, None]:
         """A snapshot (or the entries after ``after_sequence``), then every new entry.
 
-        The stream ends after the entry that finishes the game.
+        The stream ends after the entry that finishes the game. A ``spectator`` (a caller
+        without a seat here) past ``max_spectators`` raises :class:`TooManySpectators` before
+        anything is sent; a stream whose reader falls ``watch_backlog`` entries behind raises
+        :class:`WatcherBehind`, naming the last sequence it gave.
         """
-        if as_player and seat is not None:
-            try:
-                await self.connect(seat)
-            except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
-                _log.warning("could not record a reconnection", exc_info=True)
-        queue: asyncio.Queue[Entry | None] = asyncio.Queue()
-        async with self._lock:
-            self._watchers.add(queue)
-            first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
-            backlog: list[WatchItem]
-            if after_sequence is not None and first_kept - 1 <= after_sequence:
-                backlog = [e for e in self._history if e.sequence > after_sequence]
-            else:
-                backlog = [self.table]
-            finished = self.table.finished
+        settings = self._settings
+        if spectator and self._spectators >= settings.max_spectators:
+            raise TooManySpectators(settings.max_spectators)
+        watcher = _Watcher(settings.watch_backlog, spectator=spectator)
+        # Counted at once, before any wait, so that no two streams pass the check together.
+        self._spectators += spectator
         try:
+            if as_player and seat is not None:
+                try:
+                    await self.connect(seat)
+                except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
+                    _log.warning("could not record a reconnection", exc_info=True)
+            async with self._lock:
+                self._watchers.add(watcher)
+                first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
+                backlog: list[WatchItem]
+                if after_sequence is not None and first_kept - 1 <= after_sequence:
+                    backlog = [e for e in self._history if e.sequence > after_sequence]
+                else:
+                    backlog = [self.table]
+                finished = self.table.finished
+                last = self.table.sequence if after_sequence is None else after_sequence
             for item in backlog:
                 yield item
+                last = item.sequence
             while not finished:
-                entry = await queue.get()
+                entry = await watcher.queue.get()
                 if entry is None:
+                    if watcher.behind:
+                        raise WatcherBehind(settings.watch_backlog, last)
                     return
                 yield entry
+                last = entry.sequence
                 finished = _ends_game(entry)
         finally:
-            self._watchers.discard(queue)
+            self._spectators -= spectator
+            self._watchers.discard(watcher)
             if as_player and seat is not None:
                 # The generator may be closing because its call was cancelled, so the
                 # disconnection is recorded by a task of its own.
