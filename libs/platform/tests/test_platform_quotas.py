@@ -253,6 +253,17 @@ async def test_messages_inside_a_bidi_stream_are_paced_not_refused() -> None:
         assert served.refusals(CALLER_RATE) == 0
 
 
+async def test_many_distinct_callers_keep_the_servers_state_within_its_cap() -> None:
+    settings = QuotaSettings(max_caller_rpcs=50, caller_streams=2, callers_tracked=100)
+    async with Served(settings) as served:
+        tokens = [bearer(f"passer-{n}") for n in range(300)]
+        for wave in range(0, 300, 50):
+            answers = await asyncio.gather(*(served.echo(who) for who in tokens[wave : wave + 50]))
+            assert answers == [b"hi"] * 50
+            assert served.quotas.tracked <= 100
+        assert served.quotas.calls == 0
+
+
 def test_the_state_per_caller_stays_bounded_with_many_distinct_callers() -> None:
     """Callers with nothing in flight are dropped once their bucket refilled, or the longest
     idle first when the map is full; callers with calls in flight are always kept."""
