@@ -22,6 +22,9 @@ from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer, free_port
 
 AUTH = AuthSettings()
+# The benches seat the same few players at every table and play them as fast as the engine
+# answers, as no person does: a player's rate quota would refuse them, so it is lifted here.
+BENCH_QUOTAS = {"MASA_CALLER_RATE": "1000000", "MASA_CALLER_BURST": "1000000"}
 SERVICE = (("authorization", f"Bearer {mint_token(AUTH, 'lobby', (Role.SERVICE,))}"),)
 
 
@@ -54,6 +57,7 @@ class EngineProcess:
             "MASA_NODE_ID": self.node_id,
             "MASA_SEAT_PROTECTION_SECONDS": "3600",
             "MASA_LOG_LEVEL": "WARNING",
+            **BENCH_QUOTAS,
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None

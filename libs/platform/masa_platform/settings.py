@@ -123,8 +123,8 @@ class QuotaSettings:
     caller_streams: int = 16
     # A token bucket per caller: one token per unary call, per stream opened and per message
     # sent inside a client or bidi stream; refilled at caller_rate a second up to caller_burst.
-    # 200 a second is a hundred times what a person playing sends, and what a player of a
-    # masa-load run of 10 or more saturated tables sends at most.
+    # 200 a second is a hundred times what a person playing sends; a masa-load player sends
+    # 40 to 120 at one saturated table on the 2-core development machine, fewer at more.
     caller_rate: float = 200.0
     caller_burst: int = 400
     # Callers whose state is kept; an idle caller's goes first (it holds no call, so dropping
