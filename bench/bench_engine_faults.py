@@ -166,7 +166,7 @@ async def create(stub: table_pb2_grpc.TableServiceAsyncStub, config: game_pb2.Ta
 async def log_of(nats: NatsServer, table_id: str) -> list[table_log_pb2.TableLogEntry]:
     client = await connect(nats.url, name="bench-admin", user=ADMIN, password=nats.password(ADMIN))
     try:
-        stored = await read_subject(client.jetstream(), STREAM, log_subject(table_id))
+        stored = await read_subject(client, STREAM, log_subject(table_id))
     finally:
         await client.close()
     return [table_log_pb2.TableLogEntry.FromString(message.data) for message in stored]

@@ -52,6 +52,7 @@ from masa_platform.auth import mint_token
 from masa_platform.bus import KvBucket
 from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer, free_port
+from nats.aio.client import Client
 
 PLAYERS = int(os.environ.get("BENCH_PLAYERS", "12000"))
 CONCURRENCY = 200
@@ -90,8 +91,8 @@ class StubEngine:
         )
 
 
-async def advertise(js: Any, address: str, stop: asyncio.Event) -> None:
-    bucket = await KvBucket.ensure(js, "masa_engine_nodes", ttl_seconds=10)
+async def advertise(nc: Client, address: str, stop: asyncio.Event) -> None:
+    bucket = await KvBucket.open(nc, "masa_engine_nodes")
     while not stop.is_set():
         record = engine_pb2.EngineNode(
             node_id="stub",
@@ -209,7 +210,6 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
     lobbies.write_text(LOBBIES)
     with NatsServer(workdir / f"nats-{instances}") as server:
         nc = await nats.connect(server.url)
-        js = nc.jetstream()
         engine = StubEngine()
         engine_server = grpc.aio.server()
         engine_server.add_generic_rpc_handlers(
@@ -230,7 +230,7 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
         engine.address = f"127.0.0.1:{engine_port}"
         await engine_server.start()
         stop = asyncio.Event()
-        advertiser = asyncio.create_task(advertise(js, engine.address, stop))
+        advertiser = asyncio.create_task(advertise(nc, engine.address, stop))
         ports = [free_port() for _ in range(instances)]
         processes = [
             subprocess.Popen(

@@ -37,11 +37,13 @@ from masa.events.v1 import engine_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket, connect, read_subject
 from masa_platform.bus_access import ADMIN
+from masa_platform.bus_plan import BusSettings
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import STREAM, log_subject
 from masa_wire.elevator import action_to_proto, state_from_seat_view
+from nats.aio.client import Client
 
 NODES = 3
 TABLES = 30
@@ -56,9 +58,7 @@ def node(nats: NatsServer, workdir: Path, number: int) -> EngineProcess:
         nats,
         workdir,
         f"bench-node-{number}",
-        MASA_LEASE_TTL_SECONDS=str(LEASE_SECONDS),
         MASA_TAKEOVER_SCAN_SECONDS=str(SCAN_SECONDS),
-        MASA_NODE_TTL_SECONDS="3",
     )
 
 
@@ -117,8 +117,8 @@ async def until_accepted(
     raise TimeoutError(f"table {table_id} never took a move again")
 
 
-async def served_by(js: object, node_id: str) -> list[str]:
-    bucket = await KvBucket.ensure(js, "masa_engine_nodes")  # type: ignore[arg-type]
+async def served_by(nc: Client, node_id: str) -> list[str]:
+    bucket = await KvBucket.open(nc, "masa_engine_nodes")
     entry = await bucket.get(node_id)
     return list(engine_pb2.EngineNode.FromString(entry.value).table_ids) if entry else []
 
@@ -140,7 +140,9 @@ def elevator_config() -> game_pb2.TableConfig:
 
 async def run(workdir: Path) -> dict[str, object]:
     rng = random.Random(12)
-    with NatsServer(workdir / "nats", secure=True) as nats:
+    # The bus plan's leases and node records, short so that a dead node's tables move fast.
+    fast = BusSettings(table_lease_ttl_seconds=LEASE_SECONDS, engine_node_ttl_seconds=3.0)
+    with NatsServer(workdir / "nats", secure=True, bus=fast) as nats:
         engines = [node(nats, workdir, n) for n in range(NODES)]
         for engine in engines:
             engine.start()
@@ -164,7 +166,6 @@ async def run(workdir: Path) -> dict[str, object]:
                 await move(addresses[number % NODES], table_id, uuid.uuid4().hex)
                 baseline.append(time.monotonic() - started)
             admin = await connect(nats.url, name="bench", user=ADMIN, password=nats.password(ADMIN))
-            js = admin.jetstream()
             seconds: list[float] = []
             refused = 0
             per_round: list[int] = []
@@ -173,7 +174,7 @@ async def run(workdir: Path) -> dict[str, object]:
                     victim = engines[round_number % NODES]
                     # Its record is rewritten every second: let it catch up with the last moves.
                     await asyncio.sleep(1.5)
-                    theirs = await served_by(js, victim.node_id)
+                    theirs = await served_by(admin, victim.node_id)
                     died = time.monotonic()
                     victim.kill()
                     answers = await asyncio.gather(
@@ -184,7 +185,7 @@ async def run(workdir: Path) -> dict[str, object]:
                     per_round.append(len(theirs))
                     victim.start()
                     await until_serving(victim)
-                whole = await check_logs(js, tables)
+                whole = await check_logs(admin, tables)
             finally:
                 await admin.close()
         finally:
@@ -214,9 +215,9 @@ async def run(workdir: Path) -> dict[str, object]:
     }
 
 
-async def check_logs(js: object, tables: list[str]) -> bool:
+async def check_logs(nc: Client, tables: list[str]) -> bool:
     for table_id in tables:
-        raw = await read_subject(js, STREAM, log_subject(table_id))  # type: ignore[arg-type]
+        raw = await read_subject(nc, STREAM, log_subject(table_id))
         entries = [table_log_pb2.TableLogEntry.FromString(m.data) for m in raw]
         if [e.sequence for e in entries] != list(range(1, len(entries) + 1)):
             return False

@@ -57,7 +57,13 @@ SECRET_VALUES = {
     "MASA_DATABASE_URL": "postgresql://masa:secret@postgres:5432/masa",
     "MASA_NATS_PASSWORD": "secret",
     "MASA_NODE_ID": "table-engine-0",
+    "MASA_PAGE_TOKEN_KEY": "5a" * 32,
+    "MASA_LEDGER_PAGE_TOKEN_KEY": "6b" * 32,
+    "MASA_MATCHMAKING_PAGE_TOKEN_KEY": "7c" * 32,
 }
+# The services whose List calls hand out page tokens: each needs its key from a Secret (one
+# per service), shared by its instances.
+PAGING = ("ledger", "matchmaking")
 
 
 def setting_variables(cls: type[Any]) -> set[str]:
@@ -122,7 +128,8 @@ def test_the_manifests_have_everything_the_issue_lists(overlay: str) -> None:
     assert [doc for doc in docs if doc["kind"] == "NetworkPolicy"]
     secrets = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "Secret"}
     # Production brings real Secrets; the placeholders stay in the base only.
-    assert secrets == ({"masa-jwt", "masa-database", "masa-nats"} if overlay == "base" else set())
+    expected = {"masa-jwt", "masa-database", "masa-nats", "masa-page-tokens"}
+    assert secrets == (expected if overlay == "base" else set())
 
 
 @pytest.mark.parametrize("service", SERVICES)
@@ -151,6 +158,29 @@ def test_kubernetes_ports_env_and_probes_match_the_service_settings(service: str
             settings.advertise_address == "table-engine-0.table-engine.masa.svc.cluster.local:50051"
         )
         assert settings.bot_address and settings.ledger_address
+
+
+@pytest.mark.parametrize("overlay", ["base", "overlays/production"])
+def test_the_services_that_page_read_their_page_token_key_from_a_secret(overlay: str) -> None:
+    docs = rendered(overlay)
+    for service in PAGING:
+        (container,) = find(docs, "Deployment", service)["spec"]["template"]["spec"]["containers"]
+        (entry,) = [e for e in container["env"] if e["name"] == "MASA_PAGE_TOKEN_KEY"]
+        assert entry["valueFrom"]["secretKeyRef"] == {"name": "masa-page-tokens", "key": service}
+    if overlay == "base":
+        placeholders = find(docs, "Secret", "masa-page-tokens")["stringData"]
+        assert set(placeholders) == set(PAGING)
+        for service in PAGING:
+            settings = load_settings(
+                SETTINGS[service], {"MASA_PAGE_TOKEN_KEY": placeholders[service]}
+            )
+            assert len(settings.page_tokens.key()) >= 32
+    services = compose()["services"]
+    for service in PAGING:
+        assert (
+            services[service]["environment"]["MASA_PAGE_TOKEN_KEY"]
+            == SECRET_VALUES[f"MASA_{service.upper()}_PAGE_TOKEN_KEY"]
+        )
 
 
 def compose() -> dict[str, Any]:

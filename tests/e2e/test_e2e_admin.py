@@ -29,6 +29,7 @@ from masa_client.nodes import read_nodes
 from masa_client.operator_bus import BusLogin, connect_operator
 from masa_platform.auth import Role, mint_token
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from masa_rules import elevator
@@ -248,7 +249,9 @@ async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
     """Two engine nodes of their own on a real NATS (a drained node stays drained until it
     stops, which would starve the shared stack's other tests of a node), and ``masa admin
     drain`` run as an operator runs it, a process of its own logging into NATS as ``admin``."""
-    with NatsServer(tmp_path / "nats", secure=True) as server:
+    # Leases and node records of 3 s, so that a dead node's tables move within seconds.
+    fast = BusSettings(table_lease_ttl_seconds=3.0, engine_node_ttl_seconds=3.0)
+    with NatsServer(tmp_path / "nats", secure=True, bus=fast) as server:
         env = {
             **without_uv(),
             "MASA_RUN_DIR": str(tmp_path / "no-run"),
@@ -273,9 +276,7 @@ async def _engine(server: NatsServer, node_id: str) -> AsyncIterator[Node]:
     settings = EngineSettings(
         platform=platform,
         node_id=node_id,
-        lease_ttl_seconds=3.0,
         takeover_scan_seconds=0.2,
-        node_ttl_seconds=3.0,
     )
     node = await start_node(settings, CollectorRegistry())
     try:
@@ -333,7 +334,7 @@ async def _drain_the_first(
     try:
         deadline = asyncio.get_running_loop().time() + 10.0
         while True:
-            nodes = {n.node_id: n for n in await read_nodes(bus.jetstream(), with_tables=True)}
+            nodes = {n.node_id: n for n in await read_nodes(bus, with_tables=True)}
             if sorted(nodes["engine-b"].table_ids) == sorted(tables):
                 break
             assert asyncio.get_running_loop().time() < deadline, nodes

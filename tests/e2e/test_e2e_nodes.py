@@ -19,7 +19,7 @@ from masa_client.operator_bus import bus_login, connect_operator
 from masa_platform.auth import Role, mint_token
 from masa_platform.settings import AuthSettings
 from masa_platform.testing import NatsServer
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 
 AUTH = AuthSettings()
 WAIT_SECONDS = 30.0
@@ -96,7 +96,7 @@ async def _place_training_tables(running_stack: Stack) -> list[tuple[str, str, s
                         break
             assert ticket.state == mm.Ticket.STATE_MATCHED, ticket
             placed.append((player, ticket.table_id, ticket.table_address))
-            await _until_advertised(bus.jetstream(), ticket.table_address)
+            await _until_advertised(bus, ticket.table_address)
             # Matchmaking reads the registry through a short cache; outlast it.
             await asyncio.sleep(REGISTRY_CACHE_SECONDS)
             if len({address for _, _, address in placed}) == 2:
@@ -109,11 +109,11 @@ async def _place_training_tables(running_stack: Stack) -> list[tuple[str, str, s
     return placed
 
 
-async def _until_advertised(js: JetStreamContext, address: str) -> EngineNodeInfo:
+async def _until_advertised(nc: Client, address: str) -> EngineNodeInfo:
     """The node at ``address`` once its registry record counts a table."""
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        for node in await read_nodes(js):
+        for node in await read_nodes(nc):
             if node.address == address and node.tables > 0:
                 return node
         await asyncio.sleep(0.2)

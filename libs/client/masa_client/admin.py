@@ -205,15 +205,14 @@ async def run_admin(
     if args.admin_command in ("nodes", "log"):
         bus = await connect_operator(bus_login(args.nats, run_file))
         try:
-            js = bus.jetstream()
             if args.admin_command == "nodes":
-                nodes = await read_nodes(js, with_tables=True)
+                nodes = await read_nodes(bus, with_tables=True)
                 live = {node.node_id for node in nodes}
-                owners = await table_owners(js)
+                owners = await table_owners(bus)
                 orphans = sorted((t, n) for t, n in owners.items() if n not in live)
                 print_nodes(nodes, out, orphans=orphans, with_tables=True)
                 return 0
-            return _print_log(await read_table_log(js, args.table), args.table, out)
+            return _print_log(await read_table_log(bus, args.table), args.table, out)
         finally:
             await bus.close()
     token = mint_token(load_settings(AuthSettings), _SUBJECT, [Role.SERVICE], ttl_seconds=600)
@@ -228,7 +227,7 @@ async def run_admin(
 async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, out: IO[str]) -> int:
     bus = await connect_operator(bus_login(args.nats, run_file))
     try:
-        nodes = {node.node_id: node for node in await read_nodes(bus.jetstream())}
+        nodes = {node.node_id: node for node in await read_nodes(bus)}
     finally:
         await bus.close()
     node = nodes.get(args.node)
@@ -317,9 +316,8 @@ async def _void_at_engine(
     except BusUnreachable as error:
         return f"NATS, where the nodes are listed, cannot be reached: {error}"
     try:
-        js = bus.jetstream()
-        holder = (await table_owners(js)).get(args.table)
-        addresses = {node.node_id: node.address for node in await read_nodes(js)}
+        holder = (await table_owners(bus)).get(args.table)
+        addresses = {node.node_id: node.address for node in await read_nodes(bus)}
     finally:
         await bus.close()
     address = addresses.get(holder or "")

@@ -332,7 +332,7 @@ async def _grant(args: argparse.Namespace) -> int:
 async def _nodes(args: argparse.Namespace) -> int:
     bus = await connect_operator(bus_login(args.nats, run_file()))
     try:
-        nodes = await read_nodes(bus.jetstream())
+        nodes = await read_nodes(bus)
     finally:
         await bus.close()
     print_nodes(nodes, sys.stdout)

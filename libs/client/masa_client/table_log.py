@@ -21,7 +21,7 @@ from masa.events.v1 import table_log_pb2
 from masa.table.v1 import event_pb2
 from masa_platform.bus import read_subject
 from masa_wire.cards import face_from_proto
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 
 __all__ = [
     "TABLES_STREAM",
@@ -41,10 +41,10 @@ def log_subject(table_id: str) -> str:
 
 
 async def read_table_log(
-    js: JetStreamContext, table_id: str
+    nc: Client, table_id: str
 ) -> list[tuple[str, table_log_pb2.TableLogEntry]]:
     """Every entry of the table's log in order, each with the node that wrote it."""
-    stored = await read_subject(js, TABLES_STREAM, log_subject(table_id), timeout=_TIMEOUT_SECONDS)
+    stored = await read_subject(nc, TABLES_STREAM, log_subject(table_id), timeout=_TIMEOUT_SECONDS)
     return [
         (raw.headers.get("Masa-Node", ""), table_log_pb2.TableLogEntry.FromString(raw.data))
         for raw in stored

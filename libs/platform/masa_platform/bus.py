@@ -1,38 +1,36 @@
-"""NATS and JetStream helpers: connect, de-duplicated publishes, pull consumers, KV, leases.
+"""NATS and JetStream helpers: connect, de-duplicated publishes, reads, KV, leases.
 
 - :func:`publish` sets ``Nats-Msg-Id`` (JetStream drops a repeat within the stream's duplicate
   window) through :func:`masa_platform.acks.publish_headers`. Fenced appends (a writer that
   lost its lease is refused) go through :class:`masa_platform.acks.AckedPublisher`.
 - :func:`read_subject` reads the messages of one subject after a stream sequence in a few
-  round trips (an ephemeral pull consumer fetching batches), not one round trip per message.
-- :class:`KvBucket` returns plain entries and raises one :class:`RevisionConflict` for every
-  optimistic-concurrency failure nats-py reports in its various ways; its ``keys(prefix)``
-  and ``entries(prefix)`` list live keys (with their values) filtered on the server.
+  round trips through the direct-get API (:mod:`masa_platform.direct`): no consumer is made.
+- :class:`KvBucket` opens a provisioned bucket (:mod:`masa_platform.bus_plan`; a service never
+  makes one), returns plain entries and raises one :class:`RevisionConflict` for every
+  optimistic-concurrency failure nats-py reports in its various ways; its ``keys(prefix)`` and
+  ``entries(prefix)`` list live keys (with their values) filtered on the server.
 - :class:`Leases` builds ownership with a TTL on a bucket whose entries expire (per-bucket TTL).
+
+Durable consumers are :class:`masa_platform.consumer.DurableConsumer`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 import nats
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
-from masa_platform import tracing
 from masa_platform.acks import WRONG_LAST_SEQUENCE, publish_headers
 from masa_platform.bus_access import inbox_prefix
-from masa_platform.metrics import ConsumerMetrics
+from masa_platform.direct import StoredMessage, last_message, messages_after
 
 __all__ = [
     "KvBucket",
@@ -43,8 +41,6 @@ __all__ = [
     "RevisionConflict",
     "StoredMessage",
     "connect",
-    "consume",
-    "ensure_stream",
     "last_subject_sequence",
     "publish",
     "read_subject",
@@ -52,10 +48,9 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# JSStreamNameExistErr: the stream exists with another configuration.
-_STREAM_NAME_IN_USE = 10058
-# Messages per fetch of read_subject and KvBucket.keys.
-_BATCH = 256
+# How long the marker of a forgotten key stays (it must outlive the duplicate window, in
+# which a repeat of the key's last write would otherwise be taken for new).
+_FORGOTTEN_MARKER_TTL: Final = "5m"
 # KV entries whose last message says the key is gone (nats-server 2.11+ marks a TTL expiry
 # with Nats-Marker-Reason instead of KV-Operation).
 _GONE_OPERATIONS = frozenset({"DEL", "PURGE"})
@@ -107,16 +102,6 @@ async def connect(
     )
 
 
-async def ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> api.StreamInfo:
-    """Create the stream, or bring an existing one to ``config``."""
-    try:
-        return await js.add_stream(config)
-    except nats.js.errors.BadRequestError as error:
-        if error.err_code != _STREAM_NAME_IN_USE:
-            raise
-        return await js.update_stream(config)
-
-
 async def publish(
     js: JetStreamContext,
     subject: str,
@@ -135,26 +120,14 @@ async def publish(
     )
 
 
-async def last_subject_sequence(js: JetStreamContext, stream: str, subject: str) -> int:
+async def last_subject_sequence(nc: Client, stream: str, subject: str) -> int:
     """The stream sequence of the last message on ``subject``, or 0 when there is none."""
-    try:
-        message = await js.get_last_msg(stream, subject)
-    except nats.js.errors.NotFoundError:
-        return 0
-    return message.seq or 0
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A message as the stream stores it: its stream sequence, payload and headers."""
-
-    seq: int
-    data: bytes
-    headers: Mapping[str, str]
+    message = await last_message(nc, stream, subject)
+    return message.seq if message is not None else 0
 
 
 async def read_subject(
-    js: JetStreamContext,
+    nc: Client,
     stream: str,
     subject: str,
     *,
@@ -163,116 +136,10 @@ async def read_subject(
 ) -> list[StoredMessage]:
     """Every message on ``subject`` whose stream sequence is above ``after``, in order.
 
-    One round trip finds the subject's last message; when nothing is newer than ``after`` that
-    is all. Otherwise the messages come from an ephemeral pull consumer that starts at
-    ``after + 1`` and is fetched in batches, so a long log costs a few round trips, not one per
-    message.
+    One round trip per batch of stored messages, through the direct-get API: reading needs no
+    consumer, so a service that may read a stream need not be allowed to make consumers on it.
     """
-    try:
-        last = await js.get_last_msg(stream, subject)
-    except nats.js.errors.NotFoundError:
-        return []
-    last_seq = last.seq or 0
-    if last_seq <= after:
-        return []
-    config = api.ConsumerConfig(
-        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
-        opt_start_seq=after + 1,
-        filter_subject=subject,
-    )
-    found: list[StoredMessage] = []
-    async with _ephemeral_consumer(js, stream, config, timeout) as (_, subscription):
-        while not found or found[-1].seq < last_seq:
-            for message in await subscription.fetch(_BATCH, timeout=timeout):
-                metadata = message.metadata
-                found.append(
-                    StoredMessage(metadata.sequence.stream, message.data, message.headers or {})
-                )
-    return found
-
-
-@asynccontextmanager
-async def _ephemeral_consumer(
-    js: JetStreamContext, stream: str, config: api.ConsumerConfig, timeout: float
-) -> AsyncIterator[tuple[api.ConsumerInfo, JetStreamContext.PullSubscription]]:
-    """A pull consumer for one read (no acks, in memory), deleted right after it.
-
-    Its name is chosen here, so it can be deleted at once rather than after its idle time.
-    """
-    name = uuid.uuid4().hex
-    config = config.evolve(
-        name=name,
-        ack_policy=api.AckPolicy.NONE,
-        mem_storage=True,
-        inactive_threshold=max(timeout * 2, 5.0),
-    )
-    info = await js.add_consumer(stream, config=config, timeout=timeout)
-    try:
-        subscription = await js.pull_subscribe_bind(name, stream=stream)
-        try:
-            yield info, subscription
-        finally:
-            await subscription.unsubscribe()
-    finally:
-        try:
-            await js.delete_consumer(stream, name)
-        except (nats.errors.Error, TimeoutError):
-            _log.debug("could not delete consumer %s of %s; it expires when idle", name, stream)
-
-
-async def consume(  # noqa: PLR0913 - the pull consumer's knobs, each by keyword with a default
-    js: JetStreamContext,
-    subject: str,
-    handle: Callable[[Msg], Awaitable[None]],
-    *,
-    durable: str,
-    stream: str | None = None,
-    batch: int = 64,
-    fetch_timeout: float = 1.0,
-    stop: asyncio.Event | None = None,
-    metrics: ConsumerMetrics | None = None,
-) -> None:
-    """Fetch from a durable pull consumer and ack each message that ``handle`` handled.
-
-    A message whose handler raises is nak'ed for redelivery, so handlers must be idempotent
-    (on ``event_id``). Runs until ``stop`` is set or the task is cancelled. ``metrics`` counts
-    and times each message under the durable's name, and keeps its lag.
-    """
-    subscription = await js.pull_subscribe(subject, durable=durable, stream=stream)
-    if metrics is not None:
-        metrics.started(durable)
-    try:
-        while stop is None or not stop.is_set():
-            try:
-                messages = await subscription.fetch(batch, timeout=fetch_timeout)
-            except TimeoutError:
-                # Nothing to fetch in time; nats-py raises its own TimeoutError or asyncio's
-                # (the builtin), depending on where the wait ran out.
-                if metrics is not None:
-                    metrics.pending(durable, 0)
-                continue
-            for message in messages:
-                started = time.perf_counter()
-                try:
-                    with tracing.consumer_span(f"consume {durable}", message.headers):
-                        await handle(message)
-                except Exception:
-                    _log.exception(
-                        "message handler failed; asking for redelivery",
-                        extra={"nats_subject": message.subject, "nats_consumer": durable},
-                    )
-                    await message.nak()
-                    ok = False
-                else:
-                    # Confirmed acks: once consume returns, nothing handled is redelivered.
-                    await message.ack_sync()
-                    ok = True
-                if metrics is not None:
-                    metrics.handled(durable, time.perf_counter() - started, ok=ok)
-            if metrics is not None and messages:
-                metrics.pending(durable, messages[-1].metadata.num_pending)
-    finally:
-        await subscription.unsubscribe()
+    return await messages_after(nc, stream, subject, after=after, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,32 +150,26 @@ class KvEntry:
 
 
 class KvBucket:
-    """A JetStream key-value bucket with revisions; a missing or deleted key reads as ``None``."""
+    """A provisioned JetStream key-value bucket with revisions; a missing or deleted key reads
+    as ``None``. ``ttl_seconds`` is the bucket's entry TTL as provisioned (``None``: kept)."""
 
-    def __init__(self, kv: KeyValue, js: JetStreamContext, bucket: str) -> None:
+    def __init__(
+        self, kv: KeyValue, nc: Client, bucket: str, *, ttl_seconds: float | None = None
+    ) -> None:
         self._kv = kv
-        self._js = js
+        self._nc = nc
+        self._js = nc.jetstream()
         self.bucket = bucket
+        self.ttl_seconds = ttl_seconds
 
     @classmethod
-    async def ensure(
-        cls,
-        js: JetStreamContext,
-        bucket: str,
-        *,
-        ttl_seconds: float | None = None,
-        history: int = 1,
-        replicas: int = 1,
-    ) -> KvBucket:
-        """Open ``bucket``, creating it when missing (stored on ``replicas`` servers of a
-        cluster); with a TTL every entry expires after it."""
-        try:
-            return cls(await js.key_value(bucket), js, bucket)
-        except nats.js.errors.BucketNotFoundError:
-            config = api.KeyValueConfig(
-                bucket=bucket, ttl=ttl_seconds, history=history, replicas=replicas
-            )
-            return cls(await js.create_key_value(config), js, bucket)
+    async def open(cls, nc: Client, bucket: str) -> KvBucket:
+        """Open ``bucket``, which the provisioning step made; raises
+        ``nats.js.errors.BucketNotFoundError`` when it did not (yet)."""
+        js = nc.jetstream()
+        kv = await js.key_value(bucket)
+        info = await js.stream_info(f"KV_{bucket}")
+        return cls(kv, nc, bucket, ttl_seconds=info.config.max_age or None)
 
     async def get(self, key: str) -> KvEntry | None:
         try:
@@ -321,39 +182,34 @@ class KvBucket:
         """Every live key starting with ``prefix`` (a whole token: ``"node-a."``), without the
         deleted and expired ones; empty when there is none.
 
-        The server filters by subject and sends only each key's last message, headers only;
-        the listing ends with the message after which the consumer had nothing pending.
-        (nats-py's ``keys()`` filters on the client and can end before the last key arrives.)
+        The server filters by subject; the listing is read in batches of direct gets, and ends
+        when the server says nothing more matches. (nats-py's ``keys()`` filters on the client
+        and can end before the last key arrives.)
         """
-        return [entry.key for entry in await self._latest(prefix, timeout, headers_only=True)]
+        return [entry.key for entry in await self.entries(prefix, timeout=timeout)]
 
     async def entries(self, prefix: str = "", *, timeout: float = 5.0) -> list[KvEntry]:
         """Every live entry starting with ``prefix``, values included: one listing as
         :meth:`keys`, not a GET per key."""
-        return await self._latest(prefix, timeout, headers_only=False)
+        return await self._latest(prefix, timeout)
 
-    async def _latest(self, prefix: str, timeout: float, *, headers_only: bool) -> list[KvEntry]:
-        stream = f"KV_{self.bucket}"
-        config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
-            headers_only=headers_only,
-            filter_subject=f"$KV.{self.bucket}.{prefix}>",
+    async def _latest(self, prefix: str, timeout: float) -> list[KvEntry]:
+        # A bucket keeps a key's last writes only (its history), so reading the stream in
+        # order and keeping each key's last message finds every live entry.
+        stored = await messages_after(
+            self._nc, f"KV_{self.bucket}", f"$KV.{self.bucket}.{prefix}>", timeout=timeout
         )
-        found: list[KvEntry] = []
-        async with _ephemeral_consumer(self._js, stream, config, timeout) as (info, subscription):
-            pending = info.num_pending or 0
-            while pending:
-                for message in await subscription.fetch(min(pending, _BATCH), timeout=timeout):
-                    metadata = message.metadata
-                    pending = metadata.num_pending
-                    headers = message.headers or {}
-                    if (
-                        headers.get("KV-Operation") not in _GONE_OPERATIONS
-                        and headers.get("Nats-Marker-Reason") not in _GONE_MARKERS
-                    ):
-                        key = message.subject[len(f"$KV.{self.bucket}.") :]
-                        found.append(KvEntry(key, message.data, metadata.sequence.stream))
-        return found
+        latest: dict[str, KvEntry | None] = {}
+        start = len(f"$KV.{self.bucket}.")
+        for message in stored:
+            headers = message.headers
+            gone = (
+                headers.get("KV-Operation") in _GONE_OPERATIONS
+                or headers.get("Nats-Marker-Reason") in _GONE_MARKERS
+            )
+            key = message.subject[start:]
+            latest[key] = None if gone else KvEntry(key, message.data, message.seq)
+        return [entry for entry in latest.values() if entry is not None]
 
     async def put(self, key: str, value: bytes) -> int:
         """Write unconditionally; returns the new revision."""
@@ -374,9 +230,19 @@ class KvBucket:
             raise RevisionConflict(f"{key} is not at revision {revision}") from error
 
     async def forget(self, key: str) -> None:
-        """Remove ``key`` and leave nothing behind (a delete leaves a marker per key, which a
-        bucket of short-lived keys would pile up for ever)."""
-        await self._js.purge_stream(f"KV_{self.bucket}", subject=f"$KV.{self.bucket}.{key}")
+        """Remove ``key`` and, after a while, its trace too: a delete leaves a marker per key,
+        which a bucket of short-lived keys would pile up for ever. This purge rolls up the
+        key's history and its marker expires by itself (a per-message TTL; no service may
+        purge a stream)."""
+        await self._js.publish(
+            f"$KV.{self.bucket}.{key}",
+            b"",
+            headers={
+                "KV-Operation": "PURGE",
+                "Nats-Rollup": "sub",
+                "Nats-TTL": _FORGOTTEN_MARKER_TTL,
+            },
+        )
 
     async def delete(self, key: str, revision: int | None = None) -> None:
         """Delete, only at ``revision`` when it is given."""

@@ -1,31 +1,44 @@
-"""Who may publish and subscribe to what on the bus: one NATS user per service, plus ops.
+"""Who may publish and subscribe to what on the bus: one NATS user per service, plus operators.
 
-The table log and the snapshots hold every game's seed and every hand, so no client may read
+The table log and the snapshots hold every game's seed and every hand, so no user may read
 them but the table-engine (and operators). Each service connects with its own user
 (``MASA_NATS_USER``, ``MASA_NATS_PASSWORD``), and its permissions list exactly the subjects it
 needs; everything else is denied. The same definitions render the ``authorization`` block of
 ``make run``, of the tests' nats-server and of ``deploy/nats/nats-server.conf``.
 
-JetStream is reached through subjects too, so the permissions name the JetStream API per
-stream: ``$JS.API.STREAM.MSG.GET.MASA_TABLES`` (read a stored message),
-``$JS.API.DIRECT.GET.<stream>`` (the same, direct), ``$JS.API.CONSUMER.CREATE.<stream>.<name>.
-<filter>`` (a consumer; nats-server checks that the filter in the subject is the consumer's),
-``$JS.API.CONSUMER.MSG.NEXT.<stream>.<name>`` (fetch from it). A result consumer may therefore
-be created only with a result filter, never on the log. Replies come back on a per-user inbox
-(``_INBOX.<user>.>``), which no other user may subscribe to.
+JetStream is reached through subjects too, so the permissions name the JetStream API per stream
+and per consumer. What no service user may do, whatever its streams (:mod:`masa_platform.
+bus_plan` says why): create, update, delete or purge a stream or bucket (``STREAM.CREATE``,
+``.UPDATE``, ``.DELETE``, ``.PURGE``: a stream's RePublish, Sources and Mirror are not checked
+against the user's subjects), make or remove a durable consumer, or touch another service's
+consumer. What is left:
+
+- reads through the direct-get API (``$JS.API.DIRECT.GET.<stream>``, which needs no consumer;
+  with the subject in the API subject it reads only that subject's last message, so the ledger
+  may read a table's last result and nothing else of the table stream);
+- the provisioned durable consumer of its own, by name: fetch (``CONSUMER.MSG.NEXT``), info and
+  acks (``$JS.ACK.<stream>.<name>.>``);
+- for matchmaking, which mirrors two buckets of its own through KV watches, ephemeral consumers
+  on those two buckets only;
+- publishing to its own subjects (KV writes are publishes to ``$KV.<bucket>.<key>``) and to its
+  own dead-letter subject ``masa.deadletter.v1.<user>.>``.
+
+Replies come back on a per-user inbox (``_INBOX.<user>.>``), which no other user may subscribe
+to, and no service user may subscribe to anything else: a push consumer's deliver subject is
+not checked against permissions either, but nothing is delivered where nobody listens.
 
 The plan for the four services:
 
-- ``table-engine``: the ``MASA_TABLES`` stream (log and results), the buckets
-  ``masa_table_snapshots``, ``masa_table_leases``, ``masa_table_index`` and the engine-node
-  registry ``masa_engine_nodes`` (for the heartbeats matchmaking reads);
-- ``ledger``: consumes ``masa.table.v1.*.result``, owns the ``MASA_LEDGER`` stream
-  (``masa.ledger.v1.>``);
-- ``matchmaking``: reads ``masa_engine_nodes`` and the results, owns the ``MASA_MATCHMAKING``
-  stream (``masa.matchmaking.v1.>``) and its buckets: tickets, ratings, the lobby leases
-  ``masa_matchmaking_leases`` and the tables in play;
+- ``table-engine``: writes and reads the ``MASA_TABLES`` stream (logs and results) and the
+  buckets ``masa_table_snapshots``, ``masa_table_leases``, ``masa_table_index`` and the
+  engine-node registry ``masa_engine_nodes``;
+- ``ledger``: consumes the results through ``ledger-settlement``, reads a table's last result,
+  writes the ``MASA_LEDGER`` stream (``masa.ledger.v1.>``);
+- ``matchmaking``: consumes the results through ``matchmaking-ratings``, reads
+  ``masa_engine_nodes``, writes the ``MASA_MATCHMAKING`` stream (``masa.matchmaking.v1.>``) and
+  its buckets: tickets, ratings, the lobby leases and the tables in play;
 - ``bot``: stateless, no subject at all (its user exists so that it can never borrow another's);
-- ``admin``: operators, everything.
+- ``admin``: operators, everything (the provisioning step and ``masa admin`` run as it).
 """
 
 from __future__ import annotations
@@ -37,12 +50,22 @@ from typing import Final
 __all__ = [
     "ADMIN",
     "BOT",
+    "DEAD_LETTER_STREAM",
+    "ENGINE_NODES_BUCKET",
     "LEDGER",
+    "LEDGER_RESULTS_CONSUMER",
+    "LEDGER_STREAM",
     "MATCHMAKING",
+    "MATCHMAKING_RESULTS_CONSUMER",
+    "MATCHMAKING_STREAM",
+    "RESULTS",
+    "SERVICE_USERS",
+    "TABLES_STREAM",
     "TABLE_ENGINE",
     "BusUser",
     "authorization_block",
     "bus_users",
+    "dead_letter_subject",
     "deployment_authorization",
     "inbox_prefix",
     "password_variable",
@@ -53,10 +76,12 @@ BOT: Final = "bot"
 LEDGER: Final = "ledger"
 MATCHMAKING: Final = "matchmaking"
 ADMIN: Final = "admin"
+SERVICE_USERS: Final = (TABLE_ENGINE, BOT, LEDGER, MATCHMAKING)
 
 TABLES_STREAM: Final = "MASA_TABLES"
 LEDGER_STREAM: Final = "MASA_LEDGER"
 MATCHMAKING_STREAM: Final = "MASA_MATCHMAKING"
+DEAD_LETTER_STREAM: Final = "MASA_DEAD_LETTERS"
 TABLE_BUCKETS: Final = (
     "masa_table_snapshots",
     "masa_table_leases",
@@ -70,7 +95,13 @@ MATCHMAKING_BUCKETS: Final = (
     "masa_matchmaking_leases",
     "masa_matchmaking_tables",
 )
+# The buckets matchmaking mirrors through KV watches (ephemeral ordered consumers).
+WATCHED_BUCKETS: Final = ("masa_matchmaking_tickets", "masa_matchmaking_tables")
 RESULTS: Final = "masa.table.v1.*.result"
+LEDGER_RESULTS_CONSUMER: Final = "ledger-settlement"
+MATCHMAKING_RESULTS_CONSUMER: Final = "matchmaking-ratings"
+
+_API: Final = "$JS.API"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,69 +118,56 @@ def inbox_prefix(user: str) -> str:
     return f"_INBOX.{user}" if user else "_INBOX"
 
 
-def _stream_owner(
-    stream: str, subjects: tuple[str, ...], *, purge: bool = False
-) -> tuple[str, ...]:
-    """Create, read and write a stream: its subjects, stored messages and consumers; with
-    ``purge``, remove a subject's messages (KvBucket.forget)."""
-    api = "$JS.API"
+def dead_letter_subject(user: str, consumer: str) -> str:
+    """Where ``user``'s consumer ``consumer`` sets aside a message it can never handle."""
+    return f"masa.deadletter.v1.{user}.{consumer}"
+
+
+def _reader(stream: str) -> tuple[str, ...]:
+    """Read a stream's stored messages and its configuration; nothing else."""
     return (
-        *subjects,
-        f"{api}.STREAM.CREATE.{stream}",
-        f"{api}.STREAM.UPDATE.{stream}",
-        f"{api}.STREAM.INFO.{stream}",
-        *((f"{api}.STREAM.PURGE.{stream}",) if purge else ()),
-        f"{api}.STREAM.MSG.GET.{stream}",
-        f"{api}.DIRECT.GET.{stream}",
-        f"{api}.DIRECT.GET.{stream}.>",
-        # An unnamed consumer (a KV watch: nats-py's ordered push consumer) has no name in
-        # its subject.
-        f"{api}.CONSUMER.CREATE.{stream}",
-        f"{api}.CONSUMER.CREATE.{stream}.>",
-        f"{api}.CONSUMER.DURABLE.CREATE.{stream}.>",
-        f"{api}.CONSUMER.INFO.{stream}.>",
-        f"{api}.CONSUMER.DELETE.{stream}.>",
-        f"{api}.CONSUMER.MSG.NEXT.{stream}.>",
-        f"$JS.ACK.{stream}.>",
+        f"{_API}.STREAM.INFO.{stream}",
+        f"{_API}.STREAM.MSG.GET.{stream}",
+        f"{_API}.DIRECT.GET.{stream}",
+        f"{_API}.DIRECT.GET.{stream}.>",
     )
 
 
-def _bucket_owner(bucket: str) -> tuple[str, ...]:
-    return _stream_owner(f"KV_{bucket}", (f"$KV.{bucket}.>",), purge=True)
+def _writer(stream: str, subjects: tuple[str, ...]) -> tuple[str, ...]:
+    """Publish to a stream's subjects and read it back."""
+    return (*subjects, *_reader(stream))
 
 
-def _bucket_reader(bucket: str) -> tuple[str, ...]:
+def _bucket(bucket: str) -> tuple[str, ...]:
+    return _writer(f"KV_{bucket}", (f"$KV.{bucket}.>",))
+
+
+def _watcher(bucket: str) -> tuple[str, ...]:
+    """Ephemeral consumers on one bucket (a KV watch: nats-py's ordered push consumer, whose
+    create subject names neither the consumer nor its filter)."""
     stream = f"KV_{bucket}"
-    api = "$JS.API"
     return (
-        f"{api}.STREAM.INFO.{stream}",
-        f"{api}.STREAM.MSG.GET.{stream}",
-        f"{api}.DIRECT.GET.{stream}",
-        f"{api}.DIRECT.GET.{stream}.>",
-        f"{api}.CONSUMER.CREATE.{stream}.>",
-        f"{api}.CONSUMER.INFO.{stream}.>",
-        f"{api}.CONSUMER.DELETE.{stream}.>",
-        f"{api}.CONSUMER.MSG.NEXT.{stream}.>",
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.>",
+        f"{_API}.CONSUMER.DELETE.{stream}.>",
     )
 
 
-def _results_consumer() -> tuple[str, ...]:
-    """A consumer of the game results only: its filter must be the result subjects."""
-    api = "$JS.API"
+def _durable(stream: str, name: str) -> tuple[str, ...]:
+    """Fetch from, ask about and acknowledge one provisioned durable consumer."""
     return (
-        f"{api}.CONSUMER.CREATE.{TABLES_STREAM}.*.{RESULTS}",
-        f"{api}.CONSUMER.INFO.{TABLES_STREAM}.*",
-        f"{api}.CONSUMER.DELETE.{TABLES_STREAM}.*",
-        f"{api}.CONSUMER.MSG.NEXT.{TABLES_STREAM}.*",
-        f"$JS.ACK.{TABLES_STREAM}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.{name}",
+        f"{_API}.CONSUMER.MSG.NEXT.{stream}.{name}",
+        f"$JS.ACK.{stream}.{name}.>",
     )
 
 
 def _user(name: str, *publish: tuple[str, ...]) -> BusUser:
-    # Every user may ask JetStream whether it is up (health probes) and answer the flow
-    # control of its own push consumers; it hears only its own inbox.
+    # Every user may ask JetStream whether it is up (health probes); it hears only its own
+    # inbox.
     subjects = tuple(subject for group in publish for subject in group)
-    return BusUser(name, (*subjects, "$JS.API.INFO", "$JS.FC.>"), (f"{inbox_prefix(name)}.>",))
+    return BusUser(name, (*subjects, f"{_API}.INFO"), (f"{inbox_prefix(name)}.>",))
 
 
 def bus_users() -> tuple[BusUser, ...]:
@@ -157,21 +175,26 @@ def bus_users() -> tuple[BusUser, ...]:
     return (
         _user(
             TABLE_ENGINE,
-            _stream_owner(TABLES_STREAM, ("masa.table.v1.*.log", RESULTS)),
-            *(_bucket_owner(bucket) for bucket in TABLE_BUCKETS),
+            _writer(TABLES_STREAM, ("masa.table.v1.*.log", RESULTS)),
+            *(_bucket(bucket) for bucket in TABLE_BUCKETS),
         ),
         _user(BOT),
         _user(
             LEDGER,
-            _results_consumer(),
-            _stream_owner(LEDGER_STREAM, ("masa.ledger.v1.>",)),
+            _durable(TABLES_STREAM, LEDGER_RESULTS_CONSUMER),
+            # One table's last result (SettleGame by hand), by subject: never the log.
+            (f"{_API}.DIRECT.GET.{TABLES_STREAM}.{RESULTS}",),
+            ("masa.ledger.v1.>", dead_letter_subject(LEDGER, ">")),
         ),
         _user(
             MATCHMAKING,
-            _results_consumer(),
-            _bucket_reader(ENGINE_NODES_BUCKET),
-            _stream_owner(MATCHMAKING_STREAM, ("masa.matchmaking.v1.>",)),
-            *(_bucket_owner(bucket) for bucket in MATCHMAKING_BUCKETS),
+            _durable(TABLES_STREAM, MATCHMAKING_RESULTS_CONSUMER),
+            _reader(f"KV_{ENGINE_NODES_BUCKET}"),
+            ("masa.matchmaking.v1.>", dead_letter_subject(MATCHMAKING, ">")),
+            *(_bucket(bucket) for bucket in MATCHMAKING_BUCKETS),
+            *(_watcher(bucket) for bucket in WATCHED_BUCKETS),
+            # Flow control of those watches' push consumers.
+            ("$JS.FC.>",),
         ),
         BusUser(ADMIN, (">",), (">",)),
     )

@@ -39,6 +39,7 @@ __all__ = [
     "BadRequest",
     "ErrorInterceptor",
     "IllegalMove",
+    "InvalidPageToken",
     "MasaError",
     "NotFound",
     "NotYourSeat",
@@ -84,6 +85,13 @@ class BadRequest(MasaError):
 
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_reason = "BAD_REQUEST"
+
+
+class InvalidPageToken(BadRequest):
+    """A ``page_token`` the service did not make for this listing, its filters and its caller
+    (AIP-158); :mod:`masa_platform.page_tokens` raises it for every token it refuses."""
+
+    default_reason = "INVALID_PAGE_TOKEN"
 
 
 class RequestIdReused(MasaError):

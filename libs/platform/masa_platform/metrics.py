@@ -160,17 +160,30 @@ class LoopMetrics:
 
 class ConsumerMetrics:
     """What a JetStream consumer did: ``masa_bus_messages_total{consumer,outcome}`` (handled,
-    failed), ``masa_bus_message_seconds{consumer}`` and ``masa_bus_consumer_pending{consumer}``,
-    the messages the stream still holds for it as the last delivery told (its lag).
+    failed and to come back, set aside), ``masa_bus_set_aside_total{consumer,reason}`` (the
+    messages it can never handle, kept in the dead-letter stream),
+    ``masa_bus_message_seconds{consumer}`` and ``masa_bus_consumer_pending{consumer}``, the
+    messages the stream still holds for it as the last delivery told (its lag).
 
-    ``consumer`` is the durable consumer's name, fixed in the configuration.
+    ``consumer`` is the durable consumer's name, fixed in the bus plan.
     """
+
+    OUTCOMES = ("handled", "failed", "set_aside")
+    SET_ASIDE_REASONS = ("undecodable", "unverified", "refused", "max_deliveries")
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self._messages = Counter(
             "masa_bus_messages_total",
-            "Messages a JetStream consumer took, by consumer and outcome (handled, failed).",
+            "Messages a JetStream consumer took, by consumer and outcome (handled, failed and "
+            "to come back, set aside).",
             ("consumer", "outcome"),
+            registry=registry,
+        )
+        self._set_aside = Counter(
+            "masa_bus_set_aside_total",
+            "Messages a JetStream consumer can never handle, set aside in the dead-letter "
+            "stream, by consumer and reason.",
+            ("consumer", "reason"),
             registry=registry,
         )
         self._seconds = Histogram(
@@ -189,14 +202,19 @@ class ConsumerMetrics:
 
     def started(self, consumer: str) -> None:
         """The consumer's series exist from its start (at 0), before its first message."""
-        for outcome in ("handled", "failed"):
+        for outcome in self.OUTCOMES:
             self._messages.labels(consumer=consumer, outcome=outcome)
+        for reason in self.SET_ASIDE_REASONS:
+            self._set_aside.labels(consumer=consumer, reason=reason)
         self._seconds.labels(consumer=consumer)
         self._pending.labels(consumer=consumer)
 
-    def handled(self, consumer: str, seconds: float, *, ok: bool) -> None:
-        self._messages.labels(consumer=consumer, outcome="handled" if ok else "failed").inc()
+    def handled(self, consumer: str, seconds: float, *, outcome: str) -> None:
+        self._messages.labels(consumer=consumer, outcome=outcome).inc()
         self._seconds.labels(consumer=consumer).observe(seconds)
+
+    def set_aside(self, consumer: str, reason: str) -> None:
+        self._set_aside.labels(consumer=consumer, reason=reason).inc()
 
     def pending(self, consumer: str, messages: int) -> None:
         self._pending.labels(consumer=consumer).set(messages)

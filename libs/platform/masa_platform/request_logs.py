@@ -71,9 +71,24 @@ class LogContextInterceptor(WrappingInterceptor):
         if inspect.isasyncgenfunction(streamed):
 
             async def yielded(request: Any, context: Context) -> AsyncIterator[Any]:
-                with bound_context(rpc=rpc, **request_fields(request)):
-                    async for response in streamed(request, context):
+                fields = {"rpc": rpc, **request_fields(request)}
+                responses = streamed(request, context)
+                try:
+                    while True:
+                        # Bound around each step and never across a yield: a stream cancelled
+                        # while a response is on its way leaves this generator suspended at the
+                        # yield, and the event loop closes it later from a task of its own,
+                        # whose context cannot reset a value bound in the call's context.
+                        with bound_context(**fields):
+                            try:
+                                response = await anext(responses)
+                            except StopAsyncIteration:
+                                return
                         yield response
+                finally:
+                    # The handler's own clean-up logs with the call's identity too.
+                    with bound_context(**fields):
+                        await responses.aclose()
 
             return grpc.unary_stream_rpc_method_handler(yielded, **serializers)
 

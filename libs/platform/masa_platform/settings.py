@@ -13,8 +13,10 @@ settings dataclasses.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
+import secrets
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -27,6 +29,7 @@ from masa_platform.runner import EVENT_LOOPS as _EVENT_LOOPS
 __all__ = [
     "AuthSettings",
     "LoopSettings",
+    "PageTokenSettings",
     "PlatformSettings",
     "QuotaSettings",
     "ServerSettings",
@@ -45,10 +48,15 @@ SUPPORTED_JWT_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 # production sets MASA_JWT_SECRET.
 DEVELOPMENT_JWT_SECRET = "masa-development-secret-do-not-use-in-production"
 
+# The least key MASA_PAGE_TOKEN_KEY gives masa_platform.page_tokens (its MIN_KEY_BYTES).
+PAGE_TOKEN_KEY_BYTES = 32
+
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
 
 
 class SettingsError(ValueError):
@@ -149,6 +157,47 @@ class QuotaSettings:
                 f"MASA_CALLERS_TRACKED must be above MASA_MAX_CALLER_RPCS "
                 f"({self.max_caller_rpcs}) and at most 10,000,000"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class PageTokenSettings:
+    """The key that signs the page tokens of List calls (masa_platform.page_tokens).
+
+    ``MASA_PAGE_TOKEN_KEY`` is hex, at least 32 bytes (``openssl rand -hex 32``); every instance
+    of a service needs the same one. Unset, the process makes a random key of its own: enough
+    for tests and one development process, but its tokens die with it and no other instance
+    takes them, so production sets it.
+    """
+
+    page_token_key: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.page_token_key:
+            return
+        try:
+            key = bytes.fromhex(self.page_token_key)
+        except ValueError:
+            raise SettingsError("MASA_PAGE_TOKEN_KEY must be hex (openssl rand -hex 32)") from None
+        if len(key) < PAGE_TOKEN_KEY_BYTES:
+            raise SettingsError(
+                f"MASA_PAGE_TOKEN_KEY must be at least {PAGE_TOKEN_KEY_BYTES} bytes "
+                f"({2 * PAGE_TOKEN_KEY_BYTES} hex digits)"
+            )
+
+    def key(self) -> bytes:
+        """The configured key, else this process's own (made, and warned about, once)."""
+        if self.page_token_key:
+            return bytes.fromhex(self.page_token_key)
+        return _process_page_token_key()
+
+
+@functools.cache
+def _process_page_token_key() -> bytes:
+    _log.warning(
+        "MASA_PAGE_TOKEN_KEY is unset: page tokens are signed with a random key of this process, "
+        "so they will not survive a restart or work on another instance"
+    )
+    return secrets.token_bytes(PAGE_TOKEN_KEY_BYTES)
 
 
 @dataclass(frozen=True, slots=True)

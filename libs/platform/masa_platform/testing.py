@@ -12,12 +12,18 @@ With ``secure=True`` it runs with the masa users and permissions of
 :mod:`masa_platform.bus_access`, each with a fresh random password (``server.password(user)``),
 as ``make run`` and the deployment do.
 
+Its first start provisions the bus plan (:mod:`masa_platform.bus_plan`) as the operators would,
+with ``bus`` (the default plan unless given; ``bus=None`` leaves the server empty), since no
+service makes a stream or a bucket of its own; :meth:`NatsServer.provision` applies another
+plan later (a test's own lease TTL, say).
+
 :class:`NatsCluster` runs three of them as one JetStream cluster (streams can then keep 3
 replicas, as production does); each server can be killed and started again on its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -28,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sysconfig
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -35,9 +42,50 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from masa_platform.bus_access import authorization_block, bus_users
+from masa_platform.bus import connect
+from masa_platform.bus_access import ADMIN, authorization_block, bus_users
+from masa_platform.bus_plan import BusSettings, bus_plan
+from masa_platform.provision import ProvisionReport, provision
 
-__all__ = ["NatsCluster", "NatsServer", "free_port", "nats_server_binary"]
+__all__ = ["NatsCluster", "NatsServer", "free_port", "nats_server_binary", "provision_bus"]
+
+_DEFAULT_BUS = BusSettings()
+
+
+def provision_bus(
+    url: str,
+    settings: BusSettings | None = None,
+    *,
+    user: str = "",
+    password: str = "",
+    timeout: float = 60.0,
+) -> ProvisionReport:
+    """Provision the bus plan on the server(s) at ``url`` as ``user``, from synchronous code
+    (a fixture, a test between two steps): the work runs on a loop of its own in a thread."""
+    outcome: list[ProvisionReport | BaseException] = []
+
+    async def run() -> ProvisionReport:
+        nc = await connect(url, name="provisioning", user=user, password=password)
+        try:
+            return await provision(nc, bus_plan(settings))
+        finally:
+            await nc.drain()
+
+    def work() -> None:
+        try:
+            outcome.append(asyncio.run(run()))
+        except BaseException as error:
+            # Handed to the caller's thread, which raises it.
+            outcome.append(error)
+
+    thread = threading.Thread(target=work, name="provision-bus", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise TimeoutError(f"provisioning the bus at {url} took over {timeout} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -97,8 +145,12 @@ class NatsServer:
         sync_always: bool = False,
         secure: bool = False,
         ready_timeout: float = 10.0,
+        bus: BusSettings | None = _DEFAULT_BUS,
     ) -> None:
         self.store_dir = store_dir
+        # The plan its first start provisions (None: none); a restart keeps what is stored.
+        self.bus = bus
+        self._provisioned = False
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.sync_always = sync_always
@@ -130,6 +182,15 @@ class NatsServer:
     def password(self, user: str) -> str:
         """The password of masa user ``user`` (a ``secure`` server only)."""
         return self.passwords[user]
+
+    def provision(self, settings: BusSettings | None = None) -> ProvisionReport:
+        """Apply the bus plan of ``settings`` (this server's own plan when None) as operators."""
+        if settings is not None:
+            self.bus = settings
+        admin = (ADMIN, self.passwords[ADMIN]) if self.passwords else ("", "")
+        report = provision_bus(self.url, self.bus, user=admin[0], password=admin[1])
+        self._provisioned = True
+        return report
 
     @property
     def log_file(self) -> Path:
@@ -170,6 +231,9 @@ class NatsServer:
                 stdin=subprocess.DEVNULL,
             )
         self._wait_ready()
+        # A cluster member is provisioned by its cluster, once all members are up.
+        if self.bus is not None and not self._provisioned and not self.cluster:
+            self.provision()
 
     def pause(self) -> None:
         """Freeze it (SIGSTOP): clients stay connected, and nothing they send is answered."""
@@ -275,8 +339,17 @@ class NatsCluster:
     """
 
     def __init__(
-        self, store_dir: Path, *, size: int = 3, secure: bool = False, name: str = "masa"
+        self,
+        store_dir: Path,
+        *,
+        size: int = 3,
+        secure: bool = False,
+        name: str = "masa",
+        bus: BusSettings | None = None,
     ) -> None:
+        # The plan provisioned at the first start: every stream on all members by default.
+        self.bus = bus if bus is not None else BusSettings(bus_replicas=size)
+        self._provisioned = False
         passwords = {user.name: secrets.token_urlsafe(18) for user in bus_users()} if secure else {}
         self.servers = [NatsServer(store_dir / f"n{number}") for number in range(size)]
         for server in self.servers:
@@ -299,6 +372,10 @@ class NatsCluster:
             server.ready_timeout = 30.0
             server.start()
         self.wait_ready()
+        if not self._provisioned:
+            admin = (ADMIN, self.passwords[ADMIN]) if self.passwords else ("", "")
+            provision_bus(self.url, self.bus, user=admin[0], password=admin[1])
+            self._provisioned = True
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

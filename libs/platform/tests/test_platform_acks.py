@@ -14,7 +14,7 @@ from masa_platform.acks import (
     AckUnavailable,
     publish_headers,
 )
-from masa_platform.bus import connect, ensure_stream
+from masa_platform.bus import connect
 from masa_platform.testing import NatsServer
 from nats.js import api
 
@@ -29,7 +29,7 @@ async def test_an_ack_tells_a_repeated_message_id_and_a_stale_expected_sequence(
     nc = await connect(nats_server.url, name="acks-test")
     stream = f"ACKS_{uuid.uuid4().hex[:8]}"
     subject, other = f"acks.{stream}.one", f"acks.{stream}.two"
-    await ensure_stream(nc.jetstream(), api.StreamConfig(name=stream, subjects=[subject, other]))
+    await nc.jetstream().add_stream(api.StreamConfig(name=stream, subjects=[subject, other]))
     publisher = await AckedPublisher.started(nc)
     try:
         first = await publisher.publish(subject, b"a", publish_headers(msg_id="m1"))

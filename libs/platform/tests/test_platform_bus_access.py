@@ -1,29 +1,50 @@
-"""One NATS user per service (masa_platform.bus_access): the deployment's nats-server config
-holds exactly these users, nats-server accepts it, and a result consumer (the ledger) reads the
-results but not the table log."""
+"""One NATS user per service (masa_platform.bus_access), tried as an attacker holding each.
+
+The deployment's nats-server config holds exactly these users and nats-server accepts it. On a
+bus provisioned by the operators' step, every service user is refused every JetStream call that
+changes what the bus holds (create, update, delete or purge a stream or bucket, make, remove or
+take over a consumer), and every route the issue-19 attack used: a RePublish rule from its own
+subjects into a table's result subject, a stream sourcing or mirroring the table logs, deleting
+or pulling from another service's consumer. What each service needs still works.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import nats
 import nats.errors
 import pytest
-from masa_platform.bus import connect, consume, ensure_stream, publish
+from masa_platform.bus import KvBucket, publish, read_subject
 from masa_platform.bus_access import (
+    ADMIN,
+    BOT,
     LEDGER,
+    LEDGER_RESULTS_CONSUMER,
+    MATCHMAKING,
+    MATCHMAKING_RESULTS_CONSUMER,
+    SERVICE_USERS,
     TABLE_ENGINE,
+    TABLES_STREAM,
     bus_users,
     deployment_authorization,
+    inbox_prefix,
     password_variable,
 )
+from masa_platform.bus_plan import bus_plan
+from masa_platform.direct import last_message
+from masa_platform.provision import provision
 from masa_platform.testing import NatsServer, nats_server_binary
-from nats.aio.msg import Msg
-from nats.js import api
+from nats.aio.client import Client
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "nats" / "nats-server.conf"
+_ANSWER_SECONDS = 2.0
 
 
 def test_the_deployment_config_holds_exactly_the_masa_users_and_is_valid() -> None:
@@ -40,57 +61,260 @@ def test_the_deployment_config_holds_exactly_the_masa_users_and_is_valid() -> No
     assert checked.returncode == 0, checked.stderr
 
 
-async def test_a_result_consumer_reads_the_results_but_not_the_log(tmp_path: Path) -> None:
-    with NatsServer(tmp_path / "nats", secure=True) as server:
-        engine = await connect(
-            server.url, name="engine", user=TABLE_ENGINE, password=server.password(TABLE_ENGINE)
-        )
-        ledger = await connect(
-            server.url, name="ledger", user=LEDGER, password=server.password(LEDGER)
-        )
+@pytest.fixture(scope="module")
+def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
+        yield server
+
+
+class Attacker:
+    """A connection as one masa user that records the server's permission refusals."""
+
+    def __init__(self, nc: Client, refusals: list[str]) -> None:
+        self.nc = nc
+        self._refusals = refusals
+
+    async def call(self, subject: str, payload: bytes = b"") -> str:
+        """``"refused"`` (the server's permissions stopped it), ``"answered"`` with a success,
+        or ``"error"`` (JetStream answered with an error)."""
+        inbox = self.nc.new_inbox()
+        subscription = await self.nc.subscribe(inbox)
         try:
-            js = engine.jetstream()
-            await ensure_stream(
-                js,
-                api.StreamConfig(
-                    name="MASA_TABLES", subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"]
-                ),
-            )
-            await publish(js, "masa.table.v1.t1.log", b"seed and hands", msg_id="t1:1")
-            await publish(js, "masa.table.v1.t1.result", b"game finished", msg_id="t1:1:game")
-            seen: list[bytes] = []
-            stop = asyncio.Event()
-
-            async def settle(message: Msg) -> None:
-                seen.append(message.data)
-                stop.set()
-
-            await asyncio.wait_for(
-                consume(
-                    ledger.jetstream(),
-                    "masa.table.v1.*.result",
-                    settle,
-                    durable="settlement",
-                    stream="MASA_TABLES",
-                    fetch_timeout=0.2,
-                    stop=stop,
-                ),
-                10,
-            )
-            assert seen == [b"game finished"]
-            with pytest.raises(nats.errors.Error):
-                await ledger.jetstream(timeout=1).get_last_msg(
-                    "MASA_TABLES", "masa.table.v1.t1.log"
-                )
-            # A durable consumer on the log is refused too, whatever name it takes.
-            with pytest.raises(nats.errors.Error):
-                await consume(
-                    ledger.jetstream(timeout=1),
-                    "masa.table.v1.*.log",
-                    settle,
-                    durable="settlement-log",
-                    stream="MASA_TABLES",
-                )
+            await self.nc.publish(subject, payload, reply=inbox)
+            async with asyncio.timeout(_ANSWER_SECONDS):
+                while True:
+                    if any(subject.lower() in refusal for refusal in self._refusals):
+                        return "refused"
+                    try:
+                        reply = await subscription.next_msg(timeout=0.02)
+                    except nats.errors.TimeoutError:
+                        continue
+                    try:
+                        answer = json.loads(reply.data or b"{}")
+                    except ValueError:
+                        return "answered"
+                    return "error" if isinstance(answer, dict) and "error" in answer else "answered"
         finally:
-            await ledger.close()
-            await engine.close()
+            await subscription.unsubscribe()
+
+
+@asynccontextmanager
+async def attacker(server: NatsServer, user: str) -> AsyncIterator[Attacker]:
+    refusals: list[str] = []
+
+    async def on_error(error: Exception) -> None:
+        refusals.append(str(error).lower())
+
+    nc = await nats.connect(
+        server.url,
+        user=user,
+        password=server.password(user),
+        inbox_prefix=inbox_prefix(user),
+        error_cb=on_error,
+        allow_reconnect=True,
+    )
+    try:
+        yield Attacker(nc, refusals)
+    finally:
+        await nc.close()
+
+
+def _streams() -> list[str]:
+    return [str(config.name) for config in bus_plan().stream_configs()]
+
+
+def _managing(stream: str) -> list[tuple[str, bytes]]:
+    """Every JetStream call that changes a stream or its consumers."""
+    api = "$JS.API"
+    config = json.dumps({"name": stream, "subjects": ["evil.>"]}).encode()
+    return [
+        (f"{api}.STREAM.CREATE.{stream}", config),
+        (f"{api}.STREAM.UPDATE.{stream}", config),
+        (f"{api}.STREAM.DELETE.{stream}", b""),
+        (f"{api}.STREAM.PURGE.{stream}", b""),
+        (f"{api}.STREAM.MSG.DELETE.{stream}", b'{"seq": 1}'),
+        (f"{api}.STREAM.SNAPSHOT.{stream}", b"{}"),
+        (f"{api}.STREAM.RESTORE.{stream}", b"{}"),
+        (f"{api}.STREAM.LEADER.STEPDOWN.{stream}", b""),
+        (f"{api}.STREAM.PEER.REMOVE.{stream}", b"{}"),
+        (f"{api}.CONSUMER.DURABLE.CREATE.{stream}.evil", b"{}"),
+        (f"{api}.CONSUMER.CREATE.{stream}.evil.masa.table.v1.t1.log", b"{}"),
+        (f"{api}.CONSUMER.DELETE.{stream}.{LEDGER_RESULTS_CONSUMER}", b""),
+        (f"{api}.CONSUMER.DELETE.{stream}.{MATCHMAKING_RESULTS_CONSUMER}", b""),
+        (f"{api}.CONSUMER.PAUSE.{stream}.{LEDGER_RESULTS_CONSUMER}", b"{}"),
+        (f"{api}.CONSUMER.LEADER.STEPDOWN.{stream}.{LEDGER_RESULTS_CONSUMER}", b""),
+    ]
+
+
+_ACCOUNT_WIDE = [
+    ("$JS.API.STREAM.CREATE.EVIL", json.dumps({"name": "EVIL", "subjects": ["e.>"]}).encode()),
+    ("$JS.API.ACCOUNT.PURGE.masa", b""),
+    ("$JS.API.META.LEADER.STEPDOWN", b""),
+    ("$JS.API.SERVER.REMOVE", b"{}"),
+    ("$JS.API.STREAM.NAMES", b""),
+    ("$JS.API.STREAM.LIST", b""),
+]
+
+
+@pytest.mark.parametrize("user", SERVICE_USERS)
+async def test_no_service_user_may_change_any_stream_bucket_or_consumer(
+    bus: NatsServer, user: str
+) -> None:
+    calls = [call for stream in _streams() for call in _managing(stream)] + _ACCOUNT_WIDE
+    async with attacker(bus, user) as mallory:
+        outcomes = await asyncio.gather(*(mallory.call(subject, body) for subject, body in calls))
+    allowed = [
+        subject
+        for (subject, _), outcome in zip(calls, outcomes, strict=True)
+        if outcome != "refused"
+    ]
+    # Matchmaking mirrors two buckets of its own through KV watches, whose ephemeral consumers
+    # it makes and removes; no other service has a consumer on those buckets.
+    watched = [
+        subject
+        for stream in ("KV_masa_matchmaking_tickets", "KV_masa_matchmaking_tables")
+        for subject, _ in _managing(stream)
+        if subject.startswith(
+            (f"$JS.API.CONSUMER.CREATE.{stream}.", f"$JS.API.CONSUMER.DELETE.{stream}.")
+        )
+    ]
+    assert allowed == (watched if user == MATCHMAKING else [])
+    # And the bus is as the plan says: nothing was created, changed or removed.
+    await _still_as_planned(bus)
+
+
+async def _still_as_planned(server: NatsServer) -> None:
+    nc = await nats.connect(server.url, user=ADMIN, password=server.password(ADMIN))
+    try:
+        report = await provision(nc, bus_plan(), check_only=True)
+        assert (report.created, report.updated) == ([], [])
+        names = {info.config.name for info in await nc.jetstream().streams_info()}
+        assert "EVIL" not in names
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("user", [LEDGER, MATCHMAKING])
+async def test_the_routes_of_the_forged_result_attack_are_closed(
+    bus: NatsServer, user: str
+) -> None:
+    """The issue-19 attack: a RePublish rule from the attacker's own subjects into a table's
+    result subject, and Sources or a Mirror copying the table logs (hands and seeds)."""
+    own = "masa.ledger.v1.>" if user == LEDGER else "masa.matchmaking.v1.>"
+    stream = "MASA_LEDGER" if user == LEDGER else "MASA_MATCHMAKING"
+    republish = {
+        "name": stream,
+        "subjects": [own],
+        "republish": {"src": own.replace(">", "forge"), "dest": "masa.table.v1.t1.result"},
+    }
+    sources = {"name": "COPY", "sources": [{"name": TABLES_STREAM}]}
+    mirror = {"name": "COPY", "mirror": {"name": TABLES_STREAM}}
+    async with attacker(bus, user) as mallory:
+        assert (
+            await mallory.call(f"$JS.API.STREAM.UPDATE.{stream}", json.dumps(republish).encode())
+            == "refused"
+        )
+        for config in (sources, mirror):
+            assert (
+                await mallory.call("$JS.API.STREAM.CREATE.COPY", json.dumps(config).encode())
+                == "refused"
+            )
+        # Their own consumer is theirs only: another's may be neither pulled from, taken
+        # over under its name, nor removed.
+        other = MATCHMAKING_RESULTS_CONSUMER if user == LEDGER else LEDGER_RESULTS_CONSUMER
+        for subject in (
+            f"$JS.API.CONSUMER.MSG.NEXT.{TABLES_STREAM}.{other}",
+            f"$JS.API.CONSUMER.INFO.{TABLES_STREAM}.{other}",
+            f"$JS.API.CONSUMER.CREATE.{TABLES_STREAM}.{other}.masa.table.v1.*.result",
+            f"$JS.API.CONSUMER.DELETE.{TABLES_STREAM}.{other}",
+            f"$JS.ACK.{TABLES_STREAM}.{other}.1.1.1.1.1",
+        ):
+            assert await mallory.call(subject, b'{"batch": 1}') == "refused", subject
+        # The table log (every hand and seed) is not theirs to read, in any form.
+        for subject, body in (
+            (f"$JS.API.DIRECT.GET.{TABLES_STREAM}.masa.table.v1.t1.log", b""),
+            (f"$JS.API.DIRECT.GET.{TABLES_STREAM}", b'{"next_by_subj": "masa.table.v1.t1.log"}'),
+            (
+                f"$JS.API.STREAM.MSG.GET.{TABLES_STREAM}",
+                b'{"last_by_subj": "masa.table.v1.t1.log"}',
+            ),
+            ("masa.table.v1.t1.result", b"forged result"),
+            ("masa.table.v1.t1.log", b"forged entry"),
+        ):
+            assert await mallory.call(subject, body) == "refused", subject
+    await _still_as_planned(bus)
+
+
+async def test_a_push_consumer_aimed_at_a_result_subject_delivers_nothing_there(
+    bus: NatsServer,
+) -> None:
+    """A push consumer's deliver subject is not checked against permissions (nats-server
+    checks who publishes, not where JetStream delivers), so matchmaking may aim one of its own
+    bucket's consumers at a table's result subject. Nothing is delivered where nobody listens,
+    and no service user may listen there: the table stream stores nothing."""
+    admin = await nats.connect(bus.url, user=ADMIN, password=bus.password(ADMIN))
+    try:
+        js = admin.jetstream()
+        before = (await js.stream_info(TABLES_STREAM)).state.messages
+        async with attacker(bus, MATCHMAKING) as mallory:
+            await mallory.nc.publish("$KV.masa_matchmaking_tables.forged", b"forged result")
+            create = {
+                "stream_name": "KV_masa_matchmaking_tables",
+                "config": {
+                    "deliver_subject": "masa.table.v1.t1.result",
+                    "deliver_policy": "all",
+                    "ack_policy": "none",
+                },
+            }
+            await mallory.call(
+                "$JS.API.CONSUMER.CREATE.KV_masa_matchmaking_tables", json.dumps(create).encode()
+            )
+            assert await mallory.call("masa.table.v1.t1.result", b"") == "refused"
+            await asyncio.sleep(1.0)
+        assert (await js.stream_info(TABLES_STREAM)).state.messages == before
+    finally:
+        await admin.close()
+
+
+async def test_each_service_can_still_do_its_job(bus: NatsServer) -> None:
+    engine = await _service(bus, TABLE_ENGINE)
+    ledger = await _service(bus, LEDGER)
+    try:
+        js = engine.jetstream()
+        await publish(js, "masa.table.v1.own.log", b"seed and hands", msg_id="own:1")
+        await publish(js, "masa.table.v1.own.result", b"game finished", msg_id="own:1:game")
+        assert [
+            m.data for m in await read_subject(engine, TABLES_STREAM, "masa.table.v1.own.log")
+        ] == [b"seed and hands"]
+        index = await KvBucket.open(engine, "masa_table_index")
+        await index.put("node.own", b"")
+        await index.forget("node.own")
+        assert await index.keys("node.") == []
+        # The ledger reads a table's last result by its subject, and consumes the results.
+        last = await last_message(ledger, TABLES_STREAM, "masa.table.v1.own.result")
+        assert last is not None
+        assert last.data == b"game finished"
+        subscription = await ledger.jetstream().pull_subscribe_bind(
+            LEDGER_RESULTS_CONSUMER, stream=TABLES_STREAM
+        )
+        messages = await subscription.fetch(1, timeout=5)
+        assert messages[0].data == b"game finished"
+        await messages[0].ack_sync()
+    finally:
+        await ledger.close()
+        await engine.close()
+
+
+async def _service(server: NatsServer, user: str) -> Client:
+    return await nats.connect(
+        server.url,
+        user=user,
+        password=server.password(user),
+        inbox_prefix=inbox_prefix(user),
+    )
+
+
+def test_the_bot_may_touch_nothing_on_the_bus() -> None:
+    (bot,) = [user for user in bus_users() if user.name == BOT]
+    assert bot.publish == ("$JS.API.INFO",)
+    assert bot.subscribe == (f"{inbox_prefix(BOT)}.>",)

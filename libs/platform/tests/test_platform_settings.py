@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from masa_platform.settings import (
     AuthSettings,
+    PageTokenSettings,
     PlatformSettings,
     ServerSettings,
     SettingsError,
@@ -122,3 +125,37 @@ def test_settings_are_frozen() -> None:
 def test_the_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MASA_SERVICE_NAME", "bot")
     assert load_settings(PlatformSettings).service_name == "bot"
+
+
+def test_the_page_token_key_is_hex_of_at_least_32_bytes_and_never_printed() -> None:
+    key = "0123456789abcdef" * 4
+    settings = load_settings(PageTokenSettings, {"MASA_PAGE_TOKEN_KEY": f" {key} "})
+    assert settings.key() == bytes.fromhex(key)
+    assert key not in repr(settings)
+    for bad, named in (
+        ("ab" * 31, "MASA_PAGE_TOKEN_KEY must be at least 32 bytes"),
+        ("xy" * 32, "MASA_PAGE_TOKEN_KEY must be hex"),
+    ):
+        with pytest.raises(SettingsError, match=named):
+            load_settings(PageTokenSettings, {"MASA_PAGE_TOKEN_KEY": bad})
+
+
+def test_without_a_page_token_key_a_process_signs_with_its_own_and_warns_once() -> None:
+    """Run in a fresh interpreter: the process's key is made once per process."""
+    script = (
+        "from masa_platform.settings import PageTokenSettings, load_settings\n"
+        "first = load_settings(PageTokenSettings, {}).key()\n"
+        "second = PageTokenSettings().key()\n"
+        "print(first.hex(), second.hex())\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    first, second = ran.stdout.split()
+    assert first == second and len(bytes.fromhex(first)) == 32
+    assert ran.stderr.count("MASA_PAGE_TOKEN_KEY is unset") == 1
+    assert "will not survive a restart or work on another instance" in ran.stderr
+    again = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert again.stdout.split()[0] != first, "each process makes its own key"

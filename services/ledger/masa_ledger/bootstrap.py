@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
+from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from nats.aio.client import Client
@@ -27,7 +28,6 @@ from masa_ledger.adapters.bus import (
     JetStreamResultLog,
     OutboxRelay,
     ResultsConsumer,
-    ensure_events_stream,
 )
 from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.grpc_api import LedgerServicer, auth_policy, registration
@@ -99,7 +99,6 @@ async def start_ledger(
         await store.close()
         raise
     js = nc.jetstream()
-    await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     metrics = PrometheusLedgerMetrics(registry)
     loops = LoopMetrics(registry)
     relay = OutboxRelay(js, store, metrics, loops)
@@ -107,13 +106,13 @@ async def start_ledger(
         store,
         encode_event,
         metrics,
-        results=JetStreamResultLog(js, stream=settings.results_stream),
+        results=JetStreamResultLog(nc),
         policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
         on_commit=relay.wake,
     )
     server = create_server(
         platform.server,
-        [registration(LedgerServicer(ledger))],
+        [registration(LedgerServicer(ledger, PageTokens(settings.page_tokens.key())))],
         tls=platform.tls,
         interceptors=standard_interceptors(
             platform.auth,
@@ -127,9 +126,6 @@ async def start_ledger(
     consumer = ResultsConsumer(
         js,
         ledger,
-        stream=settings.results_stream,
-        durable=settings.results_consumer,
-        ack_wait_seconds=settings.results_ack_wait_seconds,
         fetch_seconds=settings.results_fetch_seconds,
         metrics=ConsumerMetrics(registry),
     )

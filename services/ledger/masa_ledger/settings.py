@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from masa_platform.settings import PlatformSettings, SettingsError
+from masa_platform.settings import PageTokenSettings, PlatformSettings, SettingsError
 
 __all__ = ["LedgerSettings", "sqlite_path"]
 
@@ -15,6 +15,8 @@ class LedgerSettings:
     """The platform settings plus the ledger's own (see services/ledger/README.md)."""
 
     platform: PlatformSettings = field(default_factory=PlatformSettings)
+    # MASA_PAGE_TOKEN_KEY: signs the page tokens of the List calls; production sets it.
+    page_tokens: PageTokenSettings = field(default_factory=PageTokenSettings)
     # sqlite:///relative/path, sqlite:////absolute/path, or postgresql://user@host/db.
     database_url: str = "sqlite:///.masa/ledger.sqlite3"
     database_pool_size: int = 16
@@ -29,14 +31,9 @@ class LedgerSettings:
     # holds and transfers are kept for ever.
     outbox_retention_seconds: float = 86_400.0
     inbox_retention_seconds: float = 7 * 86_400.0
-    # The table-engine's stream and the ledger's durable consumer of its results.
-    results_stream: str = "MASA_TABLES"
-    results_consumer: str = "ledger-settlement"
-    # A result not acknowledged in this time is delivered again (a crashed ledger's).
-    results_ack_wait_seconds: float = 30.0
+    # How long one fetch from the results consumer waits for a result. The consumer itself,
+    # its ack wait and its redeliveries are the bus plan's (masa-bus provision).
     results_fetch_seconds: float = 1.0
-    # How long the ledger's own events stay in stream MASA_LEDGER.
-    events_max_age_seconds: float = 7 * 86_400.0
 
     def __post_init__(self) -> None:
         if not self.database_url.startswith(("sqlite:///", "postgresql://", "postgres://")):
@@ -48,9 +45,7 @@ class LedgerSettings:
             "MASA_CHECK_INTERVAL_SECONDS": self.check_interval_seconds,
             "MASA_OUTBOX_RETENTION_SECONDS": self.outbox_retention_seconds,
             "MASA_INBOX_RETENTION_SECONDS": self.inbox_retention_seconds,
-            "MASA_RESULTS_ACK_WAIT_SECONDS": self.results_ack_wait_seconds,
             "MASA_RESULTS_FETCH_SECONDS": self.results_fetch_seconds,
-            "MASA_EVENTS_MAX_AGE_SECONDS": self.events_max_age_seconds,
         }
         for name, value in positive.items():
             if value <= 0:

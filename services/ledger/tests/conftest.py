@@ -17,9 +17,11 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield opened
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    # With the masa users: the ledger connects as its own, with only its subjects.
+    # With the masa users: the ledger connects as its own, with only its subjects. One per
+    # test: the ledger's durable consumer is the one the bus plan provisions, so a test must
+    # not find results another test left on it.
     with NatsServer(tmp_path_factory.mktemp("nats"), secure=True) as server:
         yield server
 

@@ -33,12 +33,12 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, PayoutRule, Standing
 from masa_ledger.settings import LedgerSettings
 from masa_platform.auth import mint_token
-from masa_platform.bus import connect, ensure_stream, publish
+from masa_platform.bus import connect, publish
 from masa_platform.bus_access import ADMIN, LEDGER
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from nats.aio.client import Client
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -170,7 +170,6 @@ def ledger_settings(server: NatsServer, database_url: str, **overrides: Any) -> 
         database_url=database_url,
         expiry_interval_seconds=0.2,
         results_fetch_seconds=0.5,
-        results_ack_wait_seconds=5.0,
     )
     return replace(base, **overrides)
 
@@ -220,18 +219,6 @@ async def running_ledger(settings: LedgerSettings) -> AsyncIterator[LedgerServic
         yield service
     finally:
         await service.stop(0.2)
-
-
-async def ensure_tables_stream(js: JetStreamContext) -> None:
-    """The table-engine's stream, as the engine creates it."""
-    await ensure_stream(
-        js,
-        api.StreamConfig(
-            name="MASA_TABLES",
-            subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"],
-            storage=api.StorageType.FILE,
-        ),
-    )
 
 
 def game_finished(

@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 
 from ledger_support import (
-    ensure_tables_stream,
     eventually,
     execute,
     game_finished,
@@ -46,7 +45,6 @@ async def test_game_finished_on_the_bus_is_paid_once_and_announced_p30(
 ) -> None:
     nc = await operator_connection(nats_server)
     js = nc.jetstream()
-    await ensure_tables_stream(js)
     try:
         async with running_ledger(ledger_settings(nats_server, database)) as service:
             ledger = service.ledger
@@ -103,9 +101,8 @@ async def test_two_ledgers_reading_the_same_results_settle_each_game_once_p31(
 ) -> None:
     nc = await operator_connection(nats_server)
     js = nc.jetstream()
-    await ensure_tables_stream(js)
     try:
-        settings = ledger_settings(nats_server, database, results_consumer="ledger-pair")
+        settings = ledger_settings(nats_server, database)
         async with running_ledger(settings) as first, running_ledger(settings) as second:
             run = uuid.uuid4().hex[:8]
             tables = [f"pair-{run}-{i}" for i in range(6)]
@@ -141,7 +138,6 @@ async def test_game_abandoned_voids_the_game_and_its_holds_p30(
 ) -> None:
     nc = await operator_connection(nats_server)
     js = nc.jetstream()
-    await ensure_tables_stream(js)
     try:
         async with running_ledger(ledger_settings(nats_server, database)) as service:
             ledger = service.ledger

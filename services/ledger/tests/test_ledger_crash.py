@@ -23,7 +23,6 @@ from ledger_support import (
     TcpProxy,
     assert_consistent,
     database_url,
-    ensure_tables_stream,
     eventually,
     game_finished,
     ledger_events,
@@ -86,7 +85,6 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
     with NatsServer(tmp_path / "nats", secure=True) as server:
         nc = await operator_connection(server)
         js = nc.jetstream()
-        await ensure_tables_stream(js)
         proxy = TcpProxy(server.port)
         await proxy.start()
         try:

@@ -18,7 +18,6 @@ from google.protobuf import duration_pb2
 from grpc_status import rpc_status
 from ledger_support import (
     SERVICE,
-    ensure_tables_stream,
     game_finished,
     ledger_settings,
     operator_connection,
@@ -244,10 +243,9 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
 ) -> None:
     nc = await operator_connection(nats_server)
     js = nc.jetstream()
-    await ensure_tables_stream(js)
     table = f"adm-{uuid.uuid4().hex[:8]}"
-    # Without its own consumer this ledger settles only by hand.
-    settings = ledger_settings(nats_server, database, results_consumer=f"idle-{table}")
+    # Its results consumer is stopped below: this ledger settles only by hand.
+    settings = ledger_settings(nats_server, database)
     try:
         async with running_ledger(settings) as service, _client(service) as stub:
             for task in service.tasks:

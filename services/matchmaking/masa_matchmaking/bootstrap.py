@@ -22,16 +22,16 @@ from masa_platform import tracing
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
+from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from masa_matchmaking.adapters.engines import GrpcEngines, KvEngineNodes
-from masa_matchmaking.adapters.events import JetStreamEvents, ensure_events_stream
+from masa_matchmaking.adapters.events import JetStreamEvents
 from masa_matchmaking.adapters.grpc_api import MatchmakingServicer, auth_policy, registration
 from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
 from masa_matchmaking.adapters.ledger_client import GrpcLedger
@@ -54,8 +54,6 @@ _log = logging.getLogger(__name__)
 _PROBE_SECONDS: Final = 2.0
 _PRUNE_SECONDS: Final = 60.0
 _MIRROR_READY_SECONDS: Final = 30.0
-# Live-table entries whose end was never heard are forgotten after a day.
-_LIVE_TABLE_TTL: Final = 86_400.0
 
 
 def load_lobbies(settings: MatchmakingSettings) -> tuple[Lobby, ...]:
@@ -151,14 +149,12 @@ def _clients(
 
 
 async def _followed_stores(
-    js: JetStreamContext, publisher: AckedPublisher, settings: MatchmakingSettings
+    nc: Client, publisher: AckedPublisher
 ) -> tuple[KvTicketStore, KvLiveTables]:
     """The two stores every instance mirrors, their watches started."""
-    tickets = await KvTicketStore.open(
-        js, publisher, retention_seconds=settings.ticket_retention_seconds
-    )
+    tickets = await KvTicketStore.open(nc, publisher)
     tickets.start()
-    live_tables = await KvLiveTables.open(js, ttl_seconds=_LIVE_TABLE_TTL)
+    live_tables = await KvLiveTables.open(nc)
     live_tables.start()
     return tickets, live_tables
 
@@ -181,15 +177,14 @@ async def start_matchmaking(
         password=platform.nats_password,
     )
     js = nc.jetstream()
-    await ensure_events_stream(js, max_age_seconds=settings.events_max_age_seconds)
     publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
-    tickets, live_tables = await _followed_stores(js, publisher, settings)
-    ratings_store = await KvRatingStore.open(js, publisher)
-    leases = await KvLeaseStore.open(js, holder=instance, ttl_seconds=settings.lease_ttl_seconds)
+    tickets, live_tables = await _followed_stores(nc, publisher)
+    ratings_store = await KvRatingStore.open(nc, publisher)
+    leases = await KvLeaseStore.open(nc, holder=instance)
     # The publisher closes after the stores, whose last writes may still await their acks.
     closers: list[_Closable] = [tickets, live_tables, publisher]
     ledger, engines = _clients(settings, given, closers)
-    nodes = given.nodes or KvEngineNodes(js)
+    nodes = given.nodes or KvEngineNodes(nc)
 
     metrics = PrometheusMetrics(registry, list(by_id))
     events = JetStreamEvents(publisher, live_tables.started)
@@ -217,7 +212,7 @@ async def start_matchmaking(
         clock=time.time,
         settings=MatcherSettings(
             round_seconds=settings.round_seconds,
-            lease_ttl_seconds=settings.lease_ttl_seconds,
+            lease_ttl_seconds=leases.ttl_seconds,
         ),
         traced=tracing.continued,
     )
@@ -233,6 +228,7 @@ async def start_matchmaking(
         welcome,
         queue_length=tickets.open_count,
         tables_in_play=live_tables.count,
+        page_tokens=PageTokens(settings.page_tokens.key()),
     )
     server = create_server(
         platform.server,
@@ -249,14 +245,7 @@ async def start_matchmaking(
         await asyncio.wait_for(tickets.ready.wait(), _MIRROR_READY_SECONDS)
     stopping = asyncio.Event()
     service = MatchmakingService(settings, server, nc, matchmaker, tickets, stopping, closers)
-    consumer = ResultsConsumer(
-        js,
-        ratings,
-        live_tables,
-        stream=settings.results_stream,
-        durable=settings.results_consumer,
-        metrics=ConsumerMetrics(registry),
-    )
+    consumer = ResultsConsumer(js, ratings, live_tables, metrics=ConsumerMetrics(registry))
     loops = LoopMetrics(registry)
 
     async def probe() -> None:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from masa_matchmaking.adapters.kv_store import KvLeaseStore, KvRatingStore, KvTicketStore
 from masa_matchmaking.app.matcher import MatcherSettings, Matchmaker
@@ -18,6 +18,7 @@ from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect
 from masa_platform.bus_access import MATCHMAKING
+from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsServer
 from matchmaking_support import (
     LOBBIES_TOML,
@@ -59,6 +60,13 @@ class Instance:
         await self.store.close()
 
 
+def provision_lease_ttl(server: NatsServer, seconds: float) -> None:
+    """Provision ``server``'s bus with lobby leases of ``seconds`` (unless they are already)."""
+    current = server.bus or BusSettings()
+    if current.lobby_lease_ttl_seconds != seconds:
+        server.provision(replace(current, lobby_lease_ttl_seconds=seconds))
+
+
 async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a test swaps
     server: NatsServer,
     *,
@@ -78,18 +86,17 @@ async def start_instance(  # noqa: PLR0913 - one keyword per fake or setting a t
 
     now = clock or time.time
     lobbies = {lobby.lobby_id: lobby for lobby in parse_lobbies(lobbies_toml)}
+    # A lobby lease lasts as long as its bucket keeps it: the bus plan's TTL.
+    provision_lease_ttl(server, lease_ttl)
     nc = await connect(
         server.url, name=name, user=MATCHMAKING, password=server.password(MATCHMAKING)
     )
-    js = nc.jetstream()
     publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
-    store = await KvTicketStore.open(js, publisher, retention_seconds=600)
+    store = await KvTicketStore.open(nc, publisher)
     store.start()
     await asyncio.wait_for(store.ready.wait(), 10)
-    ratings = await KvRatingStore.open(js, publisher)
-    leases: LeaseStore = await KvLeaseStore.open(
-        js, holder=f"{name}-{uuid.uuid4().hex[:6]}", ttl_seconds=lease_ttl
-    )
+    ratings = await KvRatingStore.open(nc, publisher)
+    leases: LeaseStore = await KvLeaseStore.open(nc, holder=f"{name}-{uuid.uuid4().hex[:6]}")
     if wrap_leases is not None:
         leases = wrap_leases(leases)
     metrics = FakeMetrics()

@@ -5,8 +5,11 @@ end, ratings, and refusals that name their reason and leave nothing changed."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -16,7 +19,8 @@ import nats.js.errors
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
-from masa.common.v1 import game_pb2
+from instances import provision_lease_ttl
+from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
@@ -25,6 +29,7 @@ from masa_platform.auth import mint_token
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import error_info
+from masa_platform.page_tokens import PageTokens
 from masa_platform.settings import AuthSettings, PlatformSettings
 from masa_platform.testing import NatsServer
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
@@ -44,6 +49,7 @@ async def service(
 ) -> AsyncIterator[tuple[MatchmakingService, FakeLedger, FakeEngines]]:
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
+    provision_lease_ttl(nats_server, 1.5)
     settings = MatchmakingSettings(
         platform=PlatformSettings(
             service_name="matchmaking",
@@ -55,7 +61,6 @@ async def service(
         lobbies_file=lobbies,
         ledger_address="unused:1",
         round_seconds=0.2,
-        lease_ttl_seconds=1.5,
         dev_welcome_chips=1_000,
     )
     ledger = FakeLedger()
@@ -283,7 +288,6 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
     result subject moves the ratings once, however often it is delivered, with RatingChanged."""
     from google.protobuf.timestamp_pb2 import Timestamp
     from masa.events.v1 import result_pb2
-    from nats.js import api
 
     running, _, engines = service
     run = uuid.uuid4().hex[:6]
@@ -331,11 +335,6 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
         )
         try:
             js = nc.jetstream()
-            await js.add_stream(
-                api.StreamConfig(
-                    name="MASA_TABLES", subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"]
-                )
-            )
             ranking = [
                 game_pb2.Standing(seat=t.seat, player_id=t.player_id, place=t.seat + 1)
                 for t in tickets
@@ -382,3 +381,198 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
             assert asyncio.get_running_loop().time() < deadline + 30
             await asyncio.sleep(0.05)
         assert table_id in engines.tables
+
+
+LISTING = "/masa.matchmaking.v1.MatchmakingService/"
+INVALID_PAGE_TOKEN = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_INVALID_PAGE_TOKEN).removeprefix(
+        "ERROR_REASON_"
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Offset:
+    """The cursor as matchmaking seals it, for a forger that guessed all but the key."""
+
+    offset: int
+
+
+def _unkeyed(document: str) -> str:
+    """A token in the format matchmaking took before its tokens were keyed: base64 of JSON
+    ``{"o": offset, "s": sha256(filter)[:12]}``, which anyone could make."""
+    return base64.urlsafe_b64encode(document.encode()).decode()
+
+
+def _scope(filter_: str) -> str:
+    return hashlib.sha256(filter_.encode()).hexdigest()[:12]
+
+
+def _forged(offset: int, method: str, player: str, filter_: str) -> str:
+    return PageTokens(b"\0" * 32).seal(
+        _Offset(offset), listing=LISTING + method, caller=player, filters=(filter_,)
+    )
+
+
+async def _two_closed_tickets(stub: Stub, who: tuple[tuple[str, str]]) -> None:
+    """Two tickets made and cancelled, so that nothing is left for a round to match."""
+    for n in range(2):
+        made = await stub.CreateTicket(
+            mm.CreateTicketRequest(request_id=f"page-{n}", lobby_id="salon"), metadata=who
+        )
+        await stub.CancelTicket(
+            mm.CancelTicketRequest(request_id=f"cancel-{n}", ticket_id=made.ticket.ticket_id),
+            metadata=who,
+        )
+
+
+async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(service) -> None:  # type: ignore[no-untyped-def]
+    running, _, _ = service
+    player = f"pages-{uuid.uuid4().hex[:6]}"
+    who = _token(player)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        await _two_closed_tickets(stub, who)
+        every_ticket = [
+            t.ticket_id
+            for t in (await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)).tickets
+        ]
+        assert len(every_ticket) == 2
+        for method, request, ids, whole in (
+            (
+                stub.ListLobbies,
+                mm.ListLobbiesRequest,
+                lambda page: [lobby.lobby_id for lobby in page.lobbies],
+                ["salon", "teams", "elevator", "training"],
+            ),
+            (
+                stub.ListTickets,
+                mm.ListTicketsRequest,
+                lambda page: [ticket.ticket_id for ticket in page.tickets],
+                every_ticket,
+            ),
+        ):
+            seen: list[str] = []
+            token = ""
+            while True:
+                page = await method(request(page_size=1, page_token=token), metadata=who)
+                assert len(ids(page)) == 1
+                seen += ids(page)
+                token = page.next_page_token
+                if not token:
+                    break
+            assert seen == whole
+            assert not (await method(request(page_size=len(whole)), metadata=who)).next_page_token
+            assert await _reason(method(request(page_size=-1), metadata=who)) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_BAD_REQUEST).removeprefix(
+                    "ERROR_REASON_"
+                ),
+            )
+        stakes = "stake > 0"
+        first = await stub.ListLobbies(
+            mm.ListLobbiesRequest(page_size=2, filter=stakes), metadata=who
+        )
+        rest = await stub.ListLobbies(
+            mm.ListLobbiesRequest(page_size=2, filter=stakes, page_token=first.next_page_token),
+            metadata=who,
+        )
+        assert [lobby.lobby_id for lobby in [*first.lobbies, *rest.lobbies]] == [
+            "salon",
+            "teams",
+            "elevator",
+        ]
+        assert not rest.next_page_token
+
+
+async def test_a_page_token_matchmaking_did_not_make_is_invalid_page_token(service) -> None:  # type: ignore[no-untyped-def]
+    """Before tokens were keyed, {"o": Infinity} raised OverflowError and a deeply nested
+    token RecursionError (both INTERNAL), and a made-up offset was served."""
+    running, _, _ = service
+    player = f"forger-{uuid.uuid4().hex[:6]}"
+    who = _token(player)
+    attacks: list[tuple[str, str, str]] = [
+        ("Infinity", "ListLobbies", _unkeyed(f'{{"o": Infinity, "s": "{_scope("")}"}}')),
+        ("-Infinity", "ListTickets", _unkeyed(f'{{"o": -Infinity, "s": "{_scope("")}"}}')),
+        ("NaN", "ListLobbies", _unkeyed(f'{{"o": NaN, "s": "{_scope("")}"}}')),
+        ("deep nesting", "ListLobbies", _unkeyed('{"o": ' + "[" * 5000 + "]" * 5000 + "}")),
+        ("deep nesting", "ListTickets", _unkeyed("{" + '"o": {' * 3000 + "}" * 3001)),
+        ("unkeyed offset", "ListLobbies", _unkeyed(f'{{"o": 1, "s": "{_scope("")}"}}')),
+        ("unkeyed offset", "ListTickets", _unkeyed(f'{{"o": 1, "s": "{_scope("")}"}}')),
+        ("huge offset", "ListLobbies", _unkeyed(f'{{"o": {2**64}, "s": "{_scope("")}"}}')),
+        ("another key", "ListLobbies", _forged(1, "ListLobbies", player, "")),
+        ("another key", "ListTickets", _forged(1, "ListTickets", player, "")),
+        ("over-long", "ListLobbies", "A" * 513),
+        ("megabyte", "ListTickets", "A" * 1_000_000),
+        ("not base64url", "ListLobbies", "o=1&s=x"),
+    ]
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        await _two_closed_tickets(stub, who)
+        lobby_ids = [
+            lobby.lobby_id
+            for lobby in (await stub.ListLobbies(mm.ListLobbiesRequest(), metadata=who)).lobbies
+        ]
+        ticket_ids = [
+            t.ticket_id
+            for t in (await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)).tickets
+        ]
+        for name, method, token in attacks:
+            if method == "ListLobbies":
+                call = stub.ListLobbies(
+                    mm.ListLobbiesRequest(page_size=1, page_token=token), metadata=who
+                )
+            else:
+                call = stub.ListTickets(
+                    mm.ListTicketsRequest(page_size=1, page_token=token), metadata=who
+                )
+            assert await _reason(call) == INVALID_PAGE_TOKEN, f"{name} on {method}"
+            listed = await stub.ListLobbies(mm.ListLobbiesRequest(), metadata=who)
+            assert [lobby.lobby_id for lobby in listed.lobbies] == lobby_ids, name
+            tickets = await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)
+            assert [t.ticket_id for t in tickets.tickets] == ticket_ids, name
+
+
+async def test_a_page_token_continues_only_its_own_listing_filter_and_player(service) -> None:  # type: ignore[no-untyped-def]
+    running, _, _ = service
+    run = uuid.uuid4().hex[:6]
+    ann, bob = _token(f"ann-{run}"), _token(f"bob-{run}")
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        await _two_closed_tickets(stub, ann)
+        await _two_closed_tickets(stub, bob)
+        lobby_token = (
+            await stub.ListLobbies(mm.ListLobbiesRequest(page_size=1), metadata=ann)
+        ).next_page_token
+        ticket_token = (
+            await stub.ListTickets(mm.ListTicketsRequest(page_size=1), metadata=ann)
+        ).next_page_token
+        assert lobby_token and ticket_token
+        for replay in (
+            stub.ListLobbies(
+                mm.ListLobbiesRequest(page_size=1, page_token=lobby_token), metadata=bob
+            ),
+            stub.ListLobbies(
+                mm.ListLobbiesRequest(page_size=1, page_token=lobby_token, filter="stake > 0"),
+                metadata=ann,
+            ),
+            stub.ListTickets(
+                mm.ListTicketsRequest(page_size=1, page_token=lobby_token), metadata=ann
+            ),
+            stub.ListTickets(
+                mm.ListTicketsRequest(page_size=1, page_token=ticket_token), metadata=bob
+            ),
+            stub.ListLobbies(
+                mm.ListLobbiesRequest(page_size=1, page_token=ticket_token), metadata=ann
+            ),
+        ):
+            assert await _reason(replay) == INVALID_PAGE_TOKEN
+        lobbies = await stub.ListLobbies(
+            mm.ListLobbiesRequest(page_size=1, page_token=lobby_token), metadata=ann
+        )
+        assert [lobby.lobby_id for lobby in lobbies.lobbies] == ["teams"]
+        tickets = await stub.ListTickets(
+            mm.ListTicketsRequest(page_size=1, page_token=ticket_token), metadata=ann
+        )
+        assert len(tickets.tickets) == 1 and not tickets.next_page_token

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from masa.events.v1 import matchmaking_event_pb2 as ev
-from masa_matchmaking.adapters.events import STREAM, JetStreamEvents, ensure_events_stream
+from masa_matchmaking.adapters.events import STREAM, JetStreamEvents
 from masa_matchmaking.adapters.kv_store import KvRatingStore
 from masa_matchmaking.app.ports import Events, Unreachable
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
@@ -17,7 +17,7 @@ from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.rating import INITIAL_MU, PlayerRating, Result
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect, read_subject
-from masa_platform.bus_access import MATCHMAKING
+from masa_platform.bus_access import ADMIN, MATCHMAKING
 from masa_platform.testing import NatsServer
 from matchmaking_support import FakeEvents
 
@@ -44,7 +44,7 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
     )
     try:
         store = await KvRatingStore.open(
-            nc.jetstream(), await AckedPublisher.started(nc, unavailable=Unreachable)
+            nc, await AckedPublisher.started(nc, unavailable=Unreachable)
         )
         events = FakeEvents()
         ratings = Ratings(store, events, time.time)
@@ -78,7 +78,7 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         instances = [
             Ratings(
                 await KvRatingStore.open(
-                    nc.jetstream(), await AckedPublisher.started(nc, unavailable=Unreachable)
+                    nc, await AckedPublisher.started(nc, unavailable=Unreachable)
                 ),
                 FakeEvents(),
                 time.time,
@@ -93,7 +93,7 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         assert all(rating.games == 1 for rating in final)
         alone = Ratings(
             await KvRatingStore.open(
-                connections[0].jetstream(),
+                connections[0],
                 await AckedPublisher.started(connections[0], unavailable=Unreachable),
             ),
             FakeEvents(),
@@ -157,13 +157,11 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
             password=nats_server.password(MATCHMAKING),
         )
         connections.append(nc)
-        js = nc.jetstream()
-        await ensure_events_stream(js, max_age_seconds=3600)
         publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
         events: Events = JetStreamEvents(publisher, _no_tables)
         if publishes is not None:
             events = DiesAfter(events, publishes)
-        return Ratings(await KvRatingStore.open(js, publisher), events, time.time)
+        return Ratings(await KvRatingStore.open(nc, publisher), events, time.time)
 
     try:
         with pytest.raises(Killed):
@@ -176,9 +174,12 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
         assert await survivor.apply(game) == 0  # announced: skipped at once
         ratings = [await survivor.get(p, Game.ELEVATOR) for p in players]
         assert [rating.games for rating in ratings] == [1, 1, 1]
-        stored = await read_subject(
-            connections[-1].jetstream(), STREAM, f"masa.matchmaking.v1.{table}.rating_changed"
+        # Read as the operators: matchmaking only writes its events.
+        admin = await connect(
+            nats_server.url, name="ratings-read", user=ADMIN, password=nats_server.password(ADMIN)
         )
+        connections.append(admin)
+        stored = await read_subject(admin, STREAM, f"masa.matchmaking.v1.{table}.rating_changed")
         changes = [ev.MatchmakingEvent.FromString(m.data).rating_changed for m in stored]
         assert sorted(c.player_id for c in changes) == sorted(players)
         assert len({c.event_id for c in changes}) == 3

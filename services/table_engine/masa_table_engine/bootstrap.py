@@ -38,7 +38,6 @@ from masa_platform.server import (
 )
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from masa_table_engine.adapters.admin_api import TableAdminServicer
@@ -49,11 +48,11 @@ from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
     LEASE_BUCKET,
     SNAPSHOT_BUCKET,
+    STREAM,
     JetStreamDirectory,
     JetStreamLog,
     JetStreamResults,
     KvOwnership,
-    ensure_table_stream,
 )
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
 from masa_table_engine.adapters.metrics import PrometheusMetrics
@@ -86,7 +85,7 @@ _log = logging.getLogger(__name__)
 
 SERVICE = "masa.table.v1.TableService"
 ADMIN_SERVICE = "masa.table.v1.TableAdminService"
-# How long a starting node keeps asking for its stream and buckets.
+# How long a starting node keeps asking for its stream and buckets (made by masa-bus provision).
 _STORAGE_SECONDS: Final = 60.0
 
 
@@ -186,7 +185,10 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
         password=platform.nats_password,
     )
     js = nc.jetstream()
-    snapshots, index, leases, nodes = await _storage(js, settings)
+    snapshots, index, leases, nodes = await _storage(nc)
+    # A lease and a node's record last as long as their buckets keep an entry.
+    lease_seconds = _ttl(leases)
+    node_seconds = _ttl(nodes)
     publisher = await AckedPublisher.started(nc, unavailable=LogUnavailable)
 
     async def probe() -> None:
@@ -200,13 +202,13 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
             version=platform.version,
             capacity=settings.max_tables,
             tables=lambda: tables.served,
-            ttl_seconds=settings.node_ttl_seconds,
+            ttl_seconds=node_seconds,
             loops=loops,
         )
 
     return Stores(
         log=JetStreamLog(
-            js,
+            nc,
             publisher,
             snapshots,
             index,
@@ -214,19 +216,23 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
             owner_address=address,
             default_turn_seconds=settings.turn_seconds,
         ),
-        results=JetStreamResults(js),
+        results=JetStreamResults(nc),
         ownership=KvOwnership(
             Leases(leases, settings.node_id),
-            renew_every=settings.lease_ttl_seconds / 3,
+            renew_every=lease_seconds / 3,
             loops=loops,
         ),
-        directory=JetStreamDirectory(
-            index, leases, nodes, node_ttl_seconds=settings.node_ttl_seconds
-        ),
+        directory=JetStreamDirectory(index, leases, nodes, node_ttl_seconds=node_seconds),
         registry=registry,
         probe=probe,
         close=lambda: _closed(publisher, nc),
     )
+
+
+def _ttl(bucket: KvBucket) -> float:
+    if bucket.ttl_seconds is None:
+        raise RuntimeError(f"bucket {bucket.bucket} keeps entries for ever: run masa-bus provision")
+    return bucket.ttl_seconds
 
 
 async def _closed(publisher: AckedPublisher, nc: Client) -> None:
@@ -235,37 +241,34 @@ async def _closed(publisher: AckedPublisher, nc: Client) -> None:
     await nc.drain()
 
 
-async def _storage(
-    js: JetStreamContext, settings: EngineSettings
-) -> tuple[KvBucket, KvBucket, KvBucket, KvBucket]:
-    """The table stream and the snapshot, index, lease and node buckets, made when missing.
+async def _storage(nc: Client) -> tuple[KvBucket, KvBucket, KvBucket, KvBucket]:
+    """The snapshot, index, lease and node buckets, once the table stream is there too.
 
-    Made with replicas on a NATS cluster, they may take longer than a request's time to
-    answer (the cluster agrees on each), the more so when several nodes start together: the
-    node asks again for up to ``_STORAGE_SECONDS`` before it gives up.
+    The provisioning step makes them (masa-bus provision); a node started before it, or while a
+    NATS cluster still agrees on them, asks again for up to ``_STORAGE_SECONDS`` before it
+    gives up.
     """
-    replicas = settings.stream_replicas
+    js = nc.jetstream()
     deadline = time.monotonic() + _STORAGE_SECONDS
     while True:
         try:
-            await ensure_table_stream(js, replicas=replicas)
+            await js.stream_info(STREAM)
             return (
-                await KvBucket.ensure(js, SNAPSHOT_BUCKET, replicas=replicas),
-                await KvBucket.ensure(js, INDEX_BUCKET, replicas=replicas),
-                await KvBucket.ensure(
-                    js, LEASE_BUCKET, ttl_seconds=settings.lease_ttl_seconds, replicas=replicas
-                ),
-                await KvBucket.ensure(
-                    js,
-                    ENGINE_NODES_BUCKET,
-                    ttl_seconds=settings.node_ttl_seconds,
-                    replicas=replicas,
-                ),
+                await KvBucket.open(nc, SNAPSHOT_BUCKET),
+                await KvBucket.open(nc, INDEX_BUCKET),
+                await KvBucket.open(nc, LEASE_BUCKET),
+                await KvBucket.open(nc, ENGINE_NODES_BUCKET),
             )
         except (nats.errors.Error, TimeoutError) as error:
             if time.monotonic() > deadline:
-                raise
-            _log.warning("the table stream or buckets are not ready (%r); asking again", error)
+                raise RuntimeError(
+                    f"the table stream or buckets are missing ({error!r}): run masa-bus provision"
+                ) from error
+            _log.warning(
+                "the table stream or buckets are not there (%r); run masa-bus provision. "
+                "Asking again",
+                error,
+            )
             await asyncio.sleep(0.5)
 
 
@@ -406,4 +409,5 @@ def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:
         history_kept=settings.history_kept,
         max_spectators=settings.max_spectators_per_table,
         watch_backlog=settings.watch_backlog,
+        presence_grace_seconds=settings.presence_grace_seconds,
     )

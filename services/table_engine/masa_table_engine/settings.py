@@ -39,9 +39,11 @@ class EngineSettings:
     turn_seconds: float = 20.0
     query_seconds: float = 15.0
     seat_protection_seconds: float = 180.0
+    # How long a seat must be without a stream of its player before the log says it is
+    # disconnected: reconnections within it write nothing (app/presence.py).
+    presence_grace_seconds: float = 2.0
     autopilot_after_timeouts: int = 3
     snapshot_every: int = 20
-    lease_ttl_seconds: float = 15.0
     # The largest request the table API takes: a move is a few hundred bytes, a table's
     # configuration a few kilobytes; anything bigger is refused before it is decoded.
     max_request_bytes: int = 64 * 1024
@@ -56,15 +58,12 @@ class EngineSettings:
     watch_backlog: int = 128
     # How often health probes NATS and counts frozen tables.
     health_check_seconds: float = 0.5
-    # The engine-node registry: this node's record expires this long after its last rewrite
-    # (rewritten every third of it), and says the node takes this many live tables at most.
-    node_ttl_seconds: float = 10.0
+    # The most live tables the node takes (its engine-node record says so). How long a lease
+    # and the node's record last is the TTL of their buckets, which the bus plan sets
+    # (MASA_TABLE_LEASE_TTL_SECONDS, MASA_ENGINE_NODE_TTL_SECONDS of masa-bus provision).
     max_tables: int = 5_000
     # How often the node looks for tables whose node died or drained, to take them over.
     takeover_scan_seconds: float = 1.0
-    # On how many servers of a NATS cluster the table log and the engine's buckets are kept
-    # (3 in production, DESIGN.md §4); a bucket or stream made before keeps its own.
-    stream_replicas: int = 1
 
     def __post_init__(self) -> None:
         positive = {
@@ -73,10 +72,8 @@ class EngineSettings:
             "MASA_SEAT_PROTECTION_SECONDS": self.seat_protection_seconds,
             "MASA_BOT_TIMEOUT_SECONDS": self.bot_timeout_seconds,
             "MASA_LEDGER_TIMEOUT_SECONDS": self.ledger_timeout_seconds,
-            "MASA_LEASE_TTL_SECONDS": self.lease_ttl_seconds,
             "MASA_FINISHED_RETENTION_SECONDS": self.finished_retention_seconds,
             "MASA_HEALTH_CHECK_SECONDS": self.health_check_seconds,
-            "MASA_NODE_TTL_SECONDS": self.node_ttl_seconds,
             "MASA_MAX_TABLES": self.max_tables,
             "MASA_TAKEOVER_SCAN_SECONDS": self.takeover_scan_seconds,
         }
@@ -87,8 +84,10 @@ class EngineSettings:
             raise SettingsError(
                 "MASA_SNAPSHOT_EVERY and MASA_AUTOPILOT_AFTER_TIMEOUTS must be >= 1"
             )
-        if not 1 <= self.stream_replicas <= 5:
-            raise SettingsError("MASA_STREAM_REPLICAS must be 1 to 5")
+        if not 0.1 <= self.presence_grace_seconds <= 60:
+            # Shorter, a client reconnecting in a loop writes to the log again at will;
+            # longer, a player who is gone shows as connected for that long.
+            raise SettingsError("MASA_PRESENCE_GRACE_SECONDS must be 0.1 to 60")
         if self.history_kept < 1:
             raise SettingsError("MASA_HISTORY_KEPT must be >= 1")
         if not 0 <= self.max_spectators_per_table <= 100_000:

@@ -28,6 +28,7 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import mint_token
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
@@ -49,7 +50,16 @@ SERVICE = metadata(SERVICE_TOKEN_SUBJECT, "service")
 
 
 def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> EngineSettings:
-    """A node on ``server`` with the table-engine's own NATS user."""
+    """A node on ``server`` with the table-engine's own NATS user.
+
+    A lease's and a node record's life are the TTLs of their buckets, which the bus plan sets:
+    ``lease_ttl_seconds`` and ``node_ttl_seconds`` among ``overrides`` provision the server's
+    bus with them (the defaults otherwise), as an operator would for a deployment."""
+    provision_ttls(
+        server,
+        lease_seconds=overrides.pop("lease_ttl_seconds", None),
+        node_seconds=overrides.pop("node_ttl_seconds", None),
+    )
     platform = PlatformSettings(
         service_name="table-engine",
         nats_url=server.url,
@@ -59,6 +69,21 @@ def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> E
     )
     base = EngineSettings(platform=platform, node_id=node_id, turn_seconds=30.0)
     return replace(base, **overrides)
+
+
+def provision_ttls(
+    server: NatsServer, *, lease_seconds: float | None = None, node_seconds: float | None = None
+) -> None:
+    """Provision ``server``'s bus with these table-lease and node-record TTLs (the plan's
+    defaults for the ones not given)."""
+    defaults = BusSettings()
+    server.provision(
+        replace(
+            server.bus or defaults,
+            table_lease_ttl_seconds=lease_seconds or defaults.table_lease_ttl_seconds,
+            engine_node_ttl_seconds=node_seconds or defaults.engine_node_ttl_seconds,
+        )
+    )
 
 
 @asynccontextmanager

@@ -2,7 +2,7 @@
 and every hand, so only the table-engine (and operators) may read them. A client with another
 service's credentials (matchmaking's) is refused every way in: a stored message, a direct get,
 a consumer on the log, a live subscription, the snapshot bucket, the engine's reply inbox. It
-can consume what it is meant to: the game results."""
+can consume what it is meant to: the game results, through the consumer provisioned for it."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from engine_support import (
     wait_until,
 )
 from masa.events.v1 import result_pb2
-from masa_platform.bus import consume
-from masa_platform.bus_access import MATCHMAKING, inbox_prefix
+from masa_platform.bus_access import MATCHMAKING, MATCHMAKING_RESULTS_CONSUMER, inbox_prefix
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import SNAPSHOT_BUCKET, STREAM, log_subject
 from nats.aio.client import Client
@@ -119,30 +118,16 @@ async def test_matchmakings_credentials_cannot_read_the_log_or_the_snapshots(
             ):
                 assert f"permissions violation for {refused.lower()}" in violations, refused
 
-            # What matchmaking is meant to read: the results, with a consumer of its own.
+            # What matchmaking is meant to read: the results, through its own consumer.
+            subscription = await intruder.jetstream().pull_subscribe_bind(
+                MATCHMAKING_RESULTS_CONSUMER, stream=STREAM
+            )
             results: list[result_pb2.TableResult] = []
-            stop = asyncio.Event()
-
-            async def handle(message: Msg) -> None:
-                results.append(result_pb2.TableResult.FromString(message.data))
-                if any(r.WhichOneof("result") == "game_finished" for r in results):
-                    stop.set()
-
-            await asyncio.wait_for(
-                consume(
-                    intruder.jetstream(),
-                    "masa.table.v1.*.result",
-                    handle,
-                    durable="ratings",
-                    stream=STREAM,
-                    fetch_timeout=0.2,
-                    stop=stop,
-                ),
-                20,
-            )
-            assert any(
-                r.game_finished.table_id == table_id for r in results if r.game_finished.table_id
-            )
+            async with asyncio.timeout(20):
+                while not any(r.game_finished.table_id == table_id for r in results):
+                    for message in await subscription.fetch(16, timeout=5):
+                        results.append(result_pb2.TableResult.FromString(message.data))
+                        await message.ack()
         finally:
             await intruder.close()
     # Operators may read everything.

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -39,9 +39,10 @@ from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import StoredMessage, connect, read_subject
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsCluster, NatsServer
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
-from nats.js.client import JetStreamContext
+from nats.aio.client import Client
 from roaming_player import RoamingSeat
 
 pytestmark = pytest.mark.chaos
@@ -74,11 +75,16 @@ class Chaos:
 
 @pytest.fixture(params=["one-nats", "nats-cluster"])
 def bus(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    # Short leases and node records, so that a killed node's tables move within seconds.
+    fast = BusSettings(table_lease_ttl_seconds=3, engine_node_ttl_seconds=3)
     if request.param == "one-nats":
-        with NatsServer(tmp_path / "nats", secure=True) as server:
+        with NatsServer(tmp_path / "nats", secure=True, bus=fast) as server:
             yield Cluster(server.url, server.passwords, [server])
     else:
-        with NatsCluster(tmp_path / "nats", secure=True) as cluster:
+        # Every stream and bucket on all three servers.
+        with NatsCluster(
+            tmp_path / "nats", secure=True, bus=replace(fast, bus_replicas=3)
+        ) as cluster:
             yield Cluster(cluster.url, cluster.passwords, cluster.servers)
 
 
@@ -112,15 +118,12 @@ def _engines(bus: Cluster, tmp_path: Path) -> list[ChaosEngine]:
             "MASA_NATS_PASSWORD": bus.passwords[TABLE_ENGINE],
             "MASA_GRPC_PORT": "0",
             "MASA_NODE_ID": f"chaos-{number}",
-            "MASA_LEASE_TTL_SECONDS": "3",
             "MASA_TAKEOVER_SCAN_SECONDS": "0.25",
-            "MASA_NODE_TTL_SECONDS": "3",
             "MASA_BOT_DELAY_SECONDS": "0.5",
             "MASA_SNAPSHOT_EVERY": "10",
             # The players ask and act without a watch stream, so their seats count as
             # disconnected: no game may forfeit them while it plays on under the chaos.
             "MASA_SEAT_PROTECTION_SECONDS": "3600",
-            "MASA_STREAM_REPLICAS": str(len(bus.servers)),
             "MASA_LOG_LEVEL": "INFO",
         }
         engines.append(ChaosEngine(env, tmp_path / f"engine-{number}.log"))
@@ -132,9 +135,7 @@ async def test_tables_survive_nodes_killed_at_random(bus: Cluster, tmp_path: Pat
     addresses: list[str] = []
     chaos = Chaos(engines, addresses)
     try:
-        # The first makes the stream and buckets; the others find them.
-        addresses.append(await engines[0].start_serving())
-        addresses.extend(await asyncio.gather(*(e.start_serving() for e in engines[1:])))
+        addresses.extend(await asyncio.gather(*(e.start_serving() for e in engines)))
         started = time.monotonic()
         ends = started + CHAOS_SECONDS + SETTLE_SECONDS
         killer = asyncio.create_task(_kill_at_random(chaos, bus, started + CHAOS_SECONDS))
@@ -241,23 +242,22 @@ async def _create(number: int, addresses: list[str], ends: float) -> tuple[str, 
     raise AssertionError(f"table {number} could not be created")
 
 
-async def _read(js: JetStreamContext, subject: str) -> list[StoredMessage]:
+async def _read(nc: Client, subject: str) -> list[StoredMessage]:
     """Every message on ``subject``. Right after a NATS server came back, a cluster may still
     be electing the stream's leader and answer 503 or nothing; a reader waits that out."""
     for _ in range(60):
         try:
-            return await read_subject(js, STREAM, subject)
+            return await read_subject(nc, STREAM, subject)
         except (nats.errors.Error, TimeoutError):
             await asyncio.sleep(0.5)
-    return await read_subject(js, STREAM, subject)
+    return await read_subject(nc, STREAM, subject)
 
 
 async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) -> None:
     client = await connect(bus.url, name="chaos-check", user=ADMIN, password=bus.passwords[ADMIN])
     try:
-        js = client.jetstream()
         for table_id, player in zip(tables, players, strict=True):
-            raw = await _read(js, log_subject(table_id))
+            raw = await _read(client, log_subject(table_id))
             entries = [table_log_pb2.TableLogEntry.FromString(m.data) for m in raw]
             sequences = [entry.sequence for entry in entries]
             assert sequences == list(range(1, len(entries) + 1)), (table_id, sequences)
@@ -266,7 +266,7 @@ async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) ->
                 assert logged[request_id] == 1, (table_id, request_id, logged[request_id])
             found = [
                 result_pb2.TableResult.FromString(m.data)
-                for m in await _read(js, result_subject(table_id))
+                for m in await _read(client, result_subject(table_id))
             ]
             ids = Counter(getattr(r, r.WhichOneof("result") or "").event_id for r in found)
             assert all(count == 1 for count in ids.values()), (table_id, ids)

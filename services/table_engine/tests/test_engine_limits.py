@@ -80,8 +80,8 @@ async def _written(nats: NatsServer) -> tuple[int, set[str], set[str]]:
     try:
         js = client.jetstream()
         info = await js.stream_info(STREAM, subjects_filter="masa.table.v1.*.log")
-        leases = await (await KvBucket.ensure(js, LEASE_BUCKET)).keys()
-        index = await (await KvBucket.ensure(js, INDEX_BUCKET)).keys()
+        leases = await (await KvBucket.open(client, LEASE_BUCKET)).keys()
+        index = await (await KvBucket.open(client, INDEX_BUCKET)).keys()
         return len(info.state.subjects or {}), set(leases), set(index)
     finally:
         await client.close()

@@ -240,7 +240,7 @@ async def test_a_lease_that_expired_during_the_outage_is_taken_back(nats: NatsSe
         assert back < BACK_WITHIN_SECONDS
         client = await bus_client(nats)
         try:
-            leases = await KvBucket.ensure(client.jetstream(), LEASE_BUCKET)
+            leases = await KvBucket.open(client, LEASE_BUCKET)
 
             async def held_again() -> bool:
                 entry = await leases.get(table_id)
@@ -284,9 +284,9 @@ async def _write_as(server: NatsServer, table_id: str, writer: str, *, take_leas
             ),
         )
         if take_lease:
-            leases = await KvBucket.ensure(js, LEASE_BUCKET)
+            leases = await KvBucket.open(client, LEASE_BUCKET)
             await leases.put(table_id, writer.encode())
-            snapshots = await KvBucket.ensure(js, SNAPSHOT_BUCKET)
+            snapshots = await KvBucket.open(client, SNAPSHOT_BUCKET)
             await snapshots.put(
                 table_id,
                 b'{"owner": "%s", "address": "%s:7000", "table": {}}'

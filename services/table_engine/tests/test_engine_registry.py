@@ -9,6 +9,7 @@ import nats.js.errors
 from engine_support import (
     create_table,
     elevator_config,
+    provision_ttls,
     running_node,
     seat,
     settings,
@@ -17,7 +18,7 @@ from engine_support import (
 )
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
-from masa_platform.bus import connect
+from masa_platform.bus import KvBucket, connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.metrics import LoopMetrics
 from masa_platform.testing import NatsServer
@@ -62,6 +63,7 @@ async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
 
 async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
     """A node that stops rewriting its record (it died) drops out of the registry."""
+    provision_ttls(nats_server, node_seconds=1.5)
     nc = await connect(
         nats_server.url,
         name="registry-dead",
@@ -69,8 +71,8 @@ async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
         password=nats_server.password(TABLE_ENGINE),
     )
     try:
-        registry = await NodeRegistry.open(
-            nc.jetstream(),
+        registry = NodeRegistry(
+            await KvBucket.open(nc, "masa_engine_nodes"),
             node_id="registry-dead",
             address="127.0.0.1:1",
             version="test",

@@ -161,13 +161,12 @@ async def test_each_table_a_start_leaves_is_logged_with_its_reason_and_counted(
         await wait_until(lambda: _done(node, finished), what="the bot table to finish")
     client = await bus_client(nats_server)
     try:
-        js = client.jetstream()
-        index = await KvBucket.ensure(js, INDEX_BUCKET)
+        index = await KvBucket.open(client, INDEX_BUCKET)
         # A creation that never wrote its first entry, a table that ended but is still
         # listed (the node died before closing its books), one another node holds now.
         await index.put(f"{node_id}.nevercreated", b"")
         await index.put(f"{node_id}.{finished}", b"")
-        await (await KvBucket.ensure(js, LEASE_BUCKET)).put(leased, b"other-node")
+        await (await KvBucket.open(client, LEASE_BUCKET)).put(leased, b"other-node")
     finally:
         await client.close()
     registry = CollectorRegistry()
@@ -189,7 +188,7 @@ async def test_each_table_a_start_leaves_is_logged_with_its_reason_and_counted(
     assert any("held by other-node" in reason for reason in reasons)
     client = await bus_client(nats_server)
     try:
-        index = await KvBucket.ensure(client.jetstream(), INDEX_BUCKET)
+        index = await KvBucket.open(client, INDEX_BUCKET)
         # What can never run again leaves the index; the leased table stays listed.
         assert await index.keys(f"{node_id}.") == [f"{node_id}.{leased}"]
     finally:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
-from engine_support import bus_client
+from engine_support import bus_client, provision_ttls
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
@@ -23,7 +23,6 @@ from masa_table_engine.adapters.jetstream import (
     JetStreamLog,
     JetStreamResults,
     KvOwnership,
-    ensure_table_stream,
 )
 from masa_table_engine.adapters.memory import (
     MemoryBus,
@@ -84,13 +83,12 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             lambda: bus.clock.advance(LEASE_SECONDS + 0.5),
         )
         return
+    provision_ttls(nats_server, lease_seconds=LEASE_SECONDS, node_seconds=10)
     client = await bus_client(nats_server, TABLE_ENGINE)
-    js = client.jetstream()
-    await ensure_table_stream(js)
-    snapshots = await KvBucket.ensure(js, SNAPSHOT_BUCKET)
-    index = await KvBucket.ensure(js, INDEX_BUCKET)
-    leases = await KvBucket.ensure(js, LEASE_BUCKET, ttl_seconds=LEASE_SECONDS)
-    nodes = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=10)
+    snapshots = await KvBucket.open(client, SNAPSHOT_BUCKET)
+    index = await KvBucket.open(client, INDEX_BUCKET)
+    leases = await KvBucket.open(client, LEASE_BUCKET)
+    nodes = await KvBucket.open(client, ENGINE_NODES_BUCKET)
     owners = (
         KvOwnership(Leases(leases, a), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
         KvOwnership(Leases(leases, b), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
@@ -99,7 +97,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
 
     def log(node: str) -> JetStreamLog:
         return JetStreamLog(
-            js,
+            client,
             publisher,
             snapshots,
             index,
@@ -113,7 +111,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             (log(a), log(b)),
             owners,
             JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
-            JetStreamResults(js),
+            JetStreamResults(client),
             lambda: asyncio.sleep(LEASE_SECONDS + 1.5),
         )
     finally:

@@ -133,7 +133,7 @@ async def test_the_tables_of_a_node_that_died_are_taken_over_and_play_on(
         # The registry lists each survivor's tables, for masa nodes.
         client = await connect(nats.url, name="test", user=ADMIN, password=nats.password(ADMIN))
         try:
-            bucket = await KvBucket.ensure(client.jetstream(), ENGINE_NODES_BUCKET)
+            bucket = await KvBucket.open(client, ENGINE_NODES_BUCKET)
 
             async def listed() -> bool:
                 found: list[str] = []
@@ -338,8 +338,7 @@ async def test_a_result_is_published_once_by_the_heir_when_its_node_died_before_
         # The heir closed the books: the table is in no index and holds no lease.
         client = await connect(nats.url, name="check", user=ADMIN, password=nats.password(ADMIN))
         try:
-            js = client.jetstream()
-            index = await KvBucket.ensure(js, "masa_table_index")
+            index = await KvBucket.open(client, "masa_table_index")
 
             async def closed() -> bool:
                 return not [k for k in await index.keys() if k.endswith(table_id)]

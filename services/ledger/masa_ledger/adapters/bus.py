@@ -1,11 +1,16 @@
 """The ledger on NATS JetStream: table results in, ledger events out.
 
 - :class:`ResultsConsumer` reads ``masa.table.v1.*.result`` from the table-engine's stream
-  through a durable pull consumer with explicit acks. A message is acknowledged only after the
-  transaction that settled (or voided, or rejected) its game committed, so a ledger that dies
-  in between gets it again and the inbox and the settlement key make the repeat a no-op. A
-  failure it cannot fix now (the database is down) asks for redelivery after a pause.
-- :class:`JetStreamResultLog` reads a game's result from the same subject for SettleGame.
+  through the provisioned durable consumer ``ledger-settlement``
+  (:class:`masa_platform.consumer.DurableConsumer`). A message is acknowledged only after the
+  transaction that settled (or voided) its game committed, so a ledger that dies in between
+  gets it again and the inbox and the settlement key make the repeat a no-op. A result that
+  can never be paid (undecodable, or refused: it does not match the holds bound to its game) is
+  set aside in the dead-letter stream; a failure the ledger cannot fix now (the database is
+  down) is retried with a growing delay.
+- :class:`JetStreamResultLog` reads a table's last result for SettleGame, by subject, through
+  the direct-get API: the ledger's NATS user may read that and never the log itself, which
+  holds every hand and seed.
 - :class:`OutboxRelay` publishes the outbox to stream ``MASA_LEDGER`` with ``Nats-Msg-Id`` =
   event id, then marks the rows published; a row published twice (a crash between the two) is
   dropped by JetStream's duplicate window, and consumers are idempotent on event_id anyway.
@@ -21,25 +26,23 @@ from collections.abc import Callable
 from typing import Final
 
 import nats.errors
-import nats.js.errors
 from google.protobuf.message import DecodeError
 from masa.events.v1 import result_pb2
-from masa_platform import tracing
-from masa_platform.bus import ensure_stream, publish
+from masa_platform.bus import publish
+from masa_platform.bus_access import LEDGER, LEDGER_RESULTS_CONSUMER, TABLES_STREAM
+from masa_platform.consumer import DurableConsumer, Poison, SetAside
+from masa_platform.direct import last_message
 from masa_platform.logs import bound_context
 from masa_platform.metrics import ConsumerMetrics, LoopMetrics
+from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
+from nats.js import JetStreamContext
 
-from masa_ledger.adapters.convert import (
-    EVENT_SUBJECTS,
-    abandonment_from_proto,
-    game_result_from_proto,
-)
+from masa_ledger.adapters.convert import abandonment_from_proto, game_result_from_proto
 from masa_ledger.adapters.metrics import PrometheusLedgerMetrics
 from masa_ledger.app.ledger import Ledger
-from masa_ledger.app.ports import Store
-from masa_ledger.domain.errors import Unavailable
+from masa_ledger.app.ports import InboxOutcome, Store
+from masa_ledger.domain.errors import LedgerError, Unavailable
 from masa_ledger.domain.model import GameAbandonment, GameKey, GameResult
 
 __all__ = [
@@ -48,14 +51,11 @@ __all__ = [
     "JetStreamResultLog",
     "OutboxRelay",
     "ResultsConsumer",
-    "ensure_events_stream",
 ]
 
 EVENTS_STREAM: Final = "MASA_LEDGER"
 RESULT_SUBJECTS: Final = "masa.table.v1.*.result"
 _RETRY_SECONDS: Final = 1.0
-# Results fetched at once; they settle concurrently.
-_BATCH: Final = 64
 
 _log = logging.getLogger(__name__)
 
@@ -64,16 +64,22 @@ def result_subject(table_id: str) -> str:
     return f"masa.table.v1.{table_id}.result"
 
 
-async def ensure_events_stream(js: JetStreamContext, *, max_age_seconds: float) -> None:
-    await ensure_stream(
-        js,
-        api.StreamConfig(
-            name=EVENTS_STREAM,
-            subjects=list(EVENT_SUBJECTS),
-            storage=api.StorageType.FILE,
-            max_age=max_age_seconds,
-        ),
-    )
+def decode_result(data: bytes) -> GameResult | GameAbandonment | None:
+    """The game result a result message carries, None for a hand's; raises :class:`Poison`
+    for one that is not a readable ``TableResult``."""
+    try:
+        result = result_pb2.TableResult.FromString(data)
+    except DecodeError:
+        raise Poison(SetAside.UNDECODABLE, "not a TableResult") from None
+    kind = result.WhichOneof("result")
+    try:
+        if kind == "game_finished":
+            return game_result_from_proto(result.game_finished)
+        if kind == "game_abandoned":
+            return abandonment_from_proto(result.game_abandoned)
+    except (ValueError, LedgerError) as error:
+        raise Poison(SetAside.UNDECODABLE, f"a {kind} the ledger cannot read: {error}") from None
+    return None
 
 
 class ResultsConsumer:
@@ -84,166 +90,58 @@ class ResultsConsumer:
         js: JetStreamContext,
         ledger: Ledger,
         *,
-        stream: str,
-        durable: str,
-        ack_wait_seconds: float,
         fetch_seconds: float,
         metrics: ConsumerMetrics,
     ) -> None:
-        self._js = js
         self._ledger = ledger
-        self._metrics = metrics
-        self._stream = stream
-        self._durable = durable
-        self._ack_wait = ack_wait_seconds
-        self._fetch_seconds = fetch_seconds
+        # Results of different games settle independently, so a batch runs at once.
+        self._consumer = DurableConsumer(
+            js,
+            self._handle,
+            user=LEDGER,
+            stream=TABLES_STREAM,
+            durable=LEDGER_RESULTS_CONSUMER,
+            metrics=metrics,
+            fetch_seconds=fetch_seconds,
+            concurrent=True,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
-        subscription = await self._subscribe(stop)
-        if subscription is None:
+        await self._consumer.run(stop)
+
+    async def _handle(self, message: Msg) -> None:
+        found = decode_result(message.data)
+        if found is None:
             return
-        self._metrics.started(self._durable)
-        try:
-            while not stop.is_set():
-                try:
-                    messages = await subscription.fetch(_BATCH, timeout=self._fetch_seconds)
-                except TimeoutError:
-                    # No result within the pull's time (nats-py raises its own TimeoutError
-                    # or asyncio's, both this one).
-                    self._metrics.pending(self._durable, 0)
-                    continue
-                except Exception:
-                    # Whatever went wrong, the consumer must not die: settlements would stop.
-                    _log.warning("fetching table results failed; again shortly", exc_info=True)
-                    await _pause(stop, _RETRY_SECONDS)
-                    continue
-                # Results of different games settle independently, so a batch runs at once.
-                await asyncio.gather(*(self._measured(message) for message in messages))
-                if messages:
-                    self._metrics.pending(self._durable, messages[-1].metadata.num_pending)
-        finally:
-            await subscription.unsubscribe()
-
-    async def _subscribe(self, stop: asyncio.Event) -> JetStreamContext.PullSubscription | None:
-        config = api.ConsumerConfig(
-            durable_name=self._durable,
-            ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=self._ack_wait,
-            max_deliver=-1,
-            max_ack_pending=1024,
-            filter_subject=RESULT_SUBJECTS,
+        with bound_context(table_id=found.key.table_id, game_no=found.key.game_no):
+            outcome = await self._ledger.on_result(found)
+        _log.info(
+            "table result handled",
+            extra={"event_id": found.event_id, "game": str(found.key), "outcome": outcome.value},
         )
-        waiting_logged = False
-        while not stop.is_set():
-            try:
-                return await self._js.pull_subscribe(
-                    RESULT_SUBJECTS, durable=self._durable, stream=self._stream, config=config
-                )
-            except nats.js.errors.NotFoundError:
-                if not waiting_logged:
-                    _log.info("waiting for stream %s (the table-engine creates it)", self._stream)
-                    waiting_logged = True
-            except (nats.errors.Error, nats.js.errors.Error):
-                _log.warning("could not subscribe to table results; again shortly", exc_info=True)
-            await _pause(stop, _RETRY_SECONDS)
-        return None
-
-    async def _measured(self, message: Msg) -> None:
-        started = time.perf_counter()
-        with tracing.consumer_span(f"consume {self._durable}", message.headers):
-            ok = await self._handle(message)
-        self._metrics.handled(self._durable, time.perf_counter() - started, ok=ok)
-
-    async def _handle(self, message: Msg) -> bool:
-        """Settle one result; False when it could not be handled (dropped or to come back)."""
-        try:
-            result = result_pb2.TableResult.FromString(message.data)
-        except DecodeError:
-            _log.error(
-                "a table result that is not a TableResult; dropped",
-                extra={"subject": message.subject},
-            )
-            await message.term()
-            return False
-        found: GameResult | GameAbandonment | None = None
-        kind = result.WhichOneof("result")
-        if kind == "game_finished":
-            found = game_result_from_proto(result.game_finished)
-        elif kind == "game_abandoned":
-            found = abandonment_from_proto(result.game_abandoned)
-        if found is not None:
-            try:
-                with bound_context(table_id=found.key.table_id, game_no=found.key.game_no):
-                    outcome = await self._ledger.on_result(found)
-            except Exception:
-                _log.exception(
-                    "could not settle a table result; it comes back",
-                    extra={"event_id": found.event_id},
-                )
-                await message.nak(delay=_RETRY_SECONDS)
-                return False
-            _log.info(
-                "table result handled",
-                extra={
-                    "event_id": found.event_id,
-                    "game": str(found.key),
-                    "outcome": outcome.value,
-                },
-            )
-        await message.ack_sync()
-        return True
+        if outcome is InboxOutcome.REJECTED:
+            raise Poison(SetAside.REFUSED, f"the ledger refused to settle game {found.key}")
 
 
 class JetStreamResultLog:
-    """The :class:`~masa_ledger.app.ports.ResultLog`: a game's last published result.
+    """The :class:`~masa_ledger.app.ports.ResultLog`: a game's published result, which is the
+    last message on its table's result subject once the game has ended."""
 
-    It reads through a short-lived consumer filtered on the table's result subject, the one
-    way the ledger's NATS user may read the table stream: it may never read the log itself,
-    which holds every hand and seed.
-    """
-
-    def __init__(self, js: JetStreamContext, *, stream: str) -> None:
-        self._js = js
-        self._stream = stream
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
 
     async def game_result(self, key: GameKey) -> GameResult | GameAbandonment | None:
         try:
-            messages = await self._read(result_subject(key.table_id))
-        except (nats.errors.Error, nats.js.errors.Error) as error:
-            raise Unavailable(f"the table log cannot be read now: {error}") from error
-        found: GameResult | GameAbandonment | None = None
-        for data in messages:
-            try:
-                result = result_pb2.TableResult.FromString(data)
-            except DecodeError:
-                continue
-            if result.HasField("game_finished") and result.game_finished.game_no == key.game_no:
-                found = game_result_from_proto(result.game_finished)
-            elif result.HasField("game_abandoned") and result.game_abandoned.game_no == key.game_no:
-                found = abandonment_from_proto(result.game_abandoned)
-        return found
-
-    async def _read(self, subject: str) -> list[bytes]:
-        subscription = await self._js.pull_subscribe(
-            subject,
-            stream=self._stream,
-            config=api.ConsumerConfig(
-                ack_policy=api.AckPolicy.NONE,
-                deliver_policy=api.DeliverPolicy.ALL,
-                inactive_threshold=30.0,
-                mem_storage=True,
-            ),
-        )
-        found: list[bytes] = []
+            stored = await last_message(self._nc, TABLES_STREAM, result_subject(key.table_id))
+        except (nats.errors.Error, TimeoutError) as error:
+            raise Unavailable(f"the table's results cannot be read now: {error}") from error
+        if stored is None:
+            return None
         try:
-            pending = (await subscription.consumer_info()).num_pending or 0
-            while pending > 0:
-                messages = await subscription.fetch(min(pending, 256), timeout=5.0)
-                found.extend(message.data for message in messages)
-                pending -= len(messages)
-        finally:
-            await subscription.unsubscribe()
-        return found
+            found = decode_result(stored.data)
+        except Poison:
+            return None
+        return found if found is not None and found.key == key else None
 
 
 class OutboxRelay:

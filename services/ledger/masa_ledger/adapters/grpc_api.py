@@ -5,12 +5,17 @@ Who may call what (DESIGN.md §3): every write and GetAccount need the service o
 and transfers, and naming another player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT;
 GetSettlement is open to every authenticated caller, like a table's result. A refusal of the
 ledger keeps its ErrorInfo reason (masa.common.v1.ErrorReason) and metadata.
+
+A page token of ListTransfers or ListHolds holds the sequence number the next page lists
+below, sealed with the ledger's key (masa_platform.page_tokens) to the method, the caller and
+every filter of the request; any other token is INVALID_ARGUMENT, reason INVALID_PAGE_TOKEN.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -25,6 +30,7 @@ from masa_platform.errors import (
     RequestIdReused,
     Unavailable,
 )
+from masa_platform.page_tokens import Filter, PageTokens
 from masa_platform.server import ServiceRegistration
 
 from masa_ledger.adapters.convert import (
@@ -111,6 +117,41 @@ def _player(requested: str) -> str:
     return player_id
 
 
+@dataclass(frozen=True, slots=True)
+class _Below:
+    """Where the next page of a newest-first listing starts: below this sequence number."""
+
+    seq: int
+
+
+class _Pages:
+    """The page tokens of one List method, bound to its caller and filters."""
+
+    def __init__(self, tokens: PageTokens, method: str) -> None:
+        self._tokens = tokens
+        self._listing = f"/{SERVICE_NAME}/{method}"
+
+    def before_seq(self, token: str, filters: Sequence[Filter]) -> int | None:
+        below = self._tokens.open(
+            token,
+            _Below,
+            listing=self._listing,
+            caller=require_principal().subject,
+            filters=filters,
+        )
+        return None if below is None else below.seq
+
+    def next_token(self, before_seq: int | None, filters: Sequence[Filter]) -> str:
+        if before_seq is None:
+            return ""
+        return self._tokens.seal(
+            _Below(before_seq),
+            listing=self._listing,
+            caller=require_principal().subject,
+            filters=filters,
+        )
+
+
 def _stake(request: ledger_pb2.HoldStakeRequest) -> StakeRequest:
     ttl = request.ttl.ToTimedelta().total_seconds() if request.HasField("ttl") else None
     return StakeRequest(
@@ -124,8 +165,10 @@ def _stake(request: ledger_pb2.HoldStakeRequest) -> StakeRequest:
 
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, page_tokens: PageTokens) -> None:
         self._ledger = ledger
+        self._transfer_pages = _Pages(page_tokens, "ListTransfers")
+        self._hold_pages = _Pages(page_tokens, "ListHolds")
 
     @_mapped
     async def GetBalance(  # noqa: N802 - the generated servicer names the methods
@@ -142,14 +185,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         kind = _KINDS.get(request.kind) if request.kind else None
         if request.kind and kind is None:
             raise errors.BadInput(f"unknown transfer kind {request.kind}")
+        filters = (player_id, request.kind, request.table_id, request.game_no)
         page = await self._ledger.transfers(
             TransferFilter(wallet_id(player_id), kind, request.table_id, request.game_no),
             size=request.page_size,
-            token=request.page_token,
+            before_seq=self._transfer_pages.before_seq(request.page_token, filters),
         )
         return ledger_pb2.ListTransfersResponse(
             transfers=[transfer_to_proto(t) for t in page.items],
-            next_page_token=page.next_page_token,
+            next_page_token=self._transfer_pages.next_token(page.next_before_seq, filters),
         )
 
     @_mapped
@@ -168,13 +212,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         state = _STATES.get(request.state) if request.state else None
         if request.state and state is None:
             raise errors.BadInput(f"unknown hold state {request.state}")
+        filters = (player_id, request.state, request.table_id, request.game_no)
         page = await self._ledger.holds(
             HoldFilter(player_id, state, request.table_id, request.game_no),
             size=request.page_size,
-            token=request.page_token,
+            before_seq=self._hold_pages.before_seq(request.page_token, filters),
         )
         return ledger_pb2.ListHoldsResponse(
-            holds=[hold_to_proto(h) for h in page.items], next_page_token=page.next_page_token
+            holds=[hold_to_proto(h) for h in page.items],
+            next_page_token=self._hold_pages.next_token(page.next_before_seq, filters),
         )
 
     @_mapped

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, TypeAlias, TypeVar
 
 from masa_ledger.app.group_commit import GroupCommit
-from masa_ledger.app.paging import decode_token, encode_token, page_size
+from masa_ledger.app.paging import page_size
 from masa_ledger.app.ports import (
     AccountChange,
     Change,
@@ -116,8 +116,11 @@ class StakeRequest:
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[ItemT]):
+    """A page, newest first, and the sequence number the next page lists below (None on the
+    last page)."""
+
     items: tuple[ItemT, ...]
-    next_page_token: str
+    next_before_seq: int | None
 
 
 class Ledger:
@@ -685,27 +688,24 @@ class Ledger:
             )
         return found
 
-    async def transfers(self, where: TransferFilter, *, size: int, token: str) -> Page[Transfer]:
+    async def transfers(
+        self, where: TransferFilter, *, size: int, before_seq: int | None = None
+    ) -> Page[Transfer]:
+        """A page of ``where``'s transfers, below ``before_seq`` (the previous page's
+        ``next_before_seq``) if given."""
         _check_game_filter(where.table_id, where.game_no)
-        filters = json.dumps(
-            [where.account_id, where.kind and where.kind.value, where.table_id, where.game_no]
-        )
         limit = page_size(size)
-        rows = await self._store.list_transfers(
-            where, before_seq=decode_token(token, filters), limit=limit + 1
-        )
-        return _page(rows, limit, filters)
+        rows = await self._store.list_transfers(where, before_seq=before_seq, limit=limit + 1)
+        return _page(rows, limit)
 
-    async def holds(self, where: HoldFilter, *, size: int, token: str) -> Page[Hold]:
+    async def holds(
+        self, where: HoldFilter, *, size: int, before_seq: int | None = None
+    ) -> Page[Hold]:
+        """A page of ``where``'s holds, below ``before_seq`` if given."""
         _check_game_filter(where.table_id, where.game_no)
-        filters = json.dumps(
-            [where.player_id, where.state and where.state.value, where.table_id, where.game_no]
-        )
         limit = page_size(size)
-        rows = await self._store.list_holds(
-            where, before_seq=decode_token(token, filters), limit=limit + 1
-        )
-        return _page(rows, limit, filters)
+        rows = await self._store.list_holds(where, before_seq=before_seq, limit=limit + 1)
+        return _page(rows, limit)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -892,10 +892,9 @@ def _opened(account: Account, change: AccountChange) -> Account:
     )
 
 
-def _page(rows: Sequence[tuple[int, ItemT]], limit: int, filters: str) -> Page[ItemT]:
+def _page(rows: Sequence[tuple[int, ItemT]], limit: int) -> Page[ItemT]:
     items = tuple(item for _, item in rows[:limit])
-    token = encode_token(rows[limit - 1][0], filters) if len(rows) > limit else ""
-    return Page(items, token)
+    return Page(items, rows[limit - 1][0] if len(rows) > limit else None)
 
 
 def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:

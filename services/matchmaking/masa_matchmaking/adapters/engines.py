@@ -24,7 +24,7 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
 from masa_platform.settings import AuthSettings
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 
 from masa_matchmaking.adapters.convert import (
     GAMES,
@@ -63,11 +63,11 @@ _GAME_OF: Final = {value: key for key, value in GAMES.items()}
 
 
 class KvEngineNodes:
-    """The live nodes of the registry. The bucket is the engines' (they create it with its
-    TTL); until the first engine has, there is no node."""
+    """The live nodes of the registry (the bucket is provisioned with its TTL; until it is,
+    there is no node)."""
 
-    def __init__(self, js: JetStreamContext, *, refresh_seconds: float = 0.5) -> None:
-        self._js = js
+    def __init__(self, nc: Client, *, refresh_seconds: float = 0.5) -> None:
+        self._nc = nc
         self._bucket: KvBucket | None = None
         self._refresh = refresh_seconds
         self._nodes: list[EngineNode] = []
@@ -87,8 +87,7 @@ class KvEngineNodes:
     async def _read(self) -> list[EngineNode]:
         if self._bucket is None:
             try:
-                kv = await self._js.key_value(ENGINE_NODES_BUCKET)
-                self._bucket = KvBucket(kv, self._js, ENGINE_NODES_BUCKET)
+                self._bucket = await KvBucket.open(self._nc, ENGINE_NODES_BUCKET)
             except nats.js.errors.BucketNotFoundError:
                 return []
         bucket = self._bucket

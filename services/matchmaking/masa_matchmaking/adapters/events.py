@@ -16,31 +16,17 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
 from masa_platform.acks import AckedPublisher, AckRefused, publish_headers
-from masa_platform.bus import ensure_stream
-from nats.js import JetStreamContext, api
 
 from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
 from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
 
-__all__ = ["STREAM", "JetStreamEvents", "ensure_events_stream"]
+__all__ = ["STREAM", "JetStreamEvents"]
 
 _log = logging.getLogger(__name__)
 
 STREAM: Final = "MASA_MATCHMAKING"
-
-
-async def ensure_events_stream(js: JetStreamContext, *, max_age_seconds: float) -> None:
-    await ensure_stream(
-        js,
-        api.StreamConfig(
-            name=STREAM,
-            subjects=["masa.matchmaking.v1.>"],
-            max_age=max_age_seconds,
-            duplicate_window=120.0,
-        ),
-    )
 
 
 def _stamp(seconds: float) -> Timestamp:

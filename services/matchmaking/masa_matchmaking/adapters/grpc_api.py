@@ -2,14 +2,16 @@
 
 Every call is a player's: the JWT subject is the player. Domain refusals become platform
 errors with their reason (TICKET_OPEN, LOBBY_NOT_FOUND, INSUFFICIENT_FUNDS ...).
+
+A page token of ListLobbies or ListTickets holds the offset of the next page, sealed with
+matchmaking's key (masa_platform.page_tokens) to the method, the player and the filter; any
+other token is INVALID_ARGUMENT, reason INVALID_PAGE_TOKEN.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 import grpc
@@ -17,6 +19,7 @@ from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_platform.auth import AuthPolicy, require_principal
 from masa_platform.errors import BadRequest, MasaError, NotFound, PreconditionFailed
+from masa_platform.page_tokens import PageTokens
 from masa_platform.server import ServiceRegistration
 
 from masa_matchmaking.adapters.convert import (
@@ -72,6 +75,40 @@ def _platform_error(error: errors.MatchmakingError) -> MasaError:
     return kind(error.message, reason=error.reason, metadata=metadata)
 
 
+@dataclass(frozen=True, slots=True)
+class _Offset:
+    """Where the next page of a listing starts: the index of its first item."""
+
+    offset: int
+
+
+class _Pages:
+    """Pages of one List method's items, their tokens bound to the player and the filter."""
+
+    def __init__(self, tokens: PageTokens, method: str) -> None:
+        self._tokens = tokens
+        self._listing = f"/{SERVICE_NAME}/{method}"
+
+    def page(
+        self, items: Sequence[_T], size: int, token: str, *, player: str, filter_: str
+    ) -> tuple[Sequence[_T], str]:
+        """One page of ``items`` and the next page's token ("" on the last page)."""
+        if size < 0:
+            raise BadRequest("page_size must not be negative")
+        size = min(size or _DEFAULT_PAGE, _MAX_PAGE)
+        start = self._tokens.open(
+            token, _Offset, listing=self._listing, caller=player, filters=(filter_,)
+        )
+        offset = 0 if start is None else start.offset
+        following = offset + size
+        if following >= len(items):
+            return items[offset:], ""
+        next_token = self._tokens.seal(
+            _Offset(following), listing=self._listing, caller=player, filters=(filter_,)
+        )
+        return items[offset:following], next_token
+
+
 class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
     def __init__(
         self,
@@ -82,6 +119,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         *,
         queue_length: Callable[[str], int],
         tables_in_play: Callable[[str], int],
+        page_tokens: PageTokens,
     ) -> None:
         self._lobbies = list(lobbies)
         self._desk = desk
@@ -89,6 +127,8 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         self._welcome = welcome
         self._queue_length = queue_length
         self._tables_in_play = tables_in_play
+        self._lobby_pages = _Pages(page_tokens, "ListLobbies")
+        self._ticket_pages = _Pages(page_tokens, "ListTickets")
 
     def _lobby(self, lobby: Lobby) -> mm.Lobby:
         return lobby_to_proto(
@@ -110,13 +150,15 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         request: mm.ListLobbiesRequest,
         context: grpc.aio.ServicerContext[mm.ListLobbiesRequest, mm.ListLobbiesResponse],
     ) -> mm.ListLobbiesResponse:
-        await self._player()
+        player = await self._player()
         try:
             matches = parse_filter(request.filter)
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
         found = [lobby for lobby in self._lobbies if matches(lobby)]
-        page, token = _page(found, request.page_size, request.page_token, request.filter)
+        page, token = self._lobby_pages.page(
+            found, request.page_size, request.page_token, player=player, filter_=request.filter
+        )
         return mm.ListLobbiesResponse(
             lobbies=[self._lobby(lobby) for lobby in page], next_page_token=token
         )
@@ -166,7 +208,9 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             tickets = await self._desk.list(player)
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
-        page, token = _page(tickets, request.page_size, request.page_token, "")
+        page, token = self._ticket_pages.page(
+            tickets, request.page_size, request.page_token, player=player, filter_=""
+        )
         return mm.ListTicketsResponse(
             tickets=[ticket_to_proto(ticket) for ticket in page], next_page_token=token
         )
@@ -210,31 +254,6 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
         return mm.GetRatingResponse(rating=rating_to_proto(rating))
-
-
-def _page(items: Sequence[_T], size: int, token: str, scope: str) -> tuple[Sequence[_T], str]:
-    """One page of ``items`` and the next page's token (an offset bound to ``scope``)."""
-    if size < 0:
-        raise BadRequest("page_size must not be negative")
-    size = min(size or _DEFAULT_PAGE, _MAX_PAGE)
-    scope_key = hashlib.sha256(scope.encode()).hexdigest()[:12]
-    offset = 0
-    if token:
-        try:
-            decoded: Mapping[str, object] = json.loads(base64.urlsafe_b64decode(token))
-            offset = int(decoded["o"])  # type: ignore[call-overload]
-            if decoded["s"] != scope_key or offset < 0:
-                raise ValueError(token)
-        except (ValueError, KeyError, TypeError):
-            raise BadRequest("page_token is not a token of this listing") from None
-    page = items[offset : offset + size]
-    following = offset + size
-    if following >= len(items):
-        return page, ""
-    next_token = base64.urlsafe_b64encode(
-        json.dumps({"o": following, "s": scope_key}).encode()
-    ).decode()
-    return page, next_token
 
 
 def registration(servicer: MatchmakingServicer) -> ServiceRegistration:

@@ -28,7 +28,7 @@ from masa_platform.acks import (
     AckRefused,
 )
 from masa_platform.bus import KvBucket, Lease, LeaseLost, Leases, RevisionConflict
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
 from masa_matchmaking.adapters.records import (
@@ -97,15 +97,16 @@ class KvTicketStore:
         self.conflicts = 0
 
     @classmethod
-    async def open(
-        cls, js: JetStreamContext, publisher: AckedPublisher, *, retention_seconds: float
-    ) -> KvTicketStore:
-        bucket = await KvBucket.ensure(js, TICKET_BUCKET, ttl_seconds=retention_seconds)
+    async def open(cls, nc: Client, publisher: AckedPublisher) -> KvTicketStore:
+        """The provisioned bucket; a record is kept as long as the bucket's TTL."""
+        bucket = await KvBucket.open(nc, TICKET_BUCKET)
+        if bucket.ttl_seconds is None:
+            raise RuntimeError(f"bucket {TICKET_BUCKET} has no TTL: run masa-bus provision")
         return cls(
             bucket,
-            await js.key_value(TICKET_BUCKET),
+            await nc.jetstream().key_value(TICKET_BUCKET),
             publisher,
-            retention_seconds=retention_seconds,
+            retention_seconds=bucket.ttl_seconds,
         )
 
     def start(self) -> None:
@@ -256,8 +257,8 @@ class KvRatingStore:
         self._publisher = publisher
 
     @classmethod
-    async def open(cls, js: JetStreamContext, publisher: AckedPublisher) -> KvRatingStore:
-        return cls(await KvBucket.ensure(js, RATING_BUCKET), publisher)
+    async def open(cls, nc: Client, publisher: AckedPublisher) -> KvRatingStore:
+        return cls(await KvBucket.open(nc, RATING_BUCKET), publisher)
 
     async def read(self, player_id: str, game: Game) -> tuple[PlayerRating, int]:
         key = _rating_key(player_id, game)
@@ -320,13 +321,17 @@ def _rating_key(player_id: str, game: Game) -> str:
 class KvLeaseStore:
     """Lobby leases held by this instance (the platform's :class:`Leases`)."""
 
-    def __init__(self, leases: Leases) -> None:
+    def __init__(self, leases: Leases, *, ttl_seconds: float) -> None:
         self._leases = leases
+        # A lease lasts as long as the bucket keeps it (the bus plan's lobby lease TTL).
+        self.ttl_seconds = ttl_seconds
 
     @classmethod
-    async def open(cls, js: JetStreamContext, *, holder: str, ttl_seconds: float) -> KvLeaseStore:
-        bucket = await KvBucket.ensure(js, LEASE_BUCKET, ttl_seconds=ttl_seconds)
-        return cls(Leases(bucket, holder))
+    async def open(cls, nc: Client, *, holder: str) -> KvLeaseStore:
+        bucket = await KvBucket.open(nc, LEASE_BUCKET)
+        if bucket.ttl_seconds is None:
+            raise RuntimeError(f"bucket {LEASE_BUCKET} has no TTL: run masa-bus provision")
+        return cls(Leases(bucket, holder), ttl_seconds=bucket.ttl_seconds)
 
     async def acquire(self, key: str) -> int | None:
         lease = await self._leases.acquire(key)

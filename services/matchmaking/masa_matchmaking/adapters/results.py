@@ -1,9 +1,11 @@
 """The table-engine's results, read by matchmaking: ratings, and the lobbies' tables in play.
 
-A durable pull consumer on ``masa.table.v1.*.result`` (stream MASA_TABLES) hands every
-``GameFinished`` to the ratings and ends the table's entry in the live-tables bucket;
-``GameAbandoned`` ends it too. The consumer is shared by every instance (a result goes to one
-of them); handlers are idempotent, so a redelivery changes nothing.
+The provisioned durable consumer ``matchmaking-ratings`` on ``masa.table.v1.*.result`` (stream
+MASA_TABLES) hands every ``GameFinished`` to the ratings and ends the table's entry in the
+live-tables bucket; ``GameAbandoned`` ends it too. The consumer is shared by every instance (a
+result goes to one of them); handlers are idempotent, so a redelivery changes nothing. A result
+that cannot be read is set aside for an operator, never retried in a loop
+(:class:`masa_platform.consumer.DurableConsumer`).
 
 The live tables: ``masa_matchmaking_tables`` holds one key per table matchmaking placed whose
 game has not ended (the value is its lobby); every instance follows it to count each lobby's
@@ -20,11 +22,14 @@ from collections import Counter
 from typing import Final
 
 import nats.errors
-import nats.js.errors
+from google.protobuf.message import DecodeError
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2
-from masa_platform.bus import KvBucket, consume
+from masa_platform.bus import KvBucket
+from masa_platform.bus_access import MATCHMAKING, MATCHMAKING_RESULTS_CONSUMER, TABLES_STREAM
+from masa_platform.consumer import DurableConsumer, Poison, SetAside
 from masa_platform.metrics import ConsumerMetrics
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
@@ -38,8 +43,6 @@ __all__ = ["TABLES_BUCKET", "KvLiveTables", "ResultsConsumer", "finished_game"]
 _log = logging.getLogger(__name__)
 
 TABLES_BUCKET: Final = "masa_matchmaking_tables"
-RESULTS: Final = "masa.table.v1.*.result"
-_WAIT_FOR_STREAM_SECONDS: Final = 2.0
 
 
 class KvLiveTables:
@@ -53,9 +56,13 @@ class KvLiveTables:
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def open(cls, js: JetStreamContext, *, ttl_seconds: float) -> KvLiveTables:
-        bucket = await KvBucket.ensure(js, TABLES_BUCKET, ttl_seconds=ttl_seconds)
-        return cls(bucket, await js.key_value(TABLES_BUCKET), ttl_seconds=ttl_seconds)
+    async def open(cls, nc: Client) -> KvLiveTables:
+        """The provisioned bucket; its TTL forgets a table whose end was never heard."""
+        bucket = await KvBucket.open(nc, TABLES_BUCKET)
+        if bucket.ttl_seconds is None:
+            raise RuntimeError(f"bucket {TABLES_BUCKET} has no TTL: run masa-bus provision")
+        kv = await nc.jetstream().key_value(TABLES_BUCKET)
+        return cls(bucket, kv, ttl_seconds=bucket.ttl_seconds)
 
     def count(self, lobby_id: str) -> int:
         return self._counts[lobby_id]
@@ -142,43 +149,27 @@ class ResultsConsumer:
         ratings: Ratings,
         tables: KvLiveTables,
         *,
-        stream: str,
-        durable: str,
         metrics: ConsumerMetrics,
     ) -> None:
-        self._js = js
-        self._metrics = metrics
         self._ratings = ratings
         self._tables = tables
-        self._stream = stream
-        self._durable = durable
+        self._consumer = DurableConsumer(
+            js,
+            self._handle,
+            user=MATCHMAKING,
+            stream=TABLES_STREAM,
+            durable=MATCHMAKING_RESULTS_CONSUMER,
+            metrics=metrics,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await consume(
-                    self._js,
-                    RESULTS,
-                    self._handle,
-                    durable=self._durable,
-                    stream=self._stream,
-                    stop=stop,
-                    metrics=self._metrics,
-                )
-            except asyncio.CancelledError:
-                raise
-            except nats.js.errors.NotFoundError:
-                # No engine has made its stream yet: nothing to rate until one has.
-                _log.info("waiting for stream %s", self._stream)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), _WAIT_FOR_STREAM_SECONDS)
-            except Exception:
-                _log.exception("the results consumer stopped; starting again")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 1.0)
+        await self._consumer.run(stop)
 
     async def _handle(self, message: Msg) -> None:
-        result = result_pb2.TableResult.FromString(message.data)
+        try:
+            result = result_pb2.TableResult.FromString(message.data)
+        except DecodeError:
+            raise Poison(SetAside.UNDECODABLE, "not a TableResult") from None
         kind = result.WhichOneof("result")
         if kind == "game_finished":
             finished = result.game_finished

@@ -41,13 +41,14 @@ from masa_platform.bus import (
     Lease,
     LeaseLost,
     Leases,
-    ensure_stream,
     last_subject_sequence,
     publish,
     read_subject,
 )
+from masa_platform.bus_access import TABLES_STREAM
+from masa_platform.bus_plan import LEASES_BUCKET, SNAPSHOTS_BUCKET, TABLE_INDEX_BUCKET
 from masa_platform.metrics import LoopMetrics
-from nats.js import JetStreamContext, api
+from nats.aio.client import Client
 
 from masa_table_engine.adapters.convert import (
     config_to_proto,
@@ -80,15 +81,14 @@ __all__ = [
     "JetStreamLog",
     "JetStreamResults",
     "KvOwnership",
-    "ensure_table_stream",
     "log_subject",
     "result_subject",
 ]
 
-STREAM: Final = "MASA_TABLES"
-SNAPSHOT_BUCKET: Final = "masa_table_snapshots"
-LEASE_BUCKET: Final = "masa_table_leases"
-INDEX_BUCKET: Final = "masa_table_index"
+STREAM: Final = TABLES_STREAM
+SNAPSHOT_BUCKET: Final = SNAPSHOTS_BUCKET
+LEASE_BUCKET: Final = LEASES_BUCKET
+INDEX_BUCKET: Final = TABLE_INDEX_BUCKET
 WRITER_HEADER: Final = "Masa-Node"
 # The version of the snapshot format (table_to_json plus the fields around it). A node reads
 # only its own; any other is ignored, and the table is replayed from its first entry.
@@ -116,18 +116,6 @@ def result_subject(table_id: str) -> str:
     return f"masa.table.v1.{table_id}.result"
 
 
-async def ensure_table_stream(js: JetStreamContext, *, replicas: int = 1) -> None:
-    await ensure_stream(
-        js,
-        api.StreamConfig(
-            name=STREAM,
-            subjects=["masa.table.v1.*.log", "masa.table.v1.*.result"],
-            storage=api.StorageType.FILE,
-            num_replicas=replicas,
-        ),
-    )
-
-
 class JetStreamLog:
     """The :class:`~masa_table_engine.app.ports.LogStore` of one node.
 
@@ -137,7 +125,7 @@ class JetStreamLog:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: Client,
         publisher: AckedPublisher,
         snapshots: KvBucket,
         index: KvBucket,
@@ -146,7 +134,7 @@ class JetStreamLog:
         owner_address: str,
         default_turn_seconds: float,
     ) -> None:
-        self._js = js
+        self._nc = nc
         # Appends go through the shared ack inbox: one per accepted action, on the hot path.
         self._publisher = publisher
         self._snapshots = snapshots
@@ -168,7 +156,7 @@ class JetStreamLog:
                 expected = (
                     0
                     if entry.sequence == 1
-                    else await last_subject_sequence(self._js, STREAM, subject)
+                    else await last_subject_sequence(self._nc, STREAM, subject)
                 )
             headers = publish_headers(
                 msg_id=message.event_id,
@@ -192,7 +180,7 @@ class JetStreamLog:
         subject = log_subject(table_id)
         try:
             stored = await read_subject(
-                self._js, STREAM, subject, after=self._last.get(table_id, 0)
+                self._nc, STREAM, subject, after=self._last.get(table_id, 0)
             )
         except _UNAVAILABLE as error:
             raise LogUnavailable(f"{subject}: {error!r}") from None
@@ -421,8 +409,9 @@ _NODES_FRESH_SECONDS: Final = 1.0
 class JetStreamResults:
     """Hand and game results (events.v1 ``TableResult``) for the ledger and matchmaking."""
 
-    def __init__(self, js: JetStreamContext) -> None:
-        self._js = js
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
 
     async def publish(self, table: Table, entry: Entry, *, recheck: bool = False) -> list[str]:
         results = self._results(table, entry)
@@ -431,7 +420,7 @@ class JetStreamResults:
         subject = result_subject(table.table_id)
         on_the_bus: set[str] = set()
         if recheck:
-            for raw in await read_subject(self._js, STREAM, subject):
+            for raw in await read_subject(self._nc, STREAM, subject):
                 on_the_bus.add(_event_id(result_pb2.TableResult.FromString(raw.data)))
         outcomes: list[str] = []
         for result in results:

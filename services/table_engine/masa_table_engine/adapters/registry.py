@@ -22,8 +22,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
+from masa_platform.bus_access import ENGINE_NODES_BUCKET as _BUCKET
 from masa_platform.metrics import LoopMetrics
-from nats.js import JetStreamContext
 
 from masa_table_engine.app.tasks import stop_tasks
 
@@ -31,7 +31,7 @@ __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
 
 _log = logging.getLogger(__name__)
 
-ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
+ENGINE_NODES_BUCKET: Final = _BUCKET
 _GOODBYE_SECONDS: Final = 2.0
 _GAMES: Final = (game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR)
 
@@ -59,31 +59,6 @@ class NodeRegistry:
         self._every = ttl_seconds / 3
         self._task: asyncio.Task[None] | None = None
         self._draining = False
-
-    @classmethod
-    async def open(  # noqa: PLR0913 - the record's facts and the heartbeat's metrics, by keyword
-        cls,
-        js: JetStreamContext,
-        *,
-        node_id: str,
-        address: str,
-        version: str,
-        capacity: int,
-        tables: Callable[[], list[str]],
-        ttl_seconds: float,
-        loops: LoopMetrics,
-    ) -> NodeRegistry:
-        bucket = await KvBucket.ensure(js, ENGINE_NODES_BUCKET, ttl_seconds=ttl_seconds)
-        return cls(
-            bucket,
-            node_id=node_id,
-            address=address,
-            version=version,
-            capacity=capacity,
-            tables=tables,
-            ttl_seconds=ttl_seconds,
-            loops=loops,
-        )
 
     def record(self, *, draining: bool = False) -> engine_pb2.EngineNode:
         table_ids = sorted(self._tables())

@@ -1,7 +1,8 @@
 """What keeps a table moving between players' inputs: bots, the autopilot and timers.
 
 One driver task per table (:meth:`TableRuntime.start`) plays the turns of bot seats, autopilot
-seats and timed-out turns, and fires the timers (P-10..P-12), all through the table's commit
+seats and timed-out turns, fires the timers (P-10..P-12) and logs the disconnection of seats
+whose grace window ended without a stream (:mod:`.presence`), all through the table's commit
 pipeline (:class:`~masa_table_engine.app.runtime.TableRuntime`). Bot decisions come from the
 :class:`~masa_table_engine.app.ports.Decider` (the bot service); when it does not answer in
 time, or answers with an illegal move, the engine's in-process policy plays instead, so a
@@ -74,7 +75,7 @@ class TableDriver:
                     async with asyncio.timeout(retry):
                         await changes.wait()
                 continue
-            deadline = next_deadline(runtime.table)
+            deadline = _earliest(next_deadline(runtime.table), runtime.presence_deadline)
             runtime.arm(deadline)
             timeout = None if deadline is None else max(0.0, deadline - self._deps.clock())
             await self._deps.clock.wait(changes, timeout)
@@ -91,6 +92,8 @@ class TableDriver:
                     except RuleViolation:
                         # Another input got there first (the player acted just in time).
                         self._log.debug("timer %s no longer applies", timer)
+            return True
+        if await runtime.record_absences():
             return True
         automated = automated_seat(runtime.table)
         if automated is None:
@@ -123,3 +126,7 @@ class TableDriver:
                 extra={"table_id": table.table_id, "seat": seat},
             )
             return None
+
+
+def _earliest(*deadlines: float | None) -> float | None:
+    return min((d for d in deadlines if d is not None), default=None)

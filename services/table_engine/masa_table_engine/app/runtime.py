@@ -7,8 +7,10 @@ table move on and do watchers hear of it. A refused input or a failed write leav
 exactly as it was.
 
 A driver (:mod:`~masa_table_engine.app.driver`) keeps the table moving through the same
-pipeline: bots, the autopilot and timers (P-10..P-12); the pipeline tells it when to look
-again (:attr:`TableRuntime.changes`) and judges its moves (:meth:`commit_automated`).
+pipeline: bots, the autopilot and timers (P-10..P-12), and the disconnection of a seat whose
+grace window ended without a stream (:mod:`~masa_table_engine.app.presence`); the pipeline
+tells it when to look again (:attr:`TableRuntime.changes`) and judges its moves
+(:meth:`commit_automated`).
 
 The log is the truth, and a write that was not acknowledged may still have landed (NATS keeps
 a message it could not deliver and sends it once it is back). Every append is fenced on the
@@ -44,6 +46,7 @@ from masa_table_engine.app.ports import (
     ResultPublisher,
     SystemClock,
 )
+from masa_table_engine.app.presence import Presence
 from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
@@ -165,6 +168,9 @@ class RuntimeSettings:
     max_spectators: int = 100
     # Entries queued for one watch stream; one that falls further behind ends (WatcherBehind).
     watch_backlog: int = 128
+    # How long a seat must be without a stream of its player before the log says it is
+    # disconnected (app/presence.py); a reconnection within it writes nothing.
+    presence_grace_seconds: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +219,7 @@ class TableRuntime:
         self._armed: float | None = None
         self._watchers: set[_Watcher] = set()
         self._spectators = 0
-        self._connections: dict[int, int] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._presence = Presence(settings.presence_grace_seconds)
         self._driver: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
         self._outbox = outbox
@@ -255,7 +260,7 @@ class TableRuntime:
         self._driver = asyncio.get_running_loop().create_task(driver)
 
     async def stop(self) -> None:
-        await stop_tasks(self._driver, *self._background)
+        await stop_tasks(self._driver)
         for watcher in self._watchers:
             watcher.close()
 
@@ -497,10 +502,14 @@ class TableRuntime:
         return self.table.config.seats[seat].kind is SeatKind.HUMAN
 
     async def connect(self, seat: int) -> None:
-        """A watch stream of the seat's player opened (P-12)."""
+        """Log that the seat's player is back, when a stream of theirs is open here and the log
+        has the seat disconnected (P-12); a stream back within the grace window writes nothing."""
         async with self._lock:
-            self._connections[seat] = self._connections.get(seat, 0) + 1
-            if not self.table.finished and not self.table.seats[seat].connected:
+            if (
+                self._presence.streams(seat)
+                and not self.table.finished
+                and not self.table.seats[seat].connected
+            ):
                 await self._commit(SeatChanged(seat, SeatChange.RECONNECTED))
 
     async def leave(self, seat: int) -> None:
@@ -509,13 +518,36 @@ class TableRuntime:
             if not self.table.finished and not self.table.seats[seat].left:
                 await self._commit(SeatChanged(seat, SeatChange.LEFT))
 
-    async def disconnect(self, seat: int) -> None:
-        """A watch stream of the seat's player closed; the last one starts seat protection."""
+    def _stream_closed(self, seat: int) -> None:
+        """A stream of the seat's player closed: the last one starts the seat's grace window,
+        whose end the driver waits for (:meth:`record_absences`)."""
+        self._presence.closed(seat, self._deps.clock())
+        if not self._presence.streams(seat):
+            self._changed.set()
+
+    @property
+    def presence_deadline(self) -> float | None:
+        """When the earliest grace window of a seat without a stream ends."""
+        return self._presence.deadline()
+
+    async def record_absences(self) -> bool:
+        """Log as disconnected each seat whose grace window ended without a stream, which
+        starts its seat protection (P-12); True when an entry was written.
+
+        The window is checked against the log only now: a seat the log does not have connected
+        (its player left, or its reconnection was never logged) has nothing to log.
+        """
+        deadline = self._presence.deadline()
+        if deadline is None or deadline > self._deps.clock():
+            return False
+        wrote = False
         async with self._lock:
-            self._connections[seat] = max(0, self._connections.get(seat, 0) - 1)
-            last = self._connections[seat] == 0
-            if last and not self.table.finished and self.table.seats[seat].connected:
-                await self._commit(SeatChanged(seat, SeatChange.DISCONNECTED))
+            for seat in self._presence.due(self._deps.clock()):
+                if not self.table.finished and self.table.seats[seat].connected:
+                    await self._commit(SeatChanged(seat, SeatChange.DISCONNECTED))
+                    wrote = True
+                self._presence.settled(seat)
+        return wrote
 
     # --- watching --------------------------------------------------------------------------
 
@@ -534,33 +566,32 @@ class TableRuntime:
     ) -> AsyncGenerator[WatchItem, None]:
         """A snapshot (or the entries after ``after_sequence``), then every new entry.
 
-        The stream ends after the entry that finishes the game. A ``spectator`` (a caller
-        without a seat here) past ``max_spectators`` raises :class:`TooManySpectators` before
-        anything is sent; a stream whose reader falls ``watch_backlog`` entries behind raises
-        :class:`WatcherBehind`, naming the last sequence it gave.
+        The stream ends after the entry that finishes the game. A player's stream counts for
+        the seat's presence from here to its end, however it ends (:mod:`.presence`). A
+        ``spectator`` (a caller without a seat here) past ``max_spectators`` raises
+        :class:`TooManySpectators` before anything is sent; a stream whose reader falls
+        ``watch_backlog`` entries behind raises :class:`WatcherBehind`, naming the last
+        sequence it gave.
         """
         settings = self._settings
         if spectator and self._spectators >= settings.max_spectators:
             raise TooManySpectators(settings.max_spectators)
+        player = seat if as_player else None
         watcher = _Watcher(settings.watch_backlog, spectator=spectator)
         # Counted at once, before any wait, so that no two streams pass the check together.
         self._spectators += spectator
+        if player is not None:
+            self._presence.opened(player)
         try:
-            if as_player and seat is not None:
+            if player is not None:
                 try:
-                    await self.connect(seat)
+                    await self.connect(player)
                 except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
                     _log.warning("could not record a reconnection", exc_info=True)
             async with self._lock:
                 self._watchers.add(watcher)
-                first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
-                backlog: list[WatchItem]
-                if after_sequence is not None and first_kept - 1 <= after_sequence:
-                    backlog = [e for e in self._history if e.sequence > after_sequence]
-                else:
-                    backlog = [self.table]
+                backlog, last = self._first_items(after_sequence)
                 finished = self.table.finished
-                last = self.table.sequence if after_sequence is None else after_sequence
             for item in backlog:
                 yield item
                 last = item.sequence
@@ -576,18 +607,18 @@ class TableRuntime:
         finally:
             self._spectators -= spectator
             self._watchers.discard(watcher)
-            if as_player and seat is not None:
-                # The generator may be closing because its call was cancelled, so the
-                # disconnection is recorded by a task of its own.
-                task = asyncio.get_running_loop().create_task(self._quietly_disconnect(seat))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+            if player is not None:
+                # Synchronous: the generator may be closing because its call was cancelled,
+                # or be closed later by the event loop from a task of its own.
+                self._stream_closed(player)
 
-    async def _quietly_disconnect(self, seat: int) -> None:
-        try:
-            await self.disconnect(seat)
-        except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
-            _log.warning("could not record a disconnection", exc_info=True)
+    def _first_items(self, after_sequence: int | None) -> tuple[list[WatchItem], int]:
+        """What a new stream is sent first: the entries after ``after_sequence`` while the
+        history still holds them, else the table; and the sequence the stream is at before."""
+        first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
+        if after_sequence is not None and first_kept - 1 <= after_sequence:
+            return [e for e in self._history if e.sequence > after_sequence], after_sequence
+        return [self.table], self.table.sequence
 
     def accepted(self, seat: int, request_id: str) -> Entry | None:
         """The entry a request of ``seat`` already produced, found in the log-backed history.

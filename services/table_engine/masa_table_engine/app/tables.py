@@ -11,7 +11,8 @@ through the same pure :func:`~masa_table_engine.domain.table.accept`, and takes 
 table is loaded before any of them runs, so that tables already back do not starve those still
 loading; a table not resumed is logged with the reason and counted. Player streams did not
 survive the restart, so each seat that was connected is recorded as disconnected, which starts
-its seat protection (P-12) until the player reconnects. :meth:`Tables.recover_table` works for
+its seat protection (P-12) until the player reconnects; a presence grace window still open on
+the last owner (:mod:`~masa_table_engine.app.presence`) ends here. :meth:`Tables.recover_table` works for
 any table whose lease this node wins, not only its own.
 
 A table fenced off while running (another node wrote to its log) is recovered here when its

@@ -10,8 +10,9 @@ Seat rules (P-10..P-12):
 - every turn gets ``turn_seconds``; when it runs out the autopilot plays that turn (P-10), and
   after ``autopilot_after`` consecutive timeouts it plays all the seat's turns (P-11) until
   the player acts or resumes;
-- a human seat without a connection forfeits ``seat_protection_seconds`` after it dropped
-  (P-12): it is ranked last and a bot plays it to the end. A seat starts disconnected, so a
+- a human seat without a connection forfeits ``seat_protection_seconds`` after its
+  disconnection was logged (P-12; the node logs it once the seat has been without a stream
+  for a grace window, app/presence.py): it is ranked last and a bot plays it to the end. A seat starts disconnected, so a
   player who never shows up forfeits too;
 - a player who leaves (LeaveTable) gives the seat to a bot at once at a training table, where
   nothing is at stake (P-1); elsewhere the seat is protected as after a dropped connection
@@ -19,7 +20,7 @@ Seat rules (P-10..P-12):
 - bots never play on alone (decision): once every human seat has left or forfeited, the game
   ends at once without a ranking (:class:`GameAbandoned`), and the table is voided (P-30). A
   table with no connected human therefore ends at most ``seat_protection_seconds`` after its
-  last player dropped. Tables created with bots only play to the end, as the engines
+  last player's disconnection was logged. Tables created with bots only play to the end, as the engines
   guarantee every game ends.
 """
 

@@ -1,0 +1,121 @@
+"""Reads of stored messages through JetStream's direct-get API: no consumer, no state left.
+
+A service may read a stream without being allowed to make consumers on it (a consumer's name
+is not a permission boundary: whoever may create one may also re-create another service's
+durable under its name). Direct gets are plain requests:
+
+- :func:`messages_after` asks for the messages of a subject filter after a stream sequence in
+  batches (nats-server 2.11's batched direct get: one request, many replies, ended by a status
+  204 "EOB" whose ``Nats-Num-Pending`` says what is left), so a long log costs a few round trips;
+- :func:`last_message` asks for a subject's last message with the subject in the API subject
+  (``$JS.API.DIRECT.GET.<stream>.<subject>``), which a permission can allow for some subjects
+  only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+__all__ = ["DirectGetFailed", "StoredMessage", "last_message", "messages_after"]
+
+_BATCH: Final = 256
+_END_OF_BATCH: Final = "204"
+_NOT_FOUND: Final = "404"
+_SEQUENCE: Final = "Nats-Sequence"
+_SUBJECT: Final = "Nats-Subject"
+_PENDING: Final = "Nats-Num-Pending"
+
+
+class DirectGetFailed(nats.errors.Error):
+    """JetStream answered a direct get with an error status (no such stream, too many
+    results, no responders); a NATS error, so callers that treat the bus as unavailable do."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as the stream stores it: its stream sequence, subject, payload and headers
+    (the writer's and JetStream's own ``Nats-*`` ones)."""
+
+    seq: int
+    subject: str
+    data: bytes
+    headers: Mapping[str, str]
+
+
+async def messages_after(
+    nc: Client,
+    stream: str,
+    subjects: str,
+    *,
+    after: int = 0,
+    timeout: float = 5.0,
+) -> list[StoredMessage]:
+    """Every message of ``stream`` on ``subjects`` (a filter, wildcards allowed) whose stream
+    sequence is above ``after``, oldest first."""
+    found: list[StoredMessage] = []
+    start = after + 1
+    while True:
+        batch, pending = await _batch(
+            nc,
+            f"$JS.API.DIRECT.GET.{stream}",
+            json.dumps({"seq": start, "next_by_subj": subjects, "batch": _BATCH}).encode(),
+            timeout,
+        )
+        found.extend(batch)
+        if not batch or pending <= 0:
+            return found
+        start = batch[-1].seq + 1
+
+
+async def last_message(
+    nc: Client, stream: str, subject: str, *, timeout: float = 5.0
+) -> StoredMessage | None:
+    """The last message ``stream`` holds on ``subject`` (no wildcard), or None."""
+    batch, _ = await _batch(nc, f"$JS.API.DIRECT.GET.{stream}.{subject}", b"", timeout, single=True)
+    return batch[0] if batch else None
+
+
+async def _batch(
+    nc: Client, api_subject: str, request: bytes, timeout: float, *, single: bool = False
+) -> tuple[list[StoredMessage], int]:
+    """One direct-get request and its replies: the messages, and how many more match. A
+    ``single`` get (not batched) is answered with one message and no end-of-batch marker."""
+    inbox = nc.new_inbox()
+    subscription = await nc.subscribe(inbox)
+    try:
+        await nc.publish(api_subject, request, reply=inbox)
+        found: list[StoredMessage] = []
+        while True:
+            reply = await subscription.next_msg(timeout=timeout)
+            headers = reply.headers or {}
+            status = headers.get("Status")
+            if status is None:
+                found.append(_stored(reply, headers))
+                if single:
+                    return found, 0
+                continue
+            if status == _END_OF_BATCH:
+                return found, int(headers.get(_PENDING, "0") or 0)
+            if status == _NOT_FOUND:
+                return found, 0
+            raise DirectGetFailed(
+                f"{api_subject}: status {status} {headers.get('Description', '')}"
+            )
+    finally:
+        await subscription.unsubscribe()
+
+
+def _stored(reply: Msg, headers: Mapping[str, str]) -> StoredMessage:
+    return StoredMessage(
+        seq=int(headers[_SEQUENCE]),
+        subject=headers.get(_SUBJECT, ""),
+        data=reply.data,
+        headers=headers,
+    )
