@@ -18,6 +18,7 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from instances import provision_lease_ttl
 from masa.common.v1 import error_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
@@ -62,6 +63,7 @@ class Running:
 async def running(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Running]:
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
+    provision_lease_ttl(nats_server, 1.5)
     settings = MatchmakingSettings(
         platform=PlatformSettings(
             service_name="matchmaking",
@@ -74,7 +76,6 @@ async def running(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Runn
         lobbies_file=lobbies,
         ledger_address="unused:1",
         round_seconds=0.2,
-        lease_ttl_seconds=1.5,
         dev_welcome_chips=1_000,
     )
     ledger = FakeLedger()
