@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -163,6 +164,8 @@ class CallerQuotas:
         caller.stamp = now
         if tokens < 1.0:
             caller.tokens = tokens
+            # Rounded up to the millisecond: a hint of 0.000 would ask for a retry refused again.
+            retry_after = math.ceil((1.0 - tokens) / self._rate * 1e3) / 1e3
             raise self._refuse(
                 caller,
                 CALLER_RATE,
@@ -170,7 +173,7 @@ class CallerQuotas:
                 f"more than {self._rate:g} calls a second (bursts of {settings.caller_burst})",
                 extra={
                     "burst": str(settings.caller_burst),
-                    "retry_after_seconds": f"{(1.0 - tokens) / self._rate:.3f}",
+                    "retry_after_seconds": f"{retry_after:.3f}",
                 },
             )
         caller.tokens = tokens - 1.0
