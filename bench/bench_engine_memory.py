@@ -38,6 +38,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from engine_process import BENCH_QUOTAS
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
 from masa.common.v1 import game_pb2
@@ -70,6 +71,7 @@ def engine_process(nats: NatsServer, port: int, log: Path) -> Iterator[subproces
         "MASA_LOG_LEVEL": "WARNING",
         "MASA_SEAT_PROTECTION_SECONDS": str(PROTECTION_SECONDS),
         "MASA_FINISHED_RETENTION_SECONDS": str(RETENTION_SECONDS),
+        **BENCH_QUOTAS,
     }
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -244,7 +244,6 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
                     "MASA_LOBBIES_FILE": str(lobbies),
                     "MASA_LOG_LEVEL": "WARNING",
                     "MASA_ROUND_SECONDS": "0.2",
-                    "MASA_MAX_CONCURRENT_RPCS": "0",
                 },
             )
             for index, port in enumerate(ports)

@@ -19,6 +19,9 @@ from grpc_health.v1 import health_pb2
 from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.testing import NatsServer, free_port, keyring, token
 
+# The benches seat the same few players at every table and play them as fast as the engine
+# answers, as no person does: a player's rate quota would refuse them, so it is lifted here.
+BENCH_QUOTAS = {"MASA_CALLER_RATE": "1000000", "MASA_CALLER_BURST": "1000000"}
 # Tables are matchmaking's to create, with its own token.
 SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
 
@@ -53,6 +56,7 @@ class EngineProcess:
             "MASA_NODE_ID": self.node_id,
             "MASA_SEAT_PROTECTION_SECONDS": "3600",
             "MASA_LOG_LEVEL": "WARNING",
+            **BENCH_QUOTAS,
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None

@@ -16,7 +16,8 @@ What it does for the caller:
   it gives up with a clear error. ``on_moved`` hears once of each move;
 - keeps :meth:`TableClient.watch` streams alive: after a disconnect or a move it resumes from
   the last sequence it delivered, on whichever node serves the table, so no update is lost or
-  repeated.
+  repeated; a stream the node let go because its reader fell behind (``RESOURCE_EXHAUSTED``,
+  ``OVERLOADED``) is resumed the same way, after a short backoff.
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     async with TableClient("127.0.0.1:50051", token) as client:
@@ -40,7 +41,7 @@ import grpc.aio
 from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
 
-from masa_client.errors import TABLE_MOVED, MasaCallError, from_rpc_error
+from masa_client.errors import OVERLOADED, TABLE_MOVED, MasaCallError, from_rpc_error
 
 __all__ = ["RetryPolicy", "TableClient", "new_request_id", "sequence_of"]
 
@@ -223,6 +224,8 @@ class TableClient:
         """
         last = after_sequence
         search = self._search(table_id)
+        # Streams the node let go in a row, as this reader fell behind (or the node shed load).
+        shed = 0
         while True:
             request = table_pb2.WatchTableRequest(table_id=table_id, spectate=spectate)
             if last is not None:
@@ -233,6 +236,7 @@ class TableClient:
             stub = table_pb2_grpc.TableServiceStub(self._channel(address))
             try:
                 async for message in stub.WatchTable(request, metadata=self._metadata):
+                    shed = 0
                     if search.started:
                         search = self._search(table_id)
                     self._answered(table_id, address)
@@ -245,6 +249,14 @@ class TableClient:
                 return
             except grpc.aio.AioRpcError as error:
                 _log.info("watch reconnecting", extra={"table_id": table_id, "after": last})
+                if from_rpc_error(error).reason == OVERLOADED:
+                    # The node let the stream go (it fell MASA_WATCH_BACKLOG updates behind,
+                    # or the node sheds load): the same node, after the last sequence.
+                    shed += 1
+                    if shed >= self._retry.attempts:
+                        raise from_rpc_error(error) from error
+                    await asyncio.sleep(self._retry.backoff(shed - 1))
+                    continue
                 await self._search_on(table_id, address, error, search)
 
     # --- plumbing ------------------------------------------------------------------------

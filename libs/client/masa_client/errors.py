@@ -14,9 +14,10 @@ import grpc
 import grpc.aio
 from google.rpc import error_details_pb2, status_pb2
 
-__all__ = ["TABLE_MOVED", "MasaCallError", "from_rpc_error"]
+__all__ = ["OVERLOADED", "TABLE_MOVED", "MasaCallError", "from_rpc_error"]
 
 TABLE_MOVED = "TABLE_MOVED"
+OVERLOADED = "OVERLOADED"
 _DETAILS_KEY = "grpc-status-details-bin"
 
 

@@ -11,11 +11,12 @@ from contextlib import asynccontextmanager
 import grpc
 import grpc.aio
 import pytest
+from masa.common.v1 import error_pb2
 from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
 from masa_client.client import RetryPolicy, TableClient, sequence_of
 from masa_client.errors import MasaCallError
 from masa_platform.auth import AuthPolicy, Role, require_principal
-from masa_platform.errors import IllegalMove, TableMoved
+from masa_platform.errors import IllegalMove, MasaError, Overloaded, TableMoved
 from masa_platform.server import GrpcServer, ServiceRegistration, create_server
 from masa_platform.server import standard_interceptors as interceptors
 from masa_platform.settings import ServerSettings
@@ -37,7 +38,8 @@ class Scripted(table_pb2_grpc.TableServiceServicer):
         # How many calls answer TABLE_MOVED (to moved_to) before this node serves the table.
         self.moved_calls = 1_000_000
         self.watch_requests: list[table_pb2.WatchTableRequest] = []
-        self.watch_script: list[list[table_pb2.WatchTableResponse | None]] = []
+        # Each stream's messages; None ends it UNAVAILABLE, an error ends it with its status.
+        self.watch_script: list[list[table_pb2.WatchTableResponse | MasaError | None]] = []
 
     async def SubmitAction(
         self, request: table_pb2.SubmitActionRequest, context: grpc.aio.ServicerContext
@@ -64,6 +66,8 @@ class Scripted(table_pb2_grpc.TableServiceServicer):
         for message in script:
             if message is None:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "node going down")
+            if isinstance(message, MasaError):
+                raise message
             yield message
 
 
@@ -161,6 +165,42 @@ async def test_a_watch_resumes_after_a_drop_from_the_last_sequence_without_repea
     first, second = servicer.watch_requests
     assert not first.HasField("after_sequence")
     assert second.after_sequence == 5
+
+
+def behind(last: int) -> Overloaded:
+    """How an engine node ends a stream whose reader fell too far behind."""
+    return Overloaded(
+        "the stream fell 2 updates behind the table",
+        metadata={"quota": "watch_backlog", "limit": "2", "after_sequence": str(last)},
+    )
+
+
+async def test_a_watch_the_node_let_go_as_it_fell_behind_resumes_on_the_same_node() -> None:
+    """RESOURCE_EXHAUSTED, OVERLOADED (MASA_WATCH_BACKLOG): the same node is asked again after
+    the last sequence delivered, and nothing is lost or repeated."""
+    servicer = Scripted()
+    servicer.watch_script = [
+        [snapshot(3), update(4), behind(4)],
+        [update(5), update(6), behind(6)],
+        [update(7), update(8)],
+    ]
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        seen = [sequence_of(message) async for message in c.watch("t1")]
+    assert seen == [3, 4, 5, 6, 7, 8]
+    assert [r.after_sequence for r in servicer.watch_requests[1:]] == [4, 6]
+
+
+async def test_a_watch_let_go_again_and_again_without_progress_gives_up() -> None:
+    servicer = Scripted()
+    servicer.watch_script = [[behind(0)] for _ in range(FAST.attempts)]
+    async with serving(servicer) as server, TableClient(server.address, TOKEN, retry=FAST) as c:
+        with pytest.raises(MasaCallError) as caught:
+            _ = [message async for message in c.watch("t1")]
+    assert caught.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    overloaded = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_OVERLOADED)
+    assert caught.value.reason == overloaded.removeprefix("ERROR_REASON_")
+    assert caught.value.metadata["quota"] == "watch_backlog"
+    assert len(servicer.watch_requests) == FAST.attempts
 
 
 async def test_a_watch_without_a_token_fails_with_unauthenticated() -> None:

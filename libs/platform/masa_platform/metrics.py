@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -42,6 +42,7 @@ __all__ = [
     "LoopMetrics",
     "MetricsInterceptor",
     "MetricsServer",
+    "QuotaMetrics",
     "go_code_name",
     "set_build_info",
     "start_metrics_server",
@@ -217,6 +218,31 @@ class ConsumerMetrics:
 
     def pending(self, consumer: str, messages: int) -> None:
         self._pending.labels(consumer=consumer).set(messages)
+
+
+class QuotaMetrics:
+    """``masa_quota_refusals_total{quota}``: calls refused with ``QUOTA_EXCEEDED``, by the quota
+    that refused them (masa_platform.quotas names them; a service may add its own, as the
+    table-engine's ``table_spectators``). ``quota`` is a fixed name, never a caller."""
+
+    def __init__(
+        self, registry: CollectorRegistry = REGISTRY, *, quotas: Iterable[str] = ()
+    ) -> None:
+        self._refusals = Counter(
+            "masa_quota_refusals_total",
+            "Calls refused with RESOURCE_EXHAUSTED, QUOTA_EXCEEDED, by the quota that refused.",
+            ("quota",),
+            registry=registry,
+        )
+        # Each quota's series exists from the start (at 0), and a refusal finds its child
+        # without the label lookup.
+        self._children = {quota: self._refusals.labels(quota=quota) for quota in quotas}
+
+    def refused(self, quota: str) -> None:
+        child = self._children.get(quota)
+        if child is None:
+            child = self._children[quota] = self._refusals.labels(quota=quota)
+        child.inc()
 
 
 def set_build_info(service: str, version: str, registry: CollectorRegistry = REGISTRY) -> Gauge:

@@ -1,8 +1,12 @@
 """The ``grpc.aio`` server every masa service runs, and its graceful shutdown.
 
 :func:`create_server` binds the port, registers the services with health checking and
-reflection, and applies the message size and concurrency limits (past ``max_concurrent_rpcs``
-gRPC itself answers ``RESOURCE_EXHAUSTED``). Shutting down first reports ``NOT_SERVING`` to
+reflection, and applies the message size and concurrency limits. Callers' calls are limited
+by the quota interceptor (:mod:`masa_platform.quotas`, in :func:`standard_interceptors`);
+gRPC's own ``maximum_concurrent_rpcs``, which counts health checks too, is only the last
+resort above it (``ServerSettings.grpc_concurrent_rpcs``: the callers' limit, the services'
+room, the health and reflection streams and room for health checks), so callers can never
+make health answer ``RESOURCE_EXHAUSTED``. Shutting down first reports ``NOT_SERVING`` to
 health watchers, then stops accepting calls and gives running calls the grace period to end.
 """
 
@@ -25,6 +29,7 @@ from masa_platform.errors import ErrorInterceptor
 from masa_platform.handlers import InterceptorChain, WrappingInterceptor
 from masa_platform.idempotency import IdempotencyCache, IdempotencyInterceptor
 from masa_platform.metrics import GrpcMetrics, MetricsInterceptor
+from masa_platform.quotas import CallerQuotas, QuotaInterceptor
 from masa_platform.request_logs import LogContextInterceptor
 from masa_platform.settings import AuthSettings, ServerSettings, TlsSettings
 from masa_platform.tls import server_credentials
@@ -66,6 +71,7 @@ def standard_interceptors(
     policy: AuthPolicy | None = None,
     metrics: GrpcMetrics | None = None,
     idempotency: IdempotencyCache | None = None,
+    quotas: CallerQuotas | None = None,
 ) -> list[grpc.aio.ServerInterceptor]:
     """The interceptors in the order they must run, outermost first; all but tracing's are
     installed as one chain (:class:`~masa_platform.handlers.InterceptorChain`: one interceptor
@@ -73,8 +79,9 @@ def standard_interceptors(
 
     Tracing (when on) wraps everything; metrics see every final status, auth failures
     included; every log line of the call, auth's included, carries the call's identity; errors
-    map whatever auth and the handler raise; idempotency keys answers by the caller that auth
-    established.
+    map whatever auth and the handler raise; quotas (every service passes its
+    :class:`~masa_platform.quotas.CallerQuotas`) hold the caller that auth established to its
+    limits before anything else runs; idempotency keys answers by that caller.
     """
     chain: list[WrappingInterceptor] = []
     if metrics is not None:
@@ -82,6 +89,8 @@ def standard_interceptors(
     chain.append(LogContextInterceptor())
     chain.append(ErrorInterceptor())
     chain.append(AuthInterceptor(auth, policy))
+    if quotas is not None:
+        chain.append(QuotaInterceptor(quotas, policy))
     chain.append(IdempotencyInterceptor(idempotency))
     return [*tracing.server_interceptors(), InterceptorChain(chain)]
 
@@ -160,7 +169,7 @@ def create_server(
     server = grpc.aio.server(
         interceptors=list(interceptors),
         options=options,
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs or None,
+        maximum_concurrent_rpcs=settings.grpc_concurrent_rpcs,
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

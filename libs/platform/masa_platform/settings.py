@@ -31,6 +31,7 @@ __all__ = [
     "LoopSettings",
     "PageTokenSettings",
     "PlatformSettings",
+    "QuotaSettings",
     "ServerSettings",
     "SettingsError",
     "TlsSettings",
@@ -106,6 +107,57 @@ class AuthSettings:
                 raise SettingsError(f"{variable}: {path} is not a file")
 
 
+# Calls in flight that the quota interceptor admits beyond MASA_MAX_CALLER_RPCS, for service
+# identities and admins only (masa_platform.quotas): a node full of players still takes an
+# operator's drain or matchmaking's CreateTable.
+SERVICE_RPC_ROOM = 256
+# Health and reflection streams (Watch, ServerReflectionInfo) open at once; they need no
+# token, so the quota interceptor caps them server-wide, apart from the callers.
+PUBLIC_STREAMS = 64
+# Unary health checks in flight that gRPC's own limit leaves room for, above everything else.
+PUBLIC_CALL_ROOM = 64
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSettings:
+    """What one caller may hold and send, and what all callers may hold at once
+    (masa_platform.quotas). Service identities and admins are not held to a caller's quotas."""
+
+    # Calls of authenticated callers in flight on the server at once (every method but health
+    # and reflection), streams included; a player's call past it is refused.
+    max_caller_rpcs: int = 10_000
+    # Streams (server-streaming, client-streaming, bidi) one caller holds open at once.
+    caller_streams: int = 16
+    # A token bucket per caller: one token per unary call, per stream opened and per message
+    # sent inside a client or bidi stream; refilled at caller_rate a second up to caller_burst.
+    # 200 a second is a hundred times what a person playing sends; a masa-load player sends
+    # 40 to 120 at one saturated table on the 2-core development machine, fewer at more.
+    caller_rate: float = 200.0
+    caller_burst: int = 400
+    # Callers whose state is kept; an idle caller's goes first (it holds no call, so dropping
+    # it loses at most a partly spent bucket). Above max_caller_rpcs, so that one idle is
+    # always there to drop.
+    callers_tracked: int = 20_000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_caller_rpcs <= 1_000_000:
+            raise SettingsError("MASA_MAX_CALLER_RPCS must be 1 to 1,000,000")
+        if not 1 <= self.caller_streams < self.max_caller_rpcs:
+            raise SettingsError(
+                f"MASA_CALLER_STREAMS must be at least 1 and below MASA_MAX_CALLER_RPCS "
+                f"({self.max_caller_rpcs}): one caller must never fill the server"
+            )
+        if not 0 < self.caller_rate <= 1_000_000:
+            raise SettingsError("MASA_CALLER_RATE must be above 0 and at most 1,000,000 a second")
+        if not 1 <= self.caller_burst <= 1_000_000:
+            raise SettingsError("MASA_CALLER_BURST must be 1 to 1,000,000")
+        if not self.max_caller_rpcs < self.callers_tracked <= 10_000_000:
+            raise SettingsError(
+                f"MASA_CALLERS_TRACKED must be above MASA_MAX_CALLER_RPCS "
+                f"({self.max_caller_rpcs}) and at most 10,000,000"
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class PageTokenSettings:
     """The key that signs the page tokens of List calls (masa_platform.page_tokens).
@@ -156,27 +208,45 @@ class ServerSettings:
     # The largest message sent; received messages are limited by the service (the table API
     # takes far less, see create_server).
     max_message_bytes: int = 4 * 1024 * 1024
-    # Counts every open RPC, long-lived watch streams included; 0 means no limit.
-    max_concurrent_rpcs: int = 10_000
+    # gRPC's own limit on calls in flight, health's included: the last resort above the quota
+    # interceptor's limits (see grpc_concurrent_rpcs); 0 derives it from them.
+    max_concurrent_rpcs: int = 0
     grace_seconds: float = 5.0
     # The request_id cache (masa_platform.idempotency): answers kept for retries.
     request_cache_entries: int = 20_000
     request_cache_bytes: int = 8 * 1024 * 1024
     request_cache_seconds: float = 120.0
+    quotas: QuotaSettings = field(default_factory=QuotaSettings)
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_port <= 65535:
             raise SettingsError(f"MASA_GRPC_PORT: {self.grpc_port} is not a port number")
         if self.max_message_bytes <= 0:
             raise SettingsError("MASA_MAX_MESSAGE_BYTES must be positive")
-        if self.max_concurrent_rpcs < 0:
-            raise SettingsError("MASA_MAX_CONCURRENT_RPCS must be 0 (no limit) or positive")
+        if self.max_concurrent_rpcs and self.max_concurrent_rpcs < self.quota_ceiling:
+            raise SettingsError(
+                f"MASA_MAX_CONCURRENT_RPCS must be 0 (derived) or at least {self.quota_ceiling}: "
+                f"MASA_MAX_CALLER_RPCS ({self.quotas.max_caller_rpcs}) + {SERVICE_RPC_ROOM} "
+                f"for services + {PUBLIC_STREAMS} health and reflection streams + "
+                f"{PUBLIC_CALL_ROOM} health checks, so that health never meets it"
+            )
         if self.grace_seconds < 0:
             raise SettingsError("MASA_GRACE_SECONDS must not be negative")
         if min(self.request_cache_entries, self.request_cache_bytes) <= 0:
             raise SettingsError("MASA_REQUEST_CACHE_ENTRIES and _BYTES must be positive")
         if self.request_cache_seconds <= 0:
             raise SettingsError("MASA_REQUEST_CACHE_SECONDS must be positive")
+
+    @property
+    def quota_ceiling(self) -> int:
+        """The most calls the quota interceptor ever lets run at once, plus the health checks
+        it leaves alone: callers, the services' room, public streams, health checks."""
+        return self.quotas.max_caller_rpcs + SERVICE_RPC_ROOM + PUBLIC_STREAMS + PUBLIC_CALL_ROOM
+
+    @property
+    def grpc_concurrent_rpcs(self) -> int:
+        """gRPC's own limit: MASA_MAX_CONCURRENT_RPCS, or the quota ceiling when it is 0."""
+        return self.max_concurrent_rpcs or self.quota_ceiling
 
 
 @dataclass(frozen=True, slots=True)

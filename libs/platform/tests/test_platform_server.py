@@ -10,7 +10,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from masa_platform.server import create_server, generic_service, serve_until_signalled
-from masa_platform.settings import ServerSettings
+from masa_platform.settings import (
+    PUBLIC_CALL_ROOM,
+    PUBLIC_STREAMS,
+    SERVICE_RPC_ROOM,
+    QuotaSettings,
+    ServerSettings,
+)
 from platform_support import TEST_SERVICE, ServeFactory
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -49,27 +55,42 @@ async def test_reflection_lists_the_registered_services(serve: ServeFactory) -> 
         }
 
 
-async def test_overload_answers_resource_exhausted(serve: ServeFactory) -> None:
+async def test_grpcs_own_limit_is_the_last_resort_above_the_quotas(serve: ServeFactory) -> None:
+    """Past ``grpc_concurrent_rpcs`` (derived from the quotas: callers, the services' room,
+    health streams and checks) gRPC itself answers RESOURCE_EXHAUSTED; the quota interceptor,
+    absent here, keeps callers well below it (test_platform_quotas)."""
+    running = 0
     started, release = asyncio.Event(), asyncio.Event()
+    settings = ServerSettings(
+        grace_seconds=0.5,
+        quotas=QuotaSettings(max_caller_rpcs=2, caller_streams=1, callers_tracked=3),
+    )
+    limit = settings.grpc_concurrent_rpcs
+    assert limit == 2 + SERVICE_RPC_ROOM + PUBLIC_STREAMS + PUBLIC_CALL_ROOM
 
     async def slow(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        started.set()
+        nonlocal running
+        running += 1
+        if running == limit:
+            started.set()
         await release.wait()
         return b"done"
 
-    settings = ServerSettings(max_concurrent_rpcs=1, grace_seconds=0.5)
     extra = handlers(Slow=grpc.unary_unary_rpc_method_handler(slow))
     async with (
         serve(extra, settings=settings) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        first = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
-        await asyncio.wait_for(started.wait(), 10)
+        held = [
+            asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
+            for _ in range(limit)
+        ]
+        await asyncio.wait_for(started.wait(), 30)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x")
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         release.set()
-        assert await first == b"done"
+        assert await asyncio.gather(*held) == [b"done"] * limit
 
 
 async def test_messages_over_the_size_limit_are_refused(serve: ServeFactory) -> None:

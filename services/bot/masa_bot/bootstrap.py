@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from masa_platform.metrics import GrpcMetrics
+from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -25,6 +26,9 @@ def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> 
         [registration(BotServicer(use_case))],
         tls=platform.tls,
         interceptors=standard_interceptors(
-            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+            platform.auth,
+            policy=auth_policy(),
+            metrics=GrpcMetrics(registry),
+            quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )

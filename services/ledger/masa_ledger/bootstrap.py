@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from masa_platform.bus import connect
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
+from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -115,7 +116,10 @@ async def start_ledger(
         [registration(LedgerServicer(ledger, PageTokens(settings.page_tokens.key())))],
         tls=platform.tls,
         interceptors=standard_interceptors(
-            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+            platform.auth,
+            policy=auth_policy(),
+            metrics=GrpcMetrics(registry),
+            quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )
     stopping = asyncio.Event()

@@ -25,6 +25,7 @@ from masa_platform.bus import connect
 from masa_platform.keys import load_signing_key
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
+from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
 from masa_platform.tls import open_channel
@@ -243,7 +244,10 @@ async def start_matchmaking(
         [registration(servicer)],
         tls=platform.tls,
         interceptors=standard_interceptors(
-            platform.auth, policy=auth_policy(), metrics=GrpcMetrics(registry)
+            platform.auth,
+            policy=auth_policy(),
+            metrics=GrpcMetrics(registry),
+            quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )
     with contextlib.suppress(TimeoutError):

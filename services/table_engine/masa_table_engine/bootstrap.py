@@ -30,6 +30,7 @@ from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.keys import load_signing_key
 from masa_platform.metrics import GrpcMetrics, LoopMetrics
+from masa_platform.quotas import caller_quotas
 from masa_platform.server import (
     GrpcServer,
     ServiceRegistration,
@@ -43,7 +44,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from masa_table_engine.adapters.admin_api import TableAdminServicer
 from masa_table_engine.adapters.bot_client import GrpcDecider
-from masa_table_engine.adapters.grpc_api import TableServicer
+from masa_table_engine.adapters.grpc_api import TABLE_SPECTATORS, TableServicer
 from masa_table_engine.adapters.health import HealthMonitor
 from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
@@ -314,6 +315,7 @@ async def start_node(
                 max_bytes=server_settings.request_cache_bytes,
                 ttl_seconds=server_settings.request_cache_seconds,
             ),
+            quotas=caller_quotas(server_settings.quotas, registry, own_quotas=(TABLE_SPECTATORS,)),
         ),
         max_receive_message_bytes=settings.max_request_bytes,
     )
@@ -437,5 +439,7 @@ def _runtime_settings(settings: EngineSettings) -> RuntimeSettings:
         bot_delay_seconds=settings.bot_delay_seconds,
         finished_retention_seconds=settings.finished_retention_seconds,
         history_kept=settings.history_kept,
+        max_spectators=settings.max_spectators_per_table,
+        watch_backlog=settings.watch_backlog,
         presence_grace_seconds=settings.presence_grace_seconds,
     )

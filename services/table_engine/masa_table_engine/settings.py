@@ -51,6 +51,11 @@ class EngineSettings:
     finished_retention_seconds: float = 30.0
     # The latest entries each table keeps in memory for resuming watchers and retries.
     history_kept: int = 128
+    # Watch streams of callers without a seat at a table, open at once (0: no spectators).
+    # Seated players are not counted, so they can always watch their own table.
+    max_spectators_per_table: int = 100
+    # Updates queued for one watch stream; a reader further behind is let go and resumes.
+    watch_backlog: int = 128
     # How often health probes NATS and counts frozen tables.
     health_check_seconds: float = 0.5
     # The most live tables the node takes (its engine-node record says so). How long a lease
@@ -85,6 +90,10 @@ class EngineSettings:
             raise SettingsError("MASA_PRESENCE_GRACE_SECONDS must be 0.1 to 60")
         if self.history_kept < 1:
             raise SettingsError("MASA_HISTORY_KEPT must be >= 1")
+        if not 0 <= self.max_spectators_per_table <= 100_000:
+            raise SettingsError("MASA_MAX_SPECTATORS_PER_TABLE must be 0 to 100,000")
+        if not 1 <= self.watch_backlog <= 10_000:
+            raise SettingsError("MASA_WATCH_BACKLOG must be 1 to 10,000")
         if not NODE_ID.fullmatch(self.node_id):
             raise SettingsError(f"MASA_NODE_ID must match {NODE_ID.pattern}")
         if not 1024 <= self.max_request_bytes <= self.platform.server.max_message_bytes:

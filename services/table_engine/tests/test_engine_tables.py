@@ -4,11 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from masa_table_engine.adapters.memory import MemoryBus, MemoryLog, MemoryOwnership, MemoryResults
 from masa_table_engine.app.ports import NullMetrics
-from masa_table_engine.app.runtime import Deps, RuntimeSettings
+from masa_table_engine.app.runtime import (
+    Deps,
+    RuntimeSettings,
+    TooManySpectators,
+    WatcherBehind,
+)
 from masa_table_engine.app.tables import TableNotFound, Tables
 from masa_table_engine.domain.model import (
     Entry,
@@ -96,5 +102,73 @@ async def test_a_table_keeps_only_its_latest_entries_in_memory() -> None:
             runtime.table.sequence - 1,
             runtime.table.sequence,
         ]
+    finally:
+        await tables.close()
+
+
+class _Behind(NullMetrics):
+    def __init__(self) -> None:
+        self.behind = 0
+
+    def watcher_behind(self) -> None:
+        self.behind += 1
+
+
+async def test_a_watcher_that_is_not_read_keeps_its_backlog_at_most_then_is_let_go() -> None:
+    """A stalled reader holds no more than ``watch_backlog`` entries: past it the queue is
+    emptied and the stream ends with WatcherBehind, naming the last sequence it gave."""
+    metrics = _Behind()
+    deps = replace(_deps(MemoryBus()), metrics=metrics)
+    settings = RuntimeSettings(
+        timers=TimerPolicy(), snapshot_every=20, bot_timeout_seconds=1.0, watch_backlog=3
+    )
+    tables = Tables(deps, settings)
+    bots = TableConfig(
+        GameKind.ELEVATOR, tuple(SeatConfig(s, SeatKind.BOT) for s in range(3)), 30.0
+    )
+    try:
+        table = await tables.create(bots)
+        runtime = tables.get(table.table_id)
+        stream = runtime.watch(None, as_player=False, after_sequence=None, spectator=True)
+        first = await anext(stream)
+        assert isinstance(first, Table)
+        assert runtime.spectators == 1
+        async with asyncio.timeout(30):
+            while not runtime.table.finished:
+                await asyncio.sleep(0.01)
+        assert runtime.table.sequence > first.sequence + 3
+        assert metrics.behind == 1
+        with pytest.raises(WatcherBehind) as behind:
+            await anext(stream)
+        assert (behind.value.limit, behind.value.last_sequence) == (3, first.sequence)
+        assert runtime.spectators == 0
+    finally:
+        await tables.close()
+
+
+async def test_spectators_past_the_limit_are_refused_and_other_watchers_are_not_counted() -> None:
+    deps = _deps(MemoryBus())
+    settings = RuntimeSettings(
+        timers=TimerPolicy(), snapshot_every=20, bot_timeout_seconds=1.0, max_spectators=1
+    )
+    tables = Tables(deps, settings)
+    humans = TableConfig(
+        GameKind.ELEVATOR,
+        tuple(SeatConfig(s, SeatKind.HUMAN, f"p{s}", f"p{s}") for s in range(3)),
+        30.0,
+    )
+    try:
+        runtime = tables.get((await tables.create(humans)).table_id)
+        spectator = runtime.watch(None, as_player=False, after_sequence=None, spectator=True)
+        await anext(spectator)
+        with pytest.raises(TooManySpectators):
+            await anext(runtime.watch(None, as_player=False, after_sequence=None, spectator=True))
+        seated = runtime.watch(0, as_player=True, after_sequence=None)
+        assert isinstance(await anext(seated), Table)
+        await spectator.aclose()
+        again = runtime.watch(None, as_player=False, after_sequence=None, spectator=True)
+        assert isinstance(await anext(again), Table)
+        await again.aclose()
+        await seated.aclose()
     finally:
         await tables.close()

@@ -20,7 +20,13 @@ the platform's error interceptor:
   an unset one (0) asks for no check, as a write without an etag does (AIP-154);
 - a new table on a node that already runs ``max_tables`` (MASA_MAX_TABLES, counting the creates
   in flight): RESOURCE_EXHAUSTED, reason NODE_AT_CAPACITY, before anything is written, so the
-  caller places it elsewhere. A retry of a table the node runs is answered at capacity too.
+  caller places it elsewhere. A retry of a table the node runs is answered at capacity too;
+- a spectator's watch of a table that has MASA_MAX_SPECTATORS_PER_TABLE of them (a caller
+  without a seat there; seated players are never counted, so they can always watch their own
+  table): RESOURCE_EXHAUSTED, reason QUOTA_EXCEEDED, metadata ``quota`` ``table_spectators``;
+- a watch stream whose reader fell MASA_WATCH_BACKLOG updates behind ends with
+  RESOURCE_EXHAUSTED, reason OVERLOADED, metadata ``quota`` ``watch_backlog``, ``limit`` and
+  ``after_sequence`` (the last sequence it sent): the client resumes from there.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import ClassVar
 
 import grpc
@@ -40,6 +47,7 @@ from masa_platform.errors import (
     MasaError,
     NotFound,
     NotYourSeat,
+    Overloaded,
     PreconditionFailed,
     RequestIdReused,
     TableMoved,
@@ -48,6 +56,7 @@ from masa_platform.errors import (
     refusal,
 )
 from masa_platform.handlers import Context
+from masa_platform.quotas import QuotaExceeded, held_to_quotas
 from masa_rules.errors import RuleViolation
 
 from masa_table_engine.adapters.convert import (
@@ -61,7 +70,13 @@ from masa_table_engine.adapters.convert import (
 )
 from masa_table_engine.adapters.limits import check_action, check_config, check_table_id
 from masa_table_engine.app.ports import LogConflict, LogUnavailable
-from masa_table_engine.app.runtime import SequenceMismatch, TableRuntime
+from masa_table_engine.app.runtime import (
+    SequenceMismatch,
+    TableRuntime,
+    TooManySpectators,
+    WatcherBehind,
+    WatchItem,
+)
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
 from masa_table_engine.app.tables import Draining, TableNotFound, Tables, TableUnserved
 from masa_table_engine.domain.model import (
@@ -73,7 +88,18 @@ from masa_table_engine.domain.model import (
 )
 from masa_table_engine.domain.table import Table
 
-__all__ = ["NodeAtCapacity", "SequenceMismatchError", "TableServicer", "TableUnavailable"]
+__all__ = [
+    "TABLE_SPECTATORS",
+    "WATCH_BACKLOG",
+    "NodeAtCapacity",
+    "SequenceMismatchError",
+    "TableServicer",
+    "TableUnavailable",
+]
+
+# The quotas this service enforces itself, as the refusal's metadata names them.
+TABLE_SPECTATORS = "table_spectators"
+WATCH_BACKLOG = "watch_backlog"
 
 
 class SequenceMismatchError(MasaError):
@@ -200,21 +226,42 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         elif own is not None and not request.spectate:
             viewer, as_player = own, True
         after = request.after_sequence if request.HasField("after_sequence") else None
-        async for item in runtime.watch(viewer, as_player=as_player, after_sequence=after):
-            if isinstance(item, Table):
-                if viewer is None:
-                    yield table_pb2.WatchTableResponse(
-                        spectator_view=spectator_view(item, self.owner_address)
-                    )
-                else:
-                    yield table_pb2.WatchTableResponse(
-                        seat_view=seat_view(item, viewer, self.owner_address)
-                    )
-            else:
-                yield table_pb2.WatchTableResponse(update=update_for(item, viewer))
+        # Seated players are not counted: spectators can never keep them from their table.
+        spectator = own is None and held_to_quotas(principal)
+        watched = runtime.watch(
+            viewer, as_player=as_player, after_sequence=after, spectator=spectator
+        )
+        try:
+            # Closed with this stream, not whenever it is collected: it holds a spectator's
+            # place at the table.
+            async with aclosing(watched):
+                async for item in watched:
+                    yield self._watched(item, viewer)
+        except TooManySpectators as error:
+            raise QuotaExceeded(TABLE_SPECTATORS, str(error.limit), str(error)) from None
+        except WatcherBehind as error:
+            raise Overloaded(
+                str(error),
+                metadata={
+                    "quota": WATCH_BACKLOG,
+                    "limit": str(error.limit),
+                    "after_sequence": str(error.last_sequence),
+                },
+            ) from None
         if not runtime.table.finished:
             # The table was handed over (a drain) or lost: the client finds its new node.
             raise TableUnavailable(f"table {request.table_id} is moving to another node")
+
+    def _watched(self, item: WatchItem, viewer: int | None) -> table_pb2.WatchTableResponse:
+        if isinstance(item, Table):
+            if viewer is None:
+                return table_pb2.WatchTableResponse(
+                    spectator_view=spectator_view(item, self.owner_address)
+                )
+            return table_pb2.WatchTableResponse(
+                seat_view=seat_view(item, viewer, self.owner_address)
+            )
+        return table_pb2.WatchTableResponse(update=update_for(item, viewer))
 
     async def SubmitAction(  # noqa: N802 (the generated servicer's names)
         self, request: table_pb2.SubmitActionRequest, context: Context

@@ -97,6 +97,12 @@ class PrometheusMetrics:
             "Players connected to a seat of a table in play on this node.",
             registry=registry,
         )
+        self._behind = Counter(
+            "masa_table_watchers_behind_total",
+            "Watch streams ended because their reader fell MASA_WATCH_BACKLOG updates behind "
+            "(RESOURCE_EXHAUSTED, OVERLOADED; the client resumes after its last sequence).",
+            registry=registry,
+        )
         self._persist = Histogram(
             "masa_table_persist_seconds",
             "Time to append one entry to the table log in JetStream.",
@@ -156,6 +162,9 @@ class PrometheusMetrics:
 
     def players_online(self, players: int) -> None:
         self._players.set(players)
+
+    def watcher_behind(self) -> None:
+        self._behind.inc()
 
     def loop(self, name: str) -> AbstractContextManager[None]:
         return self.loops.run(name)

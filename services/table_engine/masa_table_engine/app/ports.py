@@ -258,6 +258,10 @@ class Metrics(Protocol):
         """How many players are connected to a seat of a table in play."""
         ...
 
+    def watcher_behind(self) -> None:
+        """A watch stream let go: its reader fell RuntimeSettings.watch_backlog entries behind."""
+        ...
+
     def loop(self, name: str) -> AbstractContextManager[None]:
         """One run of the background loop ``name`` (a fixed name, never an id), counted and
         timed; an exception leaving the block counts as an error run."""
@@ -305,6 +309,9 @@ class NullMetrics:
 
     def players_online(self, players: int) -> None:
         del players
+
+    def watcher_behind(self) -> None:
+        return None
 
     def loop(self, name: str) -> AbstractContextManager[None]:
         del name

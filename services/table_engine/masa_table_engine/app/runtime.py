@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -76,7 +76,9 @@ __all__ = [
     "RuntimeSettings",
     "SequenceMismatch",
     "TableRuntime",
+    "TooManySpectators",
     "WatchItem",
+    "WatcherBehind",
     "has_results",
 ]
 
@@ -84,6 +86,60 @@ _log = logging.getLogger(__name__)
 
 
 WatchItem = Table | Entry
+
+
+class TooManySpectators(Exception):
+    """The table has as many spectators as it takes (RuntimeSettings.max_spectators)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the table has {limit} spectators, the most it takes")
+        self.limit = limit
+
+
+class WatcherBehind(Exception):
+    """A watch stream fell ``limit`` entries behind the table and was let go; its reader
+    resumes after ``last_sequence``, the last sequence it was given."""
+
+    def __init__(self, limit: int, last_sequence: int) -> None:
+        super().__init__(
+            f"the stream fell {limit} updates behind the table; resume after {last_sequence}"
+        )
+        self.limit = limit
+        self.last_sequence = last_sequence
+
+
+class _Watcher:
+    """One watch stream's queue of entries, bounded: a reader that falls ``backlog`` entries
+    behind is let go (its queue emptied, an end marker left), so a slow or stalled reader
+    keeps nothing alive but a fixed number of references to entries the table shares."""
+
+    __slots__ = ("_backlog", "behind", "closed", "queue", "spectator")
+
+    def __init__(self, backlog: int, *, spectator: bool) -> None:
+        self._backlog = backlog
+        # One place beyond the backlog for the end marker.
+        self.queue: asyncio.Queue[Entry | None] = asyncio.Queue(backlog + 1)
+        self.spectator = spectator
+        self.behind = False
+        self.closed = False
+
+    def offer(self, entry: Entry) -> bool:
+        """Queue ``entry``; True when that let the reader go, as it fell too far behind."""
+        if self.closed:
+            return False
+        if self.queue.qsize() >= self._backlog:
+            self.behind = True
+            while not self.queue.empty():
+                self.queue.get_nowait()
+            self.close()
+            return True
+        self.queue.put_nowait(entry)
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
 
 
 class SequenceMismatch(Exception):
@@ -107,6 +163,11 @@ class RuntimeSettings:
     finished_retention_seconds: float = 30.0
     # The latest entries a table keeps in memory for resuming watchers and retries.
     history_kept: int = 128
+    # Watch streams of callers without a seat at the table, open at once; seated players'
+    # own streams are not counted (each player's streams are capped by the platform's quotas).
+    max_spectators: int = 100
+    # Entries queued for one watch stream; one that falls further behind ends (WatcherBehind).
+    watch_backlog: int = 128
     # How long a seat must be without a stream of its player before the log says it is
     # disconnected (app/presence.py); a reconnection within it writes nothing.
     presence_grace_seconds: float = 2.0
@@ -156,7 +217,8 @@ class TableRuntime:
         self._changed = asyncio.Event()
         # The deadline the driver sleeps until (None: until a change); see _wake_driver.
         self._armed: float | None = None
-        self._watchers: set[asyncio.Queue[Entry | None]] = set()
+        self._watchers: set[_Watcher] = set()
+        self._spectators = 0
         self._presence = Presence(settings.presence_grace_seconds)
         self._driver: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
@@ -199,8 +261,8 @@ class TableRuntime:
 
     async def stop(self) -> None:
         await stop_tasks(self._driver)
-        for queue in self._watchers:
-            queue.put_nowait(None)
+        for watcher in self._watchers:
+            watcher.close()
 
     async def hand_over(self, flush_seconds: float) -> None:
         """Stop serving the table here and leave it to the node that takes it over (a drain).
@@ -338,8 +400,9 @@ class TableRuntime:
             self.finished_at = self._deps.clock()
         self._keep(entry)
         self._wake_driver()
-        for queue in self._watchers:
-            queue.put_nowait(entry)
+        for watcher in self._watchers:
+            if watcher.offer(entry):
+                self._deps.metrics.watcher_behind()
         self._count(entry, name, time.perf_counter() - started)
         if has_results(table, entry):
             self._outbox.add(table, entry, notify=self._changed.set)
@@ -488,16 +551,35 @@ class TableRuntime:
 
     # --- watching --------------------------------------------------------------------------
 
+    @property
+    def spectators(self) -> int:
+        """Spectators' watch streams open now."""
+        return self._spectators
+
     async def watch(
-        self, seat: int | None, *, as_player: bool, after_sequence: int | None
-    ) -> AsyncIterator[WatchItem]:
+        self,
+        seat: int | None,
+        *,
+        as_player: bool,
+        after_sequence: int | None,
+        spectator: bool = False,
+    ) -> AsyncGenerator[WatchItem, None]:
         """A snapshot (or the entries after ``after_sequence``), then every new entry.
 
         The stream ends after the entry that finishes the game. A player's stream counts for
-        the seat's presence from here to its end, however it ends (:mod:`.presence`).
+        the seat's presence from here to its end, however it ends (:mod:`.presence`). A
+        ``spectator`` (a caller without a seat here) past ``max_spectators`` raises
+        :class:`TooManySpectators` before anything is sent; a stream whose reader falls
+        ``watch_backlog`` entries behind raises :class:`WatcherBehind`, naming the last
+        sequence it gave.
         """
+        settings = self._settings
+        if spectator and self._spectators >= settings.max_spectators:
+            raise TooManySpectators(settings.max_spectators)
         player = seat if as_player else None
-        queue: asyncio.Queue[Entry | None] = asyncio.Queue()
+        watcher = _Watcher(settings.watch_backlog, spectator=spectator)
+        # Counted at once, before any wait, so that no two streams pass the check together.
+        self._spectators += spectator
         if player is not None:
             self._presence.opened(player)
         try:
@@ -507,28 +589,36 @@ class TableRuntime:
                 except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
                     _log.warning("could not record a reconnection", exc_info=True)
             async with self._lock:
-                self._watchers.add(queue)
-                first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
-                backlog: list[WatchItem]
-                if after_sequence is not None and first_kept - 1 <= after_sequence:
-                    backlog = [e for e in self._history if e.sequence > after_sequence]
-                else:
-                    backlog = [self.table]
+                self._watchers.add(watcher)
+                backlog, last = self._first_items(after_sequence)
                 finished = self.table.finished
             for item in backlog:
                 yield item
+                last = item.sequence
             while not finished:
-                entry = await queue.get()
+                entry = await watcher.queue.get()
                 if entry is None:
+                    if watcher.behind:
+                        raise WatcherBehind(settings.watch_backlog, last)
                     return
                 yield entry
+                last = entry.sequence
                 finished = _ends_game(entry)
         finally:
-            self._watchers.discard(queue)
+            self._spectators -= spectator
+            self._watchers.discard(watcher)
             if player is not None:
                 # Synchronous: the generator may be closing because its call was cancelled,
                 # or be closed later by the event loop from a task of its own.
                 self._stream_closed(player)
+
+    def _first_items(self, after_sequence: int | None) -> tuple[list[WatchItem], int]:
+        """What a new stream is sent first: the entries after ``after_sequence`` while the
+        history still holds them, else the table; and the sequence the stream is at before."""
+        first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
+        if after_sequence is not None and first_kept - 1 <= after_sequence:
+            return [e for e in self._history if e.sequence > after_sequence], after_sequence
+        return [self.table], self.table.sequence
 
     def accepted(self, seat: int, request_id: str) -> Entry | None:
         """The entry a request of ``seat`` already produced, found in the log-backed history.
