@@ -144,7 +144,7 @@ class _Games:
         """Bind and settle one game: the seconds of the bind, and of the settlement."""
         started = time.perf_counter()
         table_id = f"{self._tag}-{hold_ids[0].split('-')[1]}"
-        await self._ledger.bind_holds(table_id, 1, STAKE, hold_ids)
+        await self._ledger.bind_holds(table_id, 1, STAKE, hold_ids, RULE)
         bound = time.perf_counter()
         places = list(range(1, SEATS + 1))
         random.shuffle(places)
@@ -156,7 +156,6 @@ class _Games:
                 Standing(seat, hold_id.rsplit("-", 1)[1], places[seat], False, 0, hold_id)
                 for seat, hold_id in enumerate(hold_ids)
             ),
-            rule=RULE,
         )
         _, applied = await self._ledger.settle(result, from_event=True)
         assert applied

@@ -30,7 +30,7 @@ from masa_client.operator_bus import BusLogin, connect_operator
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, token
+from masa_platform.testing import NatsServer, auth_settings, keyring, token
 from masa_rules import elevator
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
@@ -266,6 +266,8 @@ async def _engine(server: NatsServer, node_id: str) -> AsyncIterator[Node]:
         server=ServerSettings(grpc_port=0, grace_seconds=0.2),
     )
     settings = EngineSettings(
+        result_signing_key_file=keyring().results_key,
+        log_mac_key_file=keyring().log_mac,
         platform=platform,
         node_id=node_id,
         takeover_scan_seconds=0.2,

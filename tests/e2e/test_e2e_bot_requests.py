@@ -27,7 +27,7 @@ from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.metrics import GrpcMetrics
 from masa_platform.server import create_server, standard_interceptors
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, token
+from masa_platform.testing import NatsServer, auth_settings, keyring, token
 from masa_table_engine.adapters.bot_client import decide_request
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
@@ -94,7 +94,12 @@ async def test_the_bot_request_does_not_grow_with_the_length_of_the_game(tmp_pat
         )
         engine = await start_node(
             EngineSettings(
-                platform=platform, node_id="bots", bot_address=bot.address, bot_timeout_seconds=5
+                result_signing_key_file=keyring().results_key,
+                log_mac_key_file=keyring().log_mac,
+                platform=platform,
+                node_id="bots",
+                bot_address=bot.address,
+                bot_timeout_seconds=5,
             ),
             registry=CollectorRegistry(),
         )

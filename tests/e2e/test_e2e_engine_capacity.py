@@ -49,7 +49,13 @@ async def test_a_full_node_is_engine_full_to_matchmaking(tmp_path: Path) -> None
             server=ServerSettings(grace_seconds=0),
         )
         node = await start_node(
-            EngineSettings(platform=platform, node_id="full", max_tables=1),
+            EngineSettings(
+                result_signing_key_file=keyring().results_key,
+                log_mac_key_file=keyring().log_mac,
+                platform=platform,
+                node_id="full",
+                max_tables=1,
+            ),
             registry=CollectorRegistry(),
         )
         engines = GrpcEngines(

@@ -23,7 +23,7 @@ from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform import tracing
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, token
+from masa_platform.testing import NatsServer, auth_settings, keyring, token
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -78,11 +78,14 @@ async def matchmaking_address(tmp_path: Path, spans: InMemorySpanExporter) -> As
                 platform=platform(nats, LEDGER),
                 database_url=f"sqlite:///{tmp_path / 'ledger.sqlite3'}",
                 dev_welcome_chips=100,
+                result_keys_file=keyring().results_jwks,
             ),
             registry=CollectorRegistry(),
         )
         engine = await start_node(
             EngineSettings(
+                result_signing_key_file=keyring().results_key,
+                log_mac_key_file=keyring().log_mac,
                 platform=platform(nats, TABLE_ENGINE),
                 node_id="table-engine-0",
                 ledger_address=ledger.server.address,
@@ -91,7 +94,9 @@ async def matchmaking_address(tmp_path: Path, spans: InMemorySpanExporter) -> As
         )
         matchmaking = await start_matchmaking(
             replace(
-                MatchmakingSettings(platform=platform(nats, MATCHMAKING)),
+                MatchmakingSettings(
+                    platform=platform(nats, MATCHMAKING), result_keys_file=keyring().results_jwks
+                ),
                 lobbies_file=lobbies,
                 ledger_address=ledger.server.address,
                 round_seconds=0.2,

@@ -92,12 +92,15 @@ async def _stack(directory: Path) -> AsyncIterator[Stack]:
                     database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
                     results_fetch_seconds=0.5,
                     dev_welcome_chips=WELCOME,
+                    result_keys_file=keyring().results_jwks,
                 ),
                 registry=CollectorRegistry(),
             )
             running.push_async_callback(ledger.stop, 0.2)
             node = await start_node(
                 EngineSettings(
+                    result_signing_key_file=keyring().results_key,
+                    log_mac_key_file=keyring().log_mac,
                     platform=_platform(nats, "table-engine", TABLE_ENGINE),
                     node_id="practice-node",
                     ledger_address=ledger.server.address,
@@ -112,6 +115,7 @@ async def _stack(directory: Path) -> AsyncIterator[Stack]:
                     lobbies_file=lobbies,
                     ledger_address=ledger.server.address,
                     round_seconds=0.2,
+                    result_keys_file=keyring().results_jwks,
                 ),
                 CollectorRegistry(),
             )

@@ -209,6 +209,11 @@ class Keyring:
     def log_mac(self) -> Path:
         return self.directory / "log-mac.key"
 
+    @property
+    def results_key(self) -> Path:
+        """The engines' results signing key (private)."""
+        return self.private(RESULTS)
+
     def private(self, identity: str) -> Path:
         return self.directory / f"{identity}.pem"
 

@@ -47,9 +47,10 @@ from masa_platform.auth import Role, TokenSigner
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, authorization_block, bus_users
 from masa_platform.bus_plan import BusSettings, bus_plan
-from masa_platform.keys import ISSUER, Keyring
+from masa_platform.keys import ISSUER, RESULTS, Keyring
 from masa_platform.provision import ProvisionReport, provision
 from masa_platform.settings import AuthSettings
+from masa_platform.signing import RESULT_SIGNATURE, ResultSigner
 
 __all__ = [
     "NatsCluster",
@@ -59,6 +60,7 @@ __all__ = [
     "keyring",
     "nats_server_binary",
     "provision_bus",
+    "signed_result",
     "token",
 ]
 
@@ -77,6 +79,13 @@ def auth_settings(service: str = "") -> AuthSettings:
     keys = keyring()
     own = keys.private(service) if service in ("table-engine", "matchmaking") else None
     return AuthSettings(jwt_jwks_file=keys.jwks, jwt_key_file=own)
+
+
+def signed_result(subject: str, payload: bytes) -> dict[str, str]:
+    """The headers a table-engine gives a result it publishes on ``subject``: its signature
+    with :func:`keyring`'s results key."""
+    signer = ResultSigner(keyring().signer(RESULTS))
+    return {RESULT_SIGNATURE: signer.header(subject, payload)}
 
 
 def token(

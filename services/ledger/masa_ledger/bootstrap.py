@@ -17,10 +17,13 @@ import time
 from dataclasses import dataclass, field
 
 from masa_platform.bus import connect
+from masa_platform.keys import KeyFileError
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
+from masa_platform.settings import SettingsError
+from masa_platform.signing import ResultVerifier
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -87,6 +90,7 @@ async def start_ledger(
     settings: LedgerSettings, registry: CollectorRegistry = REGISTRY
 ) -> LedgerService:
     platform = settings.platform
+    verifier = _result_verifier(settings)
     store = await open_store(settings)
     try:
         nc = await connect(
@@ -106,7 +110,7 @@ async def start_ledger(
         store,
         encode_event,
         metrics,
-        results=JetStreamResultLog(nc),
+        results=JetStreamResultLog(nc, verifier),
         policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
         on_commit=relay.wake,
         welcome_chips=settings.dev_welcome_chips,
@@ -127,6 +131,7 @@ async def start_ledger(
     consumer = ResultsConsumer(
         js,
         ledger,
+        verifier,
         fetch_seconds=settings.results_fetch_seconds,
         metrics=ConsumerMetrics(registry),
     )
@@ -189,6 +194,19 @@ async def start_ledger(
         extra={"grpc_address": server.address, "database": _redacted(settings.database_url)},
     )
     return service
+
+
+def _result_verifier(settings: LedgerSettings) -> ResultVerifier:
+    """The engines' results keys: the ledger pays nothing it cannot verify, so it needs them."""
+    path = settings.result_keys_file
+    if path is None:
+        raise SettingsError(
+            "MASA_RESULT_KEYS_FILE is unset: the ledger pays no result it cannot verify"
+        )
+    try:
+        return ResultVerifier(path)
+    except KeyFileError as error:
+        raise SettingsError(f"MASA_RESULT_KEYS_FILE: {error}") from None
 
 
 def _redacted(url: str) -> str:

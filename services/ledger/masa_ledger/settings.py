@@ -34,6 +34,9 @@ class LedgerSettings:
     # Development only (make run): the chips a player the ledger has no wallet of gets at its
     # first look at its chips or its first stake; 0 grants none.
     dev_welcome_chips: int = 0
+    # The public keys the table-engines sign results with (a JWK set, masa_platform.keys): the
+    # ledger pays no result they do not verify, so it does not start without them.
+    result_keys_file: Path | None = None
     # How long one fetch from the results consumer waits for a result. The consumer itself,
     # its ack wait and its redeliveries are the bus plan's (masa-bus provision).
     results_fetch_seconds: float = 1.0

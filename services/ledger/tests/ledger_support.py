@@ -30,13 +30,13 @@ from masa_ledger.adapters.sql import Executor, SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
 from masa_ledger.bootstrap import LedgerService, start_ledger
-from masa_ledger.domain.model import GameKey, GameResult, Hold, PayoutRule, Standing
+from masa_ledger.domain.model import GameKey, GameResult, Hold, Standing
 from masa_ledger.settings import LedgerSettings
 from masa_platform.bus import connect, publish
 from masa_platform.bus_access import ADMIN as ADMIN_USER
 from masa_platform.bus_access import LEDGER
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, token
+from masa_platform.testing import NatsServer, auth_settings, keyring, signed_result, token
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry
@@ -127,7 +127,6 @@ def result(
     ranking: Sequence[tuple[int, str, int, str]],
     *,
     forfeited: Sequence[int] = (),
-    rule: PayoutRule | None = None,
     teams: bool = False,
     event_id: str | None = None,
 ) -> GameResult:
@@ -140,7 +139,6 @@ def result(
             Standing(seat, player, place, seat in forfeited, seat % 2 if teams else 0, hold_id)
             for seat, player, place, hold_id in ranking
         ),
-        rule=rule or PayoutRule(),
         teams=teams,
     )
 
@@ -170,6 +168,7 @@ def ledger_settings(server: NatsServer, database_url: str, **overrides: Any) -> 
     base = LedgerSettings(
         platform=platform,
         database_url=database_url,
+        result_keys_file=keyring().results_jwks,
         expiry_interval_seconds=0.2,
         results_fetch_seconds=0.5,
     )
@@ -190,6 +189,7 @@ def ledger_nats_env(server: NatsServer) -> dict[str, str]:
         "MASA_NATS_URL": server.url,
         "MASA_NATS_USER": LEDGER,
         "MASA_NATS_PASSWORD": server.password(LEDGER),
+        **keyring().env(LEDGER),
     }
 
 
@@ -215,8 +215,10 @@ def as_url(dsn: str) -> str:
 
 
 @asynccontextmanager
-async def running_ledger(settings: LedgerSettings) -> AsyncIterator[LedgerService]:
-    service = await start_ledger(settings, registry=CollectorRegistry())
+async def running_ledger(
+    settings: LedgerSettings, registry: CollectorRegistry | None = None
+) -> AsyncIterator[LedgerService]:
+    service = await start_ledger(settings, registry=registry or CollectorRegistry())
     try:
         yield service
     finally:
@@ -255,11 +257,15 @@ async def publish_result(
     js: JetStreamContext, result: result_pb2.TableResult, *, msg_id: str | None = None
 ) -> None:
     inner = getattr(result, result.WhichOneof("result") or "")
+    subject = f"masa.table.v1.{inner.table_id}.result"
+    payload = result.SerializeToString()
+    # Signed as a table-engine signs its results: the ledger pays nothing else.
     await publish(
         js,
-        f"masa.table.v1.{inner.table_id}.result",
-        result.SerializeToString(),
+        subject,
+        payload,
         msg_id=msg_id or inner.event_id,
+        headers=signed_result(subject, payload),
     )
 
 

@@ -23,20 +23,22 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.ledger import WINNER_TAKES_ALL, StakeRequest
 from masa_ledger.bootstrap import start_ledger
-from masa_ledger.domain.model import GameKey, HoldState, SettlementState
+from masa_ledger.domain.model import GameKey, HoldState, PayoutRule, SettlementState
 from masa_platform.testing import NatsServer
 from prometheus_client import CollectorRegistry
 
 
-async def _staked_game(ledger, table_id: str, players: list[str], stake: int) -> list[str]:  # type: ignore[no-untyped-def]
+async def _staked_game(  # type: ignore[no-untyped-def]
+    ledger, table_id: str, players: list[str], stake: int, terms: PayoutRule = WINNER_TAKES_ALL
+) -> list[str]:
     for player in players:
         await ledger.grant(f"grant-{table_id}-{player}", player, 1000, "welcome")
     holds = await ledger.hold_stakes(
         [StakeRequest(f"{table_id}-{p}", p, stake, "lobby") for p in players]
     )
-    await ledger.bind_holds(table_id, 1, stake, [h.hold_id for h in holds])
+    await ledger.bind_holds(table_id, 1, stake, [h.hold_id for h in holds], terms)
     return [h.hold_id for h in holds]
 
 
@@ -50,12 +52,16 @@ async def test_game_finished_on_the_bus_is_paid_once_and_announced_p30(
             ledger = service.ledger
             # The nats-server lives for the module: every test's tables are its own.
             table = f"bus-{uuid.uuid4().hex[:8]}"
-            holds = await _staked_game(ledger, table, ["ayse", "mehmet"], 100)
+            holds = await _staked_game(
+                ledger, table, ["ayse", "mehmet"], 100, PayoutRule(rake_basis_points=500)
+            )
+            # The result claims no rake: the ledger pays by the terms the stakes were bound
+            # under, never by what a result says.
             finished = game_finished(
                 table,
                 100,
                 [(0, "ayse", 2, holds[0]), (1, "mehmet", 1, holds[1])],
-                rule=chips_pb2.PayoutRule(rake_basis_points=500),
+                rule=chips_pb2.PayoutRule(rake_basis_points=0),
             )
             # The same result five times, under five message ids so that JetStream's own
             # de-duplication does not hide the repeats from the ledger.

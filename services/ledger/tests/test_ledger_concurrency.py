@@ -33,9 +33,9 @@ async def test_p31_fifty_concurrent_games_on_eight_wallets_lose_no_chip(
                 [StakeRequest(f"{table_id}-{p}", p, 100, "salon") for p in players]
             )
             ids = [h.hold_id for h in holds]
-            await ledger.bind_holds(table_id, 1, 100, list(reversed(ids)))
+            await ledger.bind_holds(table_id, 1, 100, list(reversed(ids)), rule)
             ranking = [(seat, p, seat + 1, ids[seat]) for seat, p in enumerate(players)]
-            finished = result(GameKey(table_id, 1), 100, ranking, rule=rule)
+            finished = result(GameKey(table_id, 1), 100, ranking)
             # Each result arrives twice, at the same time: one settles, one is a repeat.
             outcomes = await asyncio.gather(ledger.on_result(finished), ledger.on_result(finished))
             assert sorted(o.value for o in outcomes) == ["already_closed", "settled"]

@@ -34,6 +34,7 @@ from ledger_support import (
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.app.ledger import StakeRequest
 from masa_ledger.domain.model import GameKey
+from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsServer, free_port
 from test_ledger_cli import _open
 
@@ -50,10 +51,9 @@ async def _ledger_process(
         **({"MASA_NATS_URL": through} if through else {}),
         "MASA_GRPC_PORT": str(free_port()),
         "MASA_METRICS_PORT": "0",
-        # A long pull request, so that one is waiting when the result is published; and a
-        # short ack wait, so that the unacknowledged result comes back soon after the crash.
+        # A long pull request, so that one is waiting when the result is published (the
+        # consumer's short ack wait is the bus plan's: see the test).
         "MASA_RESULTS_FETCH_SECONDS": "30",
-        "MASA_RESULTS_ACK_WAIT_SECONDS": "2",
     }
     with log.open("ab") as sink:
         process = await asyncio.create_subprocess_exec(
@@ -82,7 +82,9 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
     tmp_path: Path, backend: str
 ) -> None:
     table = "crash1"
-    with NatsServer(tmp_path / "nats", secure=True) as server:
+    # A short ack wait, so that the unacknowledged result comes back soon after the crash.
+    quick = BusSettings(results_ack_wait_seconds=2)
+    with NatsServer(tmp_path / "nats", secure=True, bus=quick) as server:
         nc = await operator_connection(server)
         js = nc.jetstream()
         proxy = TcpProxy(server.port)

@@ -56,6 +56,8 @@ class LedgerMachine(RuleBasedStateMachine):
         self.hold_state: dict[str, tuple[str, int, HoldState, float]] = {}
         self.requests: list[tuple[str, tuple[object, ...]]] = []
         self.counter = 0
+        # table id -> the terms its stakes were bound under
+        self.terms: dict[str, PayoutRule] = {}
 
     def run(self, awaitable):  # type: ignore[no-untyped-def]
         return self.loop.run_until_complete(awaitable)
@@ -113,9 +115,15 @@ class LedgerMachine(RuleBasedStateMachine):
             self.hold_state[hold.hold_id] = (hold.player_id, amount, HoldState.HELD, hold.expire_at)
         return multiple(*[(h.hold_id, amount) for h in placed])
 
-    @rule(target=games, chosen=st.lists(holds, min_size=1, max_size=4, unique_by=lambda h: h[0]))
-    def bind(self, chosen: list[tuple[str, int]]):  # type: ignore[no-untyped-def]
+    @rule(
+        target=games,
+        chosen=st.lists(holds, min_size=1, max_size=4, unique_by=lambda h: h[0]),
+        rake=st.sampled_from((0, 500)),
+        shares=st.sampled_from(((10_000,), (7000, 3000))),
+    )
+    def bind(self, chosen: list[tuple[str, int]], rake: int, shares):  # type: ignore[no-untyped-def]
         table_id = self.next_id("t")
+        terms = PayoutRule(rake, shares)
         stake = chosen[0][1]
         states = [self.hold_state[hold_id] for hold_id, _ in chosen]
         players = [state[0] for state in states]
@@ -124,7 +132,9 @@ class LedgerMachine(RuleBasedStateMachine):
             and all(amount == stake for _, amount in chosen)
             and len(set(players)) == len(players)
         )
-        _, error = self.attempt(self.ledger.bind_holds(table_id, 1, stake, [h for h, _ in chosen]))
+        _, error = self.attempt(
+            self.ledger.bind_holds(table_id, 1, stake, [h for h, _ in chosen], terms)
+        )
         if error is not None:
             assert not bindable, error
             return multiple()
@@ -132,7 +142,8 @@ class LedgerMachine(RuleBasedStateMachine):
         for hold_id, _ in chosen:
             player, amount, _, expire = self.hold_state[hold_id]
             self.hold_state[hold_id] = (player, amount, HoldState.BOUND, expire)
-        self.requests.append(("bind", (table_id, 1, stake, [h for h, _ in chosen])))
+        self.requests.append(("bind", (table_id, 1, stake, [h for h, _ in chosen], terms)))
+        self.terms[table_id] = terms
         return (table_id, tuple(hold_id for hold_id, _ in chosen))
 
     @rule(chosen=holds)
@@ -162,10 +173,8 @@ class LedgerMachine(RuleBasedStateMachine):
         game=consumes(games),
         order=st.randoms(use_true_random=False),
         forfeits=st.sets(st.integers(0, 3)),
-        rake=st.sampled_from((0, 500)),
-        shares=st.sampled_from(((10_000,), (7000, 3000))),
     )
-    def settle(self, game, order, forfeits, rake: int, shares) -> None:  # type: ignore[no-untyped-def]
+    def settle(self, game, order, forfeits) -> None:  # type: ignore[no-untyped-def]
         table_id, hold_ids = game
         places = list(range(1, len(hold_ids) + 1))
         order.shuffle(places)
@@ -174,10 +183,9 @@ class LedgerMachine(RuleBasedStateMachine):
             for seat, hold_id in enumerate(hold_ids)
         ]
         stake = self.hold_state[hold_ids[0]][1]
-        rule_ = PayoutRule(rake, shares)
-        finished = result(
-            GameKey(table_id, 1), stake, ranking, forfeited=sorted(forfeits), rule=rule_
-        )
+        # Paid by the terms the stakes were bound under, whatever the result says.
+        rule_ = self.terms[table_id]
+        finished = result(GameKey(table_id, 1), stake, ranking, forfeited=sorted(forfeits))
         settlement, applied = self.run(self.ledger.settle(finished, from_event=True))
         assert applied
         split = split_pot(stake * len(hold_ids), finished.standings, rule_, teams=False)

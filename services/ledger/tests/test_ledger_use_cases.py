@@ -231,12 +231,12 @@ async def test_p30_an_unbound_hold_expires_and_a_bound_one_does_not(store: SqlSt
 async def test_p30_settling_pays_by_the_ranking_and_takes_the_rake(store: SqlStore) -> None:
     ledger, _ = await _funded(store, "a", "b", "c", "d")
     await hold_for(ledger, "abcd", 100, "t1")
-    await ledger.bind_holds("t1", 1, 100, [f"t1-{p}" for p in "abcd"])
+    terms = PayoutRule(rake_basis_points=500, place_shares=(7000, 3000))
+    await ledger.bind_holds("t1", 1, 100, [f"t1-{p}" for p in "abcd"], terms)
     finished = result(
         GameKey("t1", 1),
         100,
         [(0, "a", 3, "t1-a"), (1, "b", 1, "t1-b"), (2, "c", 2, "t1-c"), (3, "d", 4, "t1-d")],
-        rule=PayoutRule(rake_basis_points=500, place_shares=(7000, 3000)),
     )
     settlement, applied = await ledger.settle(finished, from_event=True)
     assert applied

@@ -22,12 +22,13 @@ from masa_platform import tracing
 from masa_platform.acks import AckedPublisher
 from masa_platform.auth import Role, ServiceTokens, TokenSigner
 from masa_platform.bus import connect
-from masa_platform.keys import load_signing_key
+from masa_platform.keys import KeyFileError, load_signing_key
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
+from masa_platform.signing import ResultVerifier
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -119,6 +120,19 @@ class MatchmakingService:
             await self.nats.drain()
 
 
+def _result_verifier(settings: MatchmakingSettings) -> ResultVerifier:
+    """The engines' results keys: ratings move only on results they verify."""
+    path = settings.result_keys_file
+    if path is None:
+        raise SettingsError(
+            "MASA_RESULT_KEYS_FILE is unset: matchmaking rates no unverified result"
+        )
+    try:
+        return ResultVerifier(path)
+    except KeyFileError as error:
+        raise SettingsError(f"MASA_RESULT_KEYS_FILE: {error}") from None
+
+
 def _service_tokens(settings: MatchmakingSettings) -> ServiceTokens:
     """Matchmaking's own token for the ledger and the engines, signed with its identity key."""
     auth = settings.platform.auth
@@ -179,6 +193,7 @@ async def start_matchmaking(
     given = overrides or Overrides()
     platform = settings.platform
     lobbies = load_lobbies(settings)
+    verifier = _result_verifier(settings)
     by_id = {lobby.lobby_id: lobby for lobby in lobbies}
     instance = settings.instance
     nc = await connect(
@@ -254,7 +269,9 @@ async def start_matchmaking(
         await asyncio.wait_for(tickets.ready.wait(), _MIRROR_READY_SECONDS)
     stopping = asyncio.Event()
     service = MatchmakingService(settings, server, nc, matchmaker, tickets, stopping, closers)
-    consumer = ResultsConsumer(js, ratings, live_tables, metrics=ConsumerMetrics(registry))
+    consumer = ResultsConsumer(
+        js, ratings, live_tables, verifier, metrics=ConsumerMetrics(registry)
+    )
     loops = LoopMetrics(registry)
 
     async def probe() -> None:

@@ -38,6 +38,9 @@ class MatchmakingSettings:
     hold_ttl_seconds: float = 120.0
     # Failed placements (not the player's fault) before a ticket fails.
     max_requeues: int = 3
+    # The public keys the table-engines sign results with (a JWK set, masa_platform.keys):
+    # ratings move only on results they verify, so matchmaking does not start without them.
+    result_keys_file: Path | None = None
     # The lobby leases' life, the tickets' retention and the events' age are the bus plan's
     # (MASA_LOBBY_LEASE_TTL_SECONDS, MASA_TICKET_RETENTION_SECONDS, ... of masa-bus provision),
     # read back from the buckets.

@@ -31,7 +31,7 @@ from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import error_info
 from masa_platform.page_tokens import PageTokens
 from masa_platform.settings import PlatformSettings
-from masa_platform.testing import NatsServer, auth_settings, token
+from masa_platform.testing import NatsServer, auth_settings, keyring, signed_result, token
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
 
@@ -60,6 +60,7 @@ async def service(
         instance_id=f"grpc-{uuid.uuid4().hex[:6]}",
         lobbies_file=lobbies,
         ledger_address="unused:1",
+        result_keys_file=keyring().results_jwks,
         round_seconds=0.2,
     )
     ledger = FakeLedger(welcome=1_000)
@@ -396,9 +397,12 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
                 ranking=ranking,
             )
             message = result_pb2.TableResult(game_finished=finished).SerializeToString()
+            subject = f"masa.table.v1.{table_id}.result"
             for copy in range(2):
                 await js.publish(
-                    f"masa.table.v1.{table_id}.result", message, headers={"Nats-Msg-Id": f"c{copy}"}
+                    subject,
+                    message,
+                    headers={"Nats-Msg-Id": f"c{copy}", **signed_result(subject, message)},
                 )
         finally:
             await nc.close()
@@ -623,3 +627,61 @@ async def test_a_page_token_continues_only_its_own_listing_filter_and_player(ser
             mm.ListTicketsRequest(page_size=1, page_token=ticket_token), metadata=ann
         )
         assert len(tickets.tickets) == 1 and not tickets.next_page_token
+
+
+async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(  # type: ignore[no-untyped-def]
+    service, nats_server: NatsServer
+) -> None:
+    """Issue 19: ratings move on what a table-engine signed, never on a forged GameFinished
+    (here published by the operators, as a route into the result subject would)."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from masa.events.v1 import result_pb2
+    from masa_platform.direct import StoredMessage, messages_after
+
+    table_id = f"forged{uuid.uuid4().hex[:8]}"
+    winner, loser = f"w-{table_id}", f"l-{table_id}"
+    finished = result_pb2.GameFinished(
+        event_id=f"{table_id}:1:game",
+        occurred_at=Timestamp(seconds=1),
+        table_id=table_id,
+        game_no=1,
+        game=game_pb2.GAME_KIND_FIFTYONE,
+        mode=game_pb2.MODE_SINGLES,
+        ranking=[
+            game_pb2.Standing(seat=0, player_id=winner, place=1),
+            game_pb2.Standing(seat=1, player_id=loser, place=2),
+        ],
+    )
+    admin = await connect(
+        nats_server.url, name="forger", user=ADMIN, password=nats_server.password(ADMIN)
+    )
+    try:
+        await admin.jetstream().publish(
+            f"masa.table.v1.{table_id}.result",
+            result_pb2.TableResult(game_finished=finished).SerializeToString(),
+            headers={"Nats-Msg-Id": f"forged-{table_id}"},
+        )
+        dead = f"masa.deadletter.v1.{MATCHMAKING}.matchmaking-ratings"
+
+        async def set_aside() -> list[StoredMessage]:
+            return [
+                letter
+                for letter in await messages_after(admin, "MASA_DEAD_LETTERS", dead)
+                if table_id in letter.headers.get("Masa-Dead-Letter-Subject", "")
+            ]
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (found := await set_aside()):
+            assert asyncio.get_running_loop().time() < deadline, "the forgery was not set aside"
+            await asyncio.sleep(0.1)
+        (letter,) = found
+        assert letter.headers["Masa-Dead-Letter-Reason"] == "unverified"
+    finally:
+        await admin.close()
+    running, _, _ = service
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        rating = await stub.GetRating(
+            mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(winner)
+        )
+        assert (rating.rating.mu, rating.rating.games) == (25.0, 0)

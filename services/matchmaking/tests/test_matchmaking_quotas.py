@@ -28,7 +28,7 @@ from masa_platform.bus_access import MATCHMAKING
 from masa_platform.errors import error_info
 from masa_platform.quotas import CALLER_RATE, CALLER_STREAMS
 from masa_platform.settings import PlatformSettings, QuotaSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings
+from masa_platform.testing import NatsServer, auth_settings, keyring
 from masa_platform.testing import token as mint
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
@@ -75,6 +75,7 @@ async def running(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Runn
         instance_id=f"quotas-{uuid.uuid4().hex[:6]}",
         lobbies_file=lobbies,
         ledger_address="unused:1",
+        result_keys_file=keyring().results_jwks,
         round_seconds=0.2,
     )
     ledger = FakeLedger(welcome=1_000)

@@ -28,7 +28,7 @@ from masa_platform.acks import AckedPublisher
 from masa_platform.auth import AuthPolicy, Role, ServiceTokens, TokenSigner
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
-from masa_platform.keys import load_signing_key
+from masa_platform.keys import RESULTS, KeyFileError, load_mac_key, load_signing_key
 from masa_platform.metrics import GrpcMetrics, LoopMetrics
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import (
@@ -38,6 +38,7 @@ from masa_platform.server import (
     standard_interceptors,
 )
 from masa_platform.settings import SettingsError
+from masa_platform.signing import ResultSigner, Sealer
 from masa_platform.tls import open_channel
 from nats.aio.client import Client
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -187,6 +188,7 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
         password=platform.nats_password,
     )
     js = nc.jetstream()
+    signer, sealer = _sealing(settings)
     snapshots, index, leases, nodes = await _storage(nc)
     # A lease and a node's record last as long as their buckets keep an entry.
     lease_seconds = _ttl(leases)
@@ -217,8 +219,9 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
             node_id=settings.node_id,
             owner_address=address,
             default_turn_seconds=settings.turn_seconds,
+            sealer=sealer,
         ),
-        results=JetStreamResults(nc),
+        results=JetStreamResults(nc, signer),
         ownership=KvOwnership(
             Leases(leases, settings.node_id),
             renew_every=lease_seconds / 3,
@@ -229,6 +232,20 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
         probe=probe,
         close=lambda: _closed(publisher, nc),
     )
+
+
+def _sealing(settings: EngineSettings) -> tuple[ResultSigner, Sealer]:
+    """The results key and the log's seal key (masa_platform.keys), which only engines hold."""
+    signing, sealing = settings.result_signing_key_file, settings.log_mac_key_file
+    if signing is None or sealing is None:
+        raise SettingsError(
+            "MASA_RESULT_SIGNING_KEY_FILE and MASA_LOG_MAC_KEY_FILE must be set: no result is "
+            "paid and no table rebuilt without the engines' seals"
+        )
+    try:
+        return ResultSigner(load_signing_key(signing, RESULTS)), Sealer(load_mac_key(sealing))
+    except KeyFileError as error:
+        raise SettingsError(str(error)) from None
 
 
 def _ttl(bucket: KvBucket) -> float:

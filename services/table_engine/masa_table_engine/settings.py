@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from masa_platform.settings import PlatformSettings, SettingsError
@@ -64,6 +65,11 @@ class EngineSettings:
     max_tables: int = 5_000
     # How often the node looks for tables whose node died or drained, to take them over.
     takeover_scan_seconds: float = 1.0
+    # The results key (Ed25519, PEM), which signs every result the ledger pays and matchmaking
+    # rates from, and the seal key (hex) of the log entries and snapshots: engines alone hold
+    # them (masa_platform.keys). A node on JetStream does not start without both.
+    result_signing_key_file: Path | None = None
+    log_mac_key_file: Path | None = None
 
     def __post_init__(self) -> None:
         positive = {

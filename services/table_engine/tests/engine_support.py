@@ -66,7 +66,14 @@ def settings(server: NatsServer, node_id: str = "node-a", **overrides: Any) -> E
         nats_password=server.password(TABLE_ENGINE),
         server=ServerSettings(grpc_port=overrides.pop("grpc_port", 0), grace_seconds=0.2),
     )
-    base = EngineSettings(platform=platform, node_id=node_id, turn_seconds=30.0)
+    base = EngineSettings(
+        platform=platform,
+        node_id=node_id,
+        turn_seconds=30.0,
+        # The engines' own keys: the results key and the log's seal key.
+        result_signing_key_file=keyring().results_key,
+        log_mac_key_file=keyring().log_mac,
+    )
     return replace(base, **overrides)
 
 

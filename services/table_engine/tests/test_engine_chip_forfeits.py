@@ -35,7 +35,7 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.settings import LedgerSettings
 from masa_platform.bus_access import LEDGER
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings
+from masa_platform.testing import NatsServer, auth_settings, keyring
 from prometheus_client import CollectorRegistry
 
 STAKE = 100
@@ -58,6 +58,7 @@ async def _ledger(server: NatsServer, directory: Path) -> AsyncIterator[LedgerSe
         platform=platform,
         database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
         results_fetch_seconds=0.5,
+        result_keys_file=keyring().results_jwks,
     )
     service = await start_ledger(ledger_settings, registry=CollectorRegistry())
     try:

@@ -10,6 +10,7 @@ handed over to the lease holder, or recovered when the lease is free.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,7 +40,9 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.acks import publish_headers
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
-from masa_platform.testing import NatsServer
+from masa_platform.keys import load_mac_key
+from masa_platform.signing import SEAL, Sealer
+from masa_platform.testing import NatsServer, keyring
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.convert import entry_to_log, input_from_log
 from masa_table_engine.adapters.jetstream import (
@@ -273,25 +276,29 @@ async def _write_as(server: NatsServer, table_id: str, writer: str, *, take_leas
         )
         entry = entry_to_log(theirs, f"{writer}:7000")
         sequence = entry.sequence
-        # Fenced as that node's append is: on the log's last entry as it found it.
+        payload = entry.SerializeToString()
+        # Sealed as an engine seals it (that node holds the engines' key), and fenced as its
+        # append is: on the log's last entry as it found it.
+        sealer = Sealer(load_mac_key(keyring().log_mac))
         await js.publish(
             log_subject(table_id),
-            entry.SerializeToString(),
+            payload,
             headers=publish_headers(
                 msg_id=entry.event_id,
                 expected_last_subject_sequence=last.seq,
-                extra={WRITER_HEADER: writer},
+                extra={
+                    WRITER_HEADER: writer,
+                    SEAL: sealer.seal(log_subject(table_id), payload),
+                },
             ),
         )
         if take_lease:
             leases = await KvBucket.open(client, LEASE_BUCKET)
             await leases.put(table_id, writer.encode())
             snapshots = await KvBucket.open(client, SNAPSHOT_BUCKET)
-            await snapshots.put(
-                table_id,
-                b'{"owner": "%s", "address": "%s:7000", "table": {}}'
-                % (writer.encode(), writer.encode()),
-            )
+            body = json.dumps({"owner": writer, "address": f"{writer}:7000", "table": {}})
+            seal = sealer.seal(f"{SNAPSHOT_BUCKET}.{table_id}", body.encode())
+            await snapshots.put(table_id, json.dumps({"seal": seal, "body": body}).encode())
     finally:
         await client.close()
     return sequence

@@ -13,8 +13,10 @@ from engine_support import bus_client, provision_ttls
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
+from masa_platform.keys import RESULTS, load_mac_key
 from masa_platform.metrics import LoopMetrics
-from masa_platform.testing import NatsServer
+from masa_platform.signing import ResultSigner, Sealer
+from masa_platform.testing import NatsServer, keyring
 from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
     LEASE_BUCKET,
@@ -104,6 +106,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             node_id=node,
             owner_address=f"{node}:1",
             default_turn_seconds=30,
+            sealer=Sealer(load_mac_key(keyring().log_mac)),
         )
 
     try:
@@ -111,7 +114,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             (log(a), log(b)),
             owners,
             JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
-            JetStreamResults(client),
+            JetStreamResults(client, ResultSigner(keyring().signer(RESULTS))),
             lambda: asyncio.sleep(LEASE_SECONDS + 1.5),
         )
     finally:

@@ -4,13 +4,16 @@
   through the provisioned durable consumer ``ledger-settlement``
   (:class:`masa_platform.consumer.DurableConsumer`). A message is acknowledged only after the
   transaction that settled (or voided) its game committed, so a ledger that dies in between
-  gets it again and the inbox and the settlement key make the repeat a no-op. A result that
-  can never be paid (undecodable, or refused: it does not match the holds bound to its game) is
-  set aside in the dead-letter stream; a failure the ledger cannot fix now (the database is
-  down) is retried with a growing delay.
+  gets it again and the inbox and the settlement key make the repeat a no-op. A result is
+  looked at only if a table-engine signed it (``Masa-Signature``, masa_platform.signing) for
+  the table whose subject it is on: a forged, moved or altered one is set aside unread and
+  counted, and never reaches the inbox, where it could stand in for the real one. A result
+  that can never be paid (undecodable, or refused: it does not match the holds bound to its
+  game) is set aside in the dead-letter stream too; a failure the ledger cannot fix now (the
+  database is down) is retried with a growing delay.
 - :class:`JetStreamResultLog` reads a table's last result for SettleGame, by subject, through
-  the direct-get API: the ledger's NATS user may read that and never the log itself, which
-  holds every hand and seed.
+  the direct-get API (the ledger's NATS user may read that and never the log itself, which
+  holds every hand and seed), and pays it only if its signature holds.
 - :class:`OutboxRelay` publishes the outbox to stream ``MASA_LEDGER`` with ``Nats-Msg-Id`` =
   event id, then marks the rows published; a row published twice (a crash between the two) is
   dropped by JetStream's duplicate window, and consumers are idempotent on event_id anyway.
@@ -34,6 +37,7 @@ from masa_platform.consumer import DurableConsumer, Poison, SetAside
 from masa_platform.direct import last_message
 from masa_platform.logs import bound_context
 from masa_platform.metrics import ConsumerMetrics, LoopMetrics
+from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, Unverified
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -42,7 +46,7 @@ from masa_ledger.adapters.convert import abandonment_from_proto, game_result_fro
 from masa_ledger.adapters.metrics import PrometheusLedgerMetrics
 from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import InboxOutcome, Store
-from masa_ledger.domain.errors import LedgerError, Unavailable
+from masa_ledger.domain.errors import LedgerError, Refused, Unavailable
 from masa_ledger.domain.model import GameAbandonment, GameKey, GameResult
 
 __all__ = [
@@ -64,22 +68,31 @@ def result_subject(table_id: str) -> str:
     return f"masa.table.v1.{table_id}.result"
 
 
-def decode_result(data: bytes) -> GameResult | GameAbandonment | None:
-    """The game result a result message carries, None for a hand's; raises :class:`Poison`
-    for one that is not a readable ``TableResult``."""
+def verified_result(
+    verifier: ResultVerifier, subject: str, data: bytes, signature: str | None
+) -> GameResult | GameAbandonment | None:
+    """The game result a result message carries (None for a hand's), once its signature holds
+    and it is about the table of its subject; raises :class:`Poison` otherwise."""
+    try:
+        verifier.verify(subject, data, signature)
+    except Unverified as unverified:
+        raise Poison(SetAside.UNVERIFIED, str(unverified)) from None
     try:
         result = result_pb2.TableResult.FromString(data)
     except DecodeError:
         raise Poison(SetAside.UNDECODABLE, "not a TableResult") from None
     kind = result.WhichOneof("result")
+    found: GameResult | GameAbandonment | None = None
     try:
         if kind == "game_finished":
-            return game_result_from_proto(result.game_finished)
-        if kind == "game_abandoned":
-            return abandonment_from_proto(result.game_abandoned)
+            found = game_result_from_proto(result.game_finished)
+        elif kind == "game_abandoned":
+            found = abandonment_from_proto(result.game_abandoned)
     except (ValueError, LedgerError) as error:
         raise Poison(SetAside.UNDECODABLE, f"a {kind} the ledger cannot read: {error}") from None
-    return None
+    if found is not None and subject != result_subject(found.key.table_id):
+        raise Poison(SetAside.REFUSED, f"a result of table {found.key.table_id} on {subject}")
+    return found
 
 
 class ResultsConsumer:
@@ -89,11 +102,13 @@ class ResultsConsumer:
         self,
         js: JetStreamContext,
         ledger: Ledger,
+        verifier: ResultVerifier,
         *,
         fetch_seconds: float,
         metrics: ConsumerMetrics,
     ) -> None:
         self._ledger = ledger
+        self._verifier = verifier
         # Results of different games settle independently, so a batch runs at once.
         self._consumer = DurableConsumer(
             js,
@@ -110,7 +125,8 @@ class ResultsConsumer:
         await self._consumer.run(stop)
 
     async def _handle(self, message: Msg) -> None:
-        found = decode_result(message.data)
+        signature = (message.headers or {}).get(RESULT_SIGNATURE)
+        found = verified_result(self._verifier, message.subject, message.data, signature)
         if found is None:
             return
         with bound_context(table_id=found.key.table_id, game_no=found.key.game_no):
@@ -127,19 +143,30 @@ class JetStreamResultLog:
     """The :class:`~masa_ledger.app.ports.ResultLog`: a game's published result, which is the
     last message on its table's result subject once the game has ended."""
 
-    def __init__(self, nc: Client) -> None:
+    def __init__(self, nc: Client, verifier: ResultVerifier) -> None:
         self._nc = nc
+        self._verifier = verifier
 
     async def game_result(self, key: GameKey) -> GameResult | GameAbandonment | None:
+        subject = result_subject(key.table_id)
         try:
-            stored = await last_message(self._nc, TABLES_STREAM, result_subject(key.table_id))
+            stored = await last_message(self._nc, TABLES_STREAM, subject)
         except (nats.errors.Error, TimeoutError) as error:
             raise Unavailable(f"the table's results cannot be read now: {error}") from error
         if stored is None:
             return None
         try:
-            found = decode_result(stored.data)
-        except Poison:
+            found = verified_result(
+                self._verifier, subject, stored.data, stored.headers.get(RESULT_SIGNATURE)
+            )
+        except Poison as poison:
+            if poison.reason is SetAside.UNVERIFIED:
+                raise Refused(
+                    f"the last result of table {key.table_id} is not a table-engine's: "
+                    f"{poison.detail}",
+                    reason="RESULT_UNVERIFIED",
+                    metadata={"table_id": key.table_id, "game_no": str(key.game_no)},
+                ) from None
             return None
         return found if found is not None and found.key == key else None
 

@@ -109,6 +109,8 @@ def account_to_proto(account: Account) -> ledger_pb2.Account:
     )
     if account.created_at is not None:
         message.create_time.CopyFrom(timestamp(account.created_at))
+    if account.rule is not None:
+        message.payout.CopyFrom(rule_to_proto(account.rule))
     return message
 
 
@@ -197,7 +199,6 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
             )
             for s in message.ranking
         ),
-        rule=rule_from_proto(message.payout),
         teams=message.mode == game_pb2.MODE_TEAMS,
     )
 

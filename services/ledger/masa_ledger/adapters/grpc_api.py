@@ -38,6 +38,7 @@ from masa_ledger.adapters.convert import (
     TRANSFER_KINDS,
     account_to_proto,
     hold_to_proto,
+    rule_from_proto,
     settlement_to_proto,
     transfer_to_proto,
 )
@@ -270,7 +271,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.BindHoldsRequest, context: Context
     ) -> ledger_pb2.BindHoldsResponse:
         escrow, holds = await self._ledger.bind_holds(
-            request.table_id, request.game_no, request.stake, list(request.hold_ids)
+            request.table_id,
+            request.game_no,
+            request.stake,
+            list(request.hold_ids),
+            rule_from_proto(request.payout),
         )
         return ledger_pb2.BindHoldsResponse(
             escrow=account_to_proto(escrow), holds=[hold_to_proto(h) for h in holds]

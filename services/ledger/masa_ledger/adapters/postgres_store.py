@@ -82,6 +82,7 @@ _ACCOUNT_TYPES = (
     "bigint",
     "text",
     "bigint",
+    "text",
 )
 # The types of each column of the rows apply() writes, for unnest(): one array per column.
 _NEW_HOLD_TYPES = (
@@ -191,11 +192,12 @@ class _PgTx(SqlTx):
         add(
             "UPDATE accounts a SET balance = a.balance + c.balance, held = a.held + c.held, "
             "pending_stakes = a.pending_stakes + c.pending_stakes, "
-            "stake = COALESCE(c.stake, a.stake), closed = COALESCE(c.closed, a.closed) "
-            "FROM {rows} AS c(account_id, balance, held, pending_stakes, stake, closed) "
+            "stake = COALESCE(c.stake, a.stake), closed = COALESCE(c.closed, a.closed), "
+            "rule = COALESCE(c.rule, a.rule) "
+            "FROM {rows} AS c(account_id, balance, held, pending_stakes, stake, closed, rule) "
             "WHERE a.account_id = c.account_id",
             account_change_rows(change.accounts),
-            ("text", "bigint", "bigint", "bigint", "bigint", "text"),
+            ("text", "bigint", "bigint", "bigint", "bigint", "text", "text"),
         )
         add(
             "INSERT INTO inbox (event_id, table_id, game_no, outcome, detail, received_us) "

@@ -56,7 +56,7 @@ MAX_ATTEMPTS = 30
 
 ACCOUNT_COLUMNS = (
     "account_id, kind, player_id, table_id, game_no, stake, balance, held, pending_stakes, "
-    "closed, created_us"
+    "closed, created_us, rule"
 )
 HOLD_COLUMNS = (
     "hold_id, player_id, amount, lobby_id, ticket_id, ttl_us, state, created_us, expire_us, "
@@ -119,7 +119,19 @@ def account_from_row(row: Row) -> Account:
         pending_stakes=int(row[8]),
         closed=SettlementState(row[9]) if row[9] else None,
         created_at=_seconds(row[10]),
+        rule=rule_from_json(row[11]) if row[11] else None,
     )
+
+
+def rule_to_json(rule: PayoutRule) -> str:
+    return json.dumps(
+        {"rake_basis_points": rule.rake_basis_points, "place_shares": list(rule.place_shares)}
+    )
+
+
+def rule_from_json(text: str) -> PayoutRule:
+    rule = json.loads(text)
+    return PayoutRule(int(rule["rake_basis_points"]), tuple(int(s) for s in rule["place_shares"]))
 
 
 def hold_from_row(row: Row) -> Hold:
@@ -156,7 +168,6 @@ def transfer_from_row(row: Row) -> Transfer:
 
 
 def settlement_from_row(row: Row, transfers: Sequence[Transfer] = ()) -> Settlement:
-    rule = json.loads(row[8])
     return Settlement(
         key=GameKey(row[0], int(row[1])),
         state=SettlementState(row[2]),
@@ -168,7 +179,7 @@ def settlement_from_row(row: Row, transfers: Sequence[Transfer] = ()) -> Settlem
         event_id=row[9],
         reason=row[10],
         closed_at=int(row[11]) / 1_000_000,
-        rule=PayoutRule(rule["rake_basis_points"], tuple(rule["place_shares"])),
+        rule=rule_from_json(row[8]),
         transfers=tuple(transfers),
     )
 
@@ -202,7 +213,7 @@ class SqlTx(Tx):
     ) -> dict[str, Account]:
         if create:
             await self._ex.execute_many(
-                f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(11)}) "
+                f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(12)}) "
                 "ON CONFLICT (account_id) DO NOTHING",
                 new_account_rows(create),
             )
@@ -288,6 +299,7 @@ def new_account_rows(accounts: Sequence[Account]) -> list[tuple[object, ...]]:
             a.pending_stakes,
             "" if a.closed is None else a.closed.value,
             _us(a.created_at or 0.0),
+            "" if a.rule is None else rule_to_json(a.rule),
         )
         for a in sorted(accounts, key=lambda a: a.account_id)
     ]
@@ -354,8 +366,8 @@ def transfer_rows(transfers: Sequence[Transfer]) -> list[tuple[object, ...]]:
 
 
 def account_change_rows(changes: Mapping[str, AccountChange]) -> list[tuple[object, ...]]:
-    """Rows of (account_id, balance, held, pending_stakes, stake or None, closed or None), by
-    account id."""
+    """Rows of (account_id, balance, held, pending_stakes, stake or None, closed or None, rule
+    or None), by account id."""
     return [
         (
             account_id,
@@ -364,6 +376,7 @@ def account_change_rows(changes: Mapping[str, AccountChange]) -> list[tuple[obje
             c.pending_stakes,
             c.stake,
             None if c.close is None else c.close.value,
+            None if c.rule is None else rule_to_json(c.rule),
         )
         for account_id, c in sorted(changes.items())
         if c != AccountChange()
@@ -381,12 +394,7 @@ def settlement_row(s: Settlement) -> tuple[object, ...]:
         s.forfeited,
         json.dumps([[p.seat, p.player_id, p.place, p.amount] for p in s.payouts]),
         json.dumps(list(s.hold_ids)),
-        json.dumps(
-            {
-                "rake_basis_points": s.rule.rake_basis_points,
-                "place_shares": list(s.rule.place_shares),
-            }
-        ),
+        rule_to_json(s.rule),
         s.event_id,
         s.reason,
         _us(s.closed_at),

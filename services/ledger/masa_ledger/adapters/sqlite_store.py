@@ -66,7 +66,7 @@ class _SqliteTx(SqlTx):
     async def apply(self, change: Change) -> None:
         ex = self._ex
         await ex.execute_many(
-            f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(11)})",
+            f"INSERT INTO accounts ({ACCOUNT_COLUMNS}) VALUES ({_marks(12)})",
             new_account_rows(change.new_accounts),
         )
         await ex.execute_many(
@@ -89,7 +89,7 @@ class _SqliteTx(SqlTx):
         await ex.execute_many(
             "UPDATE accounts SET balance = balance + ?2, held = held + ?3, "
             "pending_stakes = pending_stakes + ?4, stake = COALESCE(?5, stake), "
-            "closed = COALESCE(?6, closed) WHERE account_id = ?1",
+            "closed = COALESCE(?6, closed), rule = COALESCE(?7, rule) WHERE account_id = ?1",
             account_change_rows(change.accounts),
         )
         await ex.execute_many(

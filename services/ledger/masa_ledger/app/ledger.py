@@ -93,6 +93,8 @@ ValueT = TypeVar("ValueT")
 Outcome: TypeAlias = ValueT | BaseException
 
 _log = logging.getLogger(__name__)
+# P-30's default terms: no rake, the winner takes all.
+WINNER_TAKES_ALL = PayoutRule()
 # How many players the development welcome remembers having seen (it only saves a read).
 _WELCOMED_KEPT = 100_000
 
@@ -276,20 +278,28 @@ class Ledger:
         return answer, bool(new)
 
     async def bind_holds(
-        self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]
+        self,
+        table_id: str,
+        game_no: int,
+        stake: int,
+        hold_ids: Sequence[str],
+        rule: PayoutRule = WINNER_TAKES_ALL,
     ) -> tuple[Account, list[Hold]]:
-        """Make held stakes the pending stakes of one game's escrow, all or nothing.
+        """Make held stakes the pending stakes of one game's escrow, all or nothing, under the
+        game's terms ``rule`` (its rake and payout table), which its settlement pays by.
 
         Each hold must be held (not bound, posted, voided or past its expiry) and hold exactly
         ``stake``. Binding the same holds to the same game again answers as the first time; any
-        other set of holds, or another stake, for a game bound already is ESCROW_MISMATCH.
-        Binding changes no balance, so only the escrow and the holds are locked.
+        other set of holds, another stake or other terms for a game bound already is
+        ESCROW_MISMATCH. Binding changes no balance, so only the escrow and the holds are
+        locked.
         """
         check_game(table_id, game_no)
         check_amount("stake", stake)
+        check_rule(rule)
         ids = check_hold_ids(hold_ids)
         return await self._binding.submit(
-            _Bind(GameKey(table_id, game_no), stake, ids, self._clock())
+            _Bind(GameKey(table_id, game_no), stake, ids, self._clock(), rule)
         )
 
     async def _bind_batch(
@@ -354,7 +364,8 @@ class Ledger:
                 and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
                 for hold in chosen
             )
-            if here and total == escrow.pending_stakes and escrow.stake == stake:
+            same_terms = escrow.stake == stake and escrow.rule == bind.rule
+            if here and total == escrow.pending_stakes and same_terms:
                 return (escrow, chosen), False
             raise Refused(
                 f"game {key} is bound to other holds or another stake",
@@ -370,8 +381,10 @@ class Ledger:
         for hold in bound:
             holds[hold.hold_id] = hold
             writes.holds[hold.hold_id] = hold
-        escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake)
-        writes.account(key.escrow_id, AccountChange(pending_stakes=total, stake=stake))
+        escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=bind.rule)
+        writes.account(
+            key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule)
+        )
         writes.event(self._encode(HoldsBound(key, stake, bind.hold_ids, bind.at)))
         return (escrows[key.escrow_id], bound), True
 
@@ -462,14 +475,10 @@ class Ledger:
     ) -> list[Outcome[tuple[Settlement, bool]]]:
         async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
             writes = _Writes(self._clock())
-            # The house takes a rake, or the prize when every staking seat forfeited.
-            house = any(
-                result.rule.rake_basis_points
-                or all(s.forfeited for s in result.standings if s.hold_id)
-                for result, _ in batch
-            )
-            games = await self._lock_games(
-                tx, [result.key for result, _ in batch], writes, house=house
+            # The house may take a rake, or the prize when every staking seat forfeited: the
+            # terms say which, and they are read with the locks, so the house is locked too.
+            games, escrows = await self._lock_games(
+                tx, [result.key for result, _ in batch], writes, house=True
             )
             bound = await tx.holds_of_games(
                 [key for key, closed in games.items() if closed is None]
@@ -477,7 +486,8 @@ class Ledger:
             answers: list[tuple[Outcome[tuple[Settlement, bool]], bool]] = []
             for result, from_event in batch:
                 try:
-                    answers.append(self._settle(result, from_event, games, bound, writes))
+                    terms = escrows.get(result.key.escrow_id)
+                    answers.append(self._settle(result, from_event, games, bound, terms, writes))
                 except LedgerError as error:
                     answers.append((error, False))
             await self._apply(tx, writes)
@@ -491,9 +501,11 @@ class Ledger:
         from_event: bool,
         games: dict[GameKey, Settlement | None],
         bound_by_game: dict[GameKey, list[Hold]],
+        terms: PayoutRule | None,
         writes: _Writes,
     ) -> tuple[tuple[Settlement, bool], bool]:
-        """One settlement of a batch; ``games`` follows the games earlier ones closed."""
+        """One settlement of a batch; ``games`` follows the games earlier ones closed. The pot
+        is paid by ``terms``, the rule its stakes were bound under, never by the result."""
         key, now = result.key, writes.at
         closed = games[key]
         if closed is not None:
@@ -503,7 +515,8 @@ class Ledger:
         bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
         _match(result, bound)
         pot = sum(hold.amount for hold in bound)
-        split = split_pot(pot, result.standings, result.rule, teams=result.teams)
+        rule = terms or WINNER_TAKES_ALL
+        split = split_pot(pot, result.standings, rule, teams=result.teams)
         transfers = _settlement_transfers(key, bound, split.payouts, now)
         for kind, amount in (
             (TransferKind.RAKE, split.rake),
@@ -533,7 +546,7 @@ class Ledger:
             result.event_id,
             "",
             now,
-            result.rule,
+            rule,
             tuple(transfers),
         )
         games[key] = settlement
@@ -563,7 +576,7 @@ class Ledger:
         async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
             now = self._clock()
             writes = _Writes(now)
-            closed = (await self._lock_games(tx, [key], writes))[key]
+            closed = (await self._lock_games(tx, [key], writes))[0][key]
             if closed is not None:
                 if from_event:
                     writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED))
@@ -771,12 +784,15 @@ class Ledger:
 
     async def _lock_games(
         self, tx: Tx, keys: Sequence[GameKey], writes: _Writes, *, house: bool = False
-    ) -> dict[GameKey, Settlement | None]:
+    ) -> tuple[dict[GameKey, Settlement | None], dict[str, PayoutRule | None]]:
         """Lock the games (their escrows, and the wallets of their holds and the house that
         closing them changes, all at once in account-id order) and return each game's
-        settlement if it is closed already. A game never bound has no escrow yet: closing it
-        opens one, with the change."""
+        settlement if it is closed already, and each escrow's terms (by escrow id). A game never
+        bound has no escrow yet: closing it opens one, with the change."""
         locked = await tx.lock_games(keys, also=[HOUSE] if house else [])
+        terms = {
+            key.escrow_id: locked[key.escrow_id].rule for key in keys if key.escrow_id in locked
+        }
         games: dict[GameKey, Settlement | None] = {}
         for key in dict.fromkeys(keys):
             escrow = locked.get(key.escrow_id)
@@ -790,7 +806,7 @@ class Ledger:
                 if closed is None:
                     raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
                 games[key] = closed
-        return games
+        return games, terms
 
     async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
         now = self._clock()
@@ -855,6 +871,7 @@ class _Bind:
     stake: int
     hold_ids: tuple[str, ...]
     at: float
+    rule: PayoutRule
 
 
 class _Writes:
@@ -917,6 +934,7 @@ def _opened(account: Account, change: AccountChange) -> Account:
         pending_stakes=account.pending_stakes + change.pending_stakes,
         stake=account.stake if change.stake is None else change.stake,
         closed=change.close or account.closed,
+        rule=account.rule if change.rule is None else change.rule,
     )
 
 
@@ -977,7 +995,6 @@ def _check_result(result: GameResult) -> None:
     key = result.key
     check_game(key.table_id, key.game_no)
     check_id("event_id", result.event_id)
-    check_rule(result.rule)
     if result.stake < 0:
         raise BadInput("the stake is negative", metadata={"field": "stake"})
     seats = [standing.seat for standing in result.standings]

@@ -27,6 +27,7 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
+    PayoutRule,
     Settlement,
     SettlementState,
     Transfer,
@@ -56,13 +57,14 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class AccountChange:
     """Amounts added to an account's columns (negative to take away); for an escrow, also the
-    stake its holds were bound with and the state its game is closed in."""
+    stake and terms its holds were bound with and the state its game is closed in."""
 
     balance: int = 0
     held: int = 0
     pending_stakes: int = 0
     stake: int | None = None
     close: SettlementState | None = None
+    rule: PayoutRule | None = None
 
     def plus(self, other: AccountChange) -> AccountChange:
         return AccountChange(
@@ -71,6 +73,7 @@ class AccountChange:
             self.pending_stakes + other.pending_stakes,
             self.stake if other.stake is None else other.stake,
             other.close or self.close,
+            self.rule if other.rule is None else other.rule,
         )
 
 

@@ -96,6 +96,9 @@ class Account:
     pending_stakes: int = 0
     # An escrow's stake per hold, fixed when its holds are bound; 0 otherwise.
     stake: int = 0
+    # An escrow's terms, fixed when its holds are bound (the lobby's rake and payout table, as
+    # the table-engine bound them): what the game is paid by. None before, and for others.
+    rule: PayoutRule | None = None
     # How an escrow's game was closed; None while it is open (and for other accounts).
     closed: SettlementState | None = None
     # None for a wallet that exists only implicitly (never granted any chips).
@@ -208,7 +211,6 @@ class GameResult:
     key: GameKey
     stake: int
     standings: tuple[Standing, ...]
-    rule: PayoutRule = PayoutRule()
     teams: bool = False
 
 

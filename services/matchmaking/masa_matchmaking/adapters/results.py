@@ -4,7 +4,8 @@ The provisioned durable consumer ``matchmaking-ratings`` on ``masa.table.v1.*.re
 MASA_TABLES) hands every ``GameFinished`` to the ratings and ends the table's entry in the
 live-tables bucket; ``GameAbandoned`` ends it too. The consumer is shared by every instance (a
 result goes to one of them); handlers are idempotent, so a redelivery changes nothing. A result
-that cannot be read is set aside for an operator, never retried in a loop
+whose signature (``Masa-Signature``, masa_platform.signing) does not hold, or that cannot be
+read, is set aside for an operator and counted, never rated and never retried in a loop
 (:class:`masa_platform.consumer.DurableConsumer`).
 
 The live tables: ``masa_matchmaking_tables`` holds one key per table matchmaking placed whose
@@ -29,6 +30,7 @@ from masa_platform.bus import KvBucket
 from masa_platform.bus_access import MATCHMAKING, MATCHMAKING_RESULTS_CONSUMER, TABLES_STREAM
 from masa_platform.consumer import DurableConsumer, Poison, SetAside
 from masa_platform.metrics import ConsumerMetrics
+from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, Unverified
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -148,10 +150,12 @@ class ResultsConsumer:
         js: JetStreamContext,
         ratings: Ratings,
         tables: KvLiveTables,
+        verifier: ResultVerifier,
         *,
         metrics: ConsumerMetrics,
     ) -> None:
         self._ratings = ratings
+        self._verifier = verifier
         self._tables = tables
         self._consumer = DurableConsumer(
             js,
@@ -166,6 +170,11 @@ class ResultsConsumer:
         await self._consumer.run(stop)
 
     async def _handle(self, message: Msg) -> None:
+        signature = (message.headers or {}).get(RESULT_SIGNATURE)
+        try:
+            self._verifier.verify(message.subject, message.data, signature)
+        except Unverified as unverified:
+            raise Poison(SetAside.UNVERIFIED, str(unverified)) from None
         try:
             result = result_pb2.TableResult.FromString(message.data)
         except DecodeError:

@@ -4,20 +4,24 @@
   ``TableLogEntry`` per accepted input, published with ``Nats-Msg-Id`` = the entry's event id
   and ``Nats-Expected-Last-Subject-Sequence`` = the stream sequence of the table's previous
   entry, so a node that lost the table (a zombie) cannot append behind the new owner's back,
-  and two attempts at one place never both land. Header ``Masa-Node`` names the writer. Each
+  and two attempts at one place never both land. Header ``Masa-Node`` names the writer, and
+  ``Masa-Seal`` carries an HMAC under a key only engines hold (masa_platform.signing): an entry
+  without a good seal was not written by an engine, and no table is rebuilt from it. Each
   entry records the rules library's version and the snapshot schema version of its writer.
 - Snapshots: KV bucket ``masa_table_snapshots``, key = table id, value = the schema version,
   the owner node, its address, the stream sequence of the table's last entry, whether the
   owner handed the table over (a drain), and the whole table as JSON, written at creation,
-  every N entries, at a hand-over and at the end. Recovery reads the log from there; a
-  snapshot of another schema is ignored and the log replayed from its start.
+  every N entries, at a hand-over and at the end, sealed like the log entries. Recovery reads
+  the log from there; a snapshot of another schema, or one whose seal does not hold, is
+  ignored and the log replayed from its start.
 - Index: KV bucket ``masa_table_index``, key ``<node_id>.<table_id>``, one per unfinished
   table of a node, so that a start lists its tables without reading every snapshot ever
   written, and live nodes find the tables of a node that died (:class:`JetStreamDirectory`).
 - Leases: KV bucket ``masa_table_leases`` whose TTL is the lease time, renewed by a task.
 - Results: ``TableResult`` on ``masa.table.v1.<table_id>.result`` in the same stream, with
   ``Nats-Msg-Id`` = the result's event id, which is derived from the table and the entry so
-  that publishing again after a crash is de-duplicated.
+  that publishing again after a crash is de-duplicated, and ``Masa-Signature``: the results
+  key's signature, which the ledger checks before it pays and matchmaking before it rates.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from masa_platform.bus import (
 from masa_platform.bus_access import TABLES_STREAM
 from masa_platform.bus_plan import LEASES_BUCKET, SNAPSHOTS_BUCKET, TABLE_INDEX_BUCKET
 from masa_platform.metrics import LoopMetrics
+from masa_platform.signing import RESULT_SIGNATURE, SEAL, ResultSigner, Sealer
 from nats.aio.client import Client
 
 from masa_table_engine.adapters.convert import (
@@ -90,9 +95,9 @@ SNAPSHOT_BUCKET: Final = SNAPSHOTS_BUCKET
 LEASE_BUCKET: Final = LEASES_BUCKET
 INDEX_BUCKET: Final = TABLE_INDEX_BUCKET
 WRITER_HEADER: Final = "Masa-Node"
-# The version of the snapshot format (table_to_json plus the fields around it). A node reads
-# only its own; any other is ignored, and the table is replayed from its first entry.
-SNAPSHOT_SCHEMA: Final = 1
+# The version of the snapshot format (table_to_json plus the fields around it, sealed). A node
+# reads only its own; any other is ignored, and the table is replayed from its first entry.
+SNAPSHOT_SCHEMA: Final = 2
 RULES_VERSION: Final = version("masa-rules")
 # Replayed and logged times may differ by float rounding (a deadline is the input's time plus
 # the turn time, computed again from the time read back): closer than this is the same time.
@@ -122,7 +127,7 @@ class JetStreamLog:
     ``LogUnavailable``; a write fenced off by an entry already in place as ``LogConflict``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the connection and stores, then the node's facts by keyword
         self,
         nc: Client,
         publisher: AckedPublisher,
@@ -132,8 +137,10 @@ class JetStreamLog:
         node_id: str,
         owner_address: str,
         default_turn_seconds: float,
+        sealer: Sealer,
     ) -> None:
         self._nc = nc
+        self._sealer = sealer
         # Appends go through the shared ack inbox: one per accepted action, on the hot path.
         self._publisher = publisher
         self._snapshots = snapshots
@@ -157,12 +164,13 @@ class JetStreamLog:
                     if entry.sequence == 1
                     else await last_subject_sequence(self._nc, STREAM, subject)
                 )
+            payload = message.SerializeToString()
             headers = publish_headers(
                 msg_id=message.event_id,
                 expected_last_subject_sequence=expected,
-                extra={WRITER_HEADER: self.writer},
+                extra={WRITER_HEADER: self.writer, SEAL: self._sealer.seal(subject, payload)},
             )
-            ack = await self._publisher.publish(subject, message.SerializeToString(), headers)
+            ack = await self._publisher.publish(subject, payload, headers)
         except AckRefused as refused:
             if refused.wrong_sequence:
                 raise LogConflict(f"{subject}: {refused.description}") from None
@@ -197,6 +205,7 @@ class JetStreamLog:
                     input=input_from_log(message, self._default_turn_seconds),
                     writer=raw.headers.get(WRITER_HEADER, ""),
                     logged_events=events.SerializeToString(deterministic=True),
+                    authentic=self._sealer.holds(subject, raw.data, raw.headers.get(SEAL)),
                 )
             )
         return found
@@ -226,7 +235,27 @@ class JetStreamLog:
             "table": table_to_json(table),
         }
         with _answering(f"snapshot of {table.table_id}"):
-            await self._snapshots.put(table.table_id, json.dumps(payload).encode())
+            await self._snapshots.put(table.table_id, self._sealed(table.table_id, payload))
+
+    def _sealed(self, table_id: str, payload: dict[str, Any]) -> bytes:
+        body = json.dumps(payload)
+        seal = self._sealer.seal(f"{SNAPSHOT_BUCKET}.{table_id}", body.encode())
+        return json.dumps({"seal": seal, "body": body}).encode()
+
+    def _unsealed(self, table_id: str, value: bytes) -> dict[str, Any] | None:
+        """A snapshot's payload, or None when its seal does not hold (it was not written by an
+        engine, or in another format): the log, which is sealed entry by entry, is the truth."""
+        try:
+            document = json.loads(value)
+            body, seal = document["body"], document["seal"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(body, str) or not self._sealer.holds(
+            f"{SNAPSHOT_BUCKET}.{table_id}", body.encode(), seal if isinstance(seal, str) else None
+        ):
+            return None
+        payload = json.loads(body)
+        return payload if isinstance(payload, dict) else None
 
     async def load_snapshot(self, table_id: str) -> Snapshot | None:
         with _answering(f"snapshot of {table_id}"):
@@ -234,7 +263,14 @@ class JetStreamLog:
         self._last.pop(table_id, None)
         if entry is None:
             return None
-        payload = json.loads(entry.value)
+        payload = self._unsealed(table_id, entry.value)
+        if payload is None:
+            _log.warning(
+                "table %s: a snapshot without a table-engine's seal; replaying the whole log",
+                table_id,
+                extra={"table_id": table_id},
+            )
+            return None
         # Snapshots from before the schema was recorded are of the first schema.
         schema = payload.get("schema", 1)
         if schema != SNAPSHOT_SCHEMA:
@@ -262,7 +298,9 @@ class JetStreamLog:
             entry = await self._snapshots.get(table_id)
         if entry is None:
             return None
-        payload = json.loads(entry.value)
+        payload = self._unsealed(table_id, entry.value)
+        if payload is None:
+            return None
         table = payload.get("table")
         return Placement(
             node=str(payload.get("owner", "")),
@@ -408,9 +446,10 @@ _NODES_FRESH_SECONDS: Final = 1.0
 class JetStreamResults:
     """Hand and game results (events.v1 ``TableResult``) for the ledger and matchmaking."""
 
-    def __init__(self, nc: Client) -> None:
+    def __init__(self, nc: Client, signer: ResultSigner) -> None:
         self._nc = nc
         self._js = nc.jetstream()
+        self._signer = signer
 
     async def publish(self, table: Table, entry: Entry, *, recheck: bool = False) -> list[str]:
         results = self._results(table, entry)
@@ -427,7 +466,14 @@ class JetStreamResults:
             if event_id in on_the_bus:
                 outcomes.append("duplicate")
                 continue
-            ack = await publish(self._js, subject, result.SerializeToString(), msg_id=event_id)
+            payload = result.SerializeToString()
+            ack = await publish(
+                self._js,
+                subject,
+                payload,
+                msg_id=event_id,
+                headers={RESULT_SIGNATURE: self._signer.header(subject, payload)},
+            )
             outcomes.append("duplicate" if ack.duplicate else "published")
         return outcomes
 

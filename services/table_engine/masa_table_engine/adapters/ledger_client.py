@@ -11,7 +11,9 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.errors import error_info
 
+from masa_table_engine.adapters.convert import payout_to_proto
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable
+from masa_table_engine.domain.model import PayoutRule
 
 __all__ = ["GrpcStakeBinder"]
 
@@ -38,7 +40,14 @@ class GrpcStakeBinder:
         self._tokens = tokens
         self._timeout = timeout_seconds
 
-    async def bind(self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]) -> None:
+    async def bind(
+        self,
+        table_id: str,
+        game_no: int,
+        stake: int,
+        hold_ids: Sequence[str],
+        payout: PayoutRule,
+    ) -> None:
         call = self._stub.BindHolds(
             ledger_pb2.BindHoldsRequest(
                 request_id=f"bind:{table_id}:{game_no}",
@@ -46,6 +55,7 @@ class GrpcStakeBinder:
                 game_no=game_no,
                 stake=stake,
                 hold_ids=list(hold_ids),
+                payout=payout_to_proto(payout),
             ),
             metadata=self._tokens.metadata(),
             timeout=self._timeout,

@@ -78,6 +78,9 @@ class LoggedInput:
     # The events the writer logged with the input, in a form only the log store reads: a
     # replay compares its own events with them (LogStore.matches).
     logged_events: bytes | None = None
+    # Whether the entry carries the seal of a table-engine (a key only engines hold): an
+    # entry without one was not written by an engine, and no table is rebuilt from it.
+    authentic: bool = True
 
 
 @dataclass(frozen=True, slots=True)

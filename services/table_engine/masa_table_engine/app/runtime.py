@@ -364,6 +364,8 @@ class TableRuntime:
             ) from None
         adopted: list[Entry] = []
         for found in logged:
+            if not found.authentic:
+                self._fence(f"entry {found.sequence} does not carry a table-engine's seal")
             if found.writer != self._deps.log.writer:
                 self._fence(f"entry {found.sequence} was written by {found.writer or 'another'}")
             if found.sequence != self.table.sequence + 1:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from masa_table_engine.domain.model import PayoutRule
+
 __all__ = ["StakeBinder", "StakesRefused", "StakesUnavailable", "TableExists"]
 
 
@@ -38,7 +40,15 @@ class TableExists(Exception):
 
 
 class StakeBinder(Protocol):
-    async def bind(self, table_id: str, game_no: int, stake: int, hold_ids: Sequence[str]) -> None:
-        """Bind the holds to the game's escrow; raise :class:`StakesRefused` or
+    async def bind(
+        self,
+        table_id: str,
+        game_no: int,
+        stake: int,
+        hold_ids: Sequence[str],
+        payout: PayoutRule,
+    ) -> None:
+        """Bind the holds to the game's escrow under the table's terms (its rake and payout
+        table, which the game is paid by); raise :class:`StakesRefused` or
         :class:`StakesUnavailable`."""
         ...

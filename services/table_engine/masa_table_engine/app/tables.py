@@ -261,7 +261,7 @@ class Tables:
             if self._stakes is None:
                 raise StakesUnavailable("this node has no ledger to bind the stakes in")
             holds = [seat.hold_id for seat in config.seats if seat.hold_id]
-            await self._stakes.bind(table_id, 1, config.stake, holds)
+            await self._stakes.bind(table_id, 1, config.stake, holds, config.payout)
         self._loading.add(table_id)
         try:
             await self._write_creation(item, table, entry)
@@ -454,6 +454,10 @@ class Tables:
         matches = self._deps.log.matches
         for found in logged:
             expected = 1 if table is None else table.sequence + 1
+            if not found.authentic:
+                raise _Unrecoverable(
+                    f"entry {found.sequence} does not carry a table-engine's seal", table, last
+                )
             if found.sequence != expected:
                 raise _Unrecoverable(
                     f"the log has entry {found.sequence} where {expected} should be", table, last

@@ -1,0 +1,179 @@
+"""Money follows authenticated facts only (issue 19, P-30): the ledger pays a result only when
+a table-engine signed it for the table whose subject it is on, and by the terms the stakes were
+bound under, never by the result's.
+
+The issue's attack: a forged GameFinished for a live chip table (built from what a spectator
+sees), with the rake forced to 0 and the pot to the forger's pick, was settled. Each way of
+forging is tried here against the real ledger and a real nats-server: the result is set aside
+in the dead-letter stream, counted, moves no chip and does not touch the inbox, so the real
+result, when it comes, is paid as it should be.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import grpc.aio
+import pytest
+from grpc_status import rpc_status
+from ledger_support import (
+    ADMIN,
+    eventually,
+    game_finished,
+    ledger_settings,
+    operator_connection,
+    publish_result,
+    running_ledger,
+)
+from masa.common.v1 import chips_pb2, error_pb2
+from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.domain.model import GameKey, PayoutRule
+from masa_platform.bus import publish
+from masa_platform.bus_access import DEAD_LETTER_STREAM, LEDGER, LEDGER_RESULTS_CONSUMER
+from masa_platform.direct import messages_after
+from masa_platform.errors import error_info
+from masa_platform.signing import RESULT_SIGNATURE
+from masa_platform.testing import NatsServer, signed_result
+from prometheus_client import CollectorRegistry
+
+RESULT_UNVERIFIED = error_pb2.ErrorReason.Name(
+    error_pb2.ERROR_REASON_RESULT_UNVERIFIED
+).removeprefix("ERROR_REASON_")
+TERMS = PayoutRule(rake_basis_points=1000)
+
+
+async def _stake(ledger, table_id: str) -> list[str]:  # type: ignore[no-untyped-def]
+    for player in ("ayse", "mehmet", "mallory"):
+        await ledger.grant(f"g-{table_id}-{player}", player, 1000, "welcome")
+    holds = await ledger.hold_stakes(
+        [StakeRequest(f"{table_id}-{p}", p, 200, "salon") for p in ("ayse", "mehmet")]
+    )
+    await ledger.bind_holds(table_id, 1, 200, [h.hold_id for h in holds], TERMS)
+    return [h.hold_id for h in holds]
+
+
+async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_one_pays(
+    nats_server: NatsServer, database: str
+) -> None:
+    nc = await operator_connection(nats_server)
+    js = nc.jetstream()
+    table, other = f"live-{uuid.uuid4().hex[:6]}", f"else-{uuid.uuid4().hex[:6]}"
+    try:
+        registry = CollectorRegistry()
+        async with running_ledger(ledger_settings(nats_server, database), registry) as service:
+            ledger = service.ledger
+            holds = await _stake(ledger, table)
+            await _stake(ledger, other)
+            # What a spectator sees is enough to build a GameFinished; the forger picks the
+            # winner and claims no rake.
+            honest = game_finished(
+                table, 200, [(0, "ayse", 1, holds[0]), (1, "mehmet", 2, holds[1])]
+            )
+            forged = game_finished(
+                table,
+                200,
+                [(0, "ayse", 2, holds[0]), (1, "mehmet", 1, holds[1])],
+                rule=chips_pb2.PayoutRule(rake_basis_points=0),
+            )
+            subject = f"masa.table.v1.{table}.result"
+            honest_bytes = honest.SerializeToString()
+            forged_bytes = forged.SerializeToString()
+            attempts = [
+                # Unsigned.
+                (subject, forged_bytes, {}),
+                # Signed by a key no engine holds: a made-up signature header.
+                (subject, forged_bytes, {RESULT_SIGNATURE: "results-000000000000.AAAA"}),
+                # The honest signature on the re-ranked payload.
+                (subject, forged_bytes, signed_result(subject, honest_bytes)),
+            ]
+            for number, (on, payload, headers) in enumerate(attempts):
+                await publish(js, on, payload, msg_id=f"forged-{number}", headers=headers)
+            # An honest result of this table, replayed on another table's subject.
+            elsewhere = f"masa.table.v1.{other}.result"
+            await publish(
+                js,
+                elsewhere,
+                honest_bytes,
+                msg_id="moved",
+                headers=signed_result(subject, honest_bytes),
+            )
+
+            async def set_aside() -> bool:
+                letters = await messages_after(
+                    nc, DEAD_LETTER_STREAM, f"masa.deadletter.v1.{LEDGER}.{LEDGER_RESULTS_CONSUMER}"
+                )
+                return len(letters) >= 4
+
+            await eventually(set_aside, what="the four forgeries set aside")
+            letters = await messages_after(
+                nc, DEAD_LETTER_STREAM, f"masa.deadletter.v1.{LEDGER}.{LEDGER_RESULTS_CONSUMER}"
+            )
+            assert {letter.headers["Masa-Dead-Letter-Reason"] for letter in letters} == {
+                "unverified"
+            }
+            # No chip moved, and the event id the forgeries carried is not in the inbox.
+            assert await service.store.settlement(GameKey(table, 1)) is None
+            assert await service.store.settlement(GameKey(other, 1)) is None
+            for player in ("ayse", "mehmet"):
+                wallet = await ledger.wallet(player)
+                assert (wallet.balance, wallet.held) == (2000, 400)
+            counted = registry.get_sample_value(
+                "masa_bus_set_aside_total",
+                {"consumer": LEDGER_RESULTS_CONSUMER, "reason": "unverified"},
+            )
+            assert counted == 4
+
+            # The real result, signed by the engine, pays by the bound terms (10% rake).
+            await publish_result(js, honest)
+
+            async def settled() -> bool:
+                return await service.store.settlement(GameKey(table, 1)) is not None
+
+            await eventually(settled, what="the real result settled")
+            settlement = await ledger.settlement(GameKey(table, 1))
+            assert (settlement.pot, settlement.rake) == (400, 40)
+            assert [(p.player_id, p.amount) for p in settlement.payouts] == [("ayse", 360)]
+            report = await service.store.check()
+            assert not any(report.counts.values()), report.examples
+    finally:
+        await nc.close()
+
+
+async def test_p30_settling_by_hand_refuses_an_unsigned_result(
+    nats_server: NatsServer, database: str
+) -> None:
+    nc = await operator_connection(nats_server)
+    js = nc.jetstream()
+    table = f"hand-{uuid.uuid4().hex[:6]}"
+    try:
+        async with running_ledger(ledger_settings(nats_server, database)) as service:
+            for task in service.tasks:
+                if task.get_name() == "ledger-results":
+                    task.cancel()
+            holds = await _stake(service.ledger, table)
+            forged = game_finished(
+                table, 200, [(0, "ayse", 2, holds[0]), (1, "mehmet", 1, holds[1])]
+            )
+            await publish(
+                js,
+                f"masa.table.v1.{table}.result",
+                forged.SerializeToString(),
+                msg_id="unsigned",
+            )
+            async with grpc.aio.insecure_channel(service.server.address) as channel:
+                stub = ledger_pb2_grpc.LedgerServiceStub(channel)
+                call = stub.SettleGame(
+                    ledger_pb2.SettleGameRequest(request_id="by-hand", table_id=table, game_no=1),
+                    metadata=ADMIN,
+                )
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call
+                info = error_info(await rpc_status.aio.from_call(call))
+                assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert info is not None
+                assert info.reason == RESULT_UNVERIFIED
+            assert await service.store.settlement(GameKey(table, 1)) is None
+    finally:
+        await nc.close()
