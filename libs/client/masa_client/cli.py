@@ -35,7 +35,7 @@ import asyncio
 import getpass
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -65,6 +65,7 @@ from masa_client.practice import (
 from masa_client.render import BOT_NAMES, count, style_for
 from masa_client.seating import NoSeat, choose_lobby, find_seat
 from masa_client.session import Console, Keyboard, PlaySession, watch_table
+from masa_client.tokens import TokenSource
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -93,8 +94,9 @@ NATS_WHERE: Final = (
 )
 # How long a quitting player waits for the engine to confirm the end of a training table.
 _LEAVE_SECONDS: Final = 10.0
-# How long the development tokens the command signs for itself last.
-_TOKEN_SECONDS: Final = 12 * 3600.0
+# How long the development tokens the command signs for itself last: the clients ask for the
+# next one before that, so that a session of any length goes on (masa_client.tokens).
+_TOKEN_SECONDS: Final = 900.0
 # The subject of the operator tokens the development shortcuts sign (masa grant, --game).
 _OPERATOR: Final = "masa-cli"
 
@@ -168,9 +170,10 @@ def engine_nodes(start: Path | None = None) -> tuple[str, ...]:
     return tuple(node for node in nodes if isinstance(node, str) and node)
 
 
-def _token(subject: str, roles: Sequence[Role]) -> str:
-    """A development token of ``make run``'s issuer (masa_client.issuer)."""
-    return development_issuer().mint(subject, roles, ttl_seconds=_TOKEN_SECONDS)
+def _token(subject: str, roles: Sequence[Role]) -> Callable[[], str]:
+    """Development tokens of ``make run``'s issuer (masa_client.issuer), a fresh one a call."""
+    issuer = development_issuer()
+    return lambda: issuer.mint(subject, roles, ttl_seconds=_TOKEN_SECONDS)
 
 
 async def _play(args: argparse.Namespace) -> int:
@@ -230,7 +233,7 @@ async def _custom_training_table(args: argparse.Namespace, console: Console) -> 
 
 
 async def _seat_through_matchmaking(
-    args: argparse.Namespace, token: str, console: Console
+    args: argparse.Namespace, token: TokenSource, console: Console
 ) -> mm.Ticket | None:
     """The lobby of ``--lobby`` or of the menu, and a ticket there until seated."""
     address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)

@@ -2,7 +2,9 @@
 
 What it does for the caller:
 
-- sends the bearer token on every call (``authorization: Bearer ...``);
+- sends the bearer token on every call (``authorization: Bearer ...``), renewed before it
+  expires when the client was given a source of tokens (:mod:`masa_client.tokens`); a call or
+  a watch stream the server ends with ``TOKEN_EXPIRED`` goes on with a fresh token;
 - retries a call that failed with ``UNAVAILABLE`` (a node restarting, a dropped connection) with
   backoff, sending the *same* ``request_id`` so the server applies a write at most once
   (AIP-155); an action the old node accepted but never acknowledged is answered from the log
@@ -42,12 +44,17 @@ from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
 
 from masa_client.errors import OVERLOADED, TABLE_MOVED, MasaCallError, from_rpc_error
+from masa_client.tokens import Bearer, TokenSource
 
 __all__ = ["RetryPolicy", "TableClient", "new_request_id", "sequence_of"]
 
 T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
+
+# A watch that ended on an expired token after this long had lived: its token lasted, and the
+# next one will too (one refused sooner was stale from the start: renewed once, not forever).
+_LIVED_SECONDS = 0.5
 
 
 def new_request_id() -> str:
@@ -94,7 +101,7 @@ class TableClient:
     def __init__(
         self,
         address: str,
-        token: str,
+        token: TokenSource,
         *,
         retry: RetryPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
@@ -102,7 +109,7 @@ class TableClient:
         on_moved: Callable[[str, str], None] | None = None,
     ) -> None:
         self._address = address
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._bearer = Bearer(token)
         self._retry = retry or RetryPolicy()
         self._credentials = credentials
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -149,7 +156,7 @@ class TableClient:
             request_id=request_id or new_request_id(), config=config, table_id=table_id
         )
         response = await self._call(
-            None, lambda stub: stub.CreateTable(request, metadata=self._metadata)
+            None, lambda stub: stub.CreateTable(request, metadata=self._bearer.metadata())
         )
         if response.table.owner_address:
             self._owners[response.table.table_id] = response.table.owner_address
@@ -158,7 +165,7 @@ class TableClient:
     async def get_table(self, table_id: str) -> table_pb2.GetTableResponse:
         request = table_pb2.GetTableRequest(table_id=table_id)
         return await self._call(
-            table_id, lambda stub: stub.GetTable(request, metadata=self._metadata)
+            table_id, lambda stub: stub.GetTable(request, metadata=self._bearer.metadata())
         )
 
     async def submit_action(
@@ -180,7 +187,7 @@ class TableClient:
         if seat is not None:
             request.seat = seat
         response = await self._call(
-            table_id, lambda stub: stub.SubmitAction(request, metadata=self._metadata)
+            table_id, lambda stub: stub.SubmitAction(request, metadata=self._bearer.metadata())
         )
         return response.update
 
@@ -191,7 +198,7 @@ class TableClient:
             request_id=request_id or new_request_id(), table_id=table_id
         )
         response = await self._call(
-            table_id, lambda stub: stub.ResumeControl(request, metadata=self._metadata)
+            table_id, lambda stub: stub.ResumeControl(request, metadata=self._bearer.metadata())
         )
         return response.seat_view
 
@@ -201,7 +208,7 @@ class TableClient:
             request_id=request_id or new_request_id(), table_id=table_id
         )
         response = await self._call(
-            table_id, lambda stub: stub.LeaveTable(request, metadata=self._metadata)
+            table_id, lambda stub: stub.LeaveTable(request, metadata=self._bearer.metadata())
         )
         return response.table
 
@@ -226,17 +233,19 @@ class TableClient:
         search = self._search(table_id)
         # Streams the node let go in a row, as this reader fell behind (or the node shed load).
         shed = 0
+        # Whether the stream was opened again with a fresh token that was refused at once.
+        renewed = False
         while True:
-            request = table_pb2.WatchTableRequest(table_id=table_id, spectate=spectate)
-            if last is not None:
-                request.after_sequence = last
-            if seat is not None:
-                request.seat = seat
+            request = table_pb2.WatchTableRequest(
+                table_id=table_id, spectate=spectate, after_sequence=last, seat=seat
+            )
             address = self.owner_of(table_id)
             stub = table_pb2_grpc.TableServiceStub(self._channel(address))
+            opened = time.monotonic()
             try:
-                async for message in stub.WatchTable(request, metadata=self._metadata):
+                async for message in stub.WatchTable(request, metadata=self._bearer.metadata()):
                     shed = 0
+                    renewed = False
                     if search.started:
                         search = self._search(table_id)
                     self._answered(table_id, address)
@@ -249,12 +258,20 @@ class TableClient:
                 return
             except grpc.aio.AioRpcError as error:
                 _log.info("watch reconnecting", extra={"table_id": table_id, "after": last})
-                if from_rpc_error(error).reason == OVERLOADED:
+                failure = from_rpc_error(error)
+                # The token expired with the stream open: resume after the last sequence. A
+                # stream that lived is renewed each time; a fresh token refused at once, once.
+                if time.monotonic() - opened >= _LIVED_SECONDS:
+                    renewed = False
+                if not renewed and self._bearer.refused(failure):
+                    renewed = True
+                    continue
+                if failure.reason == OVERLOADED:
                     # The node let the stream go (it fell MASA_WATCH_BACKLOG updates behind,
                     # or the node sheds load): the same node, after the last sequence.
                     shed += 1
                     if shed >= self._retry.attempts:
-                        raise from_rpc_error(error) from error
+                        raise failure from error
                     await asyncio.sleep(self._retry.backoff(shed - 1))
                     continue
                 await self._search_on(table_id, address, error, search)
@@ -322,12 +339,16 @@ class TableClient:
         if table_id is None:
             return await self._call_any(invoke)
         search = self._search(table_id)
+        renewed = False
         while True:
             address = self.owner_of(table_id)
             stub = table_pb2_grpc.TableServiceStub(self._channel(address))
             try:
                 answer = await invoke(stub)
             except grpc.aio.AioRpcError as error:
+                if not renewed and self._bearer.refused(from_rpc_error(error)):
+                    renewed = True
+                    continue
                 await self._search_on(table_id, address, error, search)
                 continue
             self._answered(table_id, address)
@@ -338,12 +359,16 @@ class TableClient:
     ) -> T:
         """A call about no table yet (CreateTable): the first address, UNAVAILABLE retried."""
         failures = 0
+        renewed = False
         stub = table_pb2_grpc.TableServiceStub(self._channel(self._address))
         while True:
             try:
                 return await invoke(stub)
             except grpc.aio.AioRpcError as error:
                 failure = from_rpc_error(error)
+                if not renewed and self._bearer.refused(failure):
+                    renewed = True
+                    continue
                 if error.code() is not grpc.StatusCode.UNAVAILABLE:
                     raise failure from error
                 failures += 1

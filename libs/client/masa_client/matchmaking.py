@@ -2,9 +2,9 @@
 (``masa.ledger.v1``) and an operator's calls to one table-engine node
 (``masa.table.v1.TableAdminService``).
 
-Like :class:`~masa_client.client.TableClient` they send the bearer token on every call and
-retry ``UNAVAILABLE`` with backoff, sending the *same* ``request_id`` so that a write happens
-at most once.
+Like :class:`~masa_client.client.TableClient` they send the bearer token on every call (renewed
+from a source of tokens, :mod:`masa_client.tokens`, when given one) and retry ``UNAVAILABLE``
+with backoff, sending the *same* ``request_id`` so that a write happens at most once.
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     async with MatchmakingClient("127.0.0.1:50054", token) as matchmaking:
@@ -16,7 +16,6 @@ at most once.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 from masa.common.v1 import game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
@@ -32,6 +32,7 @@ from masa.table.v1 import admin_pb2, admin_pb2_grpc
 
 from masa_client.client import RetryPolicy, new_request_id
 from masa_client.errors import MasaCallError, from_rpc_error
+from masa_client.tokens import Bearer, TokenSource
 
 __all__ = ["CLOSED_STATES", "LedgerClient", "MatchmakingClient", "TableAdminClient"]
 
@@ -51,12 +52,12 @@ class _Client:
     def __init__(
         self,
         address: str,
-        token: str,
+        token: TokenSource,
         *,
         retry: RetryPolicy | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._bearer = Bearer(token)
         self._retry = retry or RetryPolicy()
         if credentials is not None:
             self._channel = grpc.aio.secure_channel(address, credentials)
@@ -77,14 +78,30 @@ class _Client:
     async def close(self) -> None:
         await self._channel.close()
 
+    async def _unary(
+        self,
+        method: Callable[..., Awaitable[T]],
+        request: Message,
+        *,
+        timeout: float | None = None,
+    ) -> T:
+        """``method(request)`` with the current token, retried as :meth:`_call` says."""
+        return await self._call(
+            lambda: method(request, metadata=self._bearer.metadata(), timeout=timeout)
+        )
+
     async def _call(self, invoke: Callable[[], Awaitable[T]]) -> T:
         """``invoke`` (which sends the same request each time), retrying UNAVAILABLE."""
         failures = 0
+        renewed = False
         while True:
             try:
                 return await invoke()
             except grpc.aio.AioRpcError as error:
                 failure = from_rpc_error(error)
+                if not renewed and self._bearer.refused(failure):
+                    renewed = True
+                    continue
                 if error.code() is not grpc.StatusCode.UNAVAILABLE:
                     raise failure from error
                 failures += 1
@@ -96,7 +113,7 @@ class _Client:
 class MatchmakingClient(_Client):
     """Lobbies, tickets and ratings."""
 
-    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+    def __init__(self, address: str, token: TokenSource, **kwargs: Any) -> None:
         super().__init__(address, token, **kwargs)
         self._stub = matchmaking_pb2_grpc.MatchmakingServiceStub(self._channel)
 
@@ -106,9 +123,7 @@ class MatchmakingClient(_Client):
         token = ""
         while True:
             request = mm.ListLobbiesRequest(filter=filter_, page_token=token, page_size=200)
-            page = await self._call(
-                functools.partial(self._stub.ListLobbies, request, metadata=self._metadata)
-            )
+            page = await self._unary(self._stub.ListLobbies, request)
             lobbies.extend(page.lobbies)
             token = page.next_page_token
             if not token:
@@ -116,7 +131,7 @@ class MatchmakingClient(_Client):
 
     async def get_lobby(self, lobby_id: str) -> mm.Lobby:
         request = mm.GetLobbyRequest(lobby_id=lobby_id)
-        response = await self._call(lambda: self._stub.GetLobby(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GetLobby, request)
         return response.lobby
 
     async def create_ticket(
@@ -142,53 +157,52 @@ class MatchmakingClient(_Client):
             ttl = Duration()
             ttl.FromNanoseconds(round(ttl_seconds * 1e9))
             request.ttl.CopyFrom(ttl)
-        response = await self._call(
-            lambda: self._stub.CreateTicket(request, metadata=self._metadata)
-        )
+        response = await self._unary(self._stub.CreateTicket, request)
         return response.ticket
 
     async def get_ticket(self, ticket_id: str) -> mm.Ticket:
         request = mm.GetTicketRequest(ticket_id=ticket_id)
-        response = await self._call(lambda: self._stub.GetTicket(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GetTicket, request)
         return response.ticket
 
     async def list_tickets(self) -> list[mm.Ticket]:
         """The caller's tickets, newest first (the open one and recent closed ones)."""
         request = mm.ListTicketsRequest(page_size=200)
-        response = await self._call(
-            lambda: self._stub.ListTickets(request, metadata=self._metadata)
-        )
+        response = await self._unary(self._stub.ListTickets, request)
         return list(response.tickets)
 
     async def cancel_ticket(self, ticket_id: str, *, request_id: str | None = None) -> mm.Ticket:
         request = mm.CancelTicketRequest(
             request_id=request_id or new_request_id(), ticket_id=ticket_id
         )
-        response = await self._call(
-            lambda: self._stub.CancelTicket(request, metadata=self._metadata)
-        )
+        response = await self._unary(self._stub.CancelTicket, request)
         return response.ticket
 
     async def watch_ticket(self, ticket_id: str) -> AsyncIterator[mm.Ticket]:
-        """The ticket now and every change until it is closed; a dropped stream is opened
-        again (the first message repeats the state, which a caller may see twice)."""
+        """The ticket now and every change until it is closed; a dropped stream, or one its
+        token's expiry ended, is opened again (the first message repeats the state, which a
+        caller may see twice)."""
         failures = 0
         while True:
             last: mm.Ticket | None = None
             try:
                 stream = self._stub.WatchTicket(
-                    mm.WatchTicketRequest(ticket_id=ticket_id), metadata=self._metadata
+                    mm.WatchTicketRequest(ticket_id=ticket_id), metadata=self._bearer.metadata()
                 )
                 async for message in stream:
                     failures = 0
                     last = message.ticket
                     yield last
             except grpc.aio.AioRpcError as error:
+                failure = from_rpc_error(error)
+                # Every stream opens with the ticket: one that ends unheard was refused at once.
+                if last is not None and self._bearer.refused(failure):
+                    continue
                 if error.code() is not grpc.StatusCode.UNAVAILABLE:
-                    raise from_rpc_error(error) from error
+                    raise failure from error
                 failures += 1
                 if failures >= self._retry.attempts:
-                    raise from_rpc_error(error) from error
+                    raise failure from error
                 await asyncio.sleep(self._retry.backoff(failures - 1))
                 continue
             if last is not None and last.state in CLOSED_STATES:
@@ -196,25 +210,25 @@ class MatchmakingClient(_Client):
 
     async def get_rating(self, game: game_pb2.GameKind.ValueType, player_id: str = "") -> mm.Rating:
         request = mm.GetRatingRequest(player_id=player_id, game=game)
-        response = await self._call(lambda: self._stub.GetRating(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GetRating, request)
         return response.rating
 
 
 class LedgerClient(_Client):
     """A player's chips: balance and transfers; grants and voids with an internal token."""
 
-    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+    def __init__(self, address: str, token: TokenSource, **kwargs: Any) -> None:
         super().__init__(address, token, **kwargs)
         self._stub = ledger_pb2_grpc.LedgerServiceStub(self._channel)
 
     async def balance(self, player_id: str = "") -> ledger_pb2.Account:
         request = ledger_pb2.GetBalanceRequest(player_id=player_id)
-        response = await self._call(lambda: self._stub.GetBalance(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GetBalance, request)
         return response.account
 
     async def hold(self, hold_id: str) -> ledger_pb2.StakeHold:
         request = ledger_pb2.GetHoldRequest(hold_id=hold_id)
-        response = await self._call(lambda: self._stub.GetHold(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GetHold, request)
         return response.hold
 
     async def transfers(
@@ -230,9 +244,7 @@ class LedgerClient(_Client):
                 page_token=token,
                 table_id=table_id,
             )
-            page = await self._call(
-                functools.partial(self._stub.ListTransfers, request, metadata=self._metadata)
-            )
+            page = await self._unary(self._stub.ListTransfers, request)
             found.extend(page.transfers)
             token = page.next_page_token
             if not token:
@@ -248,7 +260,7 @@ class LedgerClient(_Client):
             amount=amount,
             reason=reason,
         )
-        response = await self._call(lambda: self._stub.GrantChips(request, metadata=self._metadata))
+        response = await self._unary(self._stub.GrantChips, request)
         return response.transfer
 
     async def void_game(
@@ -262,15 +274,13 @@ class LedgerClient(_Client):
             game_no=game_no,
             reason=reason,
         )
-        return await self._call(lambda: self._stub.VoidGame(request, metadata=self._metadata))
+        return await self._unary(self._stub.VoidGame, request)
 
     async def settlement(self, table_id: str, game_no: int) -> ledger_pb2.Settlement | None:
         """How a game was settled or voided; None while it is neither."""
         request = ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=game_no)
         try:
-            response = await self._call(
-                lambda: self._stub.GetSettlement(request, metadata=self._metadata)
-            )
+            response = await self._unary(self._stub.GetSettlement, request)
         except MasaCallError as error:
             if error.code is grpc.StatusCode.NOT_FOUND:
                 return None
@@ -282,7 +292,7 @@ class TableAdminClient(_Client):
     """An operator's calls to one table-engine node: drain it, void one of its tables. Service
     or admin role."""
 
-    def __init__(self, address: str, token: str, **kwargs: Any) -> None:
+    def __init__(self, address: str, token: TokenSource, **kwargs: Any) -> None:
         super().__init__(address, token, **kwargs)
         self._stub = admin_pb2_grpc.TableAdminServiceStub(self._channel)
 
@@ -290,9 +300,7 @@ class TableAdminClient(_Client):
         """Drain the node, which must be ``node_id`` (else FAILED_PRECONDITION, NODE_MISMATCH);
         answers once every table is handed over."""
         request = admin_pb2.DrainNodeRequest(node_id=node_id)
-        return await self._call(
-            lambda: self._stub.DrainNode(request, metadata=self._metadata, timeout=timeout)
-        )
+        return await self._unary(self._stub.DrainNode, request, timeout=timeout)
 
     async def void_table(
         self, table_id: str, reason: str, *, request_id: str | None = None, timeout: float
@@ -302,6 +310,4 @@ class TableAdminClient(_Client):
         request = admin_pb2.VoidTableRequest(
             request_id=request_id or new_request_id(), table_id=table_id, reason=reason
         )
-        return await self._call(
-            lambda: self._stub.VoidTable(request, metadata=self._metadata, timeout=timeout)
-        )
+        return await self._unary(self._stub.VoidTable, request, timeout=timeout)

@@ -34,6 +34,7 @@ from masa_client.errors import MasaCallError
 from masa_client.load.moves import move_from_view, salt
 from masa_client.matchmaking import LedgerClient, MatchmakingClient
 from masa_client.seating import NoSeat, cancel_search, unseated
+from masa_client.tokens import TokenSource
 
 __all__ = [
     "MAX_PLAYERS",
@@ -61,10 +62,10 @@ _LEAVE_SECONDS: Final = 5.0
 
 @dataclass(frozen=True, slots=True)
 class PracticePlayer:
-    """A development player: its id, and a token whose subject it is."""
+    """A development player: its id, and the tokens whose subject it is."""
 
     player_id: str
-    token: str
+    token: TokenSource
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,22 +22,23 @@ check on the principal.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import grpc
 import grpc.aio
 import jwt
 
-from masa_platform.errors import PermissionDenied, Unauthenticated
+from masa_platform.errors import PermissionDenied, TokenExpired, Unauthenticated
 from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
 from masa_platform.keys import ISSUER, KeyFileError, PublicKeys, SigningKey, load_jwks
 from masa_platform.settings import AuthSettings
@@ -54,7 +55,11 @@ __all__ = [
     "bearer_token",
     "current_principal",
     "require_principal",
+    "until_token_expires",
 ]
+
+
+T = TypeVar("T")
 
 
 class Role(StrEnum):
@@ -106,7 +111,7 @@ class Principal:
 
     def check_not_expired(self) -> None:
         if time.time() >= self.expires_at:
-            raise Unauthenticated("the token expired: call again with a new one")
+            raise TokenExpired("the token expired: call again with a new one")
 
 
 _principal: ContextVar[Principal | None] = ContextVar("masa_principal", default=None)
@@ -123,6 +128,30 @@ def require_principal() -> Principal:
     if principal is None:
         raise Unauthenticated("no authenticated caller")
     return principal
+
+
+async def until_token_expires(source: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The items of ``source`` (a stream a caller opened) until the caller's token expires;
+    then :class:`TokenExpired`, which ends the stream UNAUTHENTICATED, reason TOKEN_EXPIRED.
+
+    A token is checked when a call comes; a stream outlives that moment, so the wait for each
+    item is bounded by the token's expiry (one timer, not a task, per item). The client resumes
+    with a new token from the last item it had.
+    """
+    principal = require_principal()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (principal.expires_at - time.time())
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline):
+                item = await anext(source)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise TokenExpired(
+                "the token expired while the stream was open: resume it with a new one"
+            ) from None
+        yield item
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +311,7 @@ class TokenVerifier:
                 options={"require": ["exp", "sub", "iss", "aud"]},
             )
         except jwt.ExpiredSignatureError:
-            raise Unauthenticated("token expired") from None
+            raise TokenExpired("token expired") from None
         except jwt.InvalidTokenError as error:
             # PyJWT's message says which check failed and never echoes a key.
             raise Unauthenticated(f"invalid token: {error}") from None

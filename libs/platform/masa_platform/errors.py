@@ -49,6 +49,7 @@ __all__ = [
     "Refusal",
     "RequestIdReused",
     "TableMoved",
+    "TokenExpired",
     "Unauthenticated",
     "Unavailable",
     "error_info",
@@ -136,6 +137,12 @@ class Unauthenticated(MasaError):
 
     code = grpc.StatusCode.UNAUTHENTICATED
     default_reason = "UNAUTHENTICATED"
+
+
+class TokenExpired(Unauthenticated):
+    """The token expired: at the call, or while a stream it opened was open."""
+
+    default_reason = "TOKEN_EXPIRED"
 
 
 class PermissionDenied(MasaError):

@@ -24,6 +24,7 @@ from instances import provision_lease_ttl
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
+from masa_client.matchmaking import MatchmakingClient
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus import connect
@@ -36,6 +37,9 @@ from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
 
 Stub = matchmaking_pb2_grpc.MatchmakingServiceStub
+_REASON_TOKEN_EXPIRED = error_pb2.ErrorReason.Name(
+    error_pb2.ERROR_REASON_TOKEN_EXPIRED
+).removeprefix("ERROR_REASON_")
 
 
 def _token(player: str) -> tuple[tuple[str, str]]:
@@ -685,3 +689,55 @@ async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(  # type:
             mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(winner)
         )
         assert (rating.rating.mu, rating.rating.games) == (25.0, 0)
+
+
+async def test_a_ticket_watch_ends_when_its_token_expires_and_a_token_source_resumes_it(
+    service,
+) -> None:  # type: ignore[no-untyped-def]
+    """A ticket waiting in a chip lobby (P-13: no bot completes it) changes for minutes, if at
+    all; the watch ends at the expiry of the token that opened it, UNAUTHENTICATED with reason
+    TOKEN_EXPIRED. MatchmakingClient given a source of tokens opens it again with the next one
+    at each expiry, and the change that comes after two of them arrives."""
+    running, _, _ = service
+    player = f"deniz-{uuid.uuid4().hex[:6]}"
+    minted: list[str] = []
+
+    def tokens() -> str:
+        minted.append(token(player, ttl_seconds=2.0))
+        return minted[-1]
+
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+        ticket = (
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="x1", lobby_id="elevator"),
+                metadata=_token(player),
+            )
+        ).ticket
+        short = (("authorization", f"Bearer {token(player, ttl_seconds=2.0)}"),)
+        watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=ticket.ticket_id), metadata=short)
+        assert (await watch.read()).ticket.state == mm.Ticket.STATE_SEARCHING
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            async with asyncio.timeout(6.0):
+                await watch.read()
+        assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        info = error_info(await rpc_status.aio.from_call(watch))  # type: ignore[arg-type]
+        assert info is not None and info.reason == _REASON_TOKEN_EXPIRED
+
+        async with MatchmakingClient(running.address, tokens) as client:
+            states: list[mm.Ticket.State.ValueType] = []
+
+            async def follow() -> None:
+                async for seen in client.watch_ticket(ticket.ticket_id):
+                    states.append(seen.state)
+
+            follower = asyncio.create_task(follow())
+            await asyncio.sleep(4.5)
+            await stub.CancelTicket(
+                mm.CancelTicketRequest(request_id="x2", ticket_id=ticket.ticket_id),
+                metadata=_token(player),
+            )
+            await asyncio.wait_for(follower, 10)
+        assert len(minted) >= 3
+        assert states[-1] == mm.Ticket.STATE_CANCELLED
+        assert set(states[:-1]) == {mm.Ticket.STATE_SEARCHING}

@@ -22,9 +22,10 @@ import grpc.aio
 import nats.js.errors
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from masa.common.v1 import game_pb2
+from masa.common.v1 import error_pb2, game_pb2
 from masa.events.v1 import result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_client.errors import from_rpc_error
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
@@ -35,6 +36,19 @@ from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
+
+
+def reason_name(value: error_pb2.ErrorReason.ValueType) -> str:
+    """An ErrorReason as a status's ErrorInfo carries it."""
+    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
+
+
+TOKEN_EXPIRED = reason_name(error_pb2.ERROR_REASON_TOKEN_EXPIRED)
+
+
+def error_reason(error: grpc.aio.AioRpcError) -> str:
+    """The ErrorInfo reason of a failed call."""
+    return from_rpc_error(error).reason
 
 
 def metadata(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:

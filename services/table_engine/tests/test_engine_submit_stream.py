@@ -1,19 +1,22 @@
 """SubmitActions, the moves of a seat over one stream (issue 14), on real gRPC and NATS: each
 move is answered in order with SubmitAction's own update or refusal (P-10, E-3, AIP-154/155),
-the stream outlives a refused move, and it ends on an expired token or a message that does
-not decode."""
+the stream outlives a refused move, and it ends when its token expires or on a message that
+does not decode."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import grpc
 import grpc.aio
 import pytest
 from engine_support import (
+    TOKEN_EXPIRED,
     create_table,
     elevator_config,
+    error_reason,
     get_view,
     log_entries,
     metadata,
@@ -104,22 +107,27 @@ async def test_moves_on_one_stream_are_answered_in_order_and_a_refusal_keeps_it_
         assert all(logged.count(request_id) == 1 for request_id in accepted)
 
 
-async def test_the_stream_ends_when_its_token_expires(nats_server: NatsServer) -> None:
+async def test_the_stream_ends_when_its_token_expires_with_no_move_sent(
+    nats_server: NatsServer,
+) -> None:
+    """A stream the token opened ends at the token's expiry, whether or not a move comes:
+    UNAUTHENTICATED, reason TOKEN_EXPIRED, and nothing applied."""
     async with (
         running_node(settings(nats_server, "expiry")) as node,
         table_stub(node.address) as stub,
     ):
         table_id = await create_table(stub, elevator_config([seat(0, "bora"), seat(1), seat(2)]))
-        token = mint("bora", ttl_seconds=1.0)
-        call = stub.SubmitActions(metadata=(("authorization", f"Bearer {token}"),))
         view = (await get_view(stub, table_id, "bora")).seat_view
-        # The token was good when the stream opened; it is not any more.
-        await asyncio.sleep(2.1)
-        await call.write(table_pb2.SubmitActionsRequest(action=_move(table_id, view)))
+        token = mint("bora", ttl_seconds=2.0)
+        opened = time.monotonic()
+        call = stub.SubmitActions(metadata=(("authorization", f"Bearer {token}"),))
         with pytest.raises(grpc.aio.AioRpcError) as ended:
-            await call.read()
+            async with asyncio.timeout(6.0):
+                await call.read()
         assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
-        assert "expired" in (ended.value.details() or "")
+        assert error_reason(ended.value) == TOKEN_EXPIRED
+        # At the expiry (exp is whole seconds), not at some later sweep.
+        assert time.monotonic() - opened < 3.5
         after = (await get_view(stub, table_id, "bora")).seat_view
         assert after.table.table.sequence == view.table.table.sequence
 

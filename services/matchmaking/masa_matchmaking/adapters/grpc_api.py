@@ -11,13 +11,14 @@ other token is INVALID_ARGUMENT, reason INVALID_PAGE_TOKEN.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 import grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
-from masa_platform.auth import AuthPolicy, Role, require_principal
+from masa_platform.auth import AuthPolicy, Role, require_principal, until_token_expires
 from masa_platform.errors import BadRequest, MasaError, NotFound, PreconditionFailed
 from masa_platform.page_tokens import PageTokens
 from masa_platform.server import ServiceRegistration
@@ -246,9 +247,14 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         context: grpc.aio.ServicerContext[mm.WatchTicketRequest, mm.WatchTicketResponse],
     ) -> AsyncIterator[mm.WatchTicketResponse]:
         player = require_principal().subject
+        watched = self._desk.watch(player, request.ticket_id)
         try:
-            async for ticket, needed in self._desk.watch(player, request.ticket_id):
-                yield mm.WatchTicketResponse(ticket=ticket_to_proto(ticket, players_needed=needed))
+            # The stream ends when the caller's token does: it resumes with a new one.
+            async with aclosing(watched):
+                async for ticket, needed in until_token_expires(watched):
+                    yield mm.WatchTicketResponse(
+                        ticket=ticket_to_proto(ticket, players_needed=needed)
+                    )
         except errors.MatchmakingError as error:
             raise _platform_error(error) from None
 

@@ -19,7 +19,7 @@ import contextlib
 import secrets
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -261,7 +261,7 @@ class TicketDesk:
 
         return await mutate(self._store, player_id, ticket_id, cancel)
 
-    async def watch(self, player_id: str, ticket_id: str) -> AsyncIterator[tuple[Ticket, int]]:
+    async def watch(self, player_id: str, ticket_id: str) -> AsyncGenerator[tuple[Ticket, int]]:
         """The ticket now, then each change, until it is closed; each with the players its
         lobby needs (:meth:`players_needed`), and again whenever only that number changes."""
         changes: deque[Ticket] = deque()

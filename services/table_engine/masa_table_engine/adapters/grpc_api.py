@@ -40,7 +40,7 @@ from typing import ClassVar
 import grpc
 from masa.common.v1 import error_pb2
 from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
-from masa_platform.auth import Principal, require_principal
+from masa_platform.auth import Principal, require_principal, until_token_expires
 from masa_platform.errors import (
     DOMAIN,
     BadRequest,
@@ -233,9 +233,9 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         )
         try:
             # Closed with this stream, not whenever it is collected: it holds a spectator's
-            # place at the table.
+            # place at the table. The stream ends when the caller's token does.
             async with aclosing(watched):
-                async for item in watched:
+                async for item in until_token_expires(watched):
                     yield self._watched(item, viewer)
         except TooManySpectators as error:
             raise QuotaExceeded(TABLE_SPECTATORS, str(error.limit), str(error)) from None
@@ -272,10 +272,10 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     async def SubmitActions(  # noqa: N802 (the generated servicer's names)
         self, requests: AsyncIterator[table_pb2.SubmitActionsRequest], context: Context
     ) -> AsyncIterator[table_pb2.SubmitActionsResponse]:
-        # The token was checked when the stream opened; only its expiry can change since.
+        # The token was checked when the stream opened; only its expiry can change since, and
+        # the stream ends with it, waiting for a move or not.
         principal = require_principal()
-        async for request in requests:
-            principal.check_not_expired()
+        async for request in until_token_expires(requests):
             move = request.action
             try:
                 update = await self._submit(move, principal)

@@ -1,0 +1,182 @@
+"""A token's expiry bounds the streams it opened, and a client with a source of tokens goes on
+across renewals (issue 19): on real gRPC and NATS, against tables where nothing moves unless
+a test moves it, so that only the expiry can end a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import grpc
+import grpc.aio
+import pytest
+from engine_support import (
+    TOKEN_EXPIRED,
+    create_table,
+    elevator_config,
+    error_reason,
+    get_view,
+    metadata,
+    running_node,
+    seat,
+    settings,
+    table_stub,
+)
+from masa.common.v1 import game_pb2
+from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa_client.client import TableClient, sequence_of
+from masa_client.errors import MasaCallError
+from masa_platform.testing import NatsServer
+from masa_platform.testing import token as mint
+from masa_rules.elevator import legal_actions
+from masa_wire.elevator import action_to_proto, state_from_seat_view
+
+# Three people and no bot: the table waits for them (a turn lasts a minute).
+PLAYERS = ("ayse", "bora", "cem")
+
+
+def _idle_table() -> game_pb2.TableConfig:
+    return elevator_config([seat(n, name) for n, name in enumerate(PLAYERS)], turn_seconds=60)
+
+
+async def _move(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> int:
+    """One move by whoever's turn it is (each with a long-lived token); the new sequence."""
+    for player in PLAYERS:
+        view = (await get_view(stub, table_id, player)).seat_view
+        if view.table.turn_seat != view.seat:
+            continue
+        action = legal_actions(state_from_seat_view(view), view.seat)[0]
+        answer = await stub.SubmitAction(
+            table_pb2.SubmitActionRequest(
+                request_id=uuid.uuid4().hex,
+                table_id=table_id,
+                expected_sequence=view.table.table.sequence,
+                action=action_to_proto(action),
+            ),
+            metadata=metadata(player),
+        )
+        return answer.update.sequence
+    raise AssertionError("no seat has the turn")
+
+
+@pytest.mark.parametrize("watcher", ["ayse", "kibitzer"])
+async def test_a_watch_ends_with_token_expired_when_its_token_does_while_nothing_happens(
+    nats_server: NatsServer, watcher: str
+) -> None:
+    """A seat's watch and a spectator's (P-20's two views) end at the expiry of the token that
+    opened them, UNAUTHENTICATED with reason TOKEN_EXPIRED, though no update came: a stream
+    is not a way to outlive a revoked or stolen token."""
+    async with (
+        running_node(settings(nats_server, f"watch-expiry-{watcher}")) as node,
+        table_stub(node.address) as stub,
+    ):
+        table_id = await create_table(stub, _idle_table())
+        token = mint(watcher, ttl_seconds=2.0)
+        opened = time.monotonic()
+        call = stub.WatchTable(
+            table_pb2.WatchTableRequest(table_id=table_id),
+            metadata=(("authorization", f"Bearer {token}"),),
+        )
+        first = await call.read()
+        assert first.WhichOneof("payload") in ("seat_view", "spectator_view")
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            async with asyncio.timeout(6.0):
+                await call.read()
+        assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert error_reason(ended.value) == TOKEN_EXPIRED
+        assert time.monotonic() - opened < 3.5
+
+
+async def test_a_client_with_a_token_source_watches_across_renewals_losing_and_repeating_nothing(
+    nats_server: NatsServer,
+) -> None:
+    """TableClient given a source of 2-second tokens: its watch is ended by each expiry, with
+    updates in between or none, and resumes with the next token from the last sequence it
+    delivered, so that every update of moves made across several renewals arrives once, in
+    order."""
+    minted: list[float] = []
+
+    def tokens() -> str:
+        minted.append(time.monotonic())
+        return mint("ayse", ttl_seconds=2.0)
+
+    async with (
+        running_node(settings(nats_server, "renewals")) as node,
+        table_stub(node.address) as stub,
+        TableClient(node.address, tokens) as client,
+    ):
+        table_id = await create_table(stub, _idle_table())
+        received: list[table_pb2.WatchTableResponse] = []
+
+        async def follow() -> None:
+            async for message in client.watch(table_id):
+                received.append(message)
+
+        follower = asyncio.create_task(follow())
+        made: list[int] = []
+        try:
+            # Moves between expiries, then two expiries with nothing to deliver, then more.
+            for pause in (1.3, 1.3, 4.5, 1.3):
+                await asyncio.sleep(pause)
+                made.append(await _move(stub, table_id))
+            async with asyncio.timeout(10.0):
+                while not received or sequence_of(received[-1]) < made[-1]:
+                    await asyncio.sleep(0.05)
+            # Its own calls go on with the current token too.
+            assert (await client.get_table(table_id)).WhichOneof("view") == "seat_view"
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        # The first token and a renewal at least every two seconds, the stream resumed on each.
+        assert len(minted) >= 5, minted
+        updates = [sequence_of(m) for m in received if m.WhichOneof("payload") == "update"]
+        assert updates == sorted(set(updates))
+        assert set(made) <= set(updates)
+        # One snapshot: a resumed stream goes on after the last sequence, it does not start over.
+        assert [m.WhichOneof("payload") for m in received].count("seat_view") == 1
+
+
+async def test_a_fixed_token_that_expires_ends_the_watch_with_token_expired(
+    nats_server: NatsServer,
+) -> None:
+    """A client given a token rather than a source cannot renew: the expiry reaches the caller
+    as MasaCallError, reason TOKEN_EXPIRED, not as an endless reconnection."""
+    async with (
+        running_node(settings(nats_server, "fixed")) as node,
+        table_stub(node.address) as stub,
+        TableClient(node.address, mint("bora", ttl_seconds=2.0)) as client,
+    ):
+        table_id = await create_table(stub, _idle_table())
+        received: list[table_pb2.WatchTableResponse] = []
+
+        async def follow() -> None:
+            async for message in client.watch(table_id):
+                received.append(message)
+
+        with pytest.raises(MasaCallError) as ended:
+            await asyncio.wait_for(follow(), 6.0)
+        assert ended.value.reason == TOKEN_EXPIRED
+        assert [m.WhichOneof("payload") for m in received] == ["seat_view"]
+
+
+async def test_a_call_refused_as_expired_is_made_once_more_with_a_fresh_token(
+    nats_server: NatsServer,
+) -> None:
+    """A token the client thinks good but the server finds expired (a clock behind the
+    server's): the call is refused TOKEN_EXPIRED, asked for again with the next token, and
+    answered; a source that keeps giving expired tokens gets the refusal after one retry."""
+    stale = mint("cem", ttl_seconds=-5.0, now=time.time())
+    given = iter([stale, mint("cem")])
+    async with (
+        running_node(settings(nats_server, "skew")) as node,
+        table_stub(node.address) as stub,
+    ):
+        table_id = await create_table(stub, _idle_table())
+        async with TableClient(node.address, lambda: next(given)) as client:
+            answer = await client.get_table(table_id)
+            assert answer.seat_view.seat == 2
+        async with TableClient(node.address, lambda: stale) as always_stale:
+            with pytest.raises(MasaCallError) as refused:
+                await always_stale.get_table(table_id)
+            assert refused.value.reason == TOKEN_EXPIRED
