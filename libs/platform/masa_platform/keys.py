@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 __all__ = [
     "ISSUER",
+    "MAC_BYTES",
     "RESULTS",
     "SERVICE_IDENTITIES",
     "KeyFileError",
@@ -49,9 +50,10 @@ __all__ = [
     "jwks_document",
     "key_id",
     "load_jwks",
-    "load_mac_key",
+    "load_mac_keys",
     "load_signing_key",
     "parse_jwks",
+    "write_private",
 ]
 
 ISSUER: Final = "issuer"
@@ -59,7 +61,7 @@ RESULTS: Final = "results"
 # The services that call other services, each with an identity key of its own. The ledger and
 # the bot call nobody, so they hold no signing key at all.
 SERVICE_IDENTITIES: Final = ("table-engine", "matchmaking")
-_MAC_BYTES: Final = 32
+MAC_BYTES: Final = 32
 # The largest key file read: a PEM key is a few hundred bytes, a JWK set a few kilobytes.
 _MAX_FILE_BYTES: Final = 1 << 20
 
@@ -178,16 +180,23 @@ def jwks_document(keys: list[SigningKey]) -> dict[str, list[dict[str, str]]]:
     return {"keys": [key.public_jwk() for key in keys]}
 
 
-def load_mac_key(path: Path) -> bytes:
-    """A MAC key file: the key's bytes as hex, at least 32 bytes."""
-    text = _read(path).decode(errors="replace").strip()
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise KeyFileError(f"{path}: a MAC key is hex") from None
-    if len(key) < _MAC_BYTES:
-        raise KeyFileError(f"{path}: a MAC key has at least {_MAC_BYTES} bytes")
-    return key
+def load_mac_keys(path: Path) -> tuple[bytes, ...]:
+    """A MAC key file: one key a line, as hex of at least 32 bytes. The first key seals; every
+    one is accepted, so that a rotation adds a key in front and retires the old one once
+    nothing sealed with it is read any more."""
+    lines = [line.strip() for line in _read(path).decode(errors="replace").splitlines()]
+    keys: list[bytes] = []
+    for number, text in enumerate((line for line in lines if line), start=1):
+        try:
+            key = bytes.fromhex(text)
+        except ValueError:
+            raise KeyFileError(f"{path}: MAC key {number} is not hex") from None
+        if len(key) < MAC_BYTES:
+            raise KeyFileError(f"{path}: MAC key {number} has fewer than {MAC_BYTES} bytes")
+        keys.append(key)
+    if not keys:
+        raise KeyFileError(f"{path}: no MAC key")
+    return tuple(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,13 +239,13 @@ class Keyring:
                 serialization.PrivateFormat.PKCS8,
                 serialization.NoEncryption(),
             )
-            _write_private(ring.private(identity), pem)
+            write_private(ring.private(identity), pem)
             signing.append(SigningKey(private, identity, key_id(private.public_key(), identity)))
         tokens = [key for key in signing if key.identity != RESULTS]
         results = [key for key in signing if key.identity == RESULTS]
         ring.jwks.write_text(json.dumps(jwks_document(tokens), indent=2) + "\n")
         ring.results_jwks.write_text(json.dumps(jwks_document(results), indent=2) + "\n")
-        _write_private(ring.log_mac, (secrets.token_hex(_MAC_BYTES) + "\n").encode())
+        write_private(ring.log_mac, (secrets.token_hex(MAC_BYTES) + "\n").encode())
         return ring
 
     @classmethod
@@ -273,11 +282,15 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    path.unlink(missing_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def write_private(path: Path, data: bytes | str) -> None:
+    """``data`` into ``path``, readable by its owner only, from the moment it exists: written
+    beside it and renamed over it, so that a reader sees the old key or the new one."""
+    staged = path.with_name(f".{path.name}.new")
+    staged.unlink(missing_ok=True)
+    descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "wb") as out:
-        out.write(data)
+        out.write(data.encode() if isinstance(data, str) else data)
+    staged.replace(path)
 
 
 def _b64(raw: bytes) -> str:

@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -118,19 +118,26 @@ class ResultVerifier:
 
 
 class Sealer:
-    """HMAC-SHA256 seals of the engines' own records (log entries, snapshots)."""
+    """HMAC-SHA256 seals of the engines' own records (log entries, snapshots): made with the
+    first key, accepted from any (a rotation puts the new key first and keeps the old one until
+    nothing sealed with it is read)."""
 
-    def __init__(self, key: bytes) -> None:
-        if len(key) < 32:
-            raise ValueError("a seal key has at least 32 bytes")
-        self._key = key
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        if not keys or any(len(key) < 32 for key in keys):
+            raise ValueError("a sealer needs keys of at least 32 bytes each")
+        self._keys = tuple(keys)
 
     def seal(self, subject: str, payload: bytes) -> str:
-        digest = hmac.new(self._key, _signed(_SEAL_DOMAIN, subject, payload), hashlib.sha256)
-        return _b64(digest.digest())
+        return self._seal(self._keys[0], _signed(_SEAL_DOMAIN, subject, payload))
 
     def holds(self, subject: str, payload: bytes, seal: str | None) -> bool:
-        """Whether ``seal`` is this key's seal of ``payload`` on ``subject`` (constant time)."""
+        """Whether ``seal`` is one of the keys' seal of ``payload`` on ``subject`` (each
+        compared in constant time)."""
         if not seal or len(seal) > _MAX_HEADER:
             return False
-        return hmac.compare_digest(self.seal(subject, payload), seal)
+        data = _signed(_SEAL_DOMAIN, subject, payload)
+        return any(hmac.compare_digest(self._seal(key, data), seal) for key in self._keys)
+
+    @staticmethod
+    def _seal(key: bytes, data: bytes) -> str:
+        return _b64(hmac.new(key, data, hashlib.sha256).digest())

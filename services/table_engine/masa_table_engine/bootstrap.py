@@ -28,7 +28,7 @@ from masa_platform.acks import AckedPublisher
 from masa_platform.auth import AuthPolicy, Role, ServiceTokens, TokenSigner
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
-from masa_platform.keys import RESULTS, KeyFileError, load_mac_key, load_signing_key
+from masa_platform.keys import RESULTS, KeyFileError, load_mac_keys, load_signing_key
 from masa_platform.metrics import GrpcMetrics, LoopMetrics
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import (
@@ -243,7 +243,7 @@ def _sealing(settings: EngineSettings) -> tuple[ResultSigner, Sealer]:
             "paid and no table rebuilt without the engines' seals"
         )
     try:
-        return ResultSigner(load_signing_key(signing, RESULTS)), Sealer(load_mac_key(sealing))
+        return ResultSigner(load_signing_key(signing, RESULTS)), Sealer(load_mac_keys(sealing))
     except KeyFileError as error:
         raise SettingsError(str(error)) from None
 

@@ -40,7 +40,7 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.acks import publish_headers
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
-from masa_platform.keys import load_mac_key
+from masa_platform.keys import load_mac_keys
 from masa_platform.signing import SEAL, Sealer
 from masa_platform.testing import NatsServer, keyring
 from masa_rules.elevator import legal_actions
@@ -279,7 +279,7 @@ async def _write_as(server: NatsServer, table_id: str, writer: str, *, take_leas
         payload = entry.SerializeToString()
         # Sealed as an engine seals it (that node holds the engines' key), and fenced as its
         # append is: on the log's last entry as it found it.
-        sealer = Sealer(load_mac_key(keyring().log_mac))
+        sealer = Sealer(load_mac_keys(keyring().log_mac))
         await js.publish(
             log_subject(table_id),
             payload,

@@ -13,7 +13,7 @@ from engine_support import bus_client, provision_ttls
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
-from masa_platform.keys import RESULTS, load_mac_key
+from masa_platform.keys import RESULTS, load_mac_keys
 from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import ResultSigner, Sealer
 from masa_platform.testing import NatsServer, keyring
@@ -106,7 +106,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             node_id=node,
             owner_address=f"{node}:1",
             default_turn_seconds=30,
-            sealer=Sealer(load_mac_key(keyring().log_mac)),
+            sealer=Sealer(load_mac_keys(keyring().log_mac)),
         )
 
     try:

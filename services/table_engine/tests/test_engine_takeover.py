@@ -28,7 +28,7 @@ from masa.table.v1 import event_pb2, table_pb2
 from masa_platform.bus import KvBucket, connect, publish
 from masa_platform.bus_access import ADMIN
 from masa_platform.errors import error_info
-from masa_platform.keys import load_mac_key
+from masa_platform.keys import load_mac_keys
 from masa_platform.signing import SEAL, Sealer
 from masa_platform.testing import NatsServer, keyring
 from masa_rules.elevator import legal_actions
@@ -285,7 +285,7 @@ async def test_a_table_whose_log_cannot_be_trusted_is_voided_loudly(
         payload = forged.SerializeToString()
         headers = {"Masa-Node": "writer"}
         if sealed:
-            sealer = Sealer(load_mac_key(keyring().log_mac))
+            sealer = Sealer(load_mac_keys(keyring().log_mac))
             headers[SEAL] = sealer.seal(log_subject(table_id), payload)
         try:
             await publish(client.jetstream(), log_subject(table_id), payload, headers=headers)

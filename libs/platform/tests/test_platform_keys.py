@@ -1,0 +1,131 @@
+"""A deployment's keys (masa_platform.keys, ``masa-keys``): results and seals that name their
+key and cover their subject, and rotations that add a key beside the old one, so that nothing
+signed before the rotation is refused until the old key is retired on purpose."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from masa_platform.auth import Role, TokenSigner, TokenVerifier
+from masa_platform.errors import Unauthenticated
+from masa_platform.keys import ISSUER, RESULTS, Keyring, load_jwks, load_mac_keys
+from masa_platform.keys_cli import main
+from masa_platform.settings import AuthSettings
+from masa_platform.signing import ResultSigner, ResultVerifier, Sealer, Unverified
+
+SUBJECT = "masa.table.v1.t1.result"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
+    code = main(list(argv))
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out else {}
+
+
+@pytest.fixture
+def ring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Keyring:
+    code, done = _run(capsys, "generate", str(tmp_path / "keys"))
+    assert code == 0
+    assert set(done["kids"]) == {ISSUER, "table-engine", "matchmaking", RESULTS}  # type: ignore[arg-type]
+    return Keyring(tmp_path / "keys")
+
+
+def test_generate_refuses_to_overwrite_a_keyring(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = ring.private(ISSUER).read_bytes()
+    assert main(["generate", str(ring.directory)]) == 2
+    assert "already holds a keyring" in capsys.readouterr().err
+    assert ring.private(ISSUER).read_bytes() == before
+    assert all(ring.private(who).stat().st_mode & 0o077 == 0 for who in (ISSUER, RESULTS))
+
+
+def test_a_result_verifies_only_as_signed_on_its_own_subject(ring: Keyring) -> None:
+    header = ResultSigner(ring.signer(RESULTS)).header(SUBJECT, b"finished")
+    verifier = ResultVerifier(ring.results_jwks)
+    verifier.verify(SUBJECT, b"finished", header)
+    for subject, payload, signature in (
+        ("masa.table.v1.t2.result", b"finished", header),  # moved to another table
+        (SUBJECT, b"finishee", header),  # one byte changed
+        (SUBJECT, b"finished", None),
+        (SUBJECT, b"finished", header[:-4] + "AAAA"),
+        (SUBJECT, b"finished", "x" * 400),
+    ):
+        with pytest.raises(Unverified):
+            verifier.verify(subject, payload, signature)
+    # The issuer's key is no results key, though both are the deployment's.
+    forged = f"{ring.signer(ISSUER).kid}.{header.partition('.')[2]}"
+    with pytest.raises(Unverified):
+        verifier.verify(SUBJECT, b"finished", forged)
+
+
+def test_rotating_the_issuer_keeps_old_tokens_good_until_the_old_key_is_retired(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = AuthSettings(jwt_jwks_file=ring.jwks)
+    verifier = TokenVerifier(settings, clock=lambda: time.monotonic() + 1e6)
+    old_kid = ring.signer(ISSUER).kid
+    old = TokenSigner(ring.signer(ISSUER), settings).mint("ayse", (Role.PLAYER,))
+    verifier.verify(old)
+
+    code, done = _run(capsys, "rotate", str(ring.directory), ISSUER)
+    assert code == 0 and done["kid"] != old_kid
+    new = TokenSigner(ring.signer(ISSUER), settings).mint("bora", (Role.PLAYER,))
+    # The running verifier reads the set again for the key it does not hold.
+    assert verifier.verify(new).subject == "bora"
+    assert verifier.verify(old).subject == "ayse"
+
+    assert main(["retire", str(ring.directory), str(done["kid"])]) == 2
+    assert "signs now" in capsys.readouterr().err
+    code, _ = _run(capsys, "retire", str(ring.directory), old_kid)
+    assert code == 0
+    fresh = TokenVerifier(settings)
+    assert fresh.verify(new).subject == "bora"
+    with pytest.raises(Unauthenticated):
+        fresh.verify(old)
+
+
+def test_rotating_the_results_key_is_taken_up_by_a_running_verifier(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verifier = ResultVerifier(ring.results_jwks, clock=lambda: time.monotonic() + 1e6)
+    before = ResultSigner(ring.signer(RESULTS)).header(SUBJECT, b"a")
+    assert main(["rotate", str(ring.directory), RESULTS]) == 0
+    capsys.readouterr()
+    after = ResultSigner(ring.signer(RESULTS)).header(SUBJECT, b"b")
+    assert len(load_jwks(ring.results_jwks).keys) == 2
+    verifier.verify(SUBJECT, b"b", after)
+    verifier.verify(SUBJECT, b"a", before)
+
+
+def test_a_rotated_mac_key_seals_anew_and_still_reads_the_old_seals(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = Sealer(load_mac_keys(ring.log_mac))
+    sealed = old.seal("masa.table.v1.t1.log", b"entry")
+    assert main(["rotate", str(ring.directory), "log-mac"]) == 0
+    both = Sealer(load_mac_keys(ring.log_mac))
+    assert both.holds("masa.table.v1.t1.log", b"entry", sealed)
+    resealed = both.seal("masa.table.v1.t1.log", b"entry")
+    assert resealed != sealed
+    assert not both.holds("masa.table.v1.t2.log", b"entry", sealed)
+    assert main(["retire", str(ring.directory), "log-mac"]) == 0
+    capsys.readouterr()
+    new_only = Sealer(load_mac_keys(ring.log_mac))
+    assert new_only.holds("masa.table.v1.t1.log", b"entry", resealed)
+    assert not new_only.holds("masa.table.v1.t1.log", b"entry", sealed)
+
+
+def test_unknown_keys_and_broken_files_are_refused_and_change_nothing(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jwks = ring.jwks.read_bytes()
+    assert main(["retire", str(ring.directory), "issuer-000000000000"]) == 2
+    ring.log_mac.write_text("not hex\n")
+    assert main(["rotate", str(ring.directory), "log-mac"]) == 2
+    assert "not hex" in capsys.readouterr().err
+    assert ring.jwks.read_bytes() == jwks
+    assert ring.log_mac.read_text() == "not hex\n"
