@@ -33,8 +33,10 @@ from e2e_terminal import ROOT
 from masa_bot.settings import BotSettings
 from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.settings import MatchmakingSettings
-from masa_platform.bus_access import bus_users, password_variable
+from masa_platform.bus_access import ADMIN, bus_users, password_variable
+from masa_platform.bus_cli import OperatorBusSettings
 from masa_platform.settings import ENV_PREFIX, load_settings
+from masa_platform.testing import keyring
 from masa_table_engine.settings import EngineSettings
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -53,7 +55,6 @@ PACKAGES = {
 DOCKERFILE = DEPLOY / "Dockerfile"
 # Values a secret or the pod's name would give, valid for each setting that reads one.
 SECRET_VALUES = {
-    "MASA_JWT_SECRET": "a-jwt-secret-long-enough-for-hs256-0123456789",
     "MASA_DATABASE_URL": "postgresql://masa:secret@postgres:5432/masa",
     "MASA_NATS_PASSWORD": "secret",
     "MASA_NODE_ID": "table-engine-0",
@@ -94,14 +95,26 @@ def find(docs: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, An
 
 def container_env(container: dict[str, Any]) -> dict[str, str]:
     """The container's environment as the pod would see it: secrets and the pod's name filled
-    in with valid values, $(VAR) references expanded."""
+    in with valid values, $(VAR) references expanded, key files found in the tests' keyring."""
     env: dict[str, str] = {}
     for entry in container["env"]:
         value = entry.get("value")
         if value is None:
             value = SECRET_VALUES[entry["name"]]
         env[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m[1]], value)
-    return env
+    return with_test_keys(env)
+
+
+def with_test_keys(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with each key file (mounted under /etc/masa) replaced by the same file of the
+    tests' keyring, which the settings can read."""
+    folder = str(keyring().directory)
+    return {
+        name: re.sub(r"^/etc/masa/(public|keys)", folder, value)
+        if name.endswith("_FILE")
+        else value
+        for name, value in env.items()
+    }
 
 
 @pytest.mark.parametrize("overlay", ["base", "overlays/production"])
@@ -128,7 +141,7 @@ def test_the_manifests_have_everything_the_issue_lists(overlay: str) -> None:
     assert [doc for doc in docs if doc["kind"] == "NetworkPolicy"]
     secrets = {doc["metadata"]["name"] for doc in docs if doc["kind"] == "Secret"}
     # Production brings real Secrets; the placeholders stay in the base only.
-    expected = {"masa-jwt", "masa-database", "masa-nats", "masa-page-tokens"}
+    expected = {"masa-database", "masa-nats", "masa-page-tokens"}
     assert secrets == (expected if overlay == "base" else set())
 
 
@@ -240,12 +253,16 @@ def test_compose_runs_every_service_with_its_settings_and_a_health_check() -> No
         for group in job["static_configs"]
         for target in group["targets"]
     }
+    steps = one_shot_steps(services)
+    assert steps == {"keys", "bus-provision"}
     for name, spec in services.items():
+        if name in steps:
+            continue
         assert "healthcheck" in spec, f"{name} has no health check"
         service = re.sub(r"-\d+$", "", name)
         if service not in SETTINGS:
             continue
-        env = {**dockerfile_env(), **spec["environment"]}
+        env = with_test_keys({**dockerfile_env(), **spec["environment"]})
         assert set(env) <= setting_variables(SETTINGS[service]), name
         settings = load_settings(SETTINGS[service], env)
         assert f"{name}:{settings.platform.metrics_port}" in targets
@@ -255,6 +272,18 @@ def test_compose_runs_every_service_with_its_settings_and_a_health_check() -> No
         if service == "table-engine":
             assert settings.node_id == name
             assert settings.advertise_address == f"{name}:{settings.platform.server.grpc_port}"
+
+
+def one_shot_steps(services: dict[str, Any]) -> set[str]:
+    """The services that run once and exit (restart "no"); every masa service waits for each
+    to have completed."""
+    steps = {name for name, spec in services.items() if spec.get("restart") == "no"}
+    for name in services:
+        if re.sub(r"-\d+$", "", name) in SETTINGS:
+            waits = services[name]["depends_on"]
+            for step in steps:
+                assert waits[step] == {"condition": "service_completed_successfully"}, name
+    return steps
 
 
 def test_compose_builds_every_service_from_the_one_dockerfile_by_its_package() -> None:
@@ -357,10 +386,87 @@ def test_the_nats_helm_values_run_three_fsynced_replicas_with_the_bus_users() ->
             list(user.subscribe),
         )
         for user in bus_users()
-    ]
+    ], "run scripts/render_bus_users.py"
     env = values["container"]["env"]
     for user in bus_users():
         assert env[password_variable(user.name)]["valueFrom"]["secretKeyRef"] == {
             "name": "masa-nats",
             "key": user.name,
         }
+
+
+# The files of a keyring (masa_platform.keys.Keyring) each holder may have: the public sets
+# for everyone, the private keys for their one holder, the issuer's for nobody deployed.
+PUBLIC_KEYS = {"jwks.json", "results.jwks.json"}
+PRIVATE_KEYS = {
+    "table-engine": {"table-engine.pem", "results.pem", "log-mac.key"},
+    "matchmaking": {"matchmaking.pem"},
+    "ledger": set(),
+    "bot": set(),
+}
+
+
+def test_no_manifest_holds_a_shared_signing_secret_and_each_key_reaches_its_holder_only() -> None:
+    """docs/security.md: tokens and results are signed with keys of their own, each held by
+    the one service that signs; every other service holds public keys only, and the issuer's
+    key is in no deployed service at all."""
+    for text in [p.read_text() for p in (DEPLOY / "k8s").rglob("*.yaml")] + [
+        (DEPLOY / "compose" / "compose.yaml").read_text(),
+        (DEPLOY / "compose" / "example.env").read_text(),
+    ]:
+        assert "JWT_SECRET" not in text and "masa-jwt" not in text
+        assert "issuer.pem" not in text
+    docs = rendered("overlays/production")
+    mounted: dict[str, set[str]] = {}
+    for service in SERVICES:
+        kind = "StatefulSet" if service == "table-engine" else "Deployment"
+        pod = find(docs, kind, service)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        volumes = {volume["name"]: volume for volume in pod.get("volumes", [])}
+        paths = {mount["mountPath"]: volumes[mount["name"]] for mount in container["volumeMounts"]}
+        secrets = {v["secret"]["secretName"] for v in paths.values() if "secret" in v}
+        for secret in secrets:
+            mounted.setdefault(secret, set()).add(service)
+        files = {
+            entry["name"]: entry["value"]
+            for entry in container["env"]
+            if entry["name"].endswith("_FILE")
+        }
+        names = {path.rsplit("/", 1)[1] for path in files.values()}
+        assert names - PUBLIC_KEYS == PRIVATE_KEYS[service], service
+        for name, path in files.items():
+            assert path.rsplit("/", 1)[0] in paths, f"{service}: {name} is not in a mounted folder"
+        env = container_env(container)
+        settings = load_settings(SETTINGS[service], env)
+        assert settings.platform.auth.jwt_jwks_file is not None
+    assert mounted == {
+        "masa-engine-keys": {"table-engine"},
+        "masa-matchmaking-keys": {"matchmaking"},
+    }
+    volumes = compose()["services"]
+    for name, spec in volumes.items():
+        service = re.sub(r"-\d+$", "", name)
+        if service not in SETTINGS:
+            continue
+        held = {entry.split(":")[0] for entry in spec.get("volumes", [])}
+        own = {"table-engine": {"engine-keys"}, "matchmaking": {"matchmaking-keys"}}
+        assert held == {"public-keys", *own.get(service, set())}, name
+
+
+def test_the_bus_is_provisioned_by_a_job_as_the_operators_user_before_the_services() -> None:
+    docs = rendered("overlays/production")
+    job = find(docs, "Job", "bus-provision")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/app/.venv/bin/masa-bus", "provision"]
+    env = container_env(container)
+    settings = load_settings(OperatorBusSettings, env)
+    assert settings.nats_user == ADMIN
+    assert (
+        settings.bus.bus_replicas
+        == yaml.safe_load((DEPLOY / "k8s" / "nats" / "values.yaml").read_text())["config"][
+            "cluster"
+        ]["replicas"]
+    )
+    step = compose()["services"]["bus-provision"]
+    assert step["entrypoint"] == ["/app/.venv/bin/masa-bus", "provision"]
+    assert load_settings(OperatorBusSettings, step["environment"]).nats_user == ADMIN

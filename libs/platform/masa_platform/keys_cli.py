@@ -4,14 +4,17 @@
   issuer's, the service identities' and the results key (Ed25519 PEM, owner-only), the log MAC
   key, and the public JWK sets ``jwks.json`` and ``results.jwks.json``.
 - ``masa-keys rotate DIR WHAT`` makes a new key for ``WHAT`` (``issuer``, ``table-engine``,
-  ``matchmaking``, ``results`` or ``log-mac``) and puts it in front: the private key file is
-  replaced, the new public key is *added* to its JWK set beside the old one (a new MAC key goes
-  on the first line of ``log-mac.key``, the old ones after it). Publish the JWK set to every
-  service first (they read it again when a token or result names a key they do not hold),
-  then give the signer its new key.
+  ``matchmaking`` or ``results``): the private key file is replaced, and the new public key is
+  *added* to its JWK set beside the old one. Publish the JWK set to every service first (they
+  read it again when a token or result names a key they do not hold), then give the signer its
+  new key.
+- ``masa-keys rotate DIR log-mac`` adds a new MAC key *after* the sealing one: engines accept
+  it once they have the file, and nothing seals with it yet. When every engine has it,
+  ``masa-keys promote DIR`` puts it first, so that engines seal with it from their next start
+  and an engine still on the old order reads what the others seal (two rolling restarts).
 - ``masa-keys retire DIR KID`` removes an old key from its JWK set once nothing signed with it
   is still in use (the longest token lifetime has passed; every result signed with it is
-  settled); ``masa-keys retire DIR log-mac`` keeps only the first MAC key, once every table
+  settled); ``masa-keys retire DIR log-mac`` keeps only the sealing MAC key, once every table
   sealed with the others has ended. The key that signs now is never retired.
 
 Each command prints one JSON document of what it did. Exit codes: 0 done, 2 refused (a
@@ -83,10 +86,9 @@ def generate(directory: Path) -> dict[str, Any]:
 def rotate(directory: Path, what: str) -> dict[str, Any]:
     ring = Keyring(directory)
     if what == LOG_MAC:
-        old = load_mac_keys(ring.log_mac)
-        new = secrets.token_hex(MAC_BYTES)
-        write_private(ring.log_mac, "".join(f"{k}\n" for k in (new, *(o.hex() for o in old))))
-        return {"rotated": LOG_MAC, "mac_keys": len(old) + 1}
+        keys = (*load_mac_keys(ring.log_mac), secrets.token_bytes(MAC_BYTES))
+        _write_mac_keys(ring, keys)
+        return {"rotated": LOG_MAC, "mac_keys": len(keys), "sealing": 1}
     if what not in _SIGNING:
         raise Refused(f"no key {what!r}: one of {', '.join((*_SIGNING, LOG_MAC))}")
     jwks = _jwks_of(ring, what)
@@ -102,11 +104,24 @@ def rotate(directory: Path, what: str) -> dict[str, Any]:
     return {"rotated": what, "kid": kid, "jwks": str(jwks)}
 
 
+def promote(directory: Path) -> dict[str, Any]:
+    ring = Keyring(directory)
+    keys = load_mac_keys(ring.log_mac)
+    if len(keys) < 2:
+        raise Refused("one MAC key only: rotate log-mac first")
+    _write_mac_keys(ring, (keys[-1], *keys[:-1]))
+    return {"promoted": LOG_MAC, "mac_keys": len(keys), "sealing": 1}
+
+
+def _write_mac_keys(ring: Keyring, keys: Sequence[bytes]) -> None:
+    write_private(ring.log_mac, "".join(f"{key.hex()}\n" for key in keys))
+
+
 def retire(directory: Path, kid: str) -> dict[str, Any]:
     ring = Keyring(directory)
     if kid == LOG_MAC:
         keys = load_mac_keys(ring.log_mac)
-        write_private(ring.log_mac, f"{keys[0].hex()}\n")
+        _write_mac_keys(ring, keys[:1])
         return {"retired": LOG_MAC, "mac_keys_removed": len(keys) - 1}
     current = {ring.signer(identity).kid for identity in _SIGNING}
     if kid in current:
@@ -136,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     rotated = commands.add_parser("rotate", help="a new key for WHAT, the old one kept beside it")
     rotated.add_argument("directory", type=Path)
     rotated.add_argument("what", choices=[*_SIGNING, LOG_MAC])
+    promoted = commands.add_parser("promote", help="seal with the newest log MAC key")
+    promoted.add_argument("directory", type=Path)
     retired = commands.add_parser("retire", help="remove an old key (a kid, or log-mac)")
     retired.add_argument("directory", type=Path)
     retired.add_argument("kid")
@@ -149,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             done = generate(args.directory)
         elif args.command == "rotate":
             done = rotate(args.directory, args.what)
+        elif args.command == "promote":
+            done = promote(args.directory)
         else:
             done = retire(args.directory, args.kid)
     except (Refused, KeyFileError) as error:

@@ -49,7 +49,7 @@ _ANSWER_SECONDS = 2.0
 
 def test_the_deployment_config_holds_exactly_the_masa_users_and_is_valid() -> None:
     text = DEPLOYED.read_text()
-    assert text.endswith(deployment_authorization())
+    assert text.endswith(deployment_authorization()), "run scripts/render_bus_users.py"
     env = {**os.environ, **{password_variable(u.name): f"pw-{u.name}" for u in bus_users()}}
     checked = subprocess.run(
         [str(nats_server_binary()), "-c", str(DEPLOYED), "-t"],

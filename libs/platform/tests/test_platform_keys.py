@@ -101,22 +101,31 @@ def test_rotating_the_results_key_is_taken_up_by_a_running_verifier(
     verifier.verify(SUBJECT, b"a", before)
 
 
-def test_a_rotated_mac_key_seals_anew_and_still_reads_the_old_seals(
+def test_a_mac_key_rotates_in_two_steps_so_that_no_engine_meets_a_seal_it_cannot_read(
     ring: Keyring, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    old = Sealer(load_mac_keys(ring.log_mac))
-    sealed = old.seal("masa.table.v1.t1.log", b"entry")
+    """Rotate adds the new key as accepted only; promote makes it the sealing one. An engine
+    that restarted on either file reads the seals of an engine on the other."""
+    log = "masa.table.v1.t1.log"
+    first = Sealer(load_mac_keys(ring.log_mac))
+    sealed = first.seal(log, b"entry")
     assert main(["rotate", str(ring.directory), "log-mac"]) == 0
-    both = Sealer(load_mac_keys(ring.log_mac))
-    assert both.holds("masa.table.v1.t1.log", b"entry", sealed)
-    resealed = both.seal("masa.table.v1.t1.log", b"entry")
+    accepting = Sealer(load_mac_keys(ring.log_mac))
+    assert accepting.seal(log, b"entry") == sealed
+    assert main(["promote", str(ring.directory)]) == 0
+    promoted = Sealer(load_mac_keys(ring.log_mac))
+    resealed = promoted.seal(log, b"entry")
     assert resealed != sealed
-    assert not both.holds("masa.table.v1.t2.log", b"entry", sealed)
+    assert accepting.holds(log, b"entry", resealed) and promoted.holds(log, b"entry", sealed)
+    assert not first.holds(log, b"entry", resealed)
+    assert not promoted.holds("masa.table.v1.t2.log", b"entry", resealed)
     assert main(["retire", str(ring.directory), "log-mac"]) == 0
     capsys.readouterr()
-    new_only = Sealer(load_mac_keys(ring.log_mac))
-    assert new_only.holds("masa.table.v1.t1.log", b"entry", resealed)
-    assert not new_only.holds("masa.table.v1.t1.log", b"entry", sealed)
+    retired = Sealer(load_mac_keys(ring.log_mac))
+    assert retired.holds(log, b"entry", resealed)
+    assert not retired.holds(log, b"entry", sealed)
+    assert main(["promote", str(ring.directory)]) == 2
+    assert "one MAC key only" in capsys.readouterr().err
 
 
 def test_unknown_keys_and_broken_files_are_refused_and_change_nothing(
