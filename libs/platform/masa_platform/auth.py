@@ -52,6 +52,7 @@ __all__ = [
     "ServiceTokens",
     "TokenSigner",
     "TokenVerifier",
+    "VerifiedTokens",
     "bearer_token",
     "current_principal",
     "require_principal",
@@ -389,7 +390,7 @@ def _expiry(claims: Mapping[str, Any], settings: AuthSettings) -> float:
     return float(claims["exp"]) + settings.jwt_leeway_seconds
 
 
-class _VerifiedTokens:
+class VerifiedTokens:
     """Tokens verified already, each kept until it expires, so a client's repeated token is
     checked once rather than on every call (a signature check costs as much as a small RPC).
 
@@ -438,7 +439,7 @@ class AuthInterceptor(WrappingInterceptor):
 
     def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
         self._policy = policy or AuthPolicy()
-        self._tokens = _VerifiedTokens(TokenVerifier(settings))
+        self._tokens = VerifiedTokens(TokenVerifier(settings))
         super().__init__()
 
     def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
