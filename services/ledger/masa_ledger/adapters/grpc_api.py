@@ -68,8 +68,7 @@ def auth_policy() -> AuthPolicy:
     allowed = {
         "GetBalance": own_reads,
         "ListTransfers": own_reads,
-        # Matchmaking reads the holds it placed, to tell a bound one from a lost one.
-        "GetHold": frozenset({Role.PLAYER, Role.ADMIN, Role.MATCHMAKING}),
+        "GetHold": own_reads,
         "ListHolds": own_reads,
         "GetSettlement": own_reads,
         "GetAccount": admin,
@@ -214,9 +213,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.GetHoldRequest, context: Context
     ) -> ledger_pb2.GetHoldResponse:
         hold = await self._ledger.hold(request.hold_id)
-        # Matchmaking places every hold, and reads them back to resume a placement.
-        if not require_principal().has_any({Role.MATCHMAKING}):
-            _player(hold.player_id)
+        _player(hold.player_id)
         return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
 
     @_mapped
