@@ -1,10 +1,11 @@
 """``masa.ledger.v1.LedgerService`` over gRPC: protobuf in, use case, protobuf out.
 
-Who may call what (DESIGN.md §3): every write and GetAccount need the service or admin role
-(the interceptor refuses others with PERMISSION_DENIED); a player reads its own wallet, holds
-and transfers, and naming another player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT;
-GetSettlement is open to every authenticated caller, like a table's result. A refusal of the
-ledger keeps its ErrorInfo reason (masa.common.v1.ErrorReason) and metadata.
+Who may call what (:func:`auth_policy`, docs/security.md): each write is for the one service
+or operator that makes it, GetAccount for operators (the interceptor refuses others with
+PERMISSION_DENIED); a player reads its own wallet, holds and transfers, and naming another
+player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT; GetSettlement is open to players and
+operators, like a table's result. A refusal of the ledger keeps its ErrorInfo reason
+(masa.common.v1.ErrorReason) and metadata.
 
 A page token of ListTransfers or ListHolds holds the sequence number the next page lists
 below, sealed with the ledger's key (masa_platform.page_tokens) to the method, the caller and
