@@ -39,7 +39,11 @@ from masa_table_engine.settings import EngineSettings
 from masa_wire import elevator as wire
 from prometheus_client import CollectorRegistry
 
-SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+# Each call as the identity that makes it in a deployment (docs/security.md): matchmaking holds
+# the stakes, the table-engine binds them, an operator grants chips and reads any player's.
+MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+ENGINE = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
+OPERATOR = (("authorization", f"Bearer {token('ops', 'admin')}"),)
 STAKE = 100
 MOVE_SECONDS = 60.0
 
@@ -186,7 +190,7 @@ async def _void_and_check(
         for player in players:
             account = (
                 await ledger.GetBalance(
-                    ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
+                    ledger_pb2.GetBalanceRequest(player_id=player), metadata=OPERATOR
                 )
             ).account
             assert (account.balance, account.held, account.available) == (1000, 0, 1000)
@@ -221,7 +225,7 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
                 stake=STAKE,
                 hold_ids=list(holds.values()),
             ),
-            metadata=SERVICE,
+            metadata=ENGINE,
         )
     voided = admin(running_stack.run_dir, "void", table_id)
     assert voided.returncode == 0, voided.stderr
@@ -366,7 +370,7 @@ async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) 
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=1000
                 ),
-                metadata=SERVICE,
+                metadata=OPERATOR,
             )
         placed = await ledger.HoldStakes(
             ledger_pb2.HoldStakesRequest(
@@ -378,7 +382,7 @@ async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) 
                     for p in players
                 ],
             ),
-            metadata=SERVICE,
+            metadata=MATCHMAKING,
         )
     return {hold.player_id: hold.hold_id for hold in placed.holds}
 

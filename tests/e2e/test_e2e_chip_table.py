@@ -32,7 +32,10 @@ from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as wire
 
-SERVICE = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+# Each call as the identity that makes it in a deployment (docs/security.md): matchmaking holds
+# the stakes, an operator grants chips and reads any player's.
+MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+OPERATOR = (("authorization", f"Bearer {token('ops', 'admin')}"),)
 GAME_SECONDS = 90.0
 STAKE = 100
 PLAYERS = ("alice", "bob", "cem")
@@ -70,7 +73,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=1000
                 ),
-                metadata=SERVICE,
+                metadata=OPERATOR,
             )
         before = {p: await _balance(ledger, p) for p in PLAYERS}
         placed = await ledger.HoldStakes(
@@ -83,7 +86,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                     for p in PLAYERS
                 ],
             ),
-            metadata=SERVICE,
+            metadata=MATCHMAKING,
         )
         holds = {hold.player_id: hold.hold_id for hold in placed.holds}
 
@@ -102,7 +105,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
             assert taken.value.reason == "TABLE_EXISTS"
         for player in PLAYERS:
             hold = await ledger.GetHold(
-                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=SERVICE
+                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=OPERATOR
             )
             assert (hold.hold.state, hold.hold.table_id) == (
                 ledger_pb2.StakeHold.STATE_BOUND,
@@ -141,7 +144,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
 
 async def _balance(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> int:
     answer = await ledger.GetBalance(
-        ledger_pb2.GetBalanceRequest(player_id=player), metadata=SERVICE
+        ledger_pb2.GetBalanceRequest(player_id=player), metadata=OPERATOR
     )
     return answer.account.balance
 
@@ -153,7 +156,7 @@ async def _settled(
     while time.monotonic() < deadline:
         try:
             answer = await ledger.GetSettlement(
-                ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=1), metadata=SERVICE
+                ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=1), metadata=OPERATOR
             )
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:
@@ -214,7 +217,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=500
                 ),
-                metadata=SERVICE,
+                metadata=OPERATOR,
             )
             placed = await ledger.HoldStake(
                 # Bob's hold is 10 chips short of the table's stake.
@@ -223,7 +226,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                     player_id=player,
                     amount=STAKE - 10 if player == "bob" else STAKE,
                 ),
-                metadata=SERVICE,
+                metadata=MATCHMAKING,
             )
             holds[player] = placed.hold.hold_id
         async with TableClient(
@@ -239,6 +242,6 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
             assert missing.value.reason == "TABLE_NOT_FOUND"
         for player in PLAYERS:
             hold = await ledger.GetHold(
-                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=SERVICE
+                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=OPERATOR
             )
             assert hold.hold.state == ledger_pb2.StakeHold.STATE_HELD

@@ -295,7 +295,8 @@ async def _play_until_the_seat_finishes_and_starts_again(
     player = TableClient(stack["table-engine"], token("finisher"))
     bot = open_channel(stack["bot"], None)
     decide = bot_pb2_grpc.BotServiceStub(bot).Decide
-    service = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+    # The bot answers the table-engine alone (docs/security.md), as whose autopilot this asks.
+    engine = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
     finisher: int | None = None
     try:
         async for message in player.watch(table_id):
@@ -324,7 +325,7 @@ async def _play_until_the_seat_finishes_and_starts_again(
                     level=game_pb2.BOT_LEVEL_NORMAL,
                     seed=table.table.sequence,
                 ),
-                metadata=service,
+                metadata=engine,
             )
             try:
                 await player.submit_action(table_id, answer.action, table.table.sequence)

@@ -147,7 +147,7 @@ class TableClient:
     async def create_table(
         self, config: game_pb2.TableConfig, *, request_id: str | None = None, table_id: str = ""
     ) -> view_pb2.Table:
-        """Create a table (service or admin role); the answer names its owner node.
+        """Create a table (matchmaking's or an operator's token); the answer names its owner node.
 
         ``table_id`` is the caller's choice (AIP-133): retrying with the same ``request_id``
         answers with the same table, even after an engine restart.

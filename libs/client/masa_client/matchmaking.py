@@ -267,7 +267,7 @@ class LedgerClient(_Client):
         self, table_id: str, game_no: int, reason: str, *, request_id: str | None = None
     ) -> ledger_pb2.VoidGameResponse:
         """Void a game that cannot finish: its bound holds are voided, no chips move (P-30).
-        Service or admin role."""
+        An operator's token."""
         request = ledger_pb2.VoidGameRequest(
             request_id=request_id or new_request_id(),
             table_id=table_id,

@@ -1,6 +1,6 @@
 """BotService over real gRPC (a server on a free port): legal decisions for every seat of whole
-Elevator games and of 51 hands in every preset, the service role required, bad observations
-refused with clear statuses."""
+Elevator games and of 51 hands in every preset, the table-engine's token required, bad
+observations refused with clear statuses."""
 
 from __future__ import annotations
 

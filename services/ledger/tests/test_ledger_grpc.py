@@ -234,7 +234,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
         assert (await _refusal(stub.GetBalance(ledger_pb2.GetBalanceRequest())))[
             0
         ] == grpc.StatusCode.UNAUTHENTICATED
-        # The service role reads anyone's.
+        # An operator reads anyone's.
         other = await stub.GetBalance(
             ledger_pb2.GetBalanceRequest(player_id="ayse"), metadata=ADMIN
         )

@@ -1,10 +1,11 @@
 """``masa.ledger.v1.LedgerService`` over gRPC: protobuf in, use case, protobuf out.
 
-Who may call what (DESIGN.md §3): every write and GetAccount need the service or admin role
-(the interceptor refuses others with PERMISSION_DENIED); a player reads its own wallet, holds
-and transfers, and naming another player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT;
-GetSettlement is open to every authenticated caller, like a table's result. A refusal of the
-ledger keeps its ErrorInfo reason (masa.common.v1.ErrorReason) and metadata.
+Who may call what (:func:`auth_policy`, docs/security.md): each write is for the one service
+or operator that makes it, GetAccount for operators (the interceptor refuses others with
+PERMISSION_DENIED); a player reads its own wallet, holds and transfers, and naming another
+player's is PERMISSION_DENIED, reason NOT_YOUR_ACCOUNT; GetSettlement is open to players and
+operators, like a table's result. A refusal of the ledger keeps its ErrorInfo reason
+(masa.common.v1.ErrorReason) and metadata.
 
 A page token of ListTransfers or ListHolds holds the sequence number the next page lists
 below, sealed with the ledger's key (masa_platform.page_tokens) to the method, the caller and
@@ -68,8 +69,7 @@ def auth_policy() -> AuthPolicy:
     allowed = {
         "GetBalance": own_reads,
         "ListTransfers": own_reads,
-        # Matchmaking reads the holds it placed, to tell a bound one from a lost one.
-        "GetHold": frozenset({Role.PLAYER, Role.ADMIN, Role.MATCHMAKING}),
+        "GetHold": own_reads,
         "ListHolds": own_reads,
         "GetSettlement": own_reads,
         "GetAccount": admin,
@@ -214,9 +214,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.GetHoldRequest, context: Context
     ) -> ledger_pb2.GetHoldResponse:
         hold = await self._ledger.hold(request.hold_id)
-        # Matchmaking places every hold, and reads them back to resume a placement.
-        if not require_principal().has_any({Role.MATCHMAKING}):
-            _player(hold.player_id)
+        _player(hold.player_id)
         return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
 
     @_mapped

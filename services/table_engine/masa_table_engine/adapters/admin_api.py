@@ -1,6 +1,6 @@
 """The ``masa.table.v1.TableAdminService`` servicer: an operator's drain and void of one node.
 
-Both are internal calls (service or admin role, checked by the platform's auth interceptor).
+Both are operators' calls (the admin role, checked by the platform's auth interceptor).
 
 - DrainNode drains this node as SIGTERM does (``Node.drain``), without stopping it: the
   process stays up answering health NOT_SERVING, refusing CreateTable with NODE_DRAINING,
