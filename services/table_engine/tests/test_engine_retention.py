@@ -250,7 +250,8 @@ async def test_a_voided_table_is_swept_and_one_whose_result_was_set_aside_is_kep
     """A table an operator voided ends with GameAbandoned and is swept like a finished one; a
     table whose result the ledger set aside (terminated, so under its ack floor, yet never
     settled) is kept while the dead letter is. The command itself, as the retention user,
-    prints the run's JSON document."""
+    prints each run's JSON document, and a run stops at its limit of tables, saying more are
+    left."""
     async with running_node(settings(nats)) as node, table_stub(node.address) as stub:
         humans = [seat(0, "ayse"), seat(1), seat(2)]
         voided = await create_table(stub, elevator_config(humans, turn_seconds=600.0))
@@ -281,30 +282,47 @@ async def test_a_voided_table_is_swept_and_one_whose_result_was_set_aside_is_kep
         ]
         await asyncio.sleep(1.1)
 
-        code, out, err = await _command(nats, retention_seconds=1.0)
+        # A limit of one table: the voided one, the older, and no further.
+        code, out, err = await _command(nats, retention_seconds=1.0, limit=1)
         assert code == 0, err
         assert json.loads(out) == {
             "swept": 1,
             "kept_unsettled": 0,
-            "kept_set_aside": 1,
+            "kept_set_aside": 0,
             "kept_young": 0,
             "purged_messages": gone.stream + 1 + gone.index,
-            "more": False,
+            "more": True,
             "settled_through": min(floors),
         }
         assert await _held(nats, voided) == Held(0, False, 0)
         assert await _held(nats, refused) == kept
 
+        code, out, err = await _command(nats, retention_seconds=1.0, limit=10)
+        assert code == 0, err
+        assert json.loads(out) == {
+            "swept": 0,
+            "kept_unsettled": 0,
+            "kept_set_aside": 1,
+            "kept_young": 0,
+            "purged_messages": 0,
+            "more": False,
+            "settled_through": min(floors),
+        }
+        assert await _held(nats, refused) == kept
 
-async def _command(nats: NatsServer, *, retention_seconds: float) -> tuple[int, str, str]:
-    """``masa-bus sweep`` as an operator's job runs it (the retention user, the retention):
-    its exit code, stdout and stderr."""
+
+async def _command(
+    nats: NatsServer, *, retention_seconds: float, limit: int
+) -> tuple[int, str, str]:
+    """``masa-bus sweep`` as an operator's job runs it (the retention user, the retention,
+    the limit of tables a run): its exit code, stdout and stderr."""
     env = {
         **os.environ,
         "MASA_NATS_URL": nats.url,
         "MASA_NATS_USER": RETENTION,
         "MASA_NATS_PASSWORD": nats.password(RETENTION),
         "MASA_TABLE_RETENTION_SECONDS": str(retention_seconds),
+        "MASA_SWEEP_TABLES_LIMIT": str(limit),
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable,
