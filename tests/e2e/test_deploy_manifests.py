@@ -33,7 +33,7 @@ from e2e_terminal import ROOT
 from masa_bot.settings import BotSettings
 from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.settings import MatchmakingSettings
-from masa_platform.bus_access import ADMIN, bus_users, password_variable
+from masa_platform.bus_access import ADMIN, RETENTION, bus_users, password_variable
 from masa_platform.bus_cli import OperatorBusSettings
 from masa_platform.settings import ENV_PREFIX, load_settings
 from masa_platform.testing import keyring
@@ -470,3 +470,17 @@ def test_the_bus_is_provisioned_by_a_job_as_the_operators_user_before_the_servic
     step = compose()["services"]["bus-provision"]
     assert step["entrypoint"] == ["/app/.venv/bin/masa-bus", "provision"]
     assert load_settings(OperatorBusSettings, step["environment"]).nats_user == ADMIN
+
+
+def test_finished_tables_are_swept_hourly_as_the_retention_user_one_run_at_a_time() -> None:
+    docs = rendered("overlays/production")
+    cron = find(docs, "CronJob", "bus-sweep")["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid"
+    (container,) = cron["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/app/.venv/bin/masa-bus", "sweep"]
+    settings = load_settings(OperatorBusSettings, container_env(container))
+    assert settings.nats_user == RETENTION
+    step = compose()["services"]["sweep"]
+    assert step["entrypoint"][:3] == ["/app/.venv/bin/masa-bus", "sweep", "--every"]
+    env = {name: str(value) for name, value in step["environment"].items()}
+    assert load_settings(OperatorBusSettings, env).nats_user == RETENTION

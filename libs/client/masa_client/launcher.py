@@ -24,8 +24,9 @@ nodes, ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and ``MATCHMAKING_PORT`` (5
 picks a free port (the NATS default),
 ``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
 ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips the ledger
-grants every player it has no wallet of, development only) and ``LOBBIES_FILE`` (matchmaking's
-lobbies; the shipped set when unset); ``LOG_LEVEL`` passes through to the services. The ledger
+grants every player it has no wallet of, development only), ``LOBBIES_FILE`` (matchmaking's
+lobbies; the shipped set when unset) and ``RUN_SWEEP_SECONDS`` (3600, 1 to 86400: how often
+finished tables are swept); ``LOG_LEVEL`` passes through to the services. The ledger
 keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they survive a restart.
 
 The keys (:mod:`masa_platform.keys`) are made once in ``RUN_DIR/keys`` and kept: each service
@@ -33,6 +34,12 @@ gets the public keys and only the private keys that are its own (the table-engin
 the results and the log MAC keys; matchmaking its identity key; the ledger and the bot none),
 and the ``masa`` command signs development tokens with the issuer key kept there. Matchmaking starts last: it places tables on the engines and holds stakes in
 the ledger, and stops first, giving its lobby leases up.
+
+The sweep of finished tables (``masa-bus sweep --every``, :mod:`masa_platform.retention`) runs
+last, as the ``retention`` NATS user, once at the start and then every ``RUN_SWEEP_SECONDS``
+(3600): a finished table whose result the ledger and matchmaking acknowledged goes from the bus
+``TABLE_RETENTION_SECONDS`` (a week) after its result, which the launcher's environment passes
+on. Its log is ``logs/sweep.log``, one JSON document a run.
 
 Two table-engine nodes run, as DESIGN.md §5 asks, so that a table can move from one to the
 other: ``table-engine`` (node id ``table-engine-0``) and ``table-engine-1`` (node id
@@ -61,9 +68,15 @@ from typing import IO, Final
 
 import grpc
 from grpc_health.v1 import health_pb2
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE, authorization_block, bus_users
+from masa_platform.bus_access import (
+    ADMIN,
+    RETENTION,
+    TABLE_ENGINE,
+    authorization_block,
+    bus_users,
+)
 from masa_platform.keys import Keyring
-from masa_platform.settings import load_settings
+from masa_platform.settings import SettingsError, load_settings
 from masa_platform.testing import free_port, nats_server_binary
 
 __all__ = ["ENGINE_SERVICES", "RunSettings", "ServiceSpec", "main", "run", "stack"]
@@ -101,6 +114,12 @@ class RunSettings:
     dev_welcome_chips: int = 10_000
     # The lobbies matchmaking serves; empty means the shipped set.
     lobbies_file: Path | None = None
+    # How often the finished tables are swept (masa-bus sweep --every).
+    run_sweep_seconds: float = 3_600.0
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.run_sweep_seconds <= 86_400.0:
+            raise SettingsError("MASA_RUN_SWEEP_SECONDS must be 1 to 86400")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +137,8 @@ class ServiceSpec:
     # A step that runs to its end (the bus's provisioning) rather than a service: ready once
     # it exited 0.
     oneshot: bool = False
+    # What the ready line says of a process without an address (the sweep).
+    note: str = ""
 
 
 def stack(settings: RunSettings) -> list[ServiceSpec]:
@@ -225,6 +246,24 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "masa_matchmaking",
             matchmaking_address,
             {"MASA_LEDGER_ADDRESS": ledger_address, **lobbies},
+        ),
+        # The operators' sweep, as its own NATS user: it may purge, and nothing else.
+        ServiceSpec(
+            name="sweep",
+            command=(
+                sys.executable,
+                "-m",
+                "masa_platform.bus_cli",
+                "sweep",
+                "--every",
+                str(settings.run_sweep_seconds),
+            ),
+            env={
+                "MASA_NATS_URL": nats_url,
+                "MASA_NATS_USER": RETENTION,
+                "MASA_NATS_PASSWORD": passwords[RETENTION],
+            },
+            note=f"finished tables swept every {settings.run_sweep_seconds:g} s",
         ),
     ]
 
@@ -411,6 +450,8 @@ def _died(child: _Running) -> str:
 def _endpoint(spec: ServiceSpec) -> str:
     if spec.oneshot:
         return "done"
+    if spec.note:
+        return spec.note
     if spec.nats_address is not None:
         return f"nats://{spec.nats_address}"
     host = spec.grpc_address.rsplit(":", 1)[0] if spec.grpc_address else "127.0.0.1"

@@ -89,6 +89,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
             "table-engine",
             "table-engine-1",
             "matchmaking",
+            "sweep",
         }
         engines = [services["table-engine"]["grpc"], services["table-engine-1"]["grpc"]]
         assert state["table_engines"] == engines
@@ -105,6 +106,11 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         assert isinstance(nats_entry, dict)
         nats_dir = tmp_path / ".masa" / "nats"
         assert asyncio.run(_bus_refuses_strangers(f"nats://{nats_entry['nats']}", nats_dir))
+        # The sweep ran once at the start, as the retention user, on a bus with nothing done.
+        assert (
+            json.loads(_first_line(tmp_path / ".masa" / "logs" / "sweep.log", process))["swept"]
+            == 0
+        )
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=DEADLINE_SECONDS)
     finally:
@@ -121,6 +127,17 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
     assert "stopped" in out
     assert leftover == []
     assert not (tmp_path / ".masa" / "run.json").exists()
+
+
+def _first_line(path: Path, process: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        lines = path.read_text().splitlines() if path.exists() else []
+        if lines:
+            return lines[0]
+        time.sleep(0.05)
+    raise AssertionError(f"{path} stayed empty")
 
 
 async def _bus_refuses_strangers(url: str, nats_dir: Path) -> bool:

@@ -38,6 +38,15 @@ The plan for the four services:
   ``masa_engine_nodes``, writes the ``MASA_MATCHMAKING`` stream (``masa.matchmaking.v1.>``) and
   its buckets: tickets, ratings, the lobby leases and the tables in play;
 - ``bot``: stateless, no subject at all (its user exists so that it can never borrow another's);
+- ``retention``: the operators' sweep of finished tables (``masa-bus sweep``,
+  :mod:`masa_platform.retention`), no service's: it reads how far the two result consumers
+  have acknowledged (their info, not their messages), reads the results through a consumer of
+  its own whose filter the API subject names (nats-server refuses a config whose filter differs,
+  so it can read no table log), reads the dead letters, and purges ``MASA_TABLES`` and the
+  buckets ``masa_table_snapshots`` and ``masa_table_index``. It may publish to no masa subject
+  and create, update or delete no stream. A purge's subject filter is in the request's body,
+  which permissions do not see: the user may purge any table's subjects, not only a finished
+  one's, so its password is kept like the operators';
 - ``admin``: operators, everything (the provisioning step and ``masa admin`` run as it).
 """
 
@@ -59,7 +68,10 @@ __all__ = [
     "MATCHMAKING_RESULTS_CONSUMER",
     "MATCHMAKING_STREAM",
     "RESULTS",
+    "RETENTION",
+    "RETENTION_READER",
     "SERVICE_USERS",
+    "SWEPT_BUCKETS",
     "TABLES_STREAM",
     "TABLE_ENGINE",
     "BusUser",
@@ -75,6 +87,7 @@ TABLE_ENGINE: Final = "table-engine"
 BOT: Final = "bot"
 LEDGER: Final = "ledger"
 MATCHMAKING: Final = "matchmaking"
+RETENTION: Final = "retention"
 ADMIN: Final = "admin"
 SERVICE_USERS: Final = (TABLE_ENGINE, BOT, LEDGER, MATCHMAKING)
 
@@ -88,6 +101,8 @@ TABLE_BUCKETS: Final = (
     "masa_table_index",
     "masa_engine_nodes",
 )
+# The buckets that keep a table's entries after it finished (a lease expires by itself).
+SWEPT_BUCKETS: Final = ("masa_table_snapshots", "masa_table_index")
 ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
 MATCHMAKING_BUCKETS: Final = (
     "masa_matchmaking_tickets",
@@ -100,6 +115,8 @@ WATCHED_BUCKETS: Final = ("masa_matchmaking_tickets", "masa_matchmaking_tables")
 RESULTS: Final = "masa.table.v1.*.result"
 LEDGER_RESULTS_CONSUMER: Final = "ledger-settlement"
 MATCHMAKING_RESULTS_CONSUMER: Final = "matchmaking-ratings"
+# The retention user's own consumer of the results, made and removed by each sweep.
+RETENTION_READER: Final = "retention-sweep"
 
 _API: Final = "$JS.API"
 
@@ -163,6 +180,17 @@ def _durable(stream: str, name: str) -> tuple[str, ...]:
     )
 
 
+def _results_reader(name: str) -> tuple[str, ...]:
+    """Make, read and remove a consumer called ``name`` of the table results only: the filter
+    is part of the create subject, and nats-server refuses a config whose filter differs (or
+    that names several), so no consumer of this name can see a table's log."""
+    return (
+        f"{_API}.CONSUMER.CREATE.{TABLES_STREAM}.{name}.{RESULTS}",
+        f"{_API}.CONSUMER.MSG.NEXT.{TABLES_STREAM}.{name}",
+        f"{_API}.CONSUMER.DELETE.{TABLES_STREAM}.{name}",
+    )
+
+
 def _user(name: str, *publish: tuple[str, ...]) -> BusUser:
     # Every user may ask JetStream whether it is up (health probes); it hears only its own
     # inbox.
@@ -195,6 +223,21 @@ def bus_users() -> tuple[BusUser, ...]:
             *(_watcher(bucket) for bucket in WATCHED_BUCKETS),
             # Flow control of those watches' push consumers.
             ("$JS.FC.>",),
+        ),
+        _user(
+            RETENTION,
+            # How far each result consumer has acknowledged: its info, never its messages.
+            tuple(
+                f"{_API}.CONSUMER.INFO.{TABLES_STREAM}.{name}"
+                for name in (LEDGER_RESULTS_CONSUMER, MATCHMAKING_RESULTS_CONSUMER)
+            ),
+            _results_reader(RETENTION_READER),
+            # The results a consumer set aside are kept for an operator.
+            (f"{_API}.DIRECT.GET.{DEAD_LETTER_STREAM}",),
+            (
+                f"{_API}.STREAM.PURGE.{TABLES_STREAM}",
+                *(f"{_API}.STREAM.PURGE.KV_{bucket}" for bucket in SWEPT_BUCKETS),
+            ),
         ),
         BusUser(ADMIN, (">",), (">",)),
     )

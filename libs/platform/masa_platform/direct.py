@@ -7,6 +7,8 @@ durable under its name). Direct gets are plain requests:
 - :func:`messages_after` asks for the messages of a subject filter after a stream sequence in
   batches (nats-server 2.11's batched direct get: one request, many replies, ended by a status
   204 "EOB" whose ``Nats-Num-Pending`` says what is left), so a long log costs a few round trips;
+  :func:`batches_after` hands the same reads over one batch at a time, for a reader that must
+  not hold them all at once;
 - :func:`last_message` asks for a subject's last message with the subject in the API subject
   (``$JS.API.DIRECT.GET.<stream>.<subject>``), which a permission can allow for some subjects
   only.
@@ -15,7 +17,7 @@ durable under its name). Direct gets are plain requests:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,7 +25,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-__all__ = ["DirectGetFailed", "StoredMessage", "last_message", "messages_after"]
+__all__ = ["DirectGetFailed", "StoredMessage", "batches_after", "last_message", "messages_after"]
 
 _BATCH: Final = 256
 _END_OF_BATCH: Final = "204"
@@ -60,18 +62,34 @@ async def messages_after(
     """Every message of ``stream`` on ``subjects`` (a filter, wildcards allowed) whose stream
     sequence is above ``after``, oldest first."""
     found: list[StoredMessage] = []
+    async for batch in batches_after(nc, stream, subjects, after=after, timeout=timeout):
+        found.extend(batch)
+    return found
+
+
+async def batches_after(
+    nc: Client,
+    stream: str,
+    subjects: str,
+    *,
+    after: int = 0,
+    batch: int = _BATCH,
+    timeout: float = 5.0,
+) -> AsyncIterator[list[StoredMessage]]:
+    """The messages :func:`messages_after` reads, one batch of at most ``batch`` at a time."""
     start = after + 1
     while True:
-        batch, pending = await _batch(
+        found, pending = await _batch(
             nc,
             f"$JS.API.DIRECT.GET.{stream}",
-            json.dumps({"seq": start, "next_by_subj": subjects, "batch": _BATCH}).encode(),
+            json.dumps({"seq": start, "next_by_subj": subjects, "batch": batch}).encode(),
             timeout,
         )
-        found.extend(batch)
-        if not batch or pending <= 0:
-            return found
-        start = batch[-1].seq + 1
+        if found:
+            yield found
+        if not found or pending <= 0:
+            return
+        start = found[-1].seq + 1
 
 
 async def last_message(

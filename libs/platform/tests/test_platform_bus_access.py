@@ -6,6 +6,11 @@ changes what the bus holds (create, update, delete or purge a stream or bucket, 
 take over a consumer), and every route the issue-19 attack used: a RePublish rule from its own
 subjects into a table's result subject, a stream sourcing or mirroring the table logs, deleting
 or pulling from another service's consumer. What each service needs still works.
+
+The ``retention`` user (masa-bus sweep) may purge the table stream and two table buckets, read
+the results through its own consumer and the result consumers' info, and nothing else: no
+publish to any masa subject, no stream created, changed or removed, no other consumer touched,
+no table log read.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from masa_platform.bus_access import (
     LEDGER_RESULTS_CONSUMER,
     MATCHMAKING,
     MATCHMAKING_RESULTS_CONSUMER,
+    RETENTION,
+    RETENTION_READER,
     SERVICE_USERS,
     TABLE_ENGINE,
     TABLES_STREAM,
@@ -180,6 +187,112 @@ async def test_no_service_user_may_change_any_stream_bucket_or_consumer(
     ]
     assert allowed == (watched if user == MATCHMAKING else [])
     # And the bus is as the plan says: nothing was created, changed or removed.
+    await _still_as_planned(bus)
+
+
+_SWEPT = ("MASA_TABLES", "KV_masa_table_snapshots", "KV_masa_table_index")
+
+
+async def test_the_retention_user_may_purge_the_swept_streams_and_change_nothing_else(
+    bus: NatsServer,
+) -> None:
+    """Issue 19's sweep runs as its own user: of every call that changes the bus it may only
+    purge the table stream and the snapshot and index buckets (a purge's subject filter is in
+    its body, which permissions do not see)."""
+    harmless = json.dumps({"filter": "masa.table.v1.nobody.>"}).encode()
+    calls = [
+        (subject, harmless if ".STREAM.PURGE." in subject else body)
+        for stream in _streams()
+        for subject, body in _managing(stream)
+    ] + _ACCOUNT_WIDE
+    async with attacker(bus, RETENTION) as sweeper:
+        outcomes = await asyncio.gather(*(sweeper.call(subject, body) for subject, body in calls))
+    allowed = [
+        subject
+        for (subject, _), outcome in zip(calls, outcomes, strict=True)
+        if outcome != "refused"
+    ]
+    assert allowed == [f"$JS.API.STREAM.PURGE.{stream}" for stream in _SWEPT]
+    await _still_as_planned(bus)
+
+
+async def test_the_retention_user_reads_results_only_and_writes_nothing(bus: NatsServer) -> None:
+    """Its own consumer sees the results and nothing else: the create subject names the
+    filter, nats-server refuses a config whose filter differs; it may ask the result consumers
+    how far they acknowledged, never fetch from, acknowledge or take them over; it publishes no
+    result, no log entry and no bucket entry, and reads no table log. A push consumer it aims
+    at another stream's subjects stores nothing there."""
+    api = f"$JS.API.CONSUMER.CREATE.{TABLES_STREAM}.{RETENTION_READER}"
+    results = "masa.table.v1.*.result"
+
+    def create(config: dict[str, object]) -> bytes:
+        return json.dumps(
+            {"stream_name": TABLES_STREAM, "config": {"name": RETENTION_READER, **config}}
+        ).encode()
+
+    async with attacker(bus, RETENTION) as sweeper:
+        for subject, body in (
+            (f"{api}.masa.table.v1.t1.log", create({"filter_subject": "masa.table.v1.t1.log"})),
+            (api, create({"filter_subject": "masa.table.v1.t1.log"})),
+            (api, create({})),
+            (
+                f"$JS.API.CONSUMER.DURABLE.CREATE.{TABLES_STREAM}.{RETENTION_READER}",
+                create({"durable_name": RETENTION_READER}),
+            ),
+            (
+                f"$JS.API.CONSUMER.CREATE.{TABLES_STREAM}.{LEDGER_RESULTS_CONSUMER}.{results}",
+                create({"name": LEDGER_RESULTS_CONSUMER, "filter_subject": results}),
+            ),
+            (f"$JS.API.CONSUMER.MSG.NEXT.{TABLES_STREAM}.{LEDGER_RESULTS_CONSUMER}", b"{}"),
+            (f"$JS.API.CONSUMER.MSG.NEXT.{TABLES_STREAM}.{MATCHMAKING_RESULTS_CONSUMER}", b"{}"),
+            (f"$JS.ACK.{TABLES_STREAM}.{LEDGER_RESULTS_CONSUMER}.1.1.1.1.1", b""),
+            (f"$JS.API.STREAM.INFO.{TABLES_STREAM}", b""),
+            (f"$JS.API.DIRECT.GET.{TABLES_STREAM}.masa.table.v1.t1.log", b""),
+            (f"$JS.API.DIRECT.GET.{TABLES_STREAM}", b'{"next_by_subj": "masa.table.v1.t1.log"}'),
+            (
+                f"$JS.API.STREAM.MSG.GET.{TABLES_STREAM}",
+                b'{"last_by_subj": "masa.table.v1.t1.log"}',
+            ),
+            ("masa.table.v1.t1.result", b"forged result"),
+            ("masa.table.v1.t1.log", b"forged entry"),
+            ("$KV.masa_table_snapshots.t1", b"forged snapshot"),
+            ("$KV.masa_table_index.node.t1", b""),
+            ("masa.ledger.v1.forged", b"forged event"),
+            ("masa.deadletter.v1.retention.forged", b"forged letter"),
+        ):
+            assert await sweeper.call(subject, body) == "refused", subject
+        # Through the subject it may use, a config that filters on a log is refused by
+        # JetStream itself, and so is one with several filters.
+        for config in (
+            {"filter_subject": "masa.table.v1.t1.log"},
+            {"filter_subjects": ["masa.table.v1.t1.log"]},
+            {"filter_subject": results, "filter_subjects": ["masa.table.v1.t1.log"]},
+        ):
+            assert await sweeper.call(f"{api}.{results}", create(config)) == "error", config
+        for durable in (LEDGER_RESULTS_CONSUMER, MATCHMAKING_RESULTS_CONSUMER):
+            info = f"$JS.API.CONSUMER.INFO.{TABLES_STREAM}.{durable}"
+            assert await sweeper.call(info) == "answered"
+
+        admin = await nats.connect(bus.url, user=ADMIN, password=bus.password(ADMIN))
+        try:
+            js = admin.jetstream()
+            await js.publish("masa.table.v1.seen.result", b"a result", stream=TABLES_STREAM)
+            before = (await js.stream_info("MASA_LEDGER")).state.messages
+            push = create(
+                {
+                    "filter_subject": results,
+                    "deliver_subject": "masa.ledger.v1.forged",
+                    "ack_policy": "none",
+                }
+            )
+            assert await sweeper.call(f"{api}.{results}", push) == "answered"
+            await asyncio.sleep(1.0)
+            assert (await js.stream_info("MASA_LEDGER")).state.messages == before
+            await js.purge_stream(TABLES_STREAM, subject="masa.table.v1.seen.result")
+        finally:
+            await admin.close()
+        delete = f"$JS.API.CONSUMER.DELETE.{TABLES_STREAM}.{RETENTION_READER}"
+        assert await sweeper.call(delete) != "refused"
     await _still_as_planned(bus)
 
 
