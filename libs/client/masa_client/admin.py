@@ -18,8 +18,9 @@
 - ``log TABLE``: the table's JetStream log as readable lines. It shows everything the log
   holds, every hand included: it is for operators only.
 
-The gRPC calls carry a service-role token signed with the development secret
-(``MASA_JWT_SECRET``, as the launcher's services use); NATS is reached as the operators' user
+The gRPC calls carry an admin token: ``MASA_ADMIN_TOKEN`` (an operator's, from the deployment's
+identity provider), else one signed with ``make run``'s issuer key
+(:func:`masa_client.issuer.admin_token`); NATS is reached as the operators' user
 (:mod:`masa_client.operator_bus`). Every id and amount is checked before anything is sent.
 """
 
@@ -38,11 +39,10 @@ import grpc
 from masa.events.v1 import table_log_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.table.v1 import admin_pb2
-from masa_platform.auth import Role
 
 from masa_client.client import RetryPolicy, new_request_id
 from masa_client.errors import TABLE_MOVED, MasaCallError
-from masa_client.issuer import development_issuer
+from masa_client.issuer import admin_token
 from masa_client.matchmaking import LedgerClient, TableAdminClient
 from masa_client.nodes import print_nodes, read_nodes, table_owners
 from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
@@ -109,9 +109,10 @@ def add_admin_parser(
 ) -> None:
     admin = commands.add_parser(
         "admin",
-        help="operator commands: nodes, drain, void, grant, log (service role)",
-        description="The operator's commands. gRPC calls carry a service-role token signed "
-        "with the development secret (MASA_JWT_SECRET); NATS is reached as the operators' "
+        help="operator commands: nodes, drain, void, grant, log (admin)",
+        description="The operator's commands. gRPC calls carry an admin token: "
+        "MASA_ADMIN_TOKEN, else one signed with make run's issuer key (.masa/keys, or "
+        "MASA_JWT_ISSUER_KEY_FILE); NATS is reached as the operators' "
         "user (the admin password `make run` keeps in .masa/nats/, or MASA_NATS_USER and "
         "MASA_NATS_PASSWORD).",
     )
@@ -215,7 +216,7 @@ async def run_admin(
             return _print_log(await read_table_log(bus, args.table), args.table, out)
         finally:
             await bus.close()
-    token = development_issuer().mint(_SUBJECT, [Role.ADMIN], ttl_seconds=600)
+    token = admin_token(_SUBJECT, ttl_seconds=600)
     if args.admin_command == "drain":
         return await _drain(args, token, run_file, out)
     async with LedgerClient(ledger(args.ledger), token) as client:

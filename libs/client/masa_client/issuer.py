@@ -6,6 +6,9 @@ key, and no masa service holds it. ``make run`` makes a development keyring in i
 ``masa-load``) signs with that keyring's issuer key, found here or in a folder above, like
 run.json; ``MASA_JWT_ISSUER_KEY_FILE`` names another (with ``MASA_JWT_ISSUER`` and
 ``MASA_JWT_AUDIENCE`` as the servers have them).
+
+An operator of a deployment holds no issuer key: ``masa admin`` then sends the admin token of
+``MASA_ADMIN_TOKEN``, one the identity provider gave the operator (:func:`admin_token`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from masa_platform.auth import TokenSigner
+from masa_platform.auth import Role, TokenSigner
 from masa_platform.keys import ISSUER, KeyFileError, load_signing_key
 from masa_platform.settings import AuthSettings, load_settings
 
 from masa_client.launcher import RunSettings
 
-__all__ = ["IssuerMissing", "IssuerSettings", "development_issuer", "issuer_key_file"]
+__all__ = [
+    "IssuerMissing",
+    "IssuerSettings",
+    "admin_token",
+    "development_issuer",
+    "issuer_key_file",
+]
 
 _KEYS_FOLDER: Final = "keys"
 
@@ -34,6 +43,8 @@ class IssuerSettings:
     jwt_issuer: str = "masa"
     jwt_audience: str = "masa"
     jwt_issuer_key_file: Path | None = None
+    # An operator's token from the deployment's identity provider, sent as it is.
+    admin_token: str = ""
 
 
 def issuer_key_file(start: Path | None = None) -> Path | None:
@@ -59,7 +70,8 @@ def development_issuer(start: Path | None = None) -> TokenSigner:
     if path is None:
         raise IssuerMissing(
             "no issuer key to sign a token with: start the stack with `make run` (it keeps one "
-            "in .masa/keys) or set MASA_JWT_ISSUER_KEY_FILE"
+            "in .masa/keys), set MASA_JWT_ISSUER_KEY_FILE, or give an operator's token in "
+            "MASA_ADMIN_TOKEN"
         )
     try:
         key = load_signing_key(path, ISSUER)
@@ -68,3 +80,12 @@ def development_issuer(start: Path | None = None) -> TokenSigner:
     return TokenSigner(
         key, AuthSettings(jwt_issuer=settings.jwt_issuer, jwt_audience=settings.jwt_audience)
     )
+
+
+def admin_token(subject: str, *, ttl_seconds: float) -> str:
+    """``MASA_ADMIN_TOKEN`` when set (a deployment's operator), else a development admin token
+    for ``subject`` signed with the issuer key (raises :class:`IssuerMissing` without one)."""
+    given = load_settings(IssuerSettings).admin_token.strip()
+    if given:
+        return given
+    return development_issuer().mint(subject, [Role.ADMIN], ttl_seconds=ttl_seconds)
