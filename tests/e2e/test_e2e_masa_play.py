@@ -28,8 +28,11 @@ ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
 
 
 def play(stack: dict[str, str], player: str, *options: str) -> Terminal:
+    """``masa play`` beside the stack: its run folder holds the issuer key the player's tokens
+    are signed with."""
     return Terminal(
-        [masa(), "play", "--player", player, "--address", stack["table-engine"], *options], ENV
+        [masa(), "play", "--player", player, "--address", stack["table-engine"], *options],
+        {**ENV, "MASA_RUN_DIR": stack["run_dir"]},
     )
 
 
@@ -295,7 +298,8 @@ async def _play_until_the_seat_finishes_and_starts_again(
     player = TableClient(stack["table-engine"], token("finisher"))
     bot = open_channel(stack["bot"], None)
     decide = bot_pb2_grpc.BotServiceStub(bot).Decide
-    service = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+    # The bot answers the table-engine alone: the test asks as the engine does.
+    engine = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
     finisher: int | None = None
     try:
         async for message in player.watch(table_id):
@@ -324,7 +328,7 @@ async def _play_until_the_seat_finishes_and_starts_again(
                     level=game_pb2.BOT_LEVEL_NORMAL,
                     seed=table.table.sequence,
                 ),
-                metadata=service,
+                metadata=engine,
             )
             try:
                 await player.submit_action(table_id, answer.action, table.table.sequence)
