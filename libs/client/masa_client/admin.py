@@ -18,8 +18,9 @@
 - ``log TABLE``: the table's JetStream log as readable lines. It shows everything the log
   holds, every hand included: it is for operators only.
 
-The gRPC calls carry a service-role token signed with the development secret
-(``MASA_JWT_SECRET``, as the launcher's services use); NATS is reached as the operators' user
+The gRPC calls carry an admin token signed with the development issuer key
+(:mod:`masa_client.issuer`: the one ``make run`` keeps in its run folder, or
+``MASA_JWT_ISSUER_KEY_FILE``); NATS is reached as the operators' user
 (:mod:`masa_client.operator_bus`). Every id and amount is checked before anything is sent.
 """
 
@@ -109,9 +110,10 @@ def add_admin_parser(
 ) -> None:
     admin = commands.add_parser(
         "admin",
-        help="operator commands: nodes, drain, void, grant, log (service role)",
-        description="The operator's commands. gRPC calls carry a service-role token signed "
-        "with the development secret (MASA_JWT_SECRET); NATS is reached as the operators' "
+        help="operator commands: nodes, drain, void, grant, log (admin role)",
+        description="The operator's commands. gRPC calls carry an admin token signed with the "
+        "development issuer key (the one `make run` keeps in .masa/keys, or "
+        "MASA_JWT_ISSUER_KEY_FILE); NATS is reached as the operators' "
         "user (the admin password `make run` keeps in .masa/nats/, or MASA_NATS_USER and "
         "MASA_NATS_PASSWORD).",
     )

@@ -5,7 +5,7 @@
   paid by the ledger when the game ends, and the result and your balance are shown.
   ``--table`` comes back to a seat you have (P-12). ``--game`` (with ``--preset``,
   ``--players``, ``--level``, ``--turn-seconds``) is a development shortcut: a custom training
-  table created directly with a development service token, for table sizes and turn times no
+  table created directly with a development admin token, for table sizes and turn times no
   lobby has;
 - ``masa practice --lobby LOBBY --players N`` (development) starts N practice players, each a
   development player with its own token and wallet, who queue in the lobby and play the
@@ -14,8 +14,8 @@
   tries a chip game (:mod:`masa_client.practice`);
 - ``masa lobbies``, ``masa balance``, ``masa history`` (your transfers) and ``masa grant
   PLAYER AMOUNT`` (an admin grant, with a development admin token);
-- ``masa token --player NAME`` prints a development token signed with the local secret
-  (``MASA_JWT_SECRET``, the development default when unset);
+- ``masa token --player NAME`` prints a development token signed with the issuer key of
+  ``make run`` (:mod:`masa_client.issuer`);
 - ``masa watch TABLE`` follows a table as a spectator, or shows the result of one that has
   just finished;
 - ``masa nodes`` lists the live table-engine nodes from the engine-node registry in NATS (as
