@@ -29,6 +29,7 @@ from masa_client.nodes import read_nodes
 from masa_client.operator_bus import BusLogin, connect_operator
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
+from masa_platform.keys import ISSUER
 from masa_platform.settings import PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer, auth_settings, keyring, token
 from masa_rules import elevator
@@ -39,11 +40,11 @@ from masa_table_engine.settings import EngineSettings
 from masa_wire import elevator as wire
 from prometheus_client import CollectorRegistry
 
-# Each call as the identity that makes it in a deployment (docs/security.md): matchmaking holds
-# the stakes, the table-engine binds them, an operator grants chips and reads any player's.
-MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
-ENGINE = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
-OPERATOR = (("authorization", f"Bearer {token('ops', 'admin')}"),)
+# Each ledger call as the identity that may make it: an operator grants chips and reads any
+# account, matchmaking holds stakes, a table-engine binds them to a game.
+AS_OPERATOR = (("authorization", f"Bearer {token('operator', 'admin')}"),)
+AS_MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+AS_TABLE_ENGINE = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
 STAKE = 100
 MOVE_SECONDS = 60.0
 
@@ -190,7 +191,7 @@ async def _void_and_check(
         for player in players:
             account = (
                 await ledger.GetBalance(
-                    ledger_pb2.GetBalanceRequest(player_id=player), metadata=OPERATOR
+                    ledger_pb2.GetBalanceRequest(player_id=player), metadata=AS_OPERATOR
                 )
             ).account
             assert (account.balance, account.held, account.available) == (1000, 0, 1000)
@@ -225,7 +226,7 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
                 stake=STAKE,
                 hold_ids=list(holds.values()),
             ),
-            metadata=ENGINE,
+            metadata=AS_TABLE_ENGINE,
         )
     voided = admin(running_stack.run_dir, "void", table_id)
     assert voided.returncode == 0, voided.stderr
@@ -247,9 +248,12 @@ async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
     # Leases and node records of 3 s, so that a dead node's tables move within seconds.
     fast = BusSettings(table_lease_ttl_seconds=3.0, engine_node_ttl_seconds=3.0)
     with NatsServer(tmp_path / "nats", secure=True, bus=fast) as server:
+        # No run folder: the operator signs with the issuer key these nodes trust, and logs
+        # into NATS as the operators' user.
         env = {
             **without_uv(),
             "MASA_RUN_DIR": str(tmp_path / "no-run"),
+            "MASA_JWT_ISSUER_KEY_FILE": str(keyring().private(ISSUER)),
             "MASA_NATS_USER": ADMIN,
             "MASA_NATS_PASSWORD": server.password(ADMIN),
         }
@@ -370,7 +374,7 @@ async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) 
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=1000
                 ),
-                metadata=OPERATOR,
+                metadata=AS_OPERATOR,
             )
         placed = await ledger.HoldStakes(
             ledger_pb2.HoldStakesRequest(
@@ -382,7 +386,7 @@ async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) 
                     for p in players
                 ],
             ),
-            metadata=MATCHMAKING,
+            metadata=AS_MATCHMAKING,
         )
     return {hold.player_id: hold.hold_id for hold in placed.holds}
 

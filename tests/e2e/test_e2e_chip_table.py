@@ -32,10 +32,17 @@ from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as wire
 
-# Each call as the identity that makes it in a deployment (docs/security.md): matchmaking holds
-# the stakes, an operator grants chips and reads any player's.
-MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
-OPERATOR = (("authorization", f"Bearer {token('ops', 'admin')}"),)
+# Each ledger call as the identity that may make it: an operator grants chips and reads any
+# account, matchmaking holds stakes and reads its holds back.
+AS_OPERATOR = (("authorization", f"Bearer {token('operator', 'admin')}"),)
+AS_MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking')}"),)
+
+
+def _as(player: str) -> tuple[tuple[str, str]]:
+    """A player's own metadata: each reads its own hold."""
+    return (("authorization", f"Bearer {token(player)}"),)
+
+
 GAME_SECONDS = 90.0
 STAKE = 100
 PLAYERS = ("alice", "bob", "cem")
@@ -73,7 +80,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=1000
                 ),
-                metadata=OPERATOR,
+                metadata=AS_OPERATOR,
             )
         before = {p: await _balance(ledger, p) for p in PLAYERS}
         placed = await ledger.HoldStakes(
@@ -86,7 +93,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                     for p in PLAYERS
                 ],
             ),
-            metadata=MATCHMAKING,
+            metadata=AS_MATCHMAKING,
         )
         holds = {hold.player_id: hold.hold_id for hold in placed.holds}
 
@@ -105,7 +112,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
             assert taken.value.reason == "TABLE_EXISTS"
         for player in PLAYERS:
             hold = await ledger.GetHold(
-                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=OPERATOR
+                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=_as(player)
             )
             assert (hold.hold.state, hold.hold.table_id) == (
                 ledger_pb2.StakeHold.STATE_BOUND,
@@ -144,7 +151,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
 
 async def _balance(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> int:
     answer = await ledger.GetBalance(
-        ledger_pb2.GetBalanceRequest(player_id=player), metadata=OPERATOR
+        ledger_pb2.GetBalanceRequest(player_id=player), metadata=AS_OPERATOR
     )
     return answer.account.balance
 
@@ -156,7 +163,8 @@ async def _settled(
     while time.monotonic() < deadline:
         try:
             answer = await ledger.GetSettlement(
-                ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=1), metadata=OPERATOR
+                ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=1),
+                metadata=AS_OPERATOR,
             )
         except grpc.aio.AioRpcError as error:
             if error.code() != grpc.StatusCode.NOT_FOUND:
@@ -217,7 +225,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                 ledger_pb2.GrantChipsRequest(
                     request_id=f"{table_id}-{player}", player_id=player, amount=500
                 ),
-                metadata=OPERATOR,
+                metadata=AS_OPERATOR,
             )
             placed = await ledger.HoldStake(
                 # Bob's hold is 10 chips short of the table's stake.
@@ -226,7 +234,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                     player_id=player,
                     amount=STAKE - 10 if player == "bob" else STAKE,
                 ),
-                metadata=MATCHMAKING,
+                metadata=AS_MATCHMAKING,
             )
             holds[player] = placed.hold.hold_id
         async with TableClient(
@@ -237,11 +245,13 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                     _config(holds), request_id=f"{table_id}-create", table_id=table_id
                 )
             assert refused.value.reason == "STAKE_MISMATCH"
+        # Matchmaking creates tables and reads none; an operator finds no such table.
+        async with TableClient(stack["table-engine"], token("operator", "admin")) as operator:
             with pytest.raises(MasaCallError) as missing:
-                await service.get_table(table_id)
+                await operator.get_table(table_id)
             assert missing.value.reason == "TABLE_NOT_FOUND"
         for player in PLAYERS:
             hold = await ledger.GetHold(
-                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=OPERATOR
+                ledger_pb2.GetHoldRequest(hold_id=holds[player]), metadata=_as(player)
             )
             assert hold.hold.state == ledger_pb2.StakeHold.STATE_HELD

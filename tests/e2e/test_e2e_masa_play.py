@@ -28,8 +28,11 @@ ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
 
 
 def play(stack: dict[str, str], player: str, *options: str) -> Terminal:
+    """``masa play`` beside the stack: its run folder holds the issuer key the player's tokens
+    are signed with."""
     return Terminal(
-        [masa(), "play", "--player", player, "--address", stack["table-engine"], *options], ENV
+        [masa(), "play", "--player", player, "--address", stack["table-engine"], *options],
+        {**ENV, "MASA_RUN_DIR": stack["run_dir"]},
     )
 
 
@@ -295,7 +298,7 @@ async def _play_until_the_seat_finishes_and_starts_again(
     player = TableClient(stack["table-engine"], token("finisher"))
     bot = open_channel(stack["bot"], None)
     decide = bot_pb2_grpc.BotServiceStub(bot).Decide
-    # The bot answers the table-engine alone (docs/security.md), as whose autopilot this asks.
+    # The bot answers the table-engine alone: the test asks as the engine does.
     engine = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
     finisher: int | None = None
     try:

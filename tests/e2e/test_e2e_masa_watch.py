@@ -17,6 +17,12 @@ ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
 RESULT = r"game over: (.+ went out: no cards left \(E-11\)|nobody could play on[^\n]+)\n"
 
 
+def _beside(stack: dict[str, str]) -> dict[str, str]:
+    """The environment of a spectator beside the stack: its run folder holds the issuer key
+    the spectator's token is signed with."""
+    return {**ENV, "MASA_RUN_DIR": stack["run_dir"]}
+
+
 async def _bots_table(address: str) -> str:
     bots = [
         game_pb2.SeatAssignment(seat=seat, kind=game_pb2.SEAT_KIND_BOT, display_name=f"b{seat}")
@@ -33,7 +39,9 @@ def test_masa_watch_prints_the_table_until_the_game_is_over_then_its_result(
     stack: dict[str, str],
 ) -> None:
     table_id = asyncio.run(_bots_table(stack["table-engine"]))
-    terminal = Terminal([masa(), "watch", table_id, "--address", stack["table-engine"]], ENV)
+    terminal = Terminal(
+        [masa(), "watch", table_id, "--address", stack["table-engine"]], _beside(stack)
+    )
     try:
         terminal.expect(rf"Elevator · table {table_id}")
         terminal.expect(RESULT)
@@ -50,7 +58,7 @@ async def test_masa_watch_of_a_finished_table_shows_its_result(stack: dict[str, 
     async with TableClient(address, token("kibitzer")) as client:
         async for _ in client.watch(table_id, spectate=True):
             pass  # the stream ends with the game
-    terminal = Terminal([masa(), "watch", table_id, "--address", address], ENV)
+    terminal = Terminal([masa(), "watch", table_id, "--address", address], _beside(stack))
     try:
         terminal.expect(rf"Elevator · table {table_id} · hand 1 · game over")
         terminal.expect(RESULT)

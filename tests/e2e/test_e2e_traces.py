@@ -123,12 +123,13 @@ async def test_one_tickets_trace_spans_matchmaking_the_ledger_and_the_engine(
                 matchmaking_pb2.CreateTicketRequest(request_id=f"q-{player}", lobby_id="duel"),
                 metadata=authorization,
             )
-            tickets.append((created.ticket.ticket_id, token))
-        first_id, first_token = tickets[0]
+            tickets.append((created.ticket.ticket_id, authorization))
+        first_id, first_authorization = tickets[0]
         async with asyncio.timeout(WAIT_SECONDS):
             while True:
                 answer = await stub.GetTicket(
-                    matchmaking_pb2.GetTicketRequest(ticket_id=first_id), metadata=first_token
+                    matchmaking_pb2.GetTicketRequest(ticket_id=first_id),
+                    metadata=first_authorization,
                 )
                 if answer.ticket.table_id and names_in_trace(spans.get_finished_spans()):
                     break

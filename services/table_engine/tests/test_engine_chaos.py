@@ -40,7 +40,7 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import StoredMessage, connect, read_subject
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
-from masa_platform.testing import NatsCluster, NatsServer
+from masa_platform.testing import NatsCluster, NatsServer, keyring
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
 from nats.aio.client import Client
 from roaming_player import RoamingSeat
@@ -116,6 +116,8 @@ def _engines(bus: Cluster, tmp_path: Path) -> list[ChaosEngine]:
             "MASA_NATS_URL": bus.url,
             "MASA_NATS_USER": TABLE_ENGINE,
             "MASA_NATS_PASSWORD": bus.passwords[TABLE_ENGINE],
+            # The public keys, the engine's identity key, the results key and the log's seal.
+            **keyring().env(TABLE_ENGINE),
             "MASA_GRPC_PORT": "0",
             "MASA_NODE_ID": f"chaos-{number}",
             "MASA_TAKEOVER_SCAN_SECONDS": "0.25",
