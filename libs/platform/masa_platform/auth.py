@@ -142,16 +142,21 @@ async def until_token_expires(source: AsyncIterator[T]) -> AsyncIterator[T]:
     principal = require_principal()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (principal.expires_at - time.time())
+    expired = TokenExpired("the token expired while the stream was open: resume it with a new one")
     while True:
+        # A source with an item ready answers without waiting, so that the timer never fires:
+        # the deadline is checked before each item as well as while waiting for one.
+        if loop.time() >= deadline:
+            raise expired
         try:
             async with asyncio.timeout_at(deadline):
                 item = await anext(source)
         except StopAsyncIteration:
             return
         except TimeoutError:
-            raise TokenExpired(
-                "the token expired while the stream was open: resume it with a new one"
-            ) from None
+            raise expired from None
+        if loop.time() >= deadline:
+            raise expired
         yield item
 
 

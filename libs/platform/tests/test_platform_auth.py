@@ -13,6 +13,7 @@ import base64
 import json
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -32,6 +33,7 @@ from masa_platform.auth import (
     TokenVerifier,
     current_principal,
     require_principal,
+    until_token_expires,
 )
 from masa_platform.errors import TokenExpired, Unauthenticated, error_info
 from masa_platform.keys import ISSUER, Keyring, SigningKey, jwks_document, key_id
@@ -42,6 +44,7 @@ from platform_support import TEST_SERVICE, ServeFactory
 POLICY = AuthPolicy(
     allowed={
         f"/{TEST_SERVICE}/WhoAmI": frozenset(Role),
+        f"/{TEST_SERVICE}/Updates": frozenset(Role),
         f"/{TEST_SERVICE}/CreateTable": frozenset({Role.MATCHMAKING, Role.ADMIN}),
     }
 )
@@ -76,8 +79,23 @@ async def whoami(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
     return f"{principal.subject}:{','.join(sorted(principal.roles))}".encode()
 
 
+async def always_ready(
+    request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+) -> AsyncIterator[bytes]:
+    """A stream whose next item is always ready (a watcher's queue that never empties): the
+    source never waits, so only a check before each item can end it."""
+
+    async def ready() -> AsyncIterator[bytes]:
+        while True:
+            yield b"update"
+
+    async for item in until_token_expires(ready()):
+        yield item
+
+
 HANDLERS = {
     "WhoAmI": grpc.unary_unary_rpc_method_handler(whoami),
+    "Updates": grpc.unary_stream_rpc_method_handler(always_ready),
     "CreateTable": grpc.unary_unary_rpc_method_handler(whoami),
     "Unlisted": grpc.unary_unary_rpc_method_handler(whoami),
 }
@@ -306,6 +324,34 @@ async def test_a_token_verified_once_is_refused_once_it_expires(
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await who(b"", metadata=metadata)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_stream_whose_items_never_wait_still_ends_when_its_token_does(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
+    """A reader that keeps one update always waiting cannot keep its stream past its token."""
+    token = signer(keys, auth).mint("ayse", ttl_seconds=2)
+    expires = jwt.decode(token, options={"verify_signature": False})["exp"]
+    async with (
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        stream = channel.unary_stream(f"/{TEST_SERVICE}/Updates")(
+            b"", metadata=(("authorization", f"Bearer {token}"),)
+        )
+        received: list[bytes] = []
+
+        async def read() -> None:
+            async for item in stream:
+                received.append(item)
+
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await asyncio.wait_for(read(), max(0.0, expires - time.time()) + 5)
+        info = error_info(await rpc_status.aio.from_call(stream))
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert info is not None and info.reason == TOKEN_EXPIRED
+        assert time.time() < expires + 1.0
+        assert received
 
 
 def test_keys_rotate_without_a_restart(tmp_path: Path, keys: Keyring) -> None:
