@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -40,7 +38,7 @@ import jwt
 
 from masa_platform.errors import PermissionDenied, TokenExpired, Unauthenticated
 from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
-from masa_platform.keys import ISSUER, KeyFileError, PublicKeys, SigningKey, load_jwks
+from masa_platform.keys import ISSUER, KeySetFile, PublicKeys, SigningKey
 from masa_platform.settings import AuthSettings
 
 __all__ = [
@@ -86,10 +84,6 @@ PUBLIC_SERVICES: tuple[str, ...] = (
 # A JWT is a few hundred bytes; one far larger is refused before it is parsed.
 MAX_TOKEN_BYTES: Final = 4 * 1024
 _ALGORITHM: Final = "EdDSA"
-# How often an unknown kid may make the server read its JWK set file again (a rotation that
-# added a key), and how often the file is looked at anyway (a rotation that removed one).
-_RELOAD_MIN_SECONDS: Final = 1.0
-_RELOAD_EVERY_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,15 +269,23 @@ class TokenVerifier:
 
     def __init__(self, settings: AuthSettings, *, clock: Callable[[], float] = time.monotonic):
         self._settings = settings
-        self._clock = clock
-        self._keys = PublicKeys({})
-        self._stamp: tuple[int, int] | None = None
-        self._looked_at = -math.inf
-        self._reloaded_at = -math.inf
-        # Bumped whenever the keys change, so that tokens verified before are checked again.
-        self.generation = 0
-        if settings.jwt_jwks_file is not None:
-            self._load(settings.jwt_jwks_file)
+        path = settings.jwt_jwks_file
+        self._keys = KeySetFile(path, clock=clock) if path is not None else None
+
+    @property
+    def generation(self) -> int:
+        """Bumped whenever the trusted keys change (tokens verified before are checked again);
+        looking at it looks at the file when it is due, so a retired key stops being trusted
+        within 30 s even for tokens verified before."""
+        if self._keys is None:
+            return 0
+        self._keys.current()
+        return self._keys.generation
+
+    def _current(self, kid: str | None = None) -> PublicKeys:
+        if self._keys is None:
+            return PublicKeys({})
+        return self._keys.current(kid)
 
     def verify(self, token: str) -> Principal:
         return self.verify_until(token)[0]
@@ -301,8 +303,8 @@ class TokenVerifier:
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
             raise Unauthenticated("invalid token: no key id (kid)")
-        self._refresh(kid)
-        key, identity = self._keys.key(kid), self._keys.identity_of(kid)
+        keys = self._current(kid)
+        key, identity = keys.key(kid), keys.identity_of(kid)
         if key is None or identity is None:
             raise Unauthenticated("invalid token: signed with a key this server does not trust")
         expected_issuer = self._settings.jwt_issuer if identity == ISSUER else identity
@@ -325,41 +327,6 @@ class TokenVerifier:
             _subject(claims), _roles(claims, identity), _expiry(claims, self._settings)
         )
         return principal, principal.expires_at
-
-    def _refresh(self, kid: str) -> None:
-        path = self._settings.jwt_jwks_file
-        if path is None:
-            return
-        now = self._clock()
-        unknown = self._keys.key(kid) is None
-        due = now - self._looked_at >= _RELOAD_EVERY_SECONDS
-        if (unknown and now - self._reloaded_at >= _RELOAD_MIN_SECONDS) or due:
-            self._looked_at = now
-            if unknown:
-                self._reloaded_at = now
-            if _stamp(path) != self._stamp:
-                self._load(path)
-
-    def _load(self, path: Path) -> None:
-        try:
-            keys = load_jwks(path)
-        except KeyFileError:
-            # A file being rewritten, or broken: keep the keys held, which a restart would
-            # refuse to start without (the settings check the file at start).
-            if self._stamp is None:
-                raise
-            return
-        self._keys = keys
-        self._stamp = _stamp(path)
-        self.generation += 1
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
 
 
 def _subject(claims: Mapping[str, Any]) -> str:

@@ -27,9 +27,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import secrets
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -44,6 +46,7 @@ __all__ = [
     "RESULTS",
     "SERVICE_IDENTITIES",
     "KeyFileError",
+    "KeySetFile",
     "Keyring",
     "PublicKeys",
     "SigningKey",
@@ -174,6 +177,71 @@ def parse_jwks(document: Any, where: str = "the JWK set") -> PublicKeys:
 def _text(jwk: Mapping[str, Any], name: str) -> str:
     value = jwk.get(name)
     return value if isinstance(value, str) else ""
+
+
+# A key named by a signature but not held: the file is read again, at most once a second.
+_UNKNOWN_KEY_RELOAD_SECONDS: Final = 1.0
+# Otherwise the file is looked at every 30 s, so that a key removed from it (retired) stops
+# being trusted within that long by every running process.
+_CHECK_EVERY_SECONDS: Final = 30.0
+
+
+class KeySetFile:
+    """The JWK set of one file as a running service holds it: read again when a signature
+    names a key it does not hold (a rotation added one, at most once a second), and whenever
+    the file changed, looked at every 30 s (a retirement removed one).
+
+    A file that cannot be read keeps the keys held (it is being rewritten, or broken: a
+    restart would refuse to start without it); at start it raises :class:`KeyFileError`.
+    """
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._path = path
+        self._clock = clock
+        self._stamp: tuple[int, int, int] | None = None
+        self._looked_at = -math.inf
+        self._reloaded_at = -math.inf
+        # Bumped whenever the keys change, so that what was verified with them is checked again.
+        self.generation = 0
+        self.keys = PublicKeys({})
+        self._load()
+
+    def current(self, kid: str | None = None) -> PublicKeys:
+        """The keys to check a signature by ``kid`` with (or to check that what was verified
+        before still stands, without one)."""
+        now = self._clock()
+        unknown = kid is not None and self.keys.key(kid) is None
+        if unknown and now - self._reloaded_at >= _UNKNOWN_KEY_RELOAD_SECONDS:
+            self._reloaded_at = now
+            self._looked_at = now
+            self._load()
+        elif now - self._looked_at >= _CHECK_EVERY_SECONDS:
+            self._looked_at = now
+            if _stamp(self._path) != self._stamp:
+                self._load()
+        return self.keys
+
+    def _load(self) -> None:
+        stamp = _stamp(self._path)
+        if stamp is not None and stamp == self._stamp:
+            return
+        try:
+            keys = load_jwks(self._path)
+        except KeyFileError:
+            if self._stamp is None:
+                raise
+            return
+        self.keys = keys
+        self._stamp = stamp
+        self.generation += 1
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def jwks_document(keys: list[SigningKey]) -> dict[str, list[dict[str, str]]]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from masa_platform.keys import RESULTS, KeyFileError, PublicKeys, SigningKey, load_jwks
+from masa_platform.keys import RESULTS, KeySetFile, SigningKey
 
 __all__ = [
     "RESULT_SIGNATURE",
@@ -33,6 +33,7 @@ __all__ = [
     "ResultSigner",
     "ResultVerifier",
     "Sealer",
+    "UnknownKey",
     "Unverified",
 ]
 
@@ -42,11 +43,15 @@ _RESULT_DOMAIN: Final = b"masa-result-v1\n"
 _SEAL_DOMAIN: Final = b"masa-seal-v1\n"
 # A signature header is a kid and 86 base64 characters; anything much longer is not one.
 _MAX_HEADER: Final = 256
-_RELOAD_MIN_SECONDS: Final = 1.0
 
 
 class Unverified(Exception):
     """A result whose signature is missing, malformed, by an unknown key or wrong."""
+
+
+class UnknownKey(Unverified):
+    """A result signed with a key this process does not hold: forged, or signed with a key
+    a rotation added that has not reached this process yet (worth a retry, for a while)."""
 
 
 def _signed(domain: bytes, subject: str, payload: bytes) -> bytes:
@@ -76,18 +81,16 @@ class ResultSigner:
 
 class ResultVerifier:
     """The ledger's and matchmaking's half: checks a result's signature against the results
-    keys of ``MASA_RESULT_KEYS_FILE``, read again when a result names a key it does not hold
-    (a rotation added one)."""
+    keys of ``MASA_RESULT_KEYS_FILE`` (:class:`~masa_platform.keys.KeySetFile`: a key added is
+    trusted at the first result that names it, a key retired stops being trusted within 30 s).
+    """
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._path = path
-        self._clock = clock
-        self._keys: PublicKeys = load_jwks(path)
-        self._reloaded_at = -float("inf")
+        self._keys = KeySetFile(path, clock=clock)
 
     def verify(self, subject: str, payload: bytes, header: str | None) -> None:
         """Return if ``header`` is a good signature of ``payload`` on ``subject``; raise
-        :class:`Unverified` saying why not."""
+        :class:`Unverified` saying why not (:class:`UnknownKey` for a key not held)."""
         if not header:
             raise Unverified("the result is not signed")
         if len(header) > _MAX_HEADER:
@@ -97,24 +100,12 @@ class ResultVerifier:
             signature = _unb64(encoded)
         except (binascii.Error, ValueError):
             raise Unverified("the signature is not base64") from None
-        if self._keys.identity_of(kid) is None:
-            self._reload()
-        if self._keys.identity_of(kid) is None:
-            raise Unverified(f"the result is signed with an unknown key {kid[:40]!r}")
+        keys = self._keys.current(kid)
+        if keys.identity_of(kid) is None:
+            raise UnknownKey(f"the result is signed with an unknown key {kid[:40]!r}")
         data = _signed(_RESULT_DOMAIN, subject, payload)
-        if not self._keys.verify(kid, signature, data, identity=RESULTS):
+        if not keys.verify(kid, signature, data, identity=RESULTS):
             raise Unverified(f"the signature by {kid} does not hold for this result")
-
-    def _reload(self) -> None:
-        now = self._clock()
-        if now - self._reloaded_at < _RELOAD_MIN_SECONDS:
-            return
-        self._reloaded_at = now
-        try:
-            self._keys = load_jwks(self._path)
-        except KeyFileError:
-            # Being rewritten, or broken: the keys held stay in force.
-            return
 
 
 class Sealer:

@@ -5,16 +5,15 @@ signed before the rotation is refused until the old key is retired on purpose.""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
-from masa_platform.auth import Role, TokenSigner, TokenVerifier
+from masa_platform.auth import Role, TokenSigner, TokenVerifier, VerifiedTokens
 from masa_platform.errors import Unauthenticated
 from masa_platform.keys import ISSUER, RESULTS, Keyring, load_jwks, load_mac_keys
 from masa_platform.keys_cli import main
 from masa_platform.settings import AuthSettings
-from masa_platform.signing import ResultSigner, ResultVerifier, Sealer, Unverified
+from masa_platform.signing import ResultSigner, ResultVerifier, Sealer, UnknownKey, Unverified
 
 SUBJECT = "masa.table.v1.t1.result"
 
@@ -62,36 +61,52 @@ def test_a_result_verifies_only_as_signed_on_its_own_subject(ring: Keyring) -> N
         verifier.verify(SUBJECT, b"finished", forged)
 
 
+class Clock:
+    """A monotonic clock the test moves on."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_rotating_the_issuer_keeps_old_tokens_good_until_the_old_key_is_retired(
     ring: Keyring, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """And once retired, the old key's tokens are refused by the running server within 30 s,
+    those it had verified and kept included."""
     settings = AuthSettings(jwt_jwks_file=ring.jwks)
-    verifier = TokenVerifier(settings, clock=lambda: time.monotonic() + 1e6)
+    clock = Clock()
+    verifier = TokenVerifier(settings, clock=clock)
+    kept = VerifiedTokens(verifier)
     old_kid = ring.signer(ISSUER).kid
-    old = TokenSigner(ring.signer(ISSUER), settings).mint("ayse", (Role.PLAYER,))
-    verifier.verify(old)
+    old = TokenSigner(ring.signer(ISSUER), settings).mint("ayse", (Role.ADMIN,))
+    assert kept.principal(old).subject == "ayse"
 
     code, done = _run(capsys, "rotate", str(ring.directory), ISSUER)
     assert code == 0 and done["kid"] != old_kid
     new = TokenSigner(ring.signer(ISSUER), settings).mint("bora", (Role.PLAYER,))
     # The running verifier reads the set again for the key it does not hold.
-    assert verifier.verify(new).subject == "bora"
-    assert verifier.verify(old).subject == "ayse"
+    assert kept.principal(new).subject == "bora"
+    assert kept.principal(old).subject == "ayse"
 
     assert main(["retire", str(ring.directory), str(done["kid"])]) == 2
     assert "signs now" in capsys.readouterr().err
     code, _ = _run(capsys, "retire", str(ring.directory), old_kid)
     assert code == 0
-    fresh = TokenVerifier(settings)
-    assert fresh.verify(new).subject == "bora"
+    clock.now += 31
+    assert kept.principal(new).subject == "bora"
     with pytest.raises(Unauthenticated):
-        fresh.verify(old)
+        kept.principal(old)
 
 
-def test_rotating_the_results_key_is_taken_up_by_a_running_verifier(
+def test_rotating_the_results_key_is_taken_up_and_its_retirement_too_by_a_running_verifier(
     ring: Keyring, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    verifier = ResultVerifier(ring.results_jwks, clock=lambda: time.monotonic() + 1e6)
+    clock = Clock()
+    verifier = ResultVerifier(ring.results_jwks, clock=clock)
+    old_kid = ring.signer(RESULTS).kid
     before = ResultSigner(ring.signer(RESULTS)).header(SUBJECT, b"a")
     assert main(["rotate", str(ring.directory), RESULTS]) == 0
     capsys.readouterr()
@@ -99,6 +114,12 @@ def test_rotating_the_results_key_is_taken_up_by_a_running_verifier(
     assert len(load_jwks(ring.results_jwks).keys) == 2
     verifier.verify(SUBJECT, b"b", after)
     verifier.verify(SUBJECT, b"a", before)
+    assert main(["retire", str(ring.directory), old_kid]) == 0
+    capsys.readouterr()
+    clock.now += 31
+    verifier.verify(SUBJECT, b"b", after)
+    with pytest.raises(UnknownKey):
+        verifier.verify(SUBJECT, b"a", before)
 
 
 def test_a_mac_key_rotates_in_two_steps_so_that_no_engine_meets_a_seal_it_cannot_read(

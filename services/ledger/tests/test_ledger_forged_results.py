@@ -31,7 +31,12 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.app.ledger import StakeRequest
 from masa_ledger.domain.model import GameKey, PayoutRule
 from masa_platform.bus import publish
-from masa_platform.bus_access import DEAD_LETTER_STREAM, LEDGER, LEDGER_RESULTS_CONSUMER
+from masa_platform.bus_access import (
+    DEAD_LETTER_STREAM,
+    LEDGER,
+    LEDGER_RESULTS_CONSUMER,
+    TABLES_STREAM,
+)
 from masa_platform.direct import messages_after
 from masa_platform.errors import error_info
 from masa_platform.signing import RESULT_SIGNATURE
@@ -83,7 +88,8 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
             attempts = [
                 # Unsigned.
                 (subject, forged_bytes, {}),
-                # Signed by a key no engine holds: a made-up signature header.
+                # Signed by a key no engine holds: a made-up signature header. A key unknown
+                # here may be a rotation's that has not arrived yet: it is retried, never paid.
                 (subject, forged_bytes, {RESULT_SIGNATURE: "results-000000000000.AAAA"}),
                 # The honest signature on the re-ranked payload.
                 (subject, forged_bytes, signed_result(subject, honest_bytes)),
@@ -104,9 +110,9 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
                 letters = await messages_after(
                     nc, DEAD_LETTER_STREAM, f"masa.deadletter.v1.{LEDGER}.{LEDGER_RESULTS_CONSUMER}"
                 )
-                return len(letters) >= 4
+                return len(letters) >= 3
 
-            await eventually(set_aside, what="the four forgeries set aside")
+            await eventually(set_aside, what="three forgeries set aside")
             letters = await messages_after(
                 nc, DEAD_LETTER_STREAM, f"masa.deadletter.v1.{LEDGER}.{LEDGER_RESULTS_CONSUMER}"
             )
@@ -123,7 +129,13 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
                 "masa_bus_set_aside_total",
                 {"consumer": LEDGER_RESULTS_CONSUMER, "reason": "unverified"},
             )
-            assert counted == 4
+            assert counted == 3
+
+            async def retried() -> bool:
+                info = await js.consumer_info(TABLES_STREAM, LEDGER_RESULTS_CONSUMER)
+                return info.num_redelivered >= 1
+
+            await eventually(retried, what="the result by an unknown key retried")
 
             # The real result, signed by the engine, pays by the bound terms (10% rake).
             await publish_result(js, honest)

@@ -37,7 +37,7 @@ from masa_platform.consumer import DurableConsumer, Poison, SetAside
 from masa_platform.direct import last_message
 from masa_platform.logs import bound_context
 from masa_platform.metrics import ConsumerMetrics, LoopMetrics
-from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, Unverified
+from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, UnknownKey, Unverified
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -75,6 +75,10 @@ def verified_result(
     and it is about the table of its subject; raises :class:`Poison` otherwise."""
     try:
         verifier.verify(subject, data, signature)
+    except UnknownKey:
+        # A key a rotation added that has not reached this process yet, or a forgery: retried
+        # with a growing delay, and set aside at the consumer's delivery limit.
+        raise
     except Unverified as unverified:
         raise Poison(SetAside.UNVERIFIED, str(unverified)) from None
     try:
@@ -159,16 +163,21 @@ class JetStreamResultLog:
             found = verified_result(
                 self._verifier, subject, stored.data, stored.headers.get(RESULT_SIGNATURE)
             )
+        except UnknownKey as unknown:
+            raise _unverified(key, str(unknown)) from None
         except Poison as poison:
             if poison.reason is SetAside.UNVERIFIED:
-                raise Refused(
-                    f"the last result of table {key.table_id} is not a table-engine's: "
-                    f"{poison.detail}",
-                    reason="RESULT_UNVERIFIED",
-                    metadata={"table_id": key.table_id, "game_no": str(key.game_no)},
-                ) from None
+                raise _unverified(key, poison.detail) from None
             return None
         return found if found is not None and found.key == key else None
+
+
+def _unverified(key: GameKey, why: str) -> Refused:
+    return Refused(
+        f"the last result of table {key.table_id} is not a table-engine's: {why}",
+        reason="RESULT_UNVERIFIED",
+        metadata={"table_id": key.table_id, "game_no": str(key.game_no)},
+    )
 
 
 class OutboxRelay:

@@ -30,7 +30,7 @@ from masa_platform.bus import KvBucket
 from masa_platform.bus_access import MATCHMAKING, MATCHMAKING_RESULTS_CONSUMER, TABLES_STREAM
 from masa_platform.consumer import DurableConsumer, Poison, SetAside
 from masa_platform.metrics import ConsumerMetrics
-from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, Unverified
+from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, UnknownKey, Unverified
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -173,6 +173,10 @@ class ResultsConsumer:
         signature = (message.headers or {}).get(RESULT_SIGNATURE)
         try:
             self._verifier.verify(message.subject, message.data, signature)
+        except UnknownKey:
+            # A key a rotation added that has not reached this process yet, or a forgery:
+            # retried with a growing delay, set aside at the consumer's delivery limit.
+            raise
         except Unverified as unverified:
             raise Poison(SetAside.UNVERIFIED, str(unverified)) from None
         try:
