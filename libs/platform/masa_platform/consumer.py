@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ REASON_HEADER: Final = "Masa-Dead-Letter-Reason"
 DETAIL_HEADER: Final = "Masa-Dead-Letter-Detail"
 DELIVERIES_HEADER: Final = "Masa-Dead-Letter-Deliveries"
 _DETAIL_LIMIT: Final = 500
+# Messages aimed at a consumer's inbox from elsewhere are logged at most once a minute.
+_FOREIGN_LOG_SECONDS: Final = 60.0
 
 
 class SetAside(StrEnum):
@@ -117,6 +120,7 @@ class DurableConsumer:
         self._fetch_seconds = fetch_seconds
         self._concurrent = concurrent
         self._max_deliver = 0
+        self._foreign_logged_at = -math.inf
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set: bind, fetch and settle; any failure of the bus is waited out."""
@@ -180,7 +184,35 @@ class DurableConsumer:
             if messages:
                 self._metrics.pending(self._durable, messages[-1].metadata.num_pending)
 
+    def _foreign(self, message: Msg) -> bool:
+        """Whether ``message`` reached this consumer's inbox from anywhere but its own durable:
+        a push consumer's deliver subject is not checked against NATS permissions, so another
+        user could aim one here. Such a message is dropped unanswered, neither handled nor set
+        aside (whose copy would be another's to fill the dead letters with)."""
+        try:
+            metadata = message.metadata
+        except (nats.errors.Error, AttributeError, ValueError, IndexError):
+            # No JetStream reply subject at all: a plain publish into the inbox.
+            return True
+        if (metadata.stream, metadata.consumer) == (self._stream, self._durable):
+            return False
+        now = time.monotonic()
+        if now - self._foreign_logged_at >= _FOREIGN_LOG_SECONDS:
+            self._foreign_logged_at = now
+            _log.warning(
+                "dropped messages another consumer delivered to this one's inbox",
+                extra={
+                    "nats_consumer": self._durable,
+                    "from_stream": metadata.stream,
+                    "from_consumer": metadata.consumer,
+                },
+            )
+        return True
+
     async def _settle(self, message: Msg) -> None:
+        if self._foreign(message):
+            self._metrics.handled(self._durable, 0.0, outcome="foreign")
+            return
         started = time.perf_counter()
         outcome = "handled"
         try:
@@ -236,7 +268,8 @@ class DurableConsumer:
                 message.data,
                 stream=DEAD_LETTER_STREAM,
                 headers=publish_headers(
-                    msg_id=f"{metadata.stream}:{metadata.sequence.stream}", extra=headers
+                    msg_id=f"{self._user}:{self._durable}:{metadata.stream}:{metadata.sequence.stream}",
+                    extra=headers,
                 ),
             )
         except (nats.errors.Error, TimeoutError):

@@ -160,7 +160,8 @@ class LoopMetrics:
 
 class ConsumerMetrics:
     """What a JetStream consumer did: ``masa_bus_messages_total{consumer,outcome}`` (handled,
-    failed and to come back, set aside), ``masa_bus_set_aside_total{consumer,reason}`` (the
+    failed and to come back, set aside, foreign: delivered to its inbox by another consumer
+    and dropped), ``masa_bus_set_aside_total{consumer,reason}`` (the
     messages it can never handle, kept in the dead-letter stream),
     ``masa_bus_message_seconds{consumer}`` and ``masa_bus_consumer_pending{consumer}``, the
     messages the stream still holds for it as the last delivery told (its lag).
@@ -168,14 +169,14 @@ class ConsumerMetrics:
     ``consumer`` is the durable consumer's name, fixed in the bus plan.
     """
 
-    OUTCOMES = ("handled", "failed", "set_aside")
+    OUTCOMES = ("handled", "failed", "set_aside", "foreign")
     SET_ASIDE_REASONS = ("undecodable", "unverified", "refused", "max_deliveries")
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self._messages = Counter(
             "masa_bus_messages_total",
             "Messages a JetStream consumer took, by consumer and outcome (handled, failed and "
-            "to come back, set aside).",
+            "to come back, set aside, foreign: another consumer's, dropped).",
             ("consumer", "outcome"),
             registry=registry,
         )

@@ -292,3 +292,96 @@ async def test_a_consumed_message_continues_the_trace_of_its_publish(nc: Client)
     assert consumed.context.trace_id == publisher.get_span_context().trace_id
     assert consumed.parent is not None
     assert consumed.parent.span_id == publisher.get_span_context().span_id
+
+
+def _inboxes(nc: Client) -> set[str]:
+    """The subjects this connection listens on (its pull consumers' inboxes among them)."""
+    return {sub.subject for sub in nc._subs.values()}
+
+
+async def test_messages_another_consumer_pushes_into_the_inbox_are_dropped_unanswered(
+    nc: Client,
+) -> None:
+    """Issue 19 review: a push consumer's deliver subject is not checked against permissions,
+    so a user allowed to make any consumer could aim one at another service's fetch inbox.
+    What arrives there from anything but the durable itself is neither handled, acked nor set
+    aside (its copy would fill the dead letters), and the consumer goes on with its own."""
+    js = nc.jetstream()
+    stream, prefix, durable = await results_stream(js)
+    other, other_prefix, _ = await results_stream(js)
+    handled: list[bytes] = []
+
+    async def handle(message: Msg) -> None:
+        handled.append(message.data)
+
+    before = _inboxes(nc)
+    registry = CollectorRegistry()
+    consumer = durable_consumer(js, handle, stream, durable, registry)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    try:
+        async with asyncio.timeout(10):
+            while not (_inboxes(nc) - before):
+                await asyncio.sleep(0.02)
+        (inbox,) = _inboxes(nc) - before
+        for n in range(20):
+            await publish(js, f"{other_prefix}.t{n}", f"forged{n}".encode(), msg_id=f"f{n}")
+        await js.add_consumer(
+            other,
+            config=api.ConsumerConfig(
+                deliver_subject=inbox.removesuffix(".*").removesuffix(".>"),
+                ack_policy=api.AckPolicy.EXPLICIT,
+            ),
+        )
+        await nc.publish(inbox.removesuffix(".*"), b"plain publish, no reply")
+        await publish(js, f"{prefix}.t1", b"real", msg_id="real-1")
+        async with asyncio.timeout(10):
+            while (
+                not handled
+                or registry.get_sample_value(
+                    "masa_bus_messages_total", {"consumer": durable, "outcome": "foreign"}
+                )
+                < 1
+            ):
+                await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert handled == [b"real"]
+    assert await dead_letters(nc, durable) == []
+    info = await js.consumer_info(stream, durable)
+    assert (info.num_ack_pending, info.num_pending) == (0, 0)
+
+
+async def test_two_consumers_setting_aside_one_message_each_keep_their_dead_letter(
+    nc: Client,
+) -> None:
+    """The ledger and matchmaking both read every result: a result both set aside is one dead
+    letter each, not one dropped as the other's duplicate."""
+    js = nc.jetstream()
+    stream, prefix, first = await results_stream(js)
+    second = f"d{uuid.uuid4().hex[:8]}"
+    await js.add_consumer(
+        stream,
+        config=api.ConsumerConfig(
+            durable_name=second, ack_policy=api.AckPolicy.EXPLICIT, filter_subject=f"{prefix}.>"
+        ),
+    )
+    await publish(js, f"{prefix}.t1", b"\xff", msg_id="bad")
+
+    async def poison(message: Msg) -> None:
+        raise Poison(SetAside.UNDECODABLE, "not a TableResult")
+
+    for durable in (first, second):
+        consumer = durable_consumer(js, poison, stream, durable, CollectorRegistry())
+        stop = asyncio.Event()
+        task = asyncio.create_task(consumer.run(stop))
+        try:
+            async with asyncio.timeout(10):
+                while not await dead_letters(nc, durable):
+                    await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    assert len(await dead_letters(nc, first)) == 1
+    assert len(await dead_letters(nc, second)) == 1
