@@ -44,7 +44,7 @@ from google.protobuf import duration_pb2, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from masa.bot.v1 import bot_pb2
-from masa.common.v1 import error_pb2, game_pb2
+from masa.common.v1 import chips_pb2, error_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
@@ -75,6 +75,9 @@ from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from masa_wire import elevator as wire_elevator
 from prometheus_client import CollectorRegistry
+
+# The payout table a table binds its holds under: the winner takes all, no rake.
+WINNER_TAKES_ALL_PROTO = chips_pb2.PayoutRule(place_shares=[10_000])
 
 SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
 SECTION = "## Who may call what"
@@ -365,7 +368,12 @@ async def _prepare(channels: Mapping[str, grpc.aio.Channel], callers: Iterable[s
         )
     await ledger.BindHolds(
         ledger_pb2.BindHoldsRequest(
-            request_id=SETTLED, table_id=SETTLED, game_no=1, stake=STAKE, hold_ids=[SETTLED]
+            request_id=SETTLED,
+            table_id=SETTLED,
+            game_no=1,
+            stake=STAKE,
+            hold_ids=[SETTLED],
+            payout=WINNER_TAKES_ALL_PROTO,
         ),
         metadata=_auth(TABLE_ENGINE, Role.TABLE_ENGINE),
     )
@@ -551,6 +559,7 @@ def cases(ticket_id: str) -> dict[str, Case]:
                 game_no=1,
                 stake=STAKE,
                 hold_ids=[f"bind-{caller}"],
+                payout=WINNER_TAKES_ALL_PROTO,
             ),
             lambda answer: _owned_by(answer.holds[0].player_id),
         ),

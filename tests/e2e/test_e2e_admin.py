@@ -225,6 +225,7 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
                 game_no=1,
                 stake=STAKE,
                 hold_ids=list(holds.values()),
+                payout=chips_pb2.PayoutRule(place_shares=[10_000]),
             ),
             metadata=AS_TABLE_ENGINE,
         )

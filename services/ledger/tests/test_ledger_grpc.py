@@ -33,6 +33,9 @@ from masa_ledger.bootstrap import LedgerService
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 
+# The payout table a table binds its holds under: the winner takes all, no rake.
+WINNER_TAKES_ALL_PROTO = chips_pb2.PayoutRule(place_shares=[10_000])
+
 AYSE = token_metadata("ayse")
 MEHMET = token_metadata("mehmet")
 
@@ -102,6 +105,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
                     game_no=1,
                     stake=90,
                     hold_ids=["t1-ayse", "t1-mehmet"],
+                    payout=WINNER_TAKES_ALL_PROTO,
                 ),
                 metadata=ENGINE,
             )
@@ -111,6 +115,20 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
             "STAKE_MISMATCH",
             "t1-ayse",
         )
+        unsure = await _refusal(
+            stub.BindHolds(
+                ledger_pb2.BindHoldsRequest(
+                    request_id="b-no-terms",
+                    table_id="t1",
+                    game_no=1,
+                    stake=100,
+                    hold_ids=["t1-ayse", "t1-mehmet"],
+                ),
+                metadata=ENGINE,
+            )
+        )
+        # The terms are never a default an old or careless caller falls into.
+        assert unsure[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_REQUEST")
         bound = await stub.BindHolds(
             ledger_pb2.BindHoldsRequest(
                 request_id="b1",
@@ -118,6 +136,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
                 game_no=1,
                 stake=100,
                 hold_ids=["t1-ayse", "t1-mehmet"],
+                payout=WINNER_TAKES_ALL_PROTO,
             ),
             metadata=ENGINE,
         )
@@ -275,6 +294,7 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
                     game_no=1,
                     stake=50,
                     hold_ids=[f"{table}-ayse", f"{table}-mehmet"],
+                    payout=WINNER_TAKES_ALL_PROTO,
                 ),
                 metadata=ENGINE,
             )

@@ -6,10 +6,13 @@ P-31): a snapshot of every table before and after shows it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from ledger_support import (
     Clock,
     assert_consistent,
+    execute,
     hold_for,
     make_ledger,
     result,
@@ -256,6 +259,37 @@ async def test_p30_settling_pays_by_the_ranking_and_takes_the_rake(store: SqlSto
     voided, applied = await ledger.void(GameKey("t1", 1), "too late")
     assert (voided.state, applied) == (SettlementState.SETTLED, False)
     await _refused(store, ledger.bind_holds("t1", 1, 100, ["x"]), Refused, "GAME_CLOSED")
+    await assert_consistent(store)
+
+
+async def test_p30_an_escrow_bound_before_terms_were_recorded_pays_by_the_verified_result(
+    store: SqlStore,
+) -> None:
+    """A game whose holds were bound before the ledger recorded terms (it spans the upgrade)
+    is paid as it was then, by the payout table of its (verified) result, not as winner takes
+    all; one bound with terms is paid by them, whatever its result says."""
+    ledger, _ = await _funded(store, "a", "b", "c", "d")
+    shares = PayoutRule(rake_basis_points=500, place_shares=(7000, 3000))
+    for table in ("old", "new"):
+        await hold_for(ledger, "abcd", 100, table)
+        await ledger.bind_holds(table, 1, 100, [f"{table}-{p}" for p in "abcd"], shares)
+    await execute(store, "UPDATE accounts SET rule = '' WHERE account_id = 'escrow:old:1'")
+    ranking = [(0, "a", 3, "-a"), (1, "b", 1, "-b"), (2, "c", 2, "-c"), (3, "d", 4, "-d")]
+    for table in ("old", "new"):
+        finished = replace(
+            result(
+                GameKey(table, 1),
+                100,
+                [(seat, p, place, f"{table}{hold}") for seat, p, place, hold in ranking],
+            ),
+            published_rule=PayoutRule(rake_basis_points=0, place_shares=(10_000,))
+            if table == "new"
+            else shares,
+        )
+        settlement, applied = await ledger.settle(finished, from_event=True)
+        assert applied
+        assert (settlement.rule, settlement.rake) == (shares, 20)
+        assert [(p.player_id, p.amount) for p in settlement.payouts] == [("b", 266), ("c", 114)]
     await assert_consistent(store)
 
 

@@ -200,6 +200,7 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
             for s in message.ranking
         ),
         teams=message.mode == game_pb2.MODE_TEAMS,
+        published_rule=rule_from_proto(message.payout) if message.HasField("payout") else None,
     )
 
 

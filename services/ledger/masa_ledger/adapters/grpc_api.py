@@ -268,6 +268,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def BindHolds(  # noqa: N802
         self, request: ledger_pb2.BindHoldsRequest, context: Context
     ) -> ledger_pb2.BindHoldsResponse:
+        if not request.HasField("payout"):
+            # The terms the pot is paid by: never a default an old caller could fall into.
+            raise BadRequest(
+                "BindHolds needs payout: the rake and payout table the holds are bound under"
+            )
         escrow, holds = await self._ledger.bind_holds(
             request.table_id,
             request.game_no,

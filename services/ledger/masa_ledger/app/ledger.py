@@ -515,7 +515,9 @@ class Ledger:
         bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
         _match(result, bound)
         pot = sum(hold.amount for hold in bound)
-        rule = terms or WINNER_TAKES_ALL
+        # An escrow bound before the ledger recorded terms (a game that spans the upgrade) is
+        # paid as it was then, by the verified result's table; every other by its bound terms.
+        rule = terms or result.published_rule or WINNER_TAKES_ALL
         split = split_pot(pot, result.standings, rule, teams=result.teams)
         transfers = _settlement_transfers(key, bound, split.payouts, now)
         for kind, amount in (

@@ -212,6 +212,9 @@ class GameResult:
     stake: int
     standings: tuple[Standing, ...]
     teams: bool = False
+    # The payout table the result names. The ledger pays by the terms the holds were bound
+    # under; this is read only for an escrow bound before terms were recorded (an upgrade).
+    published_rule: PayoutRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
