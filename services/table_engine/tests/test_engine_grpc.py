@@ -288,3 +288,12 @@ async def test_p20_a_seats_hand_is_its_players_only_not_a_services_nor_an_operat
         )
         assert (await own.read()).seat_view.seat == 1
         own.cancel()
+        # An operator whose token's subject is a seated player's id is still no player.
+        namesake = metadata("bora", "admin")
+        looked = await stub.GetTable(
+            table_pb2.GetTableRequest(table_id=table_id), metadata=namesake
+        )
+        assert looked.WhichOneof("view") == "spectator_view"
+        watched = stub.WatchTable(table_pb2.WatchTableRequest(table_id=table_id), metadata=namesake)
+        assert (await watched.read()).WhichOneof("payload") == "spectator_view"
+        watched.cancel()

@@ -40,7 +40,7 @@ from typing import ClassVar
 import grpc
 from masa.common.v1 import error_pb2
 from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
-from masa_platform.auth import Principal, require_principal, until_token_expires
+from masa_platform.auth import Principal, Role, require_principal, until_token_expires
 from masa_platform.errors import (
     DOMAIN,
     BadRequest,
@@ -202,7 +202,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     ) -> table_pb2.GetTableResponse:
         runtime = await self._runtime(request.table_id)
         table = runtime.table
-        seat = table.config.seat_of(require_principal().subject)
+        seat = _own_seat(runtime, require_principal())
         if seat is None:
             return table_pb2.GetTableResponse(
                 spectator_view=spectator_view(table, self.owner_address)
@@ -214,7 +214,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
     ) -> AsyncIterator[table_pb2.WatchTableResponse]:
         runtime = await self._runtime(request.table_id)
         principal = require_principal()
-        own = runtime.table.config.seat_of(principal.subject)
+        own = _own_seat(runtime, principal)
         viewer: int | None = None
         as_player = False
         if request.HasField("seat"):
@@ -424,3 +424,11 @@ def _runs(tables: Tables, table_id: str) -> bool:
     except TableNotFound:
         return False
     return True
+
+
+def _own_seat(runtime: TableRuntime, principal: Principal) -> int | None:
+    """The caller's seat: a player's, found by the token's subject. An operator (or a service)
+    whose subject happens to be a seated player's id is no player: it looks on (P-20)."""
+    if Role.PLAYER not in principal.roles:
+        return None
+    return runtime.table.config.seat_of(principal.subject)
