@@ -2,8 +2,9 @@
 
 - ``masa-bus provision``, as the operators' NATS user (``admin``), makes every stream, bucket
   and durable consumer of the bus plan (:mod:`masa_platform.bus_plan`) or brings it to the
-  plan, and prints one JSON document of what it did; ``--check`` only reports, and exits 1
-  when the bus differs from the plan.
+  plan, removes the consumers and copying streams nobody planned (:mod:`masa_platform.
+  provision`), and prints one JSON document of what it did; ``--check`` only reports, and
+  exits 1 when the bus differs from the plan, an unknown stream included.
 - ``masa-bus sweep``, as the ``retention`` NATS user, removes the finished tables whose result
   is settled and older than ``MASA_TABLE_RETENTION_SECONDS`` (:mod:`masa_platform.retention`)
   and prints one JSON document of what it swept and kept; ``--every SECONDS`` runs it again
@@ -88,7 +89,7 @@ async def _provision(settings: OperatorBusSettings, *, check: bool) -> int:
     finally:
         await nc.drain()
     print(json.dumps(report.as_json(), sort_keys=True))
-    return 1 if check and (report.created or report.updated) else 0
+    return 1 if check and report.differs else 0
 
 
 async def _sweep(settings: OperatorBusSettings, *, every: float | None) -> int:

@@ -6,6 +6,13 @@ plan (a changed TTL, replicas, a consumer's ack wait); it runs as the operators'
 only one allowed to (``masa-bus provision``). Running it again changes nothing. A difference
 JetStream cannot apply in place (a stream's storage type) is reported, never papered over by
 deleting the stream.
+
+It also removes what nobody planned and what could move the bus's contents elsewhere: a
+consumer on a planned stream that is not the plan's (say one a service user made before the
+bus was provisioned, pushing table logs to its inbox), other than those the services make
+as they run (matchmaking's watches of its own buckets, into its own inbox; the retention
+sweep's reader), and a stream that sources or mirrors a planned stream. Any other stream it
+does not know is reported, and left.
 """
 
 from __future__ import annotations
@@ -19,6 +26,12 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 
+from masa_platform.bus_access import (
+    MATCHMAKING,
+    RETENTION_READER,
+    TABLES_STREAM,
+    WATCHED_BUCKETS,
+)
 from masa_platform.bus_plan import BusPlan, ConsumerPlan
 
 __all__ = ["ProvisionFailed", "ProvisionReport", "differences", "provision"]
@@ -49,6 +62,8 @@ _CONSUMER_FIELDS: Final = (
     "filter_subject",
     "deliver_subject",
 )
+# JetStream's page size for stream and consumer listings.
+_LIST_PAGE: Final = 256
 # Fields JetStream cannot change on an existing stream.
 _FIXED: Final = frozenset({"storage"})
 
@@ -62,9 +77,23 @@ class ProvisionReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # Consumers and streams nobody planned that could read the bus out (removed).
+    removed: list[str] = field(default_factory=list)
+    # Streams nobody planned, left as they are.
+    unknown: list[str] = field(default_factory=list)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.created or self.updated or self.removed or self.unknown)
 
     def as_json(self) -> dict[str, list[str]]:
-        return {"created": self.created, "updated": self.updated, "unchanged": self.unchanged}
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "unknown": self.unknown,
+        }
 
 
 async def provision(nc: Client, plan: BusPlan, *, check_only: bool = False) -> ProvisionReport:
@@ -75,7 +104,65 @@ async def provision(nc: Client, plan: BusPlan, *, check_only: bool = False) -> P
         await _stream(js, config, report, check_only=check_only)
     for consumer in plan.consumers:
         await _consumer(js, consumer, report, check_only=check_only)
+    await _strays(js, plan, report, check_only=check_only)
     return report
+
+
+async def _strays(
+    js: JetStreamContext, plan: BusPlan, report: ProvisionReport, *, check_only: bool
+) -> None:
+    planned = {str(config.name) for config in plan.stream_configs()}
+    consumers = {(consumer.stream, consumer.name) for consumer in plan.consumers}
+    for stream in sorted(planned):
+        for info in await _every(lambda offset, s=stream: js.consumers_info(s, offset)):
+            name = str(info.name)
+            if (stream, name) in consumers or _made_as_the_services_run(stream, info.config):
+                continue
+            if not check_only:
+                await js.delete_consumer(stream, name)
+            report.removed.append(f"consumer {stream}/{name}: not in the plan")
+    for stream_info in await _every(js.streams_info):
+        name = str(stream_info.config.name)
+        if name in planned:
+            continue
+        copied = sorted(_copied(stream_info.config) & planned)
+        if copied:
+            if not check_only:
+                await js.delete_stream(name)
+            report.removed.append(f"stream {name}: copies {', '.join(copied)}")
+        else:
+            report.unknown.append(f"stream {name}")
+
+
+async def _every(page: Any) -> list[Any]:
+    """Every item of a JetStream listing, page after page."""
+    found: list[Any] = []
+    while True:
+        items = await page(len(found))
+        found.extend(items)
+        if not items or len(items) < _LIST_PAGE:
+            return found
+
+
+def _made_as_the_services_run(stream: str, config: api.ConsumerConfig) -> bool:
+    if stream == TABLES_STREAM:
+        # The sweep's reader pulls; one pushing anywhere is not the sweep's.
+        return RETENTION_READER in (config.name, config.durable_name) and not config.deliver_subject
+    watched = {f"KV_{bucket}" for bucket in WATCHED_BUCKETS}
+    own_inbox = f"_INBOX.{MATCHMAKING}."
+    return (
+        stream in watched
+        and not config.durable_name
+        and str(config.deliver_subject or "").startswith(own_inbox)
+    )
+
+
+def _copied(config: api.StreamConfig) -> set[str]:
+    """The streams ``config`` takes messages from (its sources and its mirror)."""
+    names = {str(source.name) for source in config.sources or []}
+    if config.mirror is not None:
+        names.add(str(config.mirror.name))
+    return names
 
 
 async def _stream(

@@ -49,6 +49,7 @@ from masa_platform.direct import last_message
 from masa_platform.provision import provision
 from masa_platform.testing import NatsServer, nats_server_binary
 from nats.aio.client import Client
+from nats.js import api as js_api
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "nats" / "nats-server.conf"
 _ANSWER_SECONDS = 2.0
@@ -431,3 +432,56 @@ def test_the_bot_may_touch_nothing_on_the_bus() -> None:
     (bot,) = [user for user in bus_users() if user.name == BOT]
     assert bot.publish == ("$JS.API.INFO",)
     assert bot.subscribe == (f"{inbox_prefix(BOT)}.>",)
+
+
+async def test_provisioning_removes_what_the_self_serve_bus_left_that_reads_the_bus_out(
+    bus: NatsServer,
+) -> None:
+    """Issue 19 review: users allowed to configure streams before the bus was provisioned
+    could leave a push consumer delivering table logs to their inbox, or a stream sourcing
+    the logs. Provisioning removes every consumer of a planned stream that is not the plan's
+    (but matchmaking's watches into its own inbox), and every stream copying a planned one;
+    a stream it does not know otherwise is reported and left."""
+    nc = await nats.connect(bus.url, user=ADMIN, password=bus.password(ADMIN))
+    js = nc.jetstream()
+    tickets = "KV_masa_matchmaking_tickets"
+    try:
+        await js.add_consumer(
+            "MASA_TABLES",
+            config=js_api.ConsumerConfig(name="leak", deliver_subject="_INBOX.matchmaking.leak"),
+        )
+        await js.add_consumer(
+            tickets, config=js_api.ConsumerConfig(name="aimed", deliver_subject="_INBOX.ledger.x")
+        )
+        await js.add_consumer(
+            tickets,
+            config=js_api.ConsumerConfig(name="watch", deliver_subject="_INBOX.matchmaking.w"),
+        )
+        await js.add_stream(
+            js_api.StreamConfig(name="COPY", sources=[js_api.StreamSource(name="MASA_TABLES")])
+        )
+        await js.add_stream(js_api.StreamConfig(name="OTHER", subjects=["other.>"]))
+
+        checked = await provision(nc, bus_plan(), check_only=True)
+        assert checked.differs
+        # (Earlier attacks of this module may have left consumers of their own: also removed.)
+        assert {
+            f"consumer {tickets}/aimed: not in the plan",
+            "consumer MASA_TABLES/leak: not in the plan",
+            "stream COPY: copies MASA_TABLES",
+        } <= set(checked.removed)
+        assert not any("/watch:" in removed for removed in checked.removed)
+        assert checked.unknown == ["stream OTHER"]
+        done = await provision(nc, bus_plan())
+        assert sorted(done.removed) == sorted(checked.removed)
+        consumers = {info.name for info in await js.consumers_info(tickets)}
+        assert "watch" in consumers and "aimed" not in consumers
+        assert "leak" not in {info.name for info in await js.consumers_info("MASA_TABLES")}
+        streams = {info.config.name for info in await js.streams_info()}
+        assert "COPY" not in streams and "OTHER" in streams
+        again = await provision(nc, bus_plan(), check_only=True)
+        assert (again.removed, again.unknown) == ([], ["stream OTHER"])
+    finally:
+        await js.delete_consumer(tickets, "watch")
+        await js.delete_stream("OTHER")
+        await nc.close()
