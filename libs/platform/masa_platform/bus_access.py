@@ -24,8 +24,10 @@ consumer. What is left:
   own dead-letter subject ``masa.deadletter.v1.<user>.>``.
 
 Replies come back on a per-user inbox (``_INBOX.<user>.>``), which no other user may subscribe
-to, and no service user may subscribe to anything else: a push consumer's deliver subject is
-not checked against permissions either, but nothing is delivered where nobody listens.
+to, and no service user may subscribe to anything else. A push consumer's deliver subject is
+not checked against permissions: aimed at a stream subject it stores nothing, and aimed at
+another service's fetch inbox its messages are dropped there (:mod:`masa_platform.consumer`
+takes only its own durable's).
 
 The plan for the four services:
 

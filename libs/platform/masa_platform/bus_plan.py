@@ -85,6 +85,9 @@ class BusSettings:
     matchmaking_events_max_age_seconds: float = 7 * _DAY
     # Poison messages set aside for an operator (each service's consumers publish them).
     dead_letter_max_age_seconds: float = 30 * _DAY
+    # And at most this many bytes of them, the oldest dropped first: a flood of poison can
+    # cost the bus this much, never more.
+    dead_letter_max_bytes: int = 1 << 30
     # A result handed to a consumer and neither acked nor nak'ed comes back after this.
     results_ack_wait_seconds: float = 30.0
     # Deliveries of one result before its consumer gives up and sets it aside; with the
@@ -119,6 +122,8 @@ class BusSettings:
             raise SettingsError("MASA_TICKET_RETENTION_SECONDS must be at least an hour")
         if not 2 <= self.results_max_deliver <= 100_000:
             raise SettingsError("MASA_RESULTS_MAX_DELIVER must be between 2 and 100000")
+        if not 1 << 20 <= self.dead_letter_max_bytes <= 1 << 40:
+            raise SettingsError("MASA_DEAD_LETTER_MAX_BYTES must be between 1 MiB and 1 TiB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,13 +171,20 @@ def bus_plan(settings: BusSettings | None = None) -> BusPlan:
     s = settings or BusSettings()
     replicas = s.bus_replicas
 
-    def stream(name: str, subjects: list[str], *, max_age: float | None = None) -> api.StreamConfig:
+    def stream(
+        name: str,
+        subjects: list[str],
+        *,
+        max_age: float | None = None,
+        max_bytes: int | None = None,
+    ) -> api.StreamConfig:
         return api.StreamConfig(
             name=name,
             subjects=subjects,
             storage=api.StorageType.FILE,
             num_replicas=replicas,
             max_age=max_age,
+            max_bytes=max_bytes,
             duplicate_window=_DUPLICATE_WINDOW,
             # Reads go through the direct-get API, which needs no consumer (bus_access).
             allow_direct=True,
@@ -191,7 +203,10 @@ def bus_plan(settings: BusSettings | None = None) -> BusPlan:
                 max_age=s.matchmaking_events_max_age_seconds,
             ),
             stream(
-                DEAD_LETTER_STREAM, [DEAD_LETTER_SUBJECTS], max_age=s.dead_letter_max_age_seconds
+                DEAD_LETTER_STREAM,
+                [DEAD_LETTER_SUBJECTS],
+                max_age=s.dead_letter_max_age_seconds,
+                max_bytes=s.dead_letter_max_bytes,
             ),
         ),
         buckets=(

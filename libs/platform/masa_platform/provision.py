@@ -42,6 +42,7 @@ _STREAM_FIELDS: Final = (
     "storage",
     "num_replicas",
     "max_age",
+    "max_bytes",
     "max_msgs_per_subject",
     "duplicate_window",
     "discard",

@@ -479,6 +479,9 @@ async def test_provisioning_removes_what_the_self_serve_bus_left_that_reads_the_
         assert "leak" not in {info.name for info in await js.consumers_info("MASA_TABLES")}
         streams = {info.config.name for info in await js.streams_info()}
         assert "COPY" not in streams and "OTHER" in streams
+        # A flood of poison costs the bus a bounded amount.
+        dead = await js.stream_info("MASA_DEAD_LETTERS")
+        assert dead.config.max_bytes == bus_plan().streams[-1].max_bytes == 1 << 30
         again = await provision(nc, bus_plan(), check_only=True)
         assert (again.removed, again.unknown) == ([], ["stream OTHER"])
     finally:
