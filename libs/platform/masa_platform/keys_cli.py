@@ -123,8 +123,7 @@ def retire(directory: Path, kid: str) -> dict[str, Any]:
         keys = load_mac_keys(ring.log_mac)
         _write_mac_keys(ring, keys[:1])
         return {"retired": LOG_MAC, "mac_keys_removed": len(keys) - 1}
-    current = {ring.signer(identity).kid for identity in _SIGNING}
-    if kid in current:
+    if kid in _signing_now(ring):
         raise Refused(f"{kid} signs now: rotate it first, then retire it")
     for jwks in (ring.jwks, ring.results_jwks):
         document = _read_jwks(jwks)
@@ -133,6 +132,17 @@ def retire(directory: Path, kid: str) -> dict[str, Any]:
             _write_jwks(jwks, {**document, "keys": kept})
             return {"retired": kid, "jwks": str(jwks)}
     raise Refused(f"no key {kid!r} in {ring.jwks.name} or {ring.results_jwks.name}")
+
+
+def _signing_now(ring: Keyring) -> set[str]:
+    """The key that signs now for each identity: the first of its identity in its JWK set
+    (rotate puts a new key first). Read from the public sets, so that a keyring without some
+    private key (the issuer's, with the identity provider) can still retire."""
+    first: dict[str, str] = {}
+    for jwks in (ring.jwks, ring.results_jwks):
+        for kid, (_, identity) in load_jwks(jwks).keys.items():
+            first.setdefault(identity, kid)
+    return set(first.values())
 
 
 def _kids(ring: Keyring) -> dict[str, list[str]]:

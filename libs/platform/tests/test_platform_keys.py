@@ -149,6 +149,21 @@ def test_a_mac_key_rotates_in_two_steps_so_that_no_engine_meets_a_seal_it_cannot
     assert "one MAC key only" in capsys.readouterr().err
 
 
+def test_an_operators_keyring_without_the_issuers_private_key_still_retires(
+    ring: Keyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issuer's key lives with the identity provider: retiring is read from the public
+    sets, and the key that signs now is still never retired."""
+    old = ring.signer(RESULTS).kid
+    assert main(["rotate", str(ring.directory), RESULTS]) == 0
+    new = ring.signer(RESULTS).kid
+    ring.private(ISSUER).unlink()
+    assert main(["retire", str(ring.directory), new]) == 2
+    assert main(["retire", str(ring.directory), old]) == 0
+    capsys.readouterr()
+    assert list(load_jwks(ring.results_jwks).keys) == [new]
+
+
 def test_unknown_keys_and_broken_files_are_refused_and_change_nothing(
     ring: Keyring, capsys: pytest.CaptureFixture[str]
 ) -> None:
