@@ -163,11 +163,11 @@ def _bucket(bucket: str) -> tuple[str, ...]:
 
 def _watcher(bucket: str) -> tuple[str, ...]:
     """Ephemeral consumers on one bucket (a KV watch: nats-py's ordered push consumer, whose
-    create subject names neither the consumer nor its filter)."""
+    create subject names neither the consumer nor its filter). Only that subject: on it the
+    server refuses a durable name, so no consumer made here outlives its connection."""
     stream = f"KV_{bucket}"
     return (
         f"{_API}.CONSUMER.CREATE.{stream}",
-        f"{_API}.CONSUMER.CREATE.{stream}.>",
         f"{_API}.CONSUMER.INFO.{stream}.>",
         f"{_API}.CONSUMER.DELETE.{stream}.>",
     )

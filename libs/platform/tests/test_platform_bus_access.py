@@ -171,20 +171,33 @@ async def test_no_service_user_may_change_any_stream_bucket_or_consumer(
     calls = [call for stream in _streams() for call in _managing(stream)] + _ACCOUNT_WIDE
     async with attacker(bus, user) as mallory:
         outcomes = await asyncio.gather(*(mallory.call(subject, body) for subject, body in calls))
+    if user == MATCHMAKING:
+        # A durable on the one create subject matchmaking has: the server refuses it (a
+        # connection of its own, whose refusals name no other subject).
+        async with attacker(bus, user) as mallory:
+            made = await mallory.call(
+                "$JS.API.CONSUMER.CREATE.KV_masa_matchmaking_tickets",
+                json.dumps(
+                    {
+                        "stream_name": "KV_masa_matchmaking_tickets",
+                        "config": {"durable_name": "evil"},
+                    }
+                ).encode(),
+            )
+        assert made == "error"
     allowed = [
         subject
         for (subject, _), outcome in zip(calls, outcomes, strict=True)
         if outcome != "refused"
     ]
     # Matchmaking mirrors two buckets of its own through KV watches, whose ephemeral consumers
-    # it makes and removes; no other service has a consumer on those buckets.
+    # it makes (by the one create subject that names no consumer, on which the server refuses
+    # a durable) and removes; no other service has a consumer on those buckets.
     watched = [
         subject
         for stream in ("KV_masa_matchmaking_tickets", "KV_masa_matchmaking_tables")
         for subject, _ in _managing(stream)
-        if subject.startswith(
-            (f"$JS.API.CONSUMER.CREATE.{stream}.", f"$JS.API.CONSUMER.DELETE.{stream}.")
-        )
+        if subject.startswith(f"$JS.API.CONSUMER.DELETE.{stream}.")
     ]
     assert allowed == (watched if user == MATCHMAKING else [])
     # And the bus is as the plan says: nothing was created, changed or removed.
