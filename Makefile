@@ -56,7 +56,7 @@ lint: setup ## ruff, ruff format --check, mypy --strict, the import contracts, b
 TEST_WORKERS ?= 6
 
 test: setup lint ## Set up, lint, then run the whole test suite, chaos runs included (TEST_WORKERS=6).
-	$(RUN) pytest -n $(TEST_WORKERS)
+	$(RUN) pytest -n $(TEST_WORKERS) --durations=15
 
 chaos: setup ## Only the two chaos runs of issue 12, at once, their logs kept under .masa/test/.
 	scripts/chaos.sh "$(RUN)"
