@@ -50,10 +50,10 @@ engine-node registry, and matchmaking places tables on the less loaded one.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -280,9 +280,12 @@ class _Stop(Exception):
     """A signal asked the launcher to stop."""
 
 
-_PR_SET_PDEATHSIG: Final = 1
-# Loaded before any fork: the child runs only the prctl call itself.
-_LIBC: Final = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+# Linux (util-linux): execs the service with a parent-death signal, so that no service
+# outlives the launcher (kill -9, crash). Not a preexec_fn: the launcher's gRPC health checks
+# start threads, and Python code run between fork and exec can deadlock on a lock one of them
+# held (a service then hung before it ever started).
+_SETPRIV: Final = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+_DIE_WITH_PARENT: Final = (_SETPRIV, "--pdeathsig", "TERM", "--") if _SETPRIV else ()
 
 
 @dataclass
@@ -362,26 +365,20 @@ def _engine_left(dead: _Running, running: Sequence[_Running]) -> bool:
 def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:
     log = logs / f"{spec.name}.log"
     env = {**os.environ, **spec.env}
+    command = list(spec.command)
+    if _DIE_WITH_PARENT:
+        command = [*_DIE_WITH_PARENT, *command]
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            spec.command,
+            command,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
             # Its own session: the terminal's Ctrl-C reaches the launcher only (module doc).
             start_new_session=True,
-            # The launcher runs no other thread, so preexec_fn cannot deadlock here.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
     return _Running(spec, process, log)
-
-
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM if the launcher dies without stopping it (kill -9, crash),
-    so no service outlives the stack it belonged to."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _wait_ready(child: _Running, timeout: float, stop: threading.Event) -> None:
