@@ -6,8 +6,10 @@ more workers than the machine has cores. A worker is handed whole groups of test
 - each test of a module in ``ALONE`` (the chaos runs, minutes each) is a group of its own,
   handed out before anything else, so that each runs on a worker of its own from the start
   while the rest of the suite goes by on the others;
-- the end-to-end modules (``tests/e2e/test_e2e_*``) are one group, so that one worker starts
-  the session's shared stack (``make run``) once, not every worker;
+- the end-to-end modules (``tests/e2e/test_e2e_*``) that use the session's shared stack
+  (``make run``) are one group, so that one worker starts it once, not every worker; those
+  that start what they need themselves (``OWN_STACK``) are groups of their own, handed out
+  among the first, so that they run beside that group rather than after it;
 - any other test is grouped with its module, whose module-scoped fixtures (a NATS server, a
   stack of its own) then start once.
 
@@ -32,6 +34,15 @@ from xdist.scheduler import LoadScopeScheduling
 
 ALONE = frozenset({"services/table_engine/tests/test_engine_chaos.py"})
 E2E_STACK = "tests/e2e/test_e2e_"
+# End-to-end modules that never touch the shared stack: a stack, or servers, of their own.
+OWN_STACK = frozenset(
+    {
+        "tests/e2e/test_e2e_matchmaking.py",
+        "tests/e2e/test_e2e_traces.py",
+        "tests/e2e/test_e2e_bot_requests.py",
+        "tests/e2e/test_e2e_engine_capacity.py",
+    }
+)
 # The workers' port ranges lie between this and the kernel's ephemeral ports (bind to port 0,
 # outgoing connections), above the machine's usual services.
 PORTS_LOW = 10000
@@ -46,7 +57,7 @@ def _group(nodeid: str) -> str:
     module = _module(nodeid)
     if module in ALONE:
         return nodeid
-    if module.startswith(E2E_STACK):
+    if module.startswith(E2E_STACK) and module not in OWN_STACK:
         return E2E_STACK
     return module
 
