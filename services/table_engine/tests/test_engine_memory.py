@@ -63,7 +63,8 @@ async def test_a_thousand_refused_requests_leave_rss_within_a_small_bound(
 ) -> None:
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.start()
-    await wait_until(lambda: serving(address), what="the engine to serve")
+    # A process of its own: on a loaded machine its imports alone can take many seconds.
+    await wait_until(lambda: serving(address), timeout=60, what="the engine to serve")
     async with table_stub(address) as stub:
         table_id = await create_table(
             stub, fiftyone_config("salon", [seat(0, "ayse"), seat(1), seat(2), seat(3)])

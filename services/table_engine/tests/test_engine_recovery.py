@@ -62,7 +62,8 @@ async def test_kill_9_mid_hand_then_restart_resumes_and_finishes_with_nothing_lo
 ) -> None:
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.start()
-    await wait_until(lambda: serving(address), what="the engine to serve")
+    # A process of its own: on a loaded machine its imports alone can take many seconds.
+    await wait_until(lambda: serving(address), timeout=60, what="the engine to serve")
     async with table_stub(address) as stub:
         table_id = await create_table(stub, _crash_table(game))
         seen: dict[int, table_pb2.WatchTableResponse] = {}
@@ -113,7 +114,8 @@ async def test_a_clean_restart_resumes_tables_from_their_snapshot(
     address = f"127.0.0.1:{engine.env['MASA_GRPC_PORT']}"
     engine.env["MASA_NODE_ID"] = "graceful"
     engine.start()
-    await wait_until(lambda: serving(address), what="the engine to serve")
+    # A process of its own: on a loaded machine its imports alone can take many seconds.
+    await wait_until(lambda: serving(address), timeout=60, what="the engine to serve")
     async with table_stub(address) as stub:
         table_id = await create_table(
             stub,
