@@ -7,9 +7,10 @@ more workers than the machine has cores. A worker is handed whole groups of test
   handed out before anything else, so that each runs on a worker of its own from the start
   while the rest of the suite goes by on the others;
 - the end-to-end modules (``tests/e2e/test_e2e_*``) that use the session's shared stack
-  (``make run``) are one group, so that one worker starts it once, not every worker; those
-  that start what they need themselves (``OWN_STACK``) are groups of their own, handed out
-  among the first, so that they run beside that group rather than after it;
+  (``make run``) are two groups (``SECOND_STACK`` the other), so that two workers each start
+  a stack once, not every worker, and the modules, several minutes end to end, run in two
+  halves at once; those that start what they need themselves (``OWN_STACK``) are groups of
+  their own, handed out among the first, so that they run beside the others, not after;
 - any other test is grouped with its module, whose module-scoped fixtures (a NATS server, a
   stack of its own) then start once.
 
@@ -34,6 +35,17 @@ from xdist.scheduler import LoadScopeScheduling
 
 ALONE = frozenset({"services/table_engine/tests/test_engine_chaos.py"})
 E2E_STACK = "tests/e2e/test_e2e_"
+# The shared-stack modules that run on a second worker with a stack of its own (about half of
+# the end-to-end time).
+SECOND_STACK = frozenset(
+    {
+        "tests/e2e/test_e2e_masa_play.py",
+        "tests/e2e/test_e2e_masa_watch.py",
+        "tests/e2e/test_e2e_newcomer.py",
+        "tests/e2e/test_e2e_nodes.py",
+        "tests/e2e/test_e2e_load.py",
+    }
+)
 # End-to-end modules that never touch the shared stack: a stack, or servers, of their own.
 OWN_STACK = frozenset(
     {
@@ -58,7 +70,7 @@ def _group(nodeid: str) -> str:
     if module in ALONE:
         return nodeid
     if module.startswith(E2E_STACK) and module not in OWN_STACK:
-        return E2E_STACK
+        return E2E_STACK + ("2" if module in SECOND_STACK else "1")
     return module
 
 
