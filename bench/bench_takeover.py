@@ -1,4 +1,5 @@
-"""Takeover after a node's death (issue 12): how long its tables refuse actions. One JSON.
+"""Takeover after a node's death or drain (issue 12): how long its tables refuse actions.
+One JSON.
 
 Everything runs for real: a nats-server with JetStream and the masa users, and three
 ``python -m masa_table_engine`` processes with ``LEASE_SECONDS`` leases; this process plays.
@@ -7,9 +8,12 @@ node, reads which tables it served from the engine-node registry (``EngineNode.t
 and has every one of them try a move at once and again until one is accepted, following
 ``TABLE_MOVED`` and asking another node on ``UNAVAILABLE``: the figure is the time from the
 kill to that table's first accepted move (p50, p99, max), with the moves refused meanwhile.
-The killed node is started again before the next round. The baseline, in the same run, is a
-move on a live table (GetTable twice and SubmitAction, as each try does). Every log is read
-back at the end: one entry per sequence, no request applied twice.
+The killed node is started again before the next round. Then a rolling restart: each node in
+turn gets SIGTERM (it drains, handing its tables over without waiting for their leases), and
+the same figure is taken from the signal, whose goal is 2 s; the node is started again before
+the next one. The baseline, in the same run, is a move on a live table (GetTable twice and
+SubmitAction, as each try does). Every log is read back at the end: one entry per sequence, no
+request applied twice.
 """
 
 from __future__ import annotations
@@ -138,8 +142,62 @@ def elevator_config() -> game_pb2.TableConfig:
     )
 
 
+class Rounds:
+    """Nodes taken down one after another, each round timed from its signal to every one of
+    the node's tables taking a move again."""
+
+    def __init__(self, admin: Client, addresses: list[str], rng: random.Random) -> None:
+        self.admin, self.addresses, self.rng = admin, addresses, rng
+        self.refused = 0
+
+    async def take_down(
+        self, victims: list[EngineProcess], *, drain: bool
+    ) -> tuple[list[float], list[int]]:
+        seconds: list[float] = []
+        tables: list[int] = []
+        for victim in victims:
+            # Its record is rewritten every second: let it catch up with the last moves.
+            await asyncio.sleep(1.5)
+            theirs = await served_by(self.admin, victim.node_id)
+            signalled = time.monotonic()
+            if drain:
+                victim.terminate()
+            else:
+                victim.kill()
+            answers = await asyncio.gather(
+                *(until_accepted(self.addresses, t, victim.address, self.rng) for t in theirs)
+            )
+            seconds.extend(at - signalled for at, _ in answers)
+            self.refused += sum(count for _, count in answers)
+            tables.append(len(theirs))
+            victim.stop()
+            victim.start()
+            await until_serving(victim)
+        return seconds, tables
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
+async def create_tables(addresses: list[str]) -> list[str]:
+    tables: list[str] = []
+    for number in range(TABLES):
+        async with grpc.aio.insecure_channel(addresses[number % NODES]) as channel:
+            created = await table_pb2_grpc.TableServiceStub(channel).CreateTable(
+                table_pb2.CreateTableRequest(request_id=uuid.uuid4().hex, config=elevator_config()),
+                metadata=SERVICE,
+            )
+        tables.append(created.table.table_id)
+    return tables
+
+
 async def run(workdir: Path) -> dict[str, object]:
-    rng = random.Random(12)
     # The bus plan's leases and node records, short so that a dead node's tables move fast.
     fast = BusSettings(table_lease_ttl_seconds=LEASE_SECONDS, engine_node_ttl_seconds=3.0)
     with NatsServer(workdir / "nats", secure=True, bus=fast) as nats:
@@ -150,48 +208,25 @@ async def run(workdir: Path) -> dict[str, object]:
             for engine in engines:
                 await until_serving(engine)
             addresses = [engine.address for engine in engines]
-            tables: list[str] = []
-            for number in range(TABLES):
-                async with grpc.aio.insecure_channel(addresses[number % NODES]) as channel:
-                    created = await table_pb2_grpc.TableServiceStub(channel).CreateTable(
-                        table_pb2.CreateTableRequest(
-                            request_id=uuid.uuid4().hex, config=elevator_config()
-                        ),
-                        metadata=SERVICE,
-                    )
-                tables.append(created.table.table_id)
+            tables = await create_tables(addresses)
             baseline: list[float] = []
             for number, table_id in enumerate(tables):
                 started = time.monotonic()
                 await move(addresses[number % NODES], table_id, uuid.uuid4().hex)
                 baseline.append(time.monotonic() - started)
             admin = await connect(nats.url, name="bench", user=ADMIN, password=nats.password(ADMIN))
-            seconds: list[float] = []
-            refused = 0
-            per_round: list[int] = []
             try:
-                for round_number in range(ROUNDS):
-                    victim = engines[round_number % NODES]
-                    # Its record is rewritten every second: let it catch up with the last moves.
-                    await asyncio.sleep(1.5)
-                    theirs = await served_by(admin, victim.node_id)
-                    died = time.monotonic()
-                    victim.kill()
-                    answers = await asyncio.gather(
-                        *(until_accepted(addresses, t, victim.address, rng) for t in theirs)
-                    )
-                    seconds.extend(at - died for at, _ in answers)
-                    refused += sum(count for _, count in answers)
-                    per_round.append(len(theirs))
-                    victim.start()
-                    await until_serving(victim)
+                rounds = Rounds(admin, addresses, random.Random(12))
+                killed = [engines[n % NODES] for n in range(ROUNDS)]
+                deaths, per_kill = await rounds.take_down(killed, drain=False)
+                drains, per_drain = await rounds.take_down(engines, drain=True)
                 whole = await check_logs(admin, tables)
             finally:
                 await admin.close()
         finally:
             for engine in engines:
                 engine.stop()
-    ordered = sorted(seconds)
+    death = percentiles(deaths)
     return {
         "bench": "takeover",
         "python": platform.python_version(),
@@ -200,17 +235,14 @@ async def run(workdir: Path) -> dict[str, object]:
         "lease_seconds": LEASE_SECONDS,
         "scan_seconds": SCAN_SECONDS,
         "kills": ROUNDS,
-        "tables_per_kill": per_round,
-        "death_to_accepting_seconds": {
-            "p50": round(statistics.median(ordered), 3),
-            "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3),
-            "max": round(ordered[-1], 3),
-        },
-        "refused_while_moving": refused,
+        "tables_per_kill": per_kill,
+        "death_to_accepting_seconds": death,
+        "tables_per_drain": per_drain,
+        "drain_to_accepting_seconds": percentiles(drains),
+        "drain_goal_seconds": 2.0,
+        "refused_while_moving": rounds.refused,
         "baseline_move_seconds_p50": round(statistics.median(baseline), 4),
-        "p99_over_lease": round(
-            ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] / LEASE_SECONDS, 2
-        ),
+        "p99_over_lease": round(death["p99"] / LEASE_SECONDS, 2),
         "logs_whole": whole,
     }
 

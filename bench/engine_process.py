@@ -78,6 +78,11 @@ class EngineProcess:
             self.process.kill()
             self.process.wait()
 
+    def terminate(self) -> None:
+        """Send SIGTERM (the engine drains: it hands its tables over) without waiting."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
