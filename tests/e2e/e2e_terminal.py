@@ -18,8 +18,9 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+
+from masa_platform.testing import sigint_as_in_a_terminal
 
 WAIT_SECONDS = 60.0
 # The repository's root, where `make` and `.venv` live.
@@ -59,7 +60,7 @@ class Terminal:
             termios.tcsetattr(slave, termios.TCSANOW, attributes)
         # A session of its own: the terminal is its controlling terminal, and closing kills
         # the whole group (make -> uv -> masa), not only the first process.
-        with _sigint_as_in_a_terminal():
+        with sigint_as_in_a_terminal():
             self.process = subprocess.Popen(
                 argv,
                 stdin=slave,
@@ -160,18 +161,3 @@ def assert_reads_well(transcript: str, typed: list[str]) -> None:
             assert line[2:].strip() in typed, f"output after the prompt: {line!r}"
     assert not re.search(r"\bseat \d", transcript), "a player is called by seat number"
     assert not re.search(r"\b1 (card|pair|hand)s\b", transcript), "a plural after 1"
-
-
-@contextlib.contextmanager
-def _sigint_as_in_a_terminal() -> Iterator[None]:
-    """Ctrl-C as in a person's terminal: a suite started in the background (CI, nohup) runs
-    with SIGINT ignored, which its children would inherit and never see a Ctrl-C. A handled
-    signal is reset to its default in the child, an ignored one is not."""
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

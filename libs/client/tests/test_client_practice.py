@@ -37,7 +37,13 @@ from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.keys import ISSUER
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_platform.testing import (
+    NatsServer,
+    auth_settings,
+    keyring,
+    sigint_as_in_a_terminal,
+    token,
+)
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -236,9 +242,10 @@ async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
             "MASA_RUN_DIR": str(tmp_path / "no-run"),
             "MASA_JWT_ISSUER_KEY_FILE": str(keyring().private(ISSUER)),
         }
-        process = await asyncio.create_subprocess_exec(
-            *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
+        with sigint_as_in_a_terminal():
+            process = await asyncio.create_subprocess_exec(
+                *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
         try:
             assert process.stdout is not None
             first = await asyncio.wait_for(process.stdout.readline(), 30)

@@ -39,7 +39,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -60,6 +60,7 @@ __all__ = [
     "keyring",
     "nats_server_binary",
     "provision_bus",
+    "sigint_as_in_a_terminal",
     "signed_result",
     "token",
 ]
@@ -137,6 +138,22 @@ def provision_bus(
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
+
+
+@contextlib.contextmanager
+def sigint_as_in_a_terminal() -> Iterator[None]:
+    """Ctrl-C as in a person's terminal for the processes started inside: a suite started in
+    the background (CI, nohup) runs with SIGINT ignored, which its children would inherit and
+    never see a Ctrl-C. A handled signal is reset to its default in the child, an ignored one
+    is not."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
