@@ -1,4 +1,4 @@
-"""Every ErrorInfo reason the code can raise is a RULES.md id or a value of
+"""Every ErrorInfo reason the code can raise is a rule id or a value of
 masa.common.v1.ErrorReason (without its prefix), so clients can rely on the enum."""
 
 from __future__ import annotations

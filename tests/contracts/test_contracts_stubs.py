@@ -1,4 +1,4 @@
-"""The generated stubs of protos/masa/** import, round-trip and keep the rules of DESIGN.md §3.
+"""The generated stubs of protos/masa/** import, round-trip and keep the rules of architecture.md.
 
 These tests read the descriptors of the generated modules (``make proto``), so they check the
 contracts as clients see them: every action of both engines is a typed oneof case, enums are

@@ -1,4 +1,4 @@
-"""Two table-engine nodes under ``make run`` (DESIGN.md §5): ``masa nodes`` lists both from the
+"""Two table-engine nodes under ``make run`` (architecture.md): ``masa nodes`` lists both from the
 engine-node registry, and matchmaking places tables on both."""
 
 from __future__ import annotations

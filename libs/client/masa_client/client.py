@@ -9,7 +9,7 @@ What it does for the caller:
   backoff, sending the *same* ``request_id`` so the server applies a write at most once
   (AIP-155); an action the old node accepted but never acknowledged is answered from the log
   by the node that serves the table now;
-- follows a table from node to node (DESIGN.md §3, issue 12). ``TABLE_MOVED``: the error's
+- follows a table from node to node (architecture.md, issue 12). ``TABLE_MOVED``: the error's
   metadata names the node that serves the table now, and the client dials it and remembers it
   for that table. ``UNAVAILABLE`` from a table's node (it died, or drains and hands its tables
   over): the client asks the other nodes it knows (``nodes``), each of which serves the table

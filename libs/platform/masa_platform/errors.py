@@ -2,7 +2,7 @@
 
 Handlers raise a :class:`MasaError` (or a ``masa_rules`` ``RuleViolation``); the
 :class:`ErrorInterceptor` turns it into a status whose details hold an ``ErrorInfo`` with
-domain ``masa.dev`` and a reason: the RULES.md rule id for an illegal move, or a platform reason
+domain ``masa.dev`` and a reason: the rule id for an illegal move, or a platform reason
 such as ``TABLE_MOVED``. Clients read it with ``grpc_status.rpc_status.from_call`` or
 :func:`error_info`. Anything else a handler raises becomes ``INTERNAL`` without its text, and is
 logged. A request whose bytes are not the method's protobuf message is ``INVALID_ARGUMENT``
@@ -110,7 +110,7 @@ class PreconditionFailed(MasaError):
 
 
 class IllegalMove(PreconditionFailed):
-    """A move the rules forbid now; the reason is the RULES.md rule id."""
+    """A move the rules forbid now; the reason is the rule id."""
 
     def __init__(
         self, rule: str, message: str, *, metadata: Mapping[str, str] | None = None

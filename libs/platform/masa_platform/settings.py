@@ -1,7 +1,7 @@
 """Configuration read once from ``MASA_*`` environment variables into frozen dataclasses.
 
 A service declares its settings as a frozen dataclass and calls :func:`load_settings` once at
-start-up; the result is passed down explicitly (DESIGN.md §2). Every field ``name`` is read from
+start-up; the result is passed down explicitly (architecture.md). Every field ``name`` is read from
 ``MASA_NAME``. A field whose type is itself a settings dataclass is read from the same flat
 namespace, so ``PlatformSettings.auth.jwt_jwks_file`` comes from ``MASA_JWT_JWKS_FILE``.
 

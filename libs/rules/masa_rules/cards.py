@@ -1,4 +1,4 @@
-"""Cards, their codes and the packs (RULES.md C-1..C-4, F-1, E-1).
+"""Cards, their codes and the packs (rules.md C-1..C-4, F-1, E-1).
 
 Glossary:
 

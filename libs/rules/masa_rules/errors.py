@@ -1,4 +1,4 @@
-"""The one error type of the rules library: every rejection names the RULES.md id it enforces.
+"""The one error type of the rules library: every rejection names the rule id it enforces.
 
 >>> error = RuleViolation("F-36", "a taken discard is not discarded again this turn")
 >>> error.rule, str(error)
@@ -11,7 +11,7 @@ __all__ = ["IllegalAction", "RuleViolation"]
 
 
 class RuleViolation(ValueError):
-    """Input that a rule forbids. ``rule`` is the RULES.md id (``F-11``, ``E-4``, ``C-1`` ...)."""
+    """Input that a rule forbids. ``rule`` is the rule id (``F-11``, ``E-4``, ``C-1`` ...)."""
 
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(f"{rule}: {message}")

@@ -1,4 +1,4 @@
-"""Melds of 51: runs, sets, pairs, jokers and their readings (RULES.md C-2, F-10..F-16, F-50..F-56).
+"""Melds of 51: runs, sets, pairs, jokers and their readings (rules.md C-2, F-10..F-16, F-50..F-56).
 
 Glossary:
 

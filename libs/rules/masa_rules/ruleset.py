@@ -1,7 +1,7 @@
-"""Every option of the 51 rule book (RULES.md §2.9) and the three presets.
+"""Every option of the 51 rule book (rules.md §2.9) and the three presets.
 
 No rule constant of 51 may live anywhere else: engines, solver, bots and services read them
-from a :class:`RuleSet`. Options marked *(decision)* in RULES.md carry the book's default.
+from a :class:`RuleSet`. Options marked *(decision)* in rules.md carry the book's default.
 """
 
 from __future__ import annotations

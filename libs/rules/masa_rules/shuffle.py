@@ -1,4 +1,4 @@
-"""The provably fair shuffle (RULES.md F-5), shared by every game.
+"""The provably fair shuffle (rules.md F-5), shared by every game.
 
 Algorithm, so that anyone can recompute a deal from the published seed alone:
 

@@ -1,4 +1,4 @@
-"""One scenario per Elevator rule (RULES.md §3, E-1..E-11), built from fixed positions."""
+"""One scenario per Elevator rule (rules.md §3, E-1..E-11), built from fixed positions."""
 
 from __future__ import annotations
 

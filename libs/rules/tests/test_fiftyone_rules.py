@@ -1,4 +1,4 @@
-"""51 rule by rule (RULES.md F-1..F-97): one or more scenario tests per rule id, on fixed deals."""
+"""51 rule by rule (rules.md F-1..F-97): one or more scenario tests per rule id, on fixed deals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``masa_rules`` stays pure: standard library only, no I/O (DESIGN.md §1)."""
+"""``masa_rules`` stays pure: standard library only, no I/O (architecture.md)."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ filtered in one place: every event is converted for a viewer (a seat, or ``None`
 spectator).
 
 - :mod:`masa_wire.cards`: cards and faces (C-1..C-4);
-- :mod:`masa_wire.elevator`: Elevator actions, events per viewer and views (RULES.md §3);
+- :mod:`masa_wire.elevator`: Elevator actions, events per viewer and views (rules.md §3);
 - :mod:`masa_wire.fiftyone`: 51 actions, events per viewer, lossless seat views and lobby rules
-  (RULES.md §2);
+  (rules.md §2);
 - :class:`WireError`: input that is not a valid message (a bad request, never a rule).
 """
 

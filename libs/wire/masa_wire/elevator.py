@@ -1,4 +1,4 @@
-"""Elevator (RULES.md §3) between ``masa_rules.elevator`` and ``masa.table.v1``.
+"""Elevator (rules.md §3) between ``masa_rules.elevator`` and ``masa.table.v1``.
 
 Hidden information (P-20) is decided here and nowhere else: every event is converted *for a
 viewer*, a seat number or ``None`` for a spectator, and carries only what that viewer may know,

@@ -1,4 +1,4 @@
-"""LedgerService over real gRPC, with real NATS and a real database (DESIGN.md §3, P-30).
+"""LedgerService over real gRPC, with real NATS and a real database (architecture.md, P-30).
 
 Each refusal is the status code and ErrorInfo reason that error.proto promises; a player reads
 only its own chips; SettleGame reads the result from the table log and races VoidGame safely.

@@ -1,4 +1,4 @@
-"""Matchmaking's settings, read once from ``MASA_*`` (DESIGN.md §2)."""
+"""Matchmaking's settings, read once from ``MASA_*`` (architecture.md)."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> N
         assert by_seat[0].place != by_seat[1].place
         assert {s.team for s in finished.ranking if s.seat in (0, 2)} == {0}
         assert {s.team for s in finished.ranking if s.seat in (1, 3)} == {1}
-        # DESIGN.md §4: the log alone rebuilds the table, as a restarted node replays it.
+        # architecture.md: the log alone rebuilds the table, as a restarted node replays it.
         entries = await log_entries(nats_server, table_id)
         inputs = [input_from_log(entry, 30.0) for entry in entries]
         times = [entry.occurred_at.ToNanoseconds() / 1e9 for entry in entries]

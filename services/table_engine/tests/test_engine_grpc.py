@@ -1,5 +1,5 @@
 """The table engine over real gRPC and a real nats-server: whole games, a human seat, hidden
-information, auth and bad input (P-10, P-20, DESIGN.md §3, §4)."""
+information, auth and bad input (P-10, P-20, architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile input at the edge (DESIGN.md §3, P-2): every id, string, list and option is checked
+"""Hostile input at the edge (architecture.md, P-2): every id, string, list and option is checked
 against a documented limit before anything is converted or written; a refusal is
 INVALID_ARGUMENT (or RESOURCE_EXHAUSTED past the request size), quotes no more than a short
 prefix, and leaves no log entry, no lease and no index entry behind."""

@@ -1,4 +1,4 @@
-"""NATS outages and lost ownership (DESIGN.md §4): no table freezes, nothing is lost or doubled.
+"""NATS outages and lost ownership (architecture.md): no table freezes, nothing is lost or doubled.
 
 A stalled nats-server (SIGSTOP: connections stay open, nothing is answered) or a killed and
 restarted one: a write that timed out may still land once NATS is back. The table learns from

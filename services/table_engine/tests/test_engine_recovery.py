@@ -1,4 +1,4 @@
-"""Crash recovery (DESIGN.md §4): kill -9 the engine process mid-hand, start it again, and the
+"""Crash recovery (architecture.md): kill -9 the engine process mid-hand, start it again, and the
 game finishes with every accepted entry kept; watchers resume from their last sequence."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Restarts resume every unfinished table, and say why they leave any (DESIGN.md §4).
+"""Restarts resume every unfinished table, and say why they leave any (architecture.md).
 
 Issue 9: 2 of 11 restarts left an unfinished table with a snapshot and a longer log unserved
 (NOT_FOUND until the next restart), with nothing logged. Here many tables stand at sequences

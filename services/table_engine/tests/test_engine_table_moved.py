@@ -1,5 +1,5 @@
 """Two table-engine nodes on one NATS: a table asked of the node that does not own it answers
-TABLE_MOVED with the owner's address (DESIGN.md §3), and the SDK follows it there."""
+TABLE_MOVED with the owner's address (architecture.md), and the SDK follows it there."""
 
 from __future__ import annotations
 

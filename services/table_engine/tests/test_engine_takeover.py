@@ -1,4 +1,4 @@
-"""Tables outlive their node (issue 12, DESIGN.md §4): live nodes take over the tables of a node
+"""Tables outlive their node (issue 12, architecture.md): live nodes take over the tables of a node
 that died (its leases expired) or drained (it released them), rebuild them from snapshot and
 log, keep their deadlines, and void a table whose log they cannot replay."""
 
@@ -114,7 +114,7 @@ async def test_the_tables_of_a_node_that_died_are_taken_over_and_play_on(
             owner = next(n for n in nodes.values() if _served_by(n, table_id))
             answer = await _move(owner, table_id, f"after-{number}")
             assert answer.update.sequence >= 3
-            # The other survivor sends the client to the owner (DESIGN.md §3).
+            # The other survivor sends the client to the owner (architecture.md).
             other = next(n for n in nodes.values() if n is not owner)
             async with table_stub(other.address) as stub:
                 call = stub.GetTable(

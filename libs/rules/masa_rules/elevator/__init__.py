@@ -1,4 +1,4 @@
-"""Elevator, the shedding game of RULES.md §3 (E-1..E-11), as a pure engine.
+"""Elevator, the shedding game of rules.md §3 (E-1..E-11), as a pure engine.
 
 >>> from masa_rules.elevator import ElevatorRules, apply, legal_actions, new_game
 >>> state = new_game(ElevatorRules(), 3, "readme")

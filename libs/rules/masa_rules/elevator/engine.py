@@ -1,4 +1,4 @@
-"""The Elevator engine: ``new_game``, ``legal_actions`` and ``apply`` (RULES.md §3, E-1..E-11).
+"""The Elevator engine: ``new_game``, ``legal_actions`` and ``apply`` (rules.md §3, E-1..E-11).
 
 ``apply`` is a pure function. It never mutates its input; an illegal action raises
 :class:`~masa_rules.errors.IllegalAction` carrying the E-rule it breaks, and the caller still

@@ -1,4 +1,4 @@
-"""Every option of the Elevator rule book (RULES.md §3) in one frozen :class:`ElevatorRules`.
+"""Every option of the Elevator rule book (rules.md §3) in one frozen :class:`ElevatorRules`.
 
 The engine reads no rule constant from anywhere else. Options marked *(decision)* are points
 the sources leave open; the default is the book's choice, the other values are there so that

@@ -1,4 +1,4 @@
-"""51 (Elli Bir), the Turkish rummy of RULES.md §2 (F-1..F-97), as a pure engine.
+"""51 (Elli Bir), the Turkish rummy of rules.md §2 (F-1..F-97), as a pure engine.
 
 One engine plays the three presets (``classic``, ``salon``, ``remi``), 2–4 players and team
 mode; every difference between them is an option of :class:`~masa_rules.ruleset.RuleSet`.
@@ -19,8 +19,8 @@ per event), :mod:`.state`, :mod:`.deal` (shuffle, cut, bottom card; how to verif
 views, states, logs and replay), :mod:`.policies` and :mod:`.simulate`. Lobby options become a
 rule set in :mod:`masa_rules.lobby`.
 
-Readings. RULES.md now settles some points this engine once chose itself; the engine follows
-the book, and each reading below names the rule it applies. Those marked *(book)* are the
+Readings. The rule book (docs/rules.md) now settles some points this engine once chose itself;
+the engine follows the book, and each reading below names the rule it applies. Those marked *(book)* are the
 book's own words now; *(changed)* ones changed in issue 8, with the old behaviour; the rest are
 still this engine's choices where the book is silent.
 

@@ -1,4 +1,4 @@
-"""The deal of 51: shuffle, cut, bottom card and hands (RULES.md F-1..F-6).
+"""The deal of 51: shuffle, cut, bottom card and hands (rules.md F-1..F-6).
 
 How a third party verifies a deal, with nothing but the revealed hand seed:
 

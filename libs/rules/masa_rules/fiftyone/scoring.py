@@ -1,4 +1,4 @@
-"""Scoring a hand and a game of 51 (RULES.md F-90..F-97). Penalty points: lower is better.
+"""Scoring a hand and a game of 51 (rules.md F-90..F-97). Penalty points: lower is better.
 
 classic and salon (F-90..F-93): the finisher (and in team mode the partner) scores
 ``finisher_score``; an opened seat the value of its cards in hand; an unopened seat 100, or 200

@@ -1,4 +1,4 @@
-"""What a seat (or a spectator) may know about a 51 game (RULES.md P-20).
+"""What a seat (or a spectator) may know about a 51 game (rules.md P-20).
 
 A :class:`View` holds the seat's own hand and everything public: card counts, the table, the
 discard pile, the face-up bottom card, scores, the commitment to the hand seed and the turn's

@@ -1,4 +1,4 @@
-"""51 (RULES.md §2) between ``masa_rules.fiftyone`` and ``masa.table.v1``, by concern:
+"""51 (rules.md §2) between ``masa_rules.fiftyone`` and ``masa.table.v1``, by concern:
 
 - :mod:`.config`: a lobby's rule set from ``TableConfig`` (checked by ``masa_rules.lobby``);
 - :mod:`.actions`: actions both ways;

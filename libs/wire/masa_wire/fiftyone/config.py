@@ -1,4 +1,4 @@
-"""A 51 lobby's configuration (P-2, RULES.md §2.9) from ``masa.common.v1.TableConfig``.
+"""A 51 lobby's configuration (P-2, rules.md §2.9) from ``masa.common.v1.TableConfig``.
 
 The options are checked by :func:`masa_rules.lobby.lobby_rules`, the one place that turns
 lobby options into a rule set; this module only reads them off the message.

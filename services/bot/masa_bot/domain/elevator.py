@@ -1,4 +1,4 @@
-"""Elevator decisions (RULES.md §3) from a state rebuilt from one seat's view.
+"""Elevator decisions (rules.md §3) from a state rebuilt from one seat's view.
 
 Both levels are the engine's own policies, so the bot and the simulator play alike:
 ``easy`` is ``random_policy`` (uniform among the plays, a voluntary pass once in eight chances),

@@ -1,4 +1,4 @@
-"""51 decisions (RULES.md §2) from a state rebuilt from one seat's view.
+"""51 decisions (rules.md §2) from a state rebuilt from one seat's view.
 
 ``easy`` is the engine's ``random_policy``: a weighted draw among the legal actions that
 favours opening, laying off and finishing, so games still end. ``normal`` is the engine's

@@ -64,7 +64,7 @@ class Unavailable(MatchmakingError):
 
 
 class InvalidLobby(ValueError):
-    """A lobby definition the rules or the platform refuse; ``rule`` is the RULES.md id when a
+    """A lobby definition the rules or the platform refuse; ``rule`` is the rule id when a
     rule refuses it."""
 
     def __init__(self, message: str, *, rule: str = "P-2") -> None:

@@ -1,6 +1,6 @@
 """A lobby (salon, P-2): what every table it places is, and how its queue is matched.
 
-A lobby fixes the game, preset, mode (P-1), table size, options (RULES.md §2.9 and §3), stake,
+A lobby fixes the game, preset, mode (P-1), table size, options (rules.md §2.9 and §3), stake,
 rake, payout table, turn time and bot fill. Its options are checked where the engine checks
 them, by :func:`masa_rules.lobby.lobby_rules` (51),
 :meth:`masa_rules.elevator.rules.ElevatorRules.check_players` and

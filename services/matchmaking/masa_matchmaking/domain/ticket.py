@@ -45,7 +45,7 @@ CLOSED: Final = frozenset(set(TicketState) - OPEN)
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """Why a ticket failed or expired: an ErrorInfo reason (a RULES.md id or a platform
+    """Why a ticket failed or expired: an ErrorInfo reason (a rule id or a platform
     reason such as INSUFFICIENT_FUNDS) and a message for the player."""
 
     reason: str

@@ -1,4 +1,4 @@
-"""The table log, snapshots, leases and results on NATS JetStream (DESIGN.md §4).
+"""The table log, snapshots, leases and results on NATS JetStream (architecture.md).
 
 - Log: stream ``MASA_TABLES``, subject ``masa.table.v1.<table_id>.log``, one
   ``TableLogEntry`` per accepted input, published with ``Nats-Msg-Id`` = the entry's event id
@@ -553,7 +553,7 @@ class _RenewalsFailed(Exception):
 
 
 class KvOwnership:
-    """Table leases in KV (DESIGN.md §4), renewed in the background while the node runs.
+    """Table leases in KV (architecture.md), renewed in the background while the node runs.
 
     A lease that expired while NATS was away (the bucket's TTL ran on) is taken again if
     nobody else took it; one another node holds is reported to ``on_lost``, which hands the

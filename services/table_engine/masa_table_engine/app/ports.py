@@ -112,7 +112,7 @@ class Unserved:
 
 
 class LogStore(Protocol):
-    """The table log (DESIGN.md §4), its snapshots and the index of the tables this node runs.
+    """The table log (architecture.md), its snapshots and the index of the tables this node runs.
 
     ``writer`` names this node in every entry it appends, so that a table reading its log
     back tells its own late writes from another owner's.
@@ -166,7 +166,7 @@ class LogStore(Protocol):
 
     async def placement(self, table_id: str) -> Placement | None:
         """Who saved the table's latest snapshot, from where, and whether the game was over
-        (DESIGN.md §3, TABLE_MOVED); None when it has no snapshot."""
+        (architecture.md, TABLE_MOVED); None when it has no snapshot."""
         ...
 
 
@@ -203,7 +203,7 @@ class Decider(Protocol):
 
 
 class Ownership(Protocol):
-    """Table leases (DESIGN.md §4): one owner per table, kept alive while it runs."""
+    """Table leases (architecture.md): one owner per table, kept alive while it runs."""
 
     async def claim(self, table_id: str) -> bool:
         """Take or keep the table's lease; False when another node holds it."""

@@ -5,7 +5,7 @@ Creation validates everything before the first write (the pure :func:`accept` of
 and appends the first entry. A creation that fails after that leaves no lease and no index
 entry behind, and no log entry as far as the log can tell.
 
-Recovery (DESIGN.md §4) resumes every table in this node's index: it loads the table's
+Recovery (architecture.md) resumes every table in this node's index: it loads the table's
 snapshot (when there is one), reads the log after it in a few round trips, replays the entries
 through the same pure :func:`~masa_table_engine.domain.table.accept`, and takes the lease. Every
 table is loaded before any of them runs, so that tables already back do not starve those still
@@ -19,7 +19,7 @@ A table fenced off while running (another node wrote to its log) is recovered he
 lease is free or still ours, and handed over (forgotten, so that clients are sent to the
 owner) when another node holds it.
 
-Takeover (DESIGN.md §4): every node looks for tables that some node's index lists and whose
+Takeover (architecture.md): every node looks for tables that some node's index lists and whose
 lease nobody holds (their node died and its leases expired, or it drained and released them),
 every ``takeover_scan_seconds``. It claims at most its share of them at once (the unserved
 tables over the live nodes, in a random order, so that the survivors split a dead node's

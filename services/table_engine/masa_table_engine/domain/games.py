@@ -102,7 +102,7 @@ class Game(Protocol):
 
 
 class ElevatorGame:
-    """Elevator (RULES.md §3). A game is one hand, as the engine defines it."""
+    """Elevator (rules.md §3). A game is one hand, as the engine defines it."""
 
     kind = GameKind.ELEVATOR
 
@@ -247,7 +247,7 @@ def fiftyone_rules(config: TableConfig) -> tuple[RuleSet, int | None]:
 
 
 class FiftyOneGame:
-    """51 (RULES.md §2) in every preset, 2-4 players and team mode (P-1)."""
+    """51 (rules.md §2) in every preset, 2-4 players and team mode (P-1)."""
 
     kind = GameKind.FIFTYONE
 

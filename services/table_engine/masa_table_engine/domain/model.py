@@ -87,7 +87,7 @@ class SeatConfig:
 
 @dataclass(frozen=True, slots=True)
 class GameOptions:
-    """The lobby options (RULES.md §2.9, E-1); None takes the preset's default."""
+    """The lobby options (rules.md §2.9, E-1); None takes the preset's default."""
 
     decks: int | None = None
     open_threshold: int | None = None
