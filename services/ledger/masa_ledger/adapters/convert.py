@@ -6,7 +6,7 @@ or no id at all, never a player (``protos/masa/events/v1/ledger_event.proto``).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, assert_never
 
 from google.protobuf import timestamp_pb2
 from masa.common.v1 import chips_pb2, game_pb2
@@ -299,4 +299,6 @@ def encode_event(event: LedgerEvent) -> OutboxMessage:
                     reason=s.reason,
                 )
             )
+        case _:
+            assert_never(event)
     return OutboxMessage(event.event_id, subject, envelope.SerializeToString())

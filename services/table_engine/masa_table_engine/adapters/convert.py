@@ -7,7 +7,7 @@ the log entry envelope. Hidden information (P-20) is filtered by ``masa_wire`` p
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, assert_never
 
 from google.protobuf import duration_pb2, timestamp_pb2
 from masa.common.v1 import chips_pb2, game_pb2
@@ -497,60 +497,67 @@ def _events(entry: Entry, viewer: Viewer) -> list[event_pb2.TableEvent]:
     for event in entry.events:
         if isinstance(event, GameEvents):
             out.extend(_game_events(event, viewer, query_deadline))
-        elif isinstance(event, TurnStarted):
-            out.append(
-                event_pb2.TableEvent(
-                    turn_started=event_pb2.TurnStarted(
-                        seat=event.seat,
-                        phase=_PHASE.get(event.phase, view_pb2.TURN_PHASE_UNSPECIFIED),
-                        deadline=timestamp(event.deadline),
-                    )
+        else:
+            out.append(_table_event(event))
+    return out
+
+
+def _table_event(
+    event: TurnStarted
+    | TurnTimedOut
+    | AutopilotChanged
+    | SeatConnectionChanged
+    | SeatForfeited
+    | GameFinished
+    | GameAbandoned,
+) -> event_pb2.TableEvent:
+    """A table's own event (every kind but the game's), the same for every viewer."""
+    match event:
+        case TurnStarted():
+            phase = _PHASE.get(event.phase, view_pb2.TURN_PHASE_UNSPECIFIED)
+            message = event_pb2.TableEvent(
+                turn_started=event_pb2.TurnStarted(
+                    seat=event.seat, phase=phase, deadline=timestamp(event.deadline)
                 )
             )
-        elif isinstance(event, TurnTimedOut):
-            out.append(
-                event_pb2.TableEvent(
-                    turn_timed_out=event_pb2.TurnTimedOut(
-                        seat=event.seat, consecutive_timeouts=event.consecutive_timeouts
-                    )
+        case TurnTimedOut():
+            message = event_pb2.TableEvent(
+                turn_timed_out=event_pb2.TurnTimedOut(
+                    seat=event.seat, consecutive_timeouts=event.consecutive_timeouts
                 )
             )
-        elif isinstance(event, AutopilotChanged):
-            out.append(
-                event_pb2.TableEvent(
-                    autopilot_changed=event_pb2.AutopilotChanged(
-                        seat=event.seat, on=event.on, reason=_REASON[event.reason]
-                    )
+        case AutopilotChanged():
+            message = event_pb2.TableEvent(
+                autopilot_changed=event_pb2.AutopilotChanged(
+                    seat=event.seat, on=event.on, reason=_REASON[event.reason]
                 )
             )
-        elif isinstance(event, SeatConnectionChanged):
+        case SeatConnectionChanged():
             changed = event_pb2.SeatConnectionChanged(
                 seat=event.seat, connected=event.connected, left=event.left
             )
             if event.protection_deadline is not None:
                 changed.protection_deadline.CopyFrom(timestamp(event.protection_deadline))
-            out.append(event_pb2.TableEvent(seat_connection_changed=changed))
-        elif isinstance(event, SeatForfeited):
-            out.append(
-                event_pb2.TableEvent(
-                    seat_forfeited=event_pb2.SeatForfeited(
-                        seat=event.seat, bot_level=_LEVEL_BACK[event.bot_level]
-                    )
+            message = event_pb2.TableEvent(seat_connection_changed=changed)
+        case SeatForfeited():
+            message = event_pb2.TableEvent(
+                seat_forfeited=event_pb2.SeatForfeited(
+                    seat=event.seat, bot_level=_LEVEL_BACK[event.bot_level]
                 )
             )
-        elif isinstance(event, GameAbandoned):
-            out.append(
-                event_pb2.TableEvent(
-                    game_abandoned=event_pb2.GameAbandoned(
-                        game_no=event.game_no,
-                        reason=_ABANDON[event.reason],
-                        hands_played=event.hands_played,
-                    )
+        case GameAbandoned():
+            message = event_pb2.TableEvent(
+                game_abandoned=event_pb2.GameAbandoned(
+                    game_no=event.game_no,
+                    reason=_ABANDON[event.reason],
+                    hands_played=event.hands_played,
                 )
             )
-        else:
-            out.append(event_pb2.TableEvent(game_finished=game_finished_to_proto(event)))
-    return out
+        case GameFinished():
+            message = event_pb2.TableEvent(game_finished=game_finished_to_proto(event))
+        case _:
+            assert_never(event)
+    return message
 
 
 def game_finished_to_proto(event: GameFinished) -> event_pb2.GameFinished:
@@ -581,40 +588,45 @@ def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntr
         events=_events(entry, LOG),
     )
     item = entry.input
-    if isinstance(item, Created):
-        created = view_pb2.Table(
-            table_id=item.table_id,
-            config=config_to_proto(item.config),
-            state=view_pb2.Table.STATE_PLAYING,
-            owner_address=owner_address,
-            create_time=timestamp(entry.at),
-            sequence=1,
-            game_no=1,
-        )
-        message.table_created.CopyFrom(
-            table_log_pb2.TableCreated(table=created, seed=item.seed, request_id=item.request_id)
-        )
-    elif isinstance(item, PlayerAction):
-        message.action_applied.CopyFrom(
-            table_log_pb2.ActionApplied(
-                seat=item.seat,
-                action=_action_to_proto(item.action),
-                request_id=item.request_id,
-                source=_SOURCE[item.source],
+    match item:
+        case Created():
+            created = view_pb2.Table(
+                table_id=item.table_id,
+                config=config_to_proto(item.config),
+                state=view_pb2.Table.STATE_PLAYING,
+                owner_address=owner_address,
+                create_time=timestamp(entry.at),
+                sequence=1,
+                game_no=1,
             )
-        )
-    elif isinstance(item, TimerFired):
-        message.timer_fired.CopyFrom(
-            table_log_pb2.TimerFired(kind=_TIMER[item.kind], seat=item.seat)
-        )
-    elif isinstance(item, TableVoided):
-        message.table_voided.CopyFrom(
-            table_log_pb2.TableVoided(reason=_ABANDON[item.reason], details=item.details)
-        )
-    else:
-        message.seat_changed.CopyFrom(
-            table_log_pb2.SeatChanged(seat=item.seat, change=_CHANGE[item.change])
-        )
+            message.table_created.CopyFrom(
+                table_log_pb2.TableCreated(
+                    table=created, seed=item.seed, request_id=item.request_id
+                )
+            )
+        case PlayerAction():
+            message.action_applied.CopyFrom(
+                table_log_pb2.ActionApplied(
+                    seat=item.seat,
+                    action=_action_to_proto(item.action),
+                    request_id=item.request_id,
+                    source=_SOURCE[item.source],
+                )
+            )
+        case TimerFired():
+            message.timer_fired.CopyFrom(
+                table_log_pb2.TimerFired(kind=_TIMER[item.kind], seat=item.seat)
+            )
+        case TableVoided():
+            message.table_voided.CopyFrom(
+                table_log_pb2.TableVoided(reason=_ABANDON[item.reason], details=item.details)
+            )
+        case SeatChanged():
+            message.seat_changed.CopyFrom(
+                table_log_pb2.SeatChanged(seat=item.seat, change=_CHANGE[item.change])
+            )
+        case _:
+            assert_never(item)
     return message
 
 

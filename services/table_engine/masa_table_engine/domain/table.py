@@ -37,7 +37,7 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, assert_never
 
 from masa_rules.errors import IllegalAction, RuleViolation
 from masa_rules.lobby import check_chip_seating
@@ -150,14 +150,17 @@ def accept(table: Table | None, item: Input, at: float, timers: TimerPolicy) -> 
     if table.finished:
         raise IllegalAction("P-2", "the game at this table is over")
     events: list[TableEvent]
-    if isinstance(item, PlayerAction):
-        table, events = _act(table, item, at, timers)
-    elif isinstance(item, TimerFired):
-        table, events = _timer(table, item, at, timers)
-    elif isinstance(item, TableVoided):
-        table, events = _voided(table, item)
-    else:
-        table, events = _seat_changed(table, item, at, timers)
+    match item:
+        case PlayerAction():
+            table, events = _act(table, item, at, timers)
+        case TimerFired():
+            table, events = _timer(table, item, at, timers)
+        case TableVoided():
+            table, events = _voided(table, item)
+        case SeatChanged():
+            table, events = _seat_changed(table, item, at, timers)
+        case _:
+            assert_never(item)
     table = replace(table, sequence=table.sequence + 1)
     return table, Entry(table.table_id, table.sequence, at, item, tuple(events))
 
