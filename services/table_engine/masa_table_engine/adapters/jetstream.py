@@ -55,15 +55,8 @@ from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import RESULT_SIGNATURE, SEAL, ResultSigner, Sealer
 from nats.aio.client import Client
 
-from masa_table_engine.adapters.convert import (
-    config_to_proto,
-    entry_to_log,
-    game_finished_to_proto,
-    input_from_log,
-    payout_to_proto,
-    timestamp,
-    update_for,
-)
+from masa_table_engine.adapters.convert import entry_to_log, input_from_log
+from masa_table_engine.adapters.results import result_event_id, table_results
 from masa_table_engine.app.ports import (
     LogConflict,
     LoggedInput,
@@ -73,7 +66,7 @@ from masa_table_engine.app.ports import (
     Unserved,
 )
 from masa_table_engine.app.tasks import stop_tasks
-from masa_table_engine.domain.model import AbandonReason, Entry, GameAbandoned, GameFinished
+from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
 __all__ = [
@@ -104,12 +97,6 @@ RULES_VERSION: Final = version("masa-rules")
 _SAME_TIME_NANOS: Final = 1_000
 
 _log = logging.getLogger(__name__)
-
-# GameAbandoned.reason in words, for the ledger's records.
-_ABANDONED_BECAUSE: Final = {
-    AbandonReason.VOIDED: "voided by an operator",
-    AbandonReason.UNRECOVERABLE: "the table's state could not be rebuilt on takeover",
-}
 
 
 def log_subject(table_id: str) -> str:
@@ -452,17 +439,17 @@ class JetStreamResults:
         self._signer = signer
 
     async def publish(self, table: Table, entry: Entry, *, recheck: bool = False) -> list[str]:
-        results = self._results(table, entry)
+        results = table_results(table, entry)
         if not results:
             return []
         subject = result_subject(table.table_id)
         on_the_bus: set[str] = set()
         if recheck:
             for raw in await read_subject(self._nc, STREAM, subject):
-                on_the_bus.add(_event_id(result_pb2.TableResult.FromString(raw.data)))
+                on_the_bus.add(result_event_id(result_pb2.TableResult.FromString(raw.data)))
         outcomes: list[str] = []
         for result in results:
-            event_id = _event_id(result)
+            event_id = result_event_id(result)
             if event_id in on_the_bus:
                 outcomes.append("duplicate")
                 continue
@@ -476,72 +463,6 @@ class JetStreamResults:
             )
             outcomes.append("duplicate" if ack.duplicate else "published")
         return outcomes
-
-    def _results(self, table: Table, entry: Entry) -> list[result_pb2.TableResult]:
-        config = table.config
-        game = config_to_proto(config)
-        player_ids = [seat.player_id for seat in config.seats]
-        results: list[result_pb2.TableResult] = []
-        for event in update_for(entry, None).events:
-            if event.WhichOneof("kind") != "hand_finished":
-                continue
-            hand = event.hand_finished
-            results.append(
-                result_pb2.TableResult(
-                    hand_finished=result_pb2.HandFinished(
-                        event_id=f"{table.table_id}:1:hand:{hand.hand_no}",
-                        occurred_at=timestamp(entry.at),
-                        table_id=table.table_id,
-                        game_no=1,
-                        game=game.game,
-                        preset=game.preset,
-                        hand=hand,
-                        player_ids=player_ids,
-                    )
-                )
-            )
-        for finished in entry.events:
-            if not isinstance(finished, GameFinished):
-                continue
-            results.append(
-                result_pb2.TableResult(
-                    game_finished=result_pb2.GameFinished(
-                        event_id=f"{table.table_id}:{finished.game_no}:game",
-                        occurred_at=timestamp(entry.at),
-                        table_id=table.table_id,
-                        game_no=finished.game_no,
-                        game=game.game,
-                        preset=game.preset,
-                        mode=game.mode,
-                        stake=config.stake,
-                        ranking=game_finished_to_proto(finished).ranking,
-                        hands_played=finished.hands_played,
-                        lobby_id=config.lobby_id,
-                        started_at=timestamp(table.created_at),
-                        payout=payout_to_proto(config.payout),
-                    )
-                )
-            )
-        for abandoned in entry.events:
-            if not isinstance(abandoned, GameAbandoned):
-                continue
-            results.append(
-                result_pb2.TableResult(
-                    game_abandoned=result_pb2.GameAbandoned(
-                        event_id=f"{table.table_id}:{abandoned.game_no}:abandoned",
-                        occurred_at=timestamp(entry.at),
-                        table_id=table.table_id,
-                        game_no=abandoned.game_no,
-                        hold_ids=[seat.hold_id for seat in config.seats if seat.hold_id],
-                        reason=_ABANDONED_BECAUSE[abandoned.reason],
-                    )
-                )
-            )
-        return results
-
-
-def _event_id(result: result_pb2.TableResult) -> str:
-    return str(getattr(result, result.WhichOneof("result") or "").event_id)
 
 
 class _RenewalsFailed(Exception):

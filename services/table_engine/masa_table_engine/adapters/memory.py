@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from masa_table_engine.adapters.results import result_event_id, table_results
 from masa_table_engine.app.ports import (
     LogConflict,
     LoggedInput,
@@ -26,7 +27,7 @@ from masa_table_engine.app.ports import (
     Snapshot,
     Unserved,
 )
-from masa_table_engine.domain.model import Entry, GameAbandoned, GameEvents, GameFinished
+from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table
 
 __all__ = [
@@ -310,12 +311,4 @@ class MemoryResults:
 
 
 def _result_ids(table: Table, entry: Entry) -> list[str]:
-    ids: list[str] = []
-    for event in entry.events:
-        if isinstance(event, GameEvents) and table.engine.ends_hand(event.events):
-            ids.append(f"{table.table_id}:1:hand@{entry.sequence}")
-        elif isinstance(event, GameFinished):
-            ids.append(f"{table.table_id}:{event.game_no}:game")
-        elif isinstance(event, GameAbandoned):
-            ids.append(f"{table.table_id}:{event.game_no}:abandoned")
-    return ids
+    return [result_event_id(result) for result in table_results(table, entry)]
