@@ -35,14 +35,13 @@ import grpc.aio
 from engine_process import SERVICE, EngineProcess, health, player
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2
-from grpc_status import rpc_status
 from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket, connect, read_subject
 from masa_platform.bus_access import ADMIN
 from masa_platform.bus_plan import BusSettings
-from masa_platform.errors import error_info
+from masa_platform.errors import rpc_error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import STREAM, log_subject
@@ -106,7 +105,7 @@ async def until_accepted(
             await move(address, table_id, request_id)
         except grpc.aio.AioRpcError as error:
             refused += 1
-            info = error_info(rpc_status.from_call(error))  # type: ignore[arg-type]
+            info = rpc_error_info(error)
             if info is not None and info.reason == "TABLE_MOVED":
                 address = info.metadata["owner_address"]
                 continue

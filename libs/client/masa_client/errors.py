@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 
 import grpc
 import grpc.aio
-from google.rpc import error_details_pb2, status_pb2
+from masa_platform.errors import rpc_error_info
 
 __all__ = ["OVERLOADED", "TABLE_MOVED", "MasaCallError", "from_rpc_error"]
 
 TABLE_MOVED = "TABLE_MOVED"
 OVERLOADED = "OVERLOADED"
-_DETAILS_KEY = "grpc-status-details-bin"
 
 
 # Not frozen: raising sets __traceback__ (and contextlib sets it again on the way out of an
@@ -50,24 +49,10 @@ class MasaCallError(Exception):
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> MasaCallError:
     """The code, message and ErrorInfo of ``error``."""
-    info = _error_info(error.trailing_metadata())
+    info = rpc_error_info(error)
     return MasaCallError(
         code=error.code(),
         message=error.details() or "",
         reason=info.reason if info is not None else "",
         metadata=dict(info.metadata) if info is not None else {},
     )
-
-
-def _error_info(trailers: grpc.aio.Metadata | None) -> error_details_pb2.ErrorInfo | None:
-    if not trailers:
-        return None
-    for key, value in trailers:
-        if key != _DETAILS_KEY or not isinstance(value, bytes):
-            continue
-        status = status_pb2.Status.FromString(value)
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
-                return info
-    return None

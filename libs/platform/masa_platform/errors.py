@@ -56,6 +56,7 @@ __all__ = [
     "finish_with",
     "preview",
     "refusal",
+    "rpc_error_info",
     "to_status",
 ]
 
@@ -251,6 +252,21 @@ def error_info(status: status_pb2.Status | None) -> error_details_pb2.ErrorInfo 
         if detail.Unpack(info):
             return info
     return None
+
+
+def rpc_error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ``ErrorInfo`` a failed call carried in its trailers (``grpc-status-details-bin``),
+    if there is one: what a client reads to tell one refusal from another."""
+    for key, value in error.trailing_metadata() or ():
+        if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
+            try:
+                return error_info(status_pb2.Status.FromString(value))
+            except DecodeError:
+                return None
+    return None
+
+
+_STATUS_DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
 class ErrorInterceptor(WrappingInterceptor):
