@@ -13,7 +13,8 @@ for, then every service of :func:`stack` at once as ``python -m <package>`` with
 ``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING)
 for as long as that takes while some become ready: the start fails when a process dies, or
 when none became ready for ``RUN_STALL_SECONDS``. Then it prints the endpoints and the next
-steps, and writes them to ``.masa/run.json`` for the ``masa`` CLI.
+steps, and writes them to ``.masa/run.json`` for the ``masa`` CLI (``masa endpoints`` prints
+them).
 
 From then on it supervises: a service that dies (kill -9, a crash) is started again, on the
 same address, after a backoff of 1 s doubled at each death in a row up to 30 s (a minute
@@ -637,8 +638,8 @@ def _address_of(running: Sequence[_Running], name: str) -> str | None:
 
 
 def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
-    """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it);
-    written again whenever a service restarts."""
+    """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it,
+    ``masa endpoints`` prints it); written again whenever a service restarts."""
     state = {
         "launcher_pid": os.getpid(),
         "table_engine": _address_of(running, "table-engine"),
@@ -687,6 +688,7 @@ def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[st
             (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
             (f"{where}masa lobbies", "the lobbies; masa balance and masa history: your chips"),
             (f"{where}masa nodes", "the table-engine nodes and how many tables each serves"),
+            (f"{where}masa endpoints", "every address; --get ledger prints one, for scripts"),
             (f"grpcurl -plaintext {matchmaking} list", "the gRPC services, through reflection"),
         ]
         width = max(len(command) for command, _ in steps)

@@ -1,5 +1,5 @@
 """``make run``'s launcher as a subprocess: every service becomes healthy, the endpoints are
-written down, and SIGINT stops everything with exit code 0
+written down (and ``masa endpoints`` prints them), and SIGINT stops everything with exit code 0
 and no process left behind. One stack owns its run folder; a service that dies is restarted
 with backoff while the rest goes on, and one that keeps dying makes the launcher give up; a
 start that makes no progress fails."""
@@ -37,6 +37,8 @@ WHOLE_STACK: Final = {
     "MASA_LEDGER_PORT": "0",
     "MASA_MATCHMAKING_PORT": "0",
 }
+# The ``masa`` command as installed in the environment.
+MASA: Final = str(Path(sys.executable).parent / "masa")
 
 
 def alive(pid: int) -> bool:
@@ -301,6 +303,17 @@ def restarted(launcher: Launched, name: str, old_pid: int) -> int:
     return pid
 
 
+def masa(launcher: Launched, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MASA, *arguments],
+        env=launcher.env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        check=False,
+    )
+
+
 def test_a_second_launcher_in_the_same_folder_is_refused_and_the_first_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -337,6 +350,46 @@ def test_a_second_launcher_in_the_same_folder_is_refused_and_the_first_goes_on(
 def whole_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
     with launched(tmp_path_factory.mktemp("stack") / ".masa", WHOLE_STACK) as launcher:
         yield launcher
+
+
+def test_masa_endpoints_prints_where_the_stack_listens(whole_stack: Launched) -> None:
+    state = whole_stack.state()
+    services = whole_stack.services()
+    shown = masa(whole_stack, "endpoints")
+    assert shown.returncode == 0, shown.stderr
+    assert f"launcher pid {whole_stack.process.pid}" in shown.stdout
+    for name, entry in services.items():
+        address = entry["grpc"] or (f"nats://{entry['nats']}" if entry["nats"] else "-")
+        assert re.search(
+            rf"^{name} +{re.escape(str(address))} .* {entry['pid']}$", shown.stdout, re.M
+        ), shown.stdout
+    for name, key in (
+        ("table-engine", "table_engine"),
+        ("ledger", "ledger"),
+        ("matchmaking", "matchmaking"),
+    ):
+        got = masa(whole_stack, "endpoints", "--get", name)
+        assert (got.returncode, got.stdout) == (0, f"{state[key]}\n")
+    got = masa(whole_stack, "endpoints", "--get", "nats")
+    assert got.stdout == f"nats://{services['nats']['nats']}\n"
+    unknown = masa(whole_stack, "endpoints", "--get", "croupier")
+    assert unknown.returncode == 2
+    assert "croupier" in unknown.stderr and "matchmaking" in unknown.stderr
+    assert unknown.stdout == ""
+
+
+def test_masa_endpoints_without_a_stack_says_how_to_start_one(tmp_path: Path) -> None:
+    ran = subprocess.run(
+        [MASA, "endpoints", "--get", "ledger"],
+        env={**os.environ, "MASA_RUN_DIR": str(tmp_path / ".masa")},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stdout == ""
+    assert "make run" in ran.stderr
 
 
 @pytest.mark.parametrize("name", ["ledger", "table-engine-1"])
