@@ -19,9 +19,9 @@ from pathlib import Path
 from e2e_terminal import ROOT, without_uv
 from masa_platform.testing import keyring
 
-# make run gives each of its six processes up to MASA_RUN_READY_SECONDS (60) in turn; in the
-# suite they start while the chaos runs and five other workers share two cores, so the whole
-# stack gets a budget of several services' worth, not one.
+# make run waits for as long as its services keep becoming ready (MASA_RUN_STALL_SECONDS, 180,
+# without one); in the suite they start while the chaos runs and five other workers share two
+# cores, so the fixture gives the whole stack a budget of its own as well.
 READY_SECONDS = 180.0
 STOP_SECONDS = 60.0
 

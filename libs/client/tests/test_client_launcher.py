@@ -1,16 +1,24 @@
 """``make run``'s launcher as a subprocess: every service becomes healthy, the endpoints are
-written down, and SIGINT stops everything with exit code 0 and no process left behind."""
+written down (and ``masa endpoints`` prints them), and SIGINT stops everything with exit code 0
+and no process left behind. One stack owns its run folder; a service that dies is restarted
+with backoff while the rest goes on, and one that keeps dying makes the launcher give up; a
+start that makes no progress fails."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
 import grpc
 import nats
@@ -19,6 +27,18 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 DEADLINE_SECONDS = 60.0
+# The whole stack's start on a loaded machine, as the end-to-end tests allow it.
+START_SECONDS = 180.0
+SMALL_STACK: Final = {"MASA_BOT_PORT": "0", "MASA_RUN_SERVICES": "nats,bot"}
+WHOLE_STACK: Final = {
+    "MASA_TABLE_ENGINE_PORT": "0",
+    "MASA_TABLE_ENGINE_1_PORT": "0",
+    "MASA_BOT_PORT": "0",
+    "MASA_LEDGER_PORT": "0",
+    "MASA_MATCHMAKING_PORT": "0",
+}
+# The ``masa`` command as installed in the environment.
+MASA: Final = str(Path(sys.executable).parent / "masa")
 
 
 def alive(pid: int) -> bool:
@@ -192,3 +212,261 @@ def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
     assert pids
     assert leftover == []
+    # The killed launcher's hold on its run folder went with it: the next one starts there.
+    with launched(tmp_path / ".masa", SMALL_STACK) as again:
+        assert {int(entry["pid"]) for entry in again.services().values()}.isdisjoint(pids)
+
+
+class Launched:
+    """A launcher started as ``make run`` would start it, its output in files."""
+
+    def __init__(self, run_dir: Path, extra_env: Mapping[str, str]) -> None:
+        self.run_dir = run_dir
+        self.env = {**os.environ, "MASA_RUN_DIR": str(run_dir), **extra_env}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.out = run_dir.parent / f"launcher-{len(list(run_dir.parent.glob('launcher-*')))}"
+        with (
+            self.out.with_suffix(".out").open("w") as out,
+            self.out.with_suffix(".err").open("w") as err,
+        ):
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "masa_client.launcher"], env=self.env, stdout=out, stderr=err
+            )
+        # Every service pid seen, so that none outlives a failed test.
+        self.pids: set[int] = set()
+
+    def printed(self) -> str:
+        return self.out.with_suffix(".out").read_text()
+
+    def complained(self) -> str:
+        return self.out.with_suffix(".err").read_text()
+
+    def state(self) -> dict[str, object]:
+        """run.json, once this launcher's stack is up (one killed before may have left its own)."""
+        path = self.run_dir / "run.json"
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            assert self.process.poll() is None, self.printed() + self.complained()
+            if path.exists():
+                state: dict[str, object] = json.loads(path.read_text())
+                if state["launcher_pid"] == self.process.pid:
+                    return state
+            assert time.monotonic() < deadline, f"{path} never appeared"
+            time.sleep(0.05)
+
+    def services(self) -> dict[str, dict[str, object]]:
+        services = self.state()["services"]
+        assert isinstance(services, dict)
+        self.pids |= {int(entry["pid"]) for entry in services.values()}
+        return services
+
+    def stop(self) -> int:
+        """A Ctrl-C; the launcher's exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        return self.process.wait(DEADLINE_SECONDS)
+
+    def kill_all(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for pid in self.pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def launched(run_dir: Path, extra_env: Mapping[str, str]) -> Iterator[Launched]:
+    """A launcher with its stack up; stopped with a Ctrl-C on the way out, and nothing of it
+    left running even when the test failed."""
+    launcher = Launched(run_dir, extra_env)
+    try:
+        launcher.services()
+        yield launcher
+        assert launcher.stop() == 0, launcher.complained()
+        assert [pid for pid in launcher.pids if alive(pid)] == []
+    finally:
+        launcher.kill_all()
+
+
+def pid_of(launcher: Launched, name: str) -> int:
+    return int(launcher.services()[name]["pid"])
+
+
+def restarted(launcher: Launched, name: str, old_pid: int) -> int:
+    """The pid of ``name`` once run.json names a new process for it."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while (pid := pid_of(launcher, name)) == old_pid:
+        assert launcher.process.poll() is None, launcher.complained()
+        assert time.monotonic() < deadline, f"{name} was not restarted: {launcher.complained()}"
+        time.sleep(0.05)
+    return pid
+
+
+def masa(launcher: Launched, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MASA, *arguments],
+        env=launcher.env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        check=False,
+    )
+
+
+def test_a_second_launcher_in_the_same_folder_is_refused_and_the_first_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Two stacks in one folder would share run.json, the NATS configuration and passwords and
+    one SQLite ledger: the second is refused, naming the first, and changes nothing."""
+    run_dir = tmp_path / ".masa"
+    with launched(run_dir, SMALL_STACK) as first:
+        kept = {
+            path: path.read_bytes()
+            for path in (
+                run_dir / "run.json",
+                run_dir / "nats" / "nats-server.conf",
+                run_dir / "nats" / "admin-password",
+            )
+        }
+        second = subprocess.run(
+            [sys.executable, "-m", "masa_client.launcher"],
+            env=first.env,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+            check=False,
+        )
+        assert second.returncode != 0
+        assert f"pid {first.process.pid}" in second.stderr
+        assert f"kill {first.process.pid}" in second.stderr
+        assert "ready" not in second.stdout
+        assert {path: path.read_bytes() for path in kept} == kept
+        assert first.process.poll() is None
+        assert serving(str(first.services()["bot"]["grpc"]))
+
+
+@pytest.fixture(scope="module")
+def whole_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
+    with launched(tmp_path_factory.mktemp("stack") / ".masa", WHOLE_STACK) as launcher:
+        yield launcher
+
+
+def test_masa_endpoints_prints_where_the_stack_listens(whole_stack: Launched) -> None:
+    state = whole_stack.state()
+    services = whole_stack.services()
+    shown = masa(whole_stack, "endpoints")
+    assert shown.returncode == 0, shown.stderr
+    assert f"launcher pid {whole_stack.process.pid}" in shown.stdout
+    for name, entry in services.items():
+        address = entry["grpc"] or (f"nats://{entry['nats']}" if entry["nats"] else "-")
+        assert re.search(
+            rf"^{name} +{re.escape(str(address))} .* {entry['pid']}$", shown.stdout, re.M
+        ), shown.stdout
+    for name, key in (
+        ("table-engine", "table_engine"),
+        ("ledger", "ledger"),
+        ("matchmaking", "matchmaking"),
+    ):
+        got = masa(whole_stack, "endpoints", "--get", name)
+        assert (got.returncode, got.stdout) == (0, f"{state[key]}\n")
+    got = masa(whole_stack, "endpoints", "--get", "nats")
+    assert got.stdout == f"nats://{services['nats']['nats']}\n"
+    unknown = masa(whole_stack, "endpoints", "--get", "croupier")
+    assert unknown.returncode == 2
+    assert "croupier" in unknown.stderr and "matchmaking" in unknown.stderr
+    assert unknown.stdout == ""
+
+
+def test_masa_endpoints_without_a_stack_says_how_to_start_one(tmp_path: Path) -> None:
+    ran = subprocess.run(
+        [MASA, "endpoints", "--get", "ledger"],
+        env={**os.environ, "MASA_RUN_DIR": str(tmp_path / ".masa")},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        check=False,
+    )
+    assert ran.returncode == 1
+    assert ran.stdout == ""
+    assert "make run" in ran.stderr
+
+
+@pytest.mark.parametrize("name", ["ledger", "table-engine-1"])
+def test_a_service_killed_with_sigkill_is_restarted_and_the_stack_goes_on(
+    whole_stack: Launched, name: str
+) -> None:
+    """kill -9 of one service: the launcher starts it again (after a backoff), on its address,
+    and every other process of the stack runs on untouched; a table-engine node's tables are
+    the other node's meanwhile."""
+    services = whole_stack.services()
+    others = {other: int(entry["pid"]) for other, entry in services.items() if other != name}
+    old_pid = int(services[name]["pid"])
+    os.kill(old_pid, signal.SIGKILL)
+    new_pid = restarted(whole_stack, name, old_pid)
+    assert serving(str(services[name]["grpc"]))
+    assert whole_stack.services()[name]["grpc"] == services[name]["grpc"]
+    assert alive(new_pid)
+    assert whole_stack.process.poll() is None
+    assert {other: pid_of(whole_stack, other) for other in others} == others
+    assert all(alive(pid) for pid in others.values())
+    complained = whole_stack.complained()
+    assert f"{name} was killed by SIGKILL" in complained
+    assert re.search(rf"restarting {name} in [\d.]+ s", complained)
+
+
+def test_a_service_that_keeps_dying_makes_the_launcher_give_up(tmp_path: Path) -> None:
+    """The bot's port is taken while it restarts, so each new bot dies at once: after
+    MASA_RUN_RESTARTS restarts the launcher stops the stack and says why."""
+    launcher = Launched(tmp_path / ".masa", {**SMALL_STACK, "MASA_RUN_RESTARTS": "2"})
+    try:
+        bot = launcher.services()["bot"]
+        host, port = str(bot["grpc"]).rsplit(":", 1)
+        os.kill(int(bot["pid"]), signal.SIGKILL)
+        with taken(host, int(port)):
+            code = launcher.process.wait(DEADLINE_SECONDS)
+        complained = launcher.complained()
+        assert code == 1, complained
+        assert re.search(r"restarting bot in 1 s", complained)
+        assert re.search(r"restarting bot in 2 s", complained)
+        assert "bot exited with 1" in complained
+        assert "giving up" in complained
+        assert "stopped" in launcher.printed()
+        assert [pid for pid in launcher.pids if alive(pid)] == []
+        assert not (tmp_path / ".masa" / "run.json").exists()
+    finally:
+        launcher.kill_all()
+
+
+@contextlib.contextmanager
+def taken(host: str, port: int) -> Iterator[None]:
+    """``port`` bound by someone else, as soon as its last holder let it go."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        while True:
+            try:
+                holder.bind((host, port))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{host}:{port} stayed busy"
+                time.sleep(0.01)
+        holder.listen()
+        yield
+
+
+def test_a_start_without_progress_for_the_stall_interval_fails(tmp_path: Path) -> None:
+    """MASA_RUN_STALL_SECONDS: the launcher waits while services keep becoming ready, and gives
+    up once none has for that long (here less than any service takes), naming what hung."""
+    launcher = Launched(tmp_path / ".masa", {**SMALL_STACK, "MASA_RUN_STALL_SECONDS": "0.2"})
+    try:
+        code = launcher.process.wait(DEADLINE_SECONDS)
+        complained = launcher.complained()
+        assert code == 1, complained
+        assert re.search(
+            r"no service became ready for 0.2 s: (nats|bot) still starting", complained
+        )
+        assert "stopped" in launcher.printed()
+        assert not (tmp_path / ".masa" / "run.json").exists()
+    finally:
+        launcher.kill_all()
