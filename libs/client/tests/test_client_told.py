@@ -222,54 +222,82 @@ async def test_a_new_players_balance_shows_the_development_welcome_before_any_ti
         assert out == f"newbie: {WELCOME:,} chips (0 held, {WELCOME:,} available)\n"
 
 
+async def seated(stack: Stack, player: str) -> mm.Ticket:
+    """``player`` seated at a ``trio`` table through matchmaking (the others of the table must
+    come)."""
+    async with MatchmakingClient(stack.matchmaking, token(player)) as matchmaking:
+        lobby = await matchmaking.get_lobby("trio")
+        return await asyncio.wait_for(find_seat(matchmaking, lobby, Console(sys.stdout)), 30)
+
+
 async def test_P12_quit_says_how_long_the_seat_is_kept_and_the_command_that_comes_back(
     tmp_path: Path,
 ) -> None:
-    """A chip table (P-30): ``quit`` names the engine's seat protection and the command to come
-    back; that command comes back, and the game's end shows the chips, as it does for a seat
-    taken in the same session. Then a player who waits is told how long the lobby's players
-    waited, is seated, and an operator's void says the stake came back."""
+    """``quit`` at a chip table names the engine's seat protection (not the default) and the
+    exact command that comes back to the seat, and that command does."""
     async with started(tmp_path, seat_protection_seconds=PROTECTION_SECONDS) as stack:
-        ayse = token("ayse")
         practising = practice(stack, "pia", "pol")
-        async with MatchmakingClient(stack.matchmaking, ayse) as matchmaking:
-            lobby = await matchmaking.get_lobby("trio")
-            seat = await asyncio.wait_for(find_seat(matchmaking, lobby, Console(sys.stdout)), 30)
-        table_id = seat.table_id
+        seat = await seated(stack, "ayse")
+        try:
+            async with running(
+                stack, "play", "--player", "ayse", "--table", seat.table_id
+            ) as first:
+                await first.expect(r"your hand: ")
+                first.send("quit")
+                kept = await first.expect(r"your seat is kept for (\d+) s, then it forfeits")
+                assert PROTECTION_SECONDS - 5 <= int(kept.group(1)) <= PROTECTION_SECONDS
+                back = await first.expect(r"come back with: ([^\n]+)\n")
+                assert await first.exit_code() == 0
+            command = shlex.split(back.group(1))
+            assert command == [
+                "masa",
+                "play",
+                "--player",
+                "ayse",
+                "--table",
+                seat.table_id,
+                "--address",
+                stack.engine,
+            ]
+            # The command as printed (the helper adds the addresses it takes, the same again).
+            async with running(stack, *command[1:]) as again:
+                await again.expect(rf"Elevator · table {seat.table_id}")
+                await again.expect(r"ayse \(you\)")
+        finally:
+            practising.cancel()
+            await asyncio.gather(practising, return_exceptions=True)
 
-        async with running(stack, "play", "--player", "ayse", "--table", table_id) as first:
-            await first.expect(r"your hand: ")
-            first.send("quit")
-            kept = await first.expect(r"your seat is kept for (\d+) s, then it forfeits")
-            assert PROTECTION_SECONDS - 5 <= int(kept.group(1)) <= PROTECTION_SECONDS
-            back = await first.expect(r"come back with: ([^\n]+)\n")
-            assert await first.exit_code() == 0
-        command = shlex.split(back.group(1))
-        assert command == [
-            "masa",
-            "play",
-            "--player",
-            "ayse",
-            "--table",
-            table_id,
-            "--address",
-            stack.engine,
-        ]
 
-        # The command as printed (the helper adds the addresses it takes, the same again).
-        async with running(stack, *command[1:]) as again:
-            await again.expect(r"your hand: ")
-            async with TableClient(seat.table_address, ayse) as client:
-                await asyncio.wait_for(play_seat(client, table_id, 0.0), GAME_SECONDS)
-            paid = await again.expect(
+async def test_P30_a_player_back_at_a_chip_table_with_table_sees_the_chips_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """The chip summary is read from the ledger, so a seat come back to with ``--table``
+    shows it as one taken in the same session does."""
+    async with started(tmp_path) as stack:
+        practising = practice(stack, "pia", "pol")
+        seat = await seated(stack, "ayse")
+        async with running(stack, "play", "--player", "ayse", "--table", seat.table_id) as back:
+            await back.expect(r"your hand: ")
+            async with TableClient(seat.table_address, token("ayse")) as client:
+                await asyncio.wait_for(play_seat(client, seat.table_id, 0.0), GAME_SECONDS)
+            paid = await back.expect(
                 rf"the table paid you ([\d,]+) chips for your stake of {STAKE}\n"
             )
-            balance = await again.expect(r"balance: ([\d,]+) chips")
-            assert await again.exit_code() == 0
+            balance = await back.expect(r"balance: ([\d,]+) chips")
+            assert await back.exit_code() == 0
         won = int(paid.group(1).replace(",", ""))
         assert int(balance.group(1).replace(",", "")) == WELCOME - STAKE + won
         assert await asyncio.wait_for(practising, GAME_SECONDS) == 0
 
+
+async def test_P13_P30_the_waiting_line_tells_recent_waits_and_a_void_says_the_stake_came_back(
+    tmp_path: Path,
+) -> None:
+    """After a table of the lobby was seated, a player who waits there is told how long its
+    players waited; seated, they read after an operator's void (VoidTable) that the game was
+    voided and their stake came back."""
+    async with started(tmp_path) as stack:
+        assert await asyncio.wait_for(practice(stack, "pia", "pol", "pim"), GAME_SECONDS) == 0
         async with running(stack, "play", "--player", "bora", "--lobby", "trio") as waiting:
             await waiting.expect(
                 r"waiting for 2 more players: bots never sit at a chip table \(P-13\); players "
@@ -278,9 +306,8 @@ async def test_P12_quit_says_how_long_the_seat_is_kept_and_the_command_that_come
             practising = practice(stack, "pia", "pol")
             voided = (await waiting.expect(r"seated at table (\w+)")).group(1)
             await waiting.expect(r"your hand: ")
-            admin = token("operator", Role.ADMIN)
-            async with TableAdminClient(stack.engine, admin) as engines:
-                answer = await engines.void_table(voided, "a test void", timeout=10)
+            async with TableAdminClient(stack.engine, token("operator", Role.ADMIN)) as engine:
+                answer = await engine.void_table(voided, "a test void", timeout=10)
             assert answer.applied
             await waiting.expect(r"game voided: [^\n]*every stake went back \(P-30\)")
             await waiting.expect(
@@ -289,3 +316,37 @@ async def test_P12_quit_says_how_long_the_seat_is_kept_and_the_command_that_come
             await waiting.expect(rf"balance: {WELCOME:,} chips \({WELCOME:,} available\)")
             assert await waiting.exit_code() == 0
         assert await asyncio.wait_for(practising, GAME_SECONDS) == 0
+
+
+async def test_C4_E4_elevator_help_gives_the_core_rules_and_a_card_not_held_is_refused_as_C4(
+    tmp_path: Path,
+) -> None:
+    """``help`` says what may be played (E-4 ...), not only the commands; a card the player
+    does not hold is refused for that (C-4), not as a colour rule (E-4) it does not break."""
+    async with (
+        started(tmp_path) as stack,
+        running(stack, "play", "--player", "lena", "--lobby", "training") as play,
+    ):
+        hand = (await play.expect(r"your hand: ([^\n]+)\n")).group(1).split()
+        await play.expect(r"your turn: 'play CARDS' or 'pass'")
+        play.send("help")
+        await play.expect(
+            r"what may be played \(docs/rules.md\):\n"
+            r"  E-4   play the opposite colour, strictly higher going up or strictly lower "
+            r"going down\n"
+        )
+        await play.expect(r"  play 8H 8S\s+play one card")
+        missing = next(
+            f"{rank}{suit}"
+            for rank in ("A", "K", "Q", "J", "10", "9", "8", "7", "6", "5", "4", "3", "2")
+            for suit in "SHDC"
+            if f"{rank}{suit}" not in hand
+        )
+        play.send(f"play {missing}")
+        await play.expect(
+            rf"not allowed \(C-4\): not in your hand: {missing}\n"
+            r"  rule C-4: each physical card is in exactly one place: you play and give "
+            r"only cards in your own hand\n"
+        )
+        play.send("quit")
+        assert await play.exit_code() == 0
