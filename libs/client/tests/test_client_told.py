@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import re
 import shlex
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from masa_client.practice import PracticeOptions, PracticePlayer, play_seat, run
 from masa_client.seating import find_seat
 from masa_client.session import Console
 from masa_platform.auth import Role
-from masa_platform.testing import token
+from masa_platform.testing import sigint_as_in_a_terminal, token
 
 WAIT_SECONDS = 60.0
 GAME_SECONDS = 120.0
@@ -234,7 +235,8 @@ async def test_P12_quit_says_how_long_the_seat_is_kept_and_the_command_that_come
     tmp_path: Path,
 ) -> None:
     """``quit`` at a chip table names the engine's seat protection (not the default) and the
-    exact command that comes back to the seat, and that command does."""
+    exact command that comes back to the seat, and that command does; Ctrl-C names the
+    command too."""
     async with started(tmp_path, seat_protection_seconds=PROTECTION_SECONDS) as stack:
         practising = practice(stack, "pia", "pol")
         seat = await seated(stack, "ayse")
@@ -260,9 +262,21 @@ async def test_P12_quit_says_how_long_the_seat_is_kept_and_the_command_that_come
                 stack.engine,
             ]
             # The command as printed (the helper adds the addresses it takes, the same again).
-            async with running(stack, *command[1:]) as again:
+            with sigint_as_in_a_terminal():
+                again = Running(await masa(stack, *command[1:]))
+            try:
                 await again.expect(rf"Elevator · table {seat.table_id}")
                 await again.expect(r"ayse \(you\)")
+                # Ctrl-C says the same, with the default protection time (the engine's is
+                # not in the view of a seat still connected).
+                again.process.send_signal(signal.SIGINT)
+                assert await again.exit_code() == 130
+                assert (
+                    "interrupted: your seat is kept for the seat protection (P-12: 180 s by "
+                    f"default), then it forfeits; come back with: {back.group(1)}\n"
+                ) in again.err
+            finally:
+                await again.close()
         finally:
             practising.cancel()
             await asyncio.gather(practising, return_exceptions=True)
