@@ -447,6 +447,25 @@ def _add_cancel_parser(
     cancel.add_argument("--matchmaking", help=matchmaking_where)
 
 
+def _add_lobbies_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    me: str,
+    matchmaking_where: str,
+) -> None:
+    lobbies = commands.add_parser(
+        "lobbies",
+        help="list the lobbies",
+        description="List the lobbies: how busy they are, how long their last seated players "
+        "waited, and which would seat you now.",
+    )
+    lobbies.add_argument(
+        "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
+    )
+    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
+    lobbies.add_argument("--matchmaking", help=matchmaking_where)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="masa", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -542,14 +561,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_cancel_parser(commands, me=me, matchmaking_where=matchmaking_where)
 
-    lobbies = commands.add_parser(
-        "lobbies", help="list the lobbies", description="List the lobbies and how busy they are."
-    )
-    lobbies.add_argument(
-        "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
-    )
-    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
-    lobbies.add_argument("--matchmaking", help=matchmaking_where)
+    _add_lobbies_parser(commands, me=me, matchmaking_where=matchmaking_where)
 
     balance = commands.add_parser(
         "balance", help="show your chips", description="Show a player's chips in the ledger."
