@@ -15,7 +15,8 @@ help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 # `make play`, `make practice` and `make watch` take their options as variables: make play
-# LOBBY=elevator. GAME (with PRESET) makes a custom training table instead, without matchmaking.
+# LOBBY=elevator. GAME (with PRESET) makes a custom training table instead, without matchmaking;
+# TABLE comes back to a seat (make play) or names the table to follow (make watch).
 # PLAYERS (and GAMES, each, else until Ctrl-C) are the practice players of `make practice`.
 LOBBY ?=
 GAME ?=
@@ -68,8 +69,8 @@ bench: setup ## Run the benchmarks; each prints one JSON document.
 run: setup ## Start NATS, the bot, the ledger, the table-engine and matchmaking (data in .masa/).
 	$(RUN) python -m masa_client.launcher
 
-play: setup ## Play through matchmaking with make run going: a lobby menu, or LOBBY=elevator.
-	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(GAME),--game $(GAME) --preset $(PRESET))
+play: setup ## Play through matchmaking with make run going: a lobby menu, LOBBY=elevator, or TABLE=<id> to come back.
+	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(GAME),--game $(GAME) --preset $(PRESET)) $(if $(TABLE),--table $(TABLE))
 
 practice: setup ## Practice players who fill a chip lobby, with make run going: LOBBY=elevator PLAYERS=2.
 	@test -n "$(LOBBY)" || { echo "make practice: name the lobby, e.g. make practice LOBBY=elevator PLAYERS=2" >&2; exit 2; }

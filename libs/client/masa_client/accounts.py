@@ -17,7 +17,14 @@ from masa_client.matchmaking import LedgerClient
 from masa_client.seating import lobby_table
 from masa_client.session import Console
 
-__all__ = ["grant", "print_balance", "print_history", "print_lobbies", "settled", "show_payout"]
+__all__ = [
+    "grant",
+    "print_balance",
+    "print_history",
+    "print_lobbies",
+    "settled",
+    "show_table_chips",
+]
 
 _KINDS: Final = {
     chips_pb2.TRANSFER_KIND_GRANT: "grant",
@@ -88,8 +95,9 @@ async def settled(client: LedgerClient, hold_id: str) -> tuple[ledger_pb2.StakeH
     return hold, sum(t.amount for t in transfers if t.kind == chips_pb2.TRANSFER_KIND_PAYOUT)
 
 
-async def show_payout(client: LedgerClient, hold_id: str, console: Console) -> None:
-    """Wait for the ledger to settle the stake's game, then say what it paid and the balance."""
+async def _show_payout(client: LedgerClient, hold_id: str, console: Console) -> None:
+    """Wait for the ledger to settle the stake's game, then say what became of the stake and
+    the balance."""
     closed = await settled(client, hold_id)
     if closed is None:
         console.say("the ledger has not settled the table yet: see masa balance later")
@@ -97,7 +105,23 @@ async def show_payout(client: LedgerClient, hold_id: str, console: Console) -> N
     hold, paid = closed
     if hold.state == ledger_pb2.StakeHold.STATE_POSTED:
         console.say(f"the table paid you {paid:,} chips for your stake of {hold.amount:,}")
+    elif hold.state == ledger_pb2.StakeHold.STATE_VOIDED:
+        console.say(
+            f"the game was voided: your stake of {hold.amount:,} chips came back to you (P-30)"
+        )
     else:
-        console.say("the table was voided: your stake was never taken (P-30)")
+        console.say(f"your stake of {hold.amount:,} chips was never taken: it is yours (P-30)")
     account = await client.balance()
     console.say(f"balance: {account.balance:,} chips ({account.available:,} available)")
+
+
+async def show_table_chips(
+    client: LedgerClient, table_id: str, game_no: int, console: Console
+) -> None:
+    """What became of the caller's stake at a chip table's game, read from the ledger: the
+    same whether the player was seated in this session or came back to the seat."""
+    holds = await client.table_holds(table_id, game_no)
+    if not holds:
+        console.say(f"the ledger holds no stake of yours at table {table_id}: see masa history")
+        return
+    await _show_payout(client, holds[0].hold_id, console)

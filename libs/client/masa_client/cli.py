@@ -3,7 +3,11 @@
 - ``masa play`` shows the lobbies (``masa lobbies``) and queues you through matchmaking for the
   one you pick, or for ``--lobby``; once seated, the table is played here. A chip table is
   paid by the ledger when the game ends, and the result and your balance are shown.
-  ``--table`` comes back to a seat you have (P-12). ``--game`` (with ``--preset``,
+  ``--table`` comes back to a seat you have (P-12), and a chip table's result is shown then
+  too (read from the ledger). Its standard input must be one it can wait on (a terminal or a
+  pipe): anything else is refused, with exit code 2, before a ticket or a table is made.
+  ``quit`` and Ctrl-C say how long the seat is kept and the command that comes back to it.
+  ``--game`` (with ``--preset``,
   ``--players``, ``--level``, ``--turn-seconds``) is a development shortcut: a custom training
   table created directly with a development admin token, for table sizes and turn times no
   lobby has;
@@ -12,6 +16,8 @@
   ``normal`` policy, printing a line per game with the chips won or lost, until Ctrl-C or
   ``--games`` games: bots never sit at a chip table (P-13), so they are how a developer alone
   tries a chip game (:mod:`masa_client.practice`);
+- ``masa cancel`` cancels your open ticket (``--ticket`` names one), as ``cancel`` does in the
+  lobby menu of ``masa play``;
 - ``masa lobbies``, ``masa balance``, ``masa history`` (your transfers) and ``masa grant
   PLAYER AMOUNT`` (an admin grant, with a development admin token);
 - ``masa token --player NAME [--role admin]`` prints a development token signed with the
@@ -36,6 +42,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,7 +56,13 @@ from masa.table.v1 import view_pb2
 from masa_platform.auth import Role
 from masa_platform.settings import load_settings
 
-from masa_client.accounts import grant, print_balance, print_history, print_lobbies, show_payout
+from masa_client.accounts import (
+    grant,
+    print_balance,
+    print_history,
+    print_lobbies,
+    show_table_chips,
+)
 from masa_client.admin import add_admin_parser, run_admin
 from masa_client.client import TableClient
 from masa_client.endpoints import add_endpoints_parser, print_endpoints
@@ -66,8 +79,14 @@ from masa_client.practice import (
     run_practice,
 )
 from masa_client.render import BOT_NAMES, count, style_for
-from masa_client.seating import NoSeat, choose_lobby, find_seat
-from masa_client.session import Console, Keyboard, PlaySession, watch_table
+from masa_client.seating import NoSeat, cancel_open, choose_lobby, find_seat
+from masa_client.session import (
+    SEAT_PROTECTION_SECONDS,
+    Console,
+    Keyboard,
+    PlaySession,
+    watch_table,
+)
 from masa_client.tokens import TokenSource
 
 __all__ = [
@@ -180,38 +199,57 @@ def _token(subject: str, roles: Sequence[Role]) -> Callable[[], str]:
 
 
 async def _play(args: argparse.Namespace) -> int:
+    unusable = Keyboard.unusable(sys.stdin.fileno())
+    if unusable:
+        print(
+            f"masa play: {unusable}: run it in a terminal, or pipe the moves into it "
+            "(no ticket was made and no seat taken)",
+            file=sys.stderr,
+        )
+        return 2
     console = Console(sys.stdout)
     style = style_for(sys.stdout)
     player_token = _token(args.player, [Role.PLAYER])
-    staked: mm.Ticket | None = None
     if args.table:
         table_id, owner = args.table, engine_address(args.address)
     elif args.game:
         table_id, owner = await _custom_training_table(args, console)
     else:
-        ticket = await _seat_through_matchmaking(args, player_token, console)
-        if ticket is None:
+        try:
+            ticket = await _seat_through_matchmaking(args, player_token, console)
+        except NoSeat as no_seat:
+            console.say(str(no_seat))
             return 1
+        if ticket is None:
+            return 0
         table_id, owner = ticket.table_id, ticket.table_address
         # Named on an interrupt (main), so that the player knows how to come back.
         args.table = table_id
-        staked = ticket if ticket.hold_id else None
         console.say(f"watch it from another terminal: make watch TABLE={table_id}")
-    console.say("type 'help' for the commands")
+    console.say("type 'help' for the rules and the commands")
     async with TableClient(owner, player_token, nodes=engine_nodes()) as client:
         joined = await client.get_table(table_id)
         if joined.WhichOneof("view") != "seat_view":
             console.say(f"{args.player} has no seat at table {table_id}")
             return 1
-        game = _GAMES[joined.seat_view.table.table.config.game]
+        table = joined.seat_view.table.table
+        game = _GAMES[table.config.game]
         session = PlaySession(client, table_id, game, console, style)
-        ended = await _drive(session, console)
-    if ended and staked is not None:
+        ended = await _drive(session, console, _come_back(args))
+    if ended and table.config.stake:
         ledger = service_address("ledger", args.ledger, DEFAULT_LEDGER)
         async with LedgerClient(ledger, player_token) as chips:
-            await show_payout(chips, staked.hold_id, console)
+            await show_table_chips(chips, table_id, table.game_no, console)
     console.say("bye")
     return 0
+
+
+def _come_back(args: argparse.Namespace) -> str:
+    """The command that comes back to the seat at ``args.table``: ``make play`` under make."""
+    if os.environ.get("MAKELEVEL"):
+        return f"make play TABLE={args.table}"
+    where = f" --address {args.address}" if args.address else ""
+    return f"masa play --player {args.player} --table {args.table}{where}"
 
 
 async def _custom_training_table(args: argparse.Namespace, console: Console) -> tuple[str, str]:
@@ -238,7 +276,8 @@ async def _custom_training_table(args: argparse.Namespace, console: Console) -> 
 async def _seat_through_matchmaking(
     args: argparse.Namespace, token: TokenSource, console: Console
 ) -> mm.Ticket | None:
-    """The lobby of ``--lobby`` or of the menu, and a ticket there until seated."""
+    """The lobby of ``--lobby`` or of the menu, and a ticket there until seated; None when the
+    player leaves the menu. Raises :class:`NoSeat` when no seat comes of the ticket."""
     address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
     async with MatchmakingClient(address, token) as matchmaking:
         if args.lobby:
@@ -246,29 +285,26 @@ async def _seat_through_matchmaking(
         else:
             lobbies = await matchmaking.list_lobbies()
             with Keyboard(sys.stdin.fileno()) as keyboard:
-                chosen = await choose_lobby(lobbies, keyboard, console)
+                chosen = await choose_lobby(lobbies, keyboard, console, matchmaking)
             if chosen is None:
                 console.say("bye")
                 return None
             lobby = chosen
-        try:
-            return await find_seat(
-                matchmaking,
-                lobby,
-                console,
-                bot_level=_LEVELS[args.level],
-                party_size=args.party,
-                party_code=args.code,
-            )
-        except NoSeat as no_seat:
-            console.say(str(no_seat))
-            return None
+        return await find_seat(
+            matchmaking,
+            lobby,
+            console,
+            bot_level=_LEVELS[args.level],
+            party_size=args.party,
+            party_code=args.code,
+        )
 
 
-async def _drive(session: PlaySession, console: Console) -> bool:
+async def _drive(session: PlaySession, console: Console, come_back: str) -> bool:
     """Typed lines and the table's stream at once: the game's end ends the session at once.
 
-    True when the game ended, False when the player left the table."""
+    True when the game ended, False when the player left the table (told how long the seat is
+    kept and ``come_back``, the command that comes back to it)."""
     follower = asyncio.create_task(session.follow())
     with Keyboard(sys.stdin.fileno()) as keyboard:
         try:
@@ -289,10 +325,15 @@ async def _drive(session: PlaySession, console: Console) -> bool:
                 await asyncio.gather(follower, return_exceptions=True)
     left = await asyncio.wait_for(session.leave(), _LEAVE_SECONDS)
     if left.state == view_pb2.Table.STATE_PLAYING:
-        console.say(
-            "you left the table: your seat is kept for the seat-protection time, then it "
-            "forfeits (P-12)"
-        )
+        kept = await session.seconds_kept()
+        if kept is None:
+            console.say("you left the table: a bot plays your seat to the end (P-12)")
+        else:
+            console.say(
+                f"you left the table: your seat is kept for {kept} s, then it forfeits: you "
+                "are ranked last and lose your stake (P-12)"
+            )
+            console.say(f"come back with: {come_back}")
     else:
         console.say("you left the table, and it ended: no other player is left (P-12)")
     return False
@@ -339,6 +380,14 @@ async def _watch(args: argparse.Namespace) -> int:
     return 1
 
 
+async def _cancel(args: argparse.Namespace) -> int:
+    address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
+    async with MatchmakingClient(address, _token(args.player, [Role.PLAYER])) as client:
+        for line in await cancel_open(client, args.ticket or ""):
+            print(line)
+    return 0
+
+
 async def _lobbies(args: argparse.Namespace) -> int:
     address = service_address("matchmaking", args.matchmaking, DEFAULT_MATCHMAKING)
     async with MatchmakingClient(address, _token(args.player, [Role.PLAYER])) as client:
@@ -382,6 +431,42 @@ async def _admin(args: argparse.Namespace) -> int:
         return service_address("ledger", given, DEFAULT_LEDGER)
 
     return await run_admin(args, ledger=ledger, run_file=run_file())
+
+
+def _add_cancel_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    me: str,
+    matchmaking_where: str,
+) -> None:
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel your open ticket",
+        description="Cancel your open matchmaking ticket (a search you left running, which "
+        "keeps you from queueing again), or the ticket --ticket names.",
+    )
+    cancel.add_argument("--ticket", help="the ticket to cancel (default: your open one)")
+    cancel.add_argument("--player", default=me, help=f"whose ticket (default: {me})")
+    cancel.add_argument("--matchmaking", help=matchmaking_where)
+
+
+def _add_lobbies_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    me: str,
+    matchmaking_where: str,
+) -> None:
+    lobbies = commands.add_parser(
+        "lobbies",
+        help="list the lobbies",
+        description="List the lobbies: how busy they are, how long their last seated players "
+        "waited, and which would seat you now.",
+    )
+    lobbies.add_argument(
+        "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
+    )
+    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
+    lobbies.add_argument("--matchmaking", help=matchmaking_where)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -478,14 +563,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_practice_parser(commands, matchmaking_where=matchmaking_where, ledger_where=ledger_where)
 
-    lobbies = commands.add_parser(
-        "lobbies", help="list the lobbies", description="List the lobbies and how busy they are."
-    )
-    lobbies.add_argument(
-        "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
-    )
-    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
-    lobbies.add_argument("--matchmaking", help=matchmaking_where)
+    _add_cancel_parser(commands, me=me, matchmaking_where=matchmaking_where)
+
+    _add_lobbies_parser(commands, me=me, matchmaking_where=matchmaking_where)
 
     balance = commands.add_parser(
         "balance", help="show your chips", description="Show a player's chips in the ledger."
@@ -553,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runners = {
         "play": _play,
         "practice": _practice,
+        "cancel": _cancel,
         "watch": _watch,
         "lobbies": _lobbies,
         "balance": _balance,
@@ -573,8 +654,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         if args.command == "play" and args.table:
             print(
-                "\ninterrupted: your seat is kept for the seat-protection time (P-12); "
-                f"come back with: masa play --player {args.player} --table {args.table}",
+                "\ninterrupted: your seat is kept for the seat protection (P-12: "
+                f"{SEAT_PROTECTION_SECONDS} s by default), then it forfeits; come back with: "
+                f"{_come_back(args)}",
                 file=sys.stderr,
             )
         elif args.command == "practice":

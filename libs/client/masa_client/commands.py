@@ -5,8 +5,8 @@ once opened), ``lay 6H on 2`` (``lay XR=5H on 2 low``), ``retrieve XR from 2 wit
 ``discard QS``, ``pairs``, ``show 7H 7H 9C 9C ...`` (gösterge), ``claim 8H`` (bottom card),
 ``give`` / ``refuse`` (a query).
 Elevator: ``play 8H 8S``, ``pass``, ``give 7C``.
-Everywhere: ``help``, ``look``, ``resume`` (take the seat back from the autopilot), ``quit``
-(leave the table).
+Everywhere: ``help`` (the game's core rules, by their docs/rules.md ids, then these commands),
+``look``, ``resume`` (take the seat back from the autopilot), ``quit`` (leave the table).
 
 Cards may name either physical copy: the server reads ``8H`` as the copy the hand holds. A
 joker in a meld may carry what it stands for, ``XR=8H`` (C-2); without it the engine chooses.
@@ -23,7 +23,9 @@ from masa.table.v1 import action_pb2, view_pb2
 from masa_rules.cards import Card, CardError, parse_card
 from masa_wire.cards import face_to_proto
 
-__all__ = ["HELP", "LOCAL", "CommandError", "Parsed", "parse_command"]
+from masa_client.rulebook import meaning
+
+__all__ = ["CORE_RULES", "HELP", "LOCAL", "CommandError", "Parsed", "parse_command"]
 
 # Commands that are not moves: the CLI answers them itself or with a call of its own.
 LOCAL: Final = frozenset({"help", "look", "resume", "quit"})
@@ -31,11 +33,24 @@ LOCAL: Final = frozenset({"help", "look", "resume", "quit"})
 _EVERYWHERE: Final = """\
   look                          show the board again
   resume                        take your seat back from the autopilot (P-11)
-  help                          this list
+  help                          the rules above and this list
   quit                          leave the table (at a training table it ends)"""
 
+# What may be played in each game, by rule id: what `help` says before the commands.
+CORE_RULES: Final = {
+    "fiftyone": ("F-21", "F-10", "F-11", "F-12", "F-13", "F-40", "F-30", "F-50", "F-60"),
+    "elevator": ("E-4", "E-5", "E-6", "E-7", "E-8", "E-9", "E-11"),
+}
+
+
+def _rules(game: str) -> str:
+    lines = [f"  {rule:<5} {meaning(rule)}" for rule in CORE_RULES[game]]
+    return "what may be played (docs/rules.md):\n" + "\n".join(lines) + "\ncommands:\n"
+
+
 HELP: Final = {
-    "fiftyone": """\
+    "fiftyone": _rules("fiftyone")
+    + """\
   draw                          take the top card of the stock
   take  |  take pairs           take the previous discard (to open with it / going pairs)
   open 7H 8H 9H / 10S 10D XR    open with melds, separated by '/' (a joker may say XR=8H)
@@ -49,7 +64,8 @@ HELP: Final = {
   give  |  refuse               answer a query for the discard (salon)
 """
     + _EVERYWHERE,
-    "elevator": """\
+    "elevator": _rules("elevator")
+    + """\
   play 8H 8S                    play one card, or several of one rank alternating colour
   pass                          pass and draw a card
   give 7C                       give a card to the player owed one (kopile)

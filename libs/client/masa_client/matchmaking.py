@@ -231,6 +231,13 @@ class LedgerClient(_Client):
         response = await self._unary(self._stub.GetHold, request)
         return response.hold
 
+    async def table_holds(self, table_id: str, game_no: int = 0) -> list[ledger_pb2.StakeHold]:
+        """The caller's holds bound to ``table_id`` (to its game ``game_no``, if not 0), newest
+        first: a player's stake at a table, whoever seated them."""
+        request = ledger_pb2.ListHoldsRequest(table_id=table_id, game_no=game_no, page_size=50)
+        response = await self._unary(self._stub.ListHolds, request)
+        return list(response.holds)
+
     async def transfers(
         self, player_id: str = "", *, limit: int = 20, table_id: str = ""
     ) -> list[ledger_pb2.Transfer]:

@@ -13,7 +13,8 @@ __all__ = ["RULES", "meaning"]
 RULES: Final[dict[str, str]] = {
     "C-1": "card codes are a rank 2-10/J/Q/K/A and a suit S/H/D/C, or XR/XB for the jokers",
     "C-2": "a joker in a meld stands for one card, written XR=8H",
-    "C-4": "each physical card is in exactly one place",
+    "C-4": "each physical card is in exactly one place: you play and give only cards in your "
+    "own hand",
     "F-10": "a meld has at least 3 cards and is a run or a set",
     "F-11": "a run is one suit in consecutive ranks; the ace is high, K A 2 never runs",
     "F-12": "a set is 3 or 4 cards of one rank, all suits different",

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import selectors
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,7 +39,15 @@ from masa_client.errors import MasaCallError
 from masa_client.render import Style, board, describe, game_over, with_names
 from masa_client.rulebook import meaning
 
-__all__ = ["MOVED_NOTICE", "PROMPT", "Console", "Keyboard", "PlaySession", "watch_table"]
+__all__ = [
+    "MOVED_NOTICE",
+    "PROMPT",
+    "SEAT_PROTECTION_SECONDS",
+    "Console",
+    "Keyboard",
+    "PlaySession",
+    "watch_table",
+]
 
 PROMPT: Final = "> "
 MOVED_NOTICE: Final = "(table moved to another server; play goes on)"
@@ -45,6 +55,9 @@ MOVED_NOTICE: Final = "(table moved to another server; play goes on)"
 _GAME_ENDS: Final = frozenset({"game_finished", "game_abandoned"})
 # Events about a seat that neither start its move nor change its cards.
 _NOT_A_MOVE: Final = frozenset({"seat_connection_changed", "turn_timed_out"})
+# How long a seat is kept for a player who left or dropped, unless the engine's view says
+# otherwise: P-12's seat protection as docs/rules.md §4.1 sets it by default.
+SEAT_PROTECTION_SECONDS: Final = 180
 
 
 class Console:
@@ -91,6 +104,20 @@ class Keyboard:
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._pending = b""
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @staticmethod
+    def unusable(fd: int) -> str:
+        """Why lines cannot be read from ``fd`` as they are typed ("" when they can): it is
+        closed, or it is /dev/null or a file, which the event loop cannot wait on."""
+        with selectors.DefaultSelector() as probe:
+            try:
+                probe.register(fd, selectors.EVENT_READ)
+            except (OSError, ValueError):
+                return (
+                    "standard input is not a terminal or a pipe (it is closed, /dev/null or a "
+                    "file), so no move could be typed"
+                )
+        return ""
 
     def __enter__(self) -> Keyboard:
         self._loop = asyncio.get_running_loop()
@@ -269,6 +296,20 @@ class PlaySession:
     async def leave(self) -> view_pb2.Table:
         """Give up the seat (LeaveTable); the answer says whether the table ended with it."""
         return await self.client.leave_table(self.table_id)
+
+    async def seconds_kept(self) -> int | None:
+        """How long the seat is kept now that its player left (P-12): to its protection
+        deadline in the engine's view, else the default protection time; None when it is not
+        kept (it forfeited, and a bot plays it)."""
+        await self.refresh()
+        if self.view is not None:
+            mine = next((s for s in self.view.table.seats if s.seat == self.view.seat), None)
+            if mine is not None and mine.forfeited:
+                return None
+            if mine is not None and mine.HasField("protection_deadline"):
+                deadline = mine.protection_deadline.ToNanoseconds() / 1e9
+                return max(0, round(deadline - time.time()))
+        return SEAT_PROTECTION_SECONDS
 
     async def _resume(self) -> None:
         was = self.on_autopilot()

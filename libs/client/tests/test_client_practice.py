@@ -3,10 +3,8 @@ that bots never fill, play their seats to the end and print what each game won o
 player of ``masa play`` waiting alone is told how many more players the lobby needs until they
 come.
 
-The setup chosen: the real services started in this test's own event loop, the way the service
-tests start them (a nats-server with the masa users, the ledger on SQLite, one table-engine
-node binding stakes in that ledger, matchmaking with a lobby file and the development welcome),
-not the shared ``make run`` stack of the end-to-end tests.
+The setup chosen: the real services started in this test's own event loop
+(:mod:`client_stack`), not the shared ``make run`` stack of the end-to-end tests.
 """
 
 from __future__ import annotations
@@ -17,11 +15,9 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from client_stack import STAKE, WELCOME, Stack, started, until
 from masa.common.v1 import game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa_client.client import TableClient
@@ -30,103 +26,14 @@ from masa_client.practice import PracticeOptions, PracticePlayer, play_seat, run
 from masa_client.seating import find_seat
 from masa_client.session import Console
 from masa_ledger.app.check import run_check
-from masa_ledger.bootstrap import LedgerService, start_ledger
-from masa_ledger.settings import LedgerSettings
-from masa_matchmaking.bootstrap import start_matchmaking
-from masa_matchmaking.settings import MatchmakingSettings
-from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.keys import ISSUER
-from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import (
-    NatsServer,
-    auth_settings,
-    keyring,
-    sigint_as_in_a_terminal,
-    token,
-)
-from masa_table_engine.bootstrap import start_node
-from masa_table_engine.settings import EngineSettings
-from prometheus_client import CollectorRegistry
+from masa_platform.testing import keyring, sigint_as_in_a_terminal, token
 
-WELCOME = 1_000
-STAKE = 20
 RAKE = 3 * STAKE * 500 // 10_000
-LOBBIES = f"""
-[[lobby]]
-id = "trio"
-name = "Elevator for three, {STAKE} chips"
-game = "elevator"
-seats = 3
-stake = {STAKE}
-rake_basis_points = 500
-turn_seconds = 30
-"""
 LINE = re.compile(
     r"(practice-trio-\d): game (\d+) at table (\S+): place (\d) of 3"
     r"(?:, forfeited \(P-12\))?, ([+-]\d+) chips"
 )
-
-
-@dataclass(frozen=True)
-class Stack:
-    matchmaking: str
-    ledger: str
-    ledger_service: LedgerService
-
-
-def _platform(server: NatsServer, name: str, user: str) -> PlatformSettings:
-    return PlatformSettings(
-        service_name=name,
-        auth=auth_settings(name),
-        nats_url=server.url,
-        nats_user=user,
-        nats_password=server.password(user),
-        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
-    )
-
-
-@asynccontextmanager
-async def _stack(directory: Path) -> AsyncIterator[Stack]:
-    """NATS, the ledger, a table-engine node and matchmaking, as ``make run`` wires them."""
-    lobbies = directory / "lobbies.toml"
-    lobbies.write_text(LOBBIES)
-    with NatsServer(directory / "nats", secure=True) as nats:
-        async with AsyncExitStack() as running:
-            ledger = await start_ledger(
-                LedgerSettings(
-                    platform=_platform(nats, "ledger", LEDGER),
-                    database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
-                    results_fetch_seconds=0.5,
-                    dev_welcome_chips=WELCOME,
-                    result_keys_file=keyring().results_jwks,
-                ),
-                registry=CollectorRegistry(),
-            )
-            running.push_async_callback(ledger.stop, 0.2)
-            node = await start_node(
-                EngineSettings(
-                    result_signing_key_file=keyring().results_key,
-                    log_mac_key_file=keyring().log_mac,
-                    platform=_platform(nats, "table-engine", TABLE_ENGINE),
-                    node_id="practice-node",
-                    ledger_address=ledger.server.address,
-                ),
-                registry=CollectorRegistry(),
-            )
-            running.push_async_callback(node.stop, 0.2)
-            matchmaking = await start_matchmaking(
-                MatchmakingSettings(
-                    platform=_platform(nats, "matchmaking", MATCHMAKING),
-                    instance_id="practice",
-                    lobbies_file=lobbies,
-                    ledger_address=ledger.server.address,
-                    round_seconds=0.2,
-                    result_keys_file=keyring().results_jwks,
-                ),
-                CollectorRegistry(),
-            )
-            running.push_async_callback(matchmaking.stop, 0.2)
-            yield Stack(matchmaking.address, ledger.server.address, ledger)
 
 
 def _players(*numbers: int) -> list[PracticePlayer]:
@@ -143,18 +50,10 @@ def _options(stack: Stack, games: int) -> PracticeOptions:
     )
 
 
-async def _until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def test_P13_practice_players_fill_a_chip_lobby_and_print_the_chips_of_each_game(
     tmp_path: Path,
 ) -> None:
-    async with _stack(tmp_path) as stack:
+    async with started(tmp_path) as stack:
         players = _players(1, 2, 3)
         out = io.StringIO()
         code = await asyncio.wait_for(run_practice(players, _options(stack, 2), out), 240)
@@ -188,7 +87,7 @@ async def test_P13_practice_players_fill_a_chip_lobby_and_print_the_chips_of_eac
 async def test_P13_a_player_waiting_alone_is_told_how_many_more_until_practice_players_come(
     tmp_path: Path,
 ) -> None:
-    async with _stack(tmp_path) as stack:
+    async with started(tmp_path) as stack:
         said = io.StringIO()
         console = Console(said)
         ayse = token("ayse")
@@ -196,9 +95,9 @@ async def test_P13_a_player_waiting_alone_is_told_how_many_more_until_practice_p
         async with MatchmakingClient(stack.matchmaking, ayse) as matchmaking:
             lobby = await matchmaking.get_lobby("trio")
             seating = asyncio.create_task(find_seat(matchmaking, lobby, console))
-            await _until(lambda: "waiting for 2 more players" in said.getvalue(), "2 more")
+            await until(lambda: "waiting for 2 more players" in said.getvalue(), "2 more")
             first = asyncio.create_task(run_practice(_players(1), _options(stack, 1), out))
-            await _until(lambda: "waiting for 1 more player:" in said.getvalue(), "1 more")
+            await until(lambda: "waiting for 1 more player:" in said.getvalue(), "1 more")
             second = asyncio.create_task(run_practice(_players(2), _options(stack, 1), out))
             ticket = await asyncio.wait_for(seating, 30)
         assert ticket.state == mm.Ticket.STATE_MATCHED and ticket.hold_id
@@ -222,7 +121,7 @@ async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
 ) -> None:
     """The command itself: it mints each player's development token, queues, and on Ctrl-C
     cancels the search it was waiting in, so no ticket is left to seat an absent player."""
-    async with _stack(tmp_path) as stack:
+    async with started(tmp_path) as stack:
         command = [
             str(Path(sys.executable).parent / "masa"),
             "practice",

@@ -174,9 +174,12 @@ def test_E4_a_play_is_strictly_lower_when_descending() -> None:
     assert rejected(state, Play(0, cards("6S"))) == "E-4"
 
 
-def test_E4_a_card_not_in_hand_cannot_be_played() -> None:
+def test_C4_a_card_not_in_hand_is_refused_as_not_the_players_not_as_E4() -> None:
+    """10H would go on 8S by E-4, so E-4 is not what forbids it: it is not in the hand (C-4,
+    as 51 refuses it)."""
     state = position([["9H"], ["3C"], ["4C"]], pile=["8S"])
-    assert rejected(state, Play(0, cards("10H"))) == "E-4"
+    assert rejected(state, Play(0, cards("10H"))) == "C-4"
+    assert rejected(state, Play(0, cards("7H"))) == "C-4"
 
 
 # E-5 ---------------------------------------------------------------------------------------
@@ -311,7 +314,8 @@ def test_E9_a_short_stock_is_made_up_by_opponents_giving_in_turn_order() -> None
     assert state.phase is Phase.GIVE
     assert rejected(state, Give(2, cards("3S")[0])) == "E-9"
     assert rejected(state, Pass(0)) == "E-9"
-    assert rejected(state, Give(1, cards("KD")[0])) == "E-9"
+    # KD is seat 0's card: not seat 1's to give (C-4).
+    assert rejected(state, Give(1, cards("KD")[0])) == "C-4"
     assert {type(action) for action in legal_actions(state, 1)} == {Give}
     state, _ = apply(state, Give(1, cards("3C")[0]))
     state, _ = apply(state, Give(2, cards("3S")[0]))

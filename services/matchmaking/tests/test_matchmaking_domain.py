@@ -1,5 +1,5 @@
 """The pure domain: lobbies (P-2), the shipped set, filters, rounds by rating (chip tables
-seat players only, P-13), ratings."""
+seat players only, P-13), ratings, a lobby's recent waits and whether it seats a player now."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from masa_matchmaking.domain.lobby_filter import parse_filter
 from masa_matchmaking.domain.matching import match_round, players_needed
 from masa_matchmaking.domain.rating import PlayerRating, Result, rate_game
 from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
+from masa_matchmaking.domain.waits import RecentWaits, WaitSummary, seats_now
 
 SHIPPED = parse_lobbies((files("masa_matchmaking") / "lobbies.toml").read_text())
 BY_ID = {lobby.lobby_id: lobby for lobby in SHIPPED}
@@ -262,3 +263,47 @@ def test_p30_ratings_follow_the_final_ranking_and_teams_move_together() -> None:
     assert rate_game([Result("a", 1)], ratings, teams=False) == []
     rating = ratings["a"].applied("t/1", 27.0, 8.0, 1.0)
     assert rating.has_applied("t/1") and rating.games == 1
+
+
+def _seated(n: int, lobby: str, created: float, seated: float) -> Ticket:
+    ticket = _ticket(n, at=created)
+    return Ticket(
+        ticket.ticket_id,
+        ticket.request_id,
+        lobby,
+        ticket.player_id,
+        ticket.display_name,
+        TicketState.MATCHED,
+        created,
+        created + 300,
+        seated,
+    )
+
+
+def test_recent_waits_keep_the_last_placements_of_each_lobby_once_each() -> None:
+    waits = RecentWaits(["elevator"], keep=10)
+    assert waits.summary("elevator") is None
+    # Heard out of order (a mirror loading the bucket), and one of them twice.
+    for n in reversed(range(1, 21)):
+        waits.heard(_seated(n, "elevator", created=100.0 * n, seated=100.0 * n + n))
+    waits.heard(_seated(20, "elevator", created=2000.0, seated=2020.0))
+    # Only the last 10 seated count: waits 11 .. 20 s.
+    assert waits.summary("elevator") == WaitSummary(10, 15.5, 19.0)
+    # A searching ticket, or a lobby not kept, counts nothing.
+    waits.heard(_ticket(30, at=5000.0))
+    waits.heard(_seated(31, "elsewhere", created=0.0, seated=900.0))
+    assert waits.summary("elevator") == WaitSummary(10, 15.5, 19.0)
+    assert waits.summary("elsewhere") is None
+
+
+def test_P13_a_lobby_seats_a_player_now_when_one_more_makes_a_table() -> None:
+    elevator = BY_ID["elevator"]  # 3 to 6 players, a short table after 10 s
+    training = BY_ID["training-elevator"]
+    assert seats_now(training, [], 0.0)
+    assert not seats_now(elevator, [], 0.0)
+    two = [_ticket(1, at=0.0), _ticket(2, at=1.0)]
+    # Two search and a third makes a short table once the first has waited the short wait.
+    assert not seats_now(elevator, two, elevator.short_table_after_seconds - 1)
+    assert seats_now(elevator, two, elevator.short_table_after_seconds)
+    five = [_ticket(n, at=100.0) for n in range(5)]
+    assert seats_now(elevator, five, 100.0)

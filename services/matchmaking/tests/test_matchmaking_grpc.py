@@ -236,6 +236,65 @@ async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_ne
         assert training.ticket.players_needed == 0
 
 
+async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_what_to_do(
+    service,
+) -> None:  # type: ignore[no-untyped-def]
+    """seats_now: training always; the Elevator lobby (3 to 6 players, a short table after
+    2 s) once two search and the first has waited the short wait. An unknown lobby lists the
+    lobbies there are; a second open ticket names the ticket to cancel."""
+    running, _, _ = service
+    run = uuid.uuid4().hex[:6]
+    ayse, bora = _token(f"ayse-{run}"), _token(f"bora-{run}")
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        stub = Stub(channel)
+
+        async def seats_now(lobby_id: str) -> bool:
+            answer = await stub.GetLobby(mm.GetLobbyRequest(lobby_id=lobby_id), metadata=ayse)
+            return answer.lobby.seats_now
+
+        assert await seats_now("training") and not await seats_now("elevator")
+        first = (
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="s1", lobby_id="elevator"), metadata=ayse
+            )
+        ).ticket
+        second = (
+            await stub.CreateTicket(
+                mm.CreateTicketRequest(request_id="s2", lobby_id="elevator"), metadata=bora
+            )
+        ).ticket
+        assert not await seats_now("elevator")
+        await asyncio.sleep(2.1)
+        assert await seats_now("elevator")
+
+        call = stub.CreateTicket(
+            mm.CreateTicketRequest(request_id="s3", lobby_id="salon"), metadata=ayse
+        )
+        with pytest.raises(grpc.aio.AioRpcError):
+            await call
+        info = error_info(await rpc_status.aio.from_call(call))
+        assert info is not None
+        assert info.reason == error_pb2.ErrorReason.Name(
+            error_pb2.ERROR_REASON_TICKET_OPEN
+        ).removeprefix("ERROR_REASON_")
+        assert (info.metadata["ticket_id"], info.metadata["lobby_id"]) == (
+            first.ticket_id,
+            "elevator",
+        )
+
+        call = stub.GetLobby(mm.GetLobbyRequest(lobby_id="nope"), metadata=ayse)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await call
+        info = error_info(await rpc_status.aio.from_call(call))
+        assert info is not None and info.metadata["lobbies"] == "salon,teams,elevator,training"
+        assert "the lobbies are: salon, teams, elevator, training" in (raised.value.details() or "")
+        # Nobody is left searching for the tests that follow on the same NATS.
+        for ticket, who in ((first, ayse), (second, bora)):
+            await stub.CancelTicket(
+                mm.CancelTicketRequest(request_id="c", ticket_id=ticket.ticket_id), metadata=who
+            )
+
+
 async def test_p1_bad_tickets_are_refused_with_their_reason(service) -> None:  # type: ignore[no-untyped-def]
     running, _, _ = service
     who = _token(f"bad-{uuid.uuid4().hex[:6]}")
@@ -307,6 +366,10 @@ async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> 
             mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(players[0])
         )
         assert lobby.lobby.tables_in_play >= 1
+        # Four players seated: the lobby tells how long its last seated players waited.
+        waits = lobby.lobby.recent_waits
+        assert waits.placements >= 4
+        assert 0 <= waits.median.ToNanoseconds() <= waits.p90.ToNanoseconds() <= 30 * 10**9
         rating = await stub.GetRating(
             mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(players[0])
         )

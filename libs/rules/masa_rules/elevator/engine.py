@@ -243,7 +243,7 @@ def _give(state: State, action: Give) -> tuple[State, list[Event]]:
         raise IllegalAction("E-9", f"seat {state.turn} gives next, not seat {seat}")
     hand = state.hands[seat]
     if card not in hand:
-        raise IllegalAction("E-9", f"{card.code} is not in your hand")
+        raise IllegalAction("C-4", f"{card.code} is not in your hand")
     receiver = state.receiver
     left = tuple(held for held in hand if held != card)
     hands = _with_hand(state.hands, seat, left)

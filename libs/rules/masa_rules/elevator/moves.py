@@ -122,7 +122,9 @@ def play_fault(
         return ("E-5", "a card cannot be played twice")
     missing = [card.code for card in cards if card not in hand]
     if missing:
-        return ("E-4", f"not in your hand: {', '.join(missing)}")
+        # Each physical card is in one place (C-4): one not in the hand is not the player's
+        # to play, whatever the pile (as 51 refuses it).
+        return ("C-4", f"not in your hand: {', '.join(missing)}")
     return _shape_fault(cards, top, direction, joker_any)
 
 

@@ -15,6 +15,7 @@ from masa_matchmaking.domain.errors import BadInput
 from masa_matchmaking.domain.lobby import BotLevel, Game, Lobby, Mode
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket, TicketState
+from masa_matchmaking.domain.waits import WaitSummary
 
 __all__ = [
     "GAMES",
@@ -80,8 +81,20 @@ def options_to_proto(lobby: Lobby) -> game_pb2.GameOptions:
     )
 
 
-def lobby_to_proto(lobby: Lobby, *, queue_length: int, tables_in_play: int) -> mm.Lobby:
+def lobby_to_proto(
+    lobby: Lobby,
+    *,
+    queue_length: int,
+    tables_in_play: int,
+    recent_waits: WaitSummary | None,
+    seats_now: bool,
+) -> mm.Lobby:
     fill = lobby.bot_fill
+    waits = mm.SeatWaits()
+    if recent_waits is not None:
+        waits.placements = recent_waits.placements
+        waits.median.CopyFrom(_duration(recent_waits.median_seconds))
+        waits.p90.CopyFrom(_duration(recent_waits.p90_seconds))
     return mm.Lobby(
         lobby_id=lobby.lobby_id,
         display_name=lobby.display_name,
@@ -105,6 +118,8 @@ def lobby_to_proto(lobby: Lobby, *, queue_length: int, tables_in_play: int) -> m
         ticket_ttl=_duration(lobby.ticket_ttl_seconds),
         queue_length=queue_length,
         tables_in_play=tables_in_play,
+        recent_waits=waits,
+        seats_now=seats_now,
     )
 
 

@@ -149,6 +149,8 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
             lobby,
             queue_length=self._queue_length(lobby.lobby_id),
             tables_in_play=self._tables_in_play(lobby.lobby_id),
+            recent_waits=self._desk.recent_waits(lobby.lobby_id),
+            seats_now=self._desk.seats_now(lobby),
         )
 
     def _ticket(self, ticket: Ticket) -> mm.Ticket:

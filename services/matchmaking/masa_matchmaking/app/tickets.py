@@ -10,6 +10,10 @@ many more players its lobby needs (:meth:`TicketDesk.players_needed`), counted f
 instance's mirror of the store; a watch sends the ticket again whenever that number changes.
 The count of a lobby is kept until one of its tickets changes, so a crowd of watchers in one
 lobby counts its queue once per change, not once each.
+
+The same mirror tells each lobby how long its last seated players waited
+(:class:`~masa_matchmaking.domain.waits.RecentWaits`, every instance hearing every MATCHED
+ticket) and whether a ticket made now would be seated at once (:func:`seats_now`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from masa_matchmaking.domain.errors import BadInput, NotFound, Refused, Unavaila
 from masa_matchmaking.domain.lobby import BotLevel, Lobby
 from masa_matchmaking.domain.matching import players_needed
 from masa_matchmaking.domain.ticket import PARTY_CODE, Ticket, TicketState
+from masa_matchmaking.domain.waits import RecentWaits, WaitSummary, seats_now
 
 __all__ = ["NewTicket", "TicketDesk", "mutate"]
 
@@ -105,10 +110,20 @@ class TicketDesk:
         # The players searching in each lobby (of self._lobbies, so bounded by them), until
         # one of its tickets changes.
         self._searching: dict[str, int] = {}
+        self._waits = RecentWaits(lobbies)
         self._store.listen(self._ticket_changed)
 
     def _ticket_changed(self, ticket: Ticket) -> None:
         self._searching.pop(ticket.lobby_id, None)
+        self._waits.heard(ticket)
+
+    def recent_waits(self, lobby_id: str) -> WaitSummary | None:
+        """How long the lobby's last seated players waited; None before anyone was seated."""
+        return self._waits.summary(lobby_id)
+
+    def seats_now(self, lobby: Lobby) -> bool:
+        """Whether a ticket made now in ``lobby`` would be seated at once."""
+        return seats_now(lobby, self._store.lobby_tickets(lobby.lobby_id), self._clock())
 
     def players_needed(self, ticket: Ticket) -> int:
         """How many more players the ticket's lobby needs before a table can be made for it
@@ -130,7 +145,12 @@ class TicketDesk:
     def lobby(self, lobby_id: str) -> Lobby:
         lobby = self._lobbies.get(lobby_id)
         if lobby is None:
-            raise NotFound(f"no lobby {lobby_id!r}", reason="LOBBY_NOT_FOUND")
+            known = ", ".join(self._lobbies)
+            raise NotFound(
+                f"no lobby {lobby_id!r}; the lobbies are: {known}",
+                reason="LOBBY_NOT_FOUND",
+                metadata={"lobbies": ",".join(self._lobbies)},
+            )
         return lobby
 
     async def create(self, player_id: str, request: NewTicket) -> Ticket:
@@ -187,7 +207,8 @@ class TicketDesk:
         current = record.open_ticket
         if current is not None:
             raise Refused(
-                f"you already have an open ticket in {current.lobby_id}; cancel it first",
+                f"you already have an open ticket in {current.lobby_id} "
+                f"({current.ticket_id}); cancel it first (CancelTicket)",
                 reason="TICKET_OPEN",
                 metadata={"ticket_id": current.ticket_id, "lobby_id": current.lobby_id},
             )
