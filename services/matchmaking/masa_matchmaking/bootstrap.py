@@ -239,6 +239,8 @@ async def start_matchmaking(
         settings=MatcherSettings(
             round_seconds=settings.round_seconds,
             lease_ttl_seconds=leases.ttl_seconds,
+            backoff_seconds=settings.placement_backoff_seconds,
+            backoff_max_seconds=settings.placement_backoff_max_seconds,
         ),
         traced=tracing.continued,
     )

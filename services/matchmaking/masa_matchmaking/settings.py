@@ -36,8 +36,14 @@ class MatchmakingSettings:
     placement_timeout_seconds: float = 30.0
     # How long the holds of a placement may stay unbound.
     hold_ttl_seconds: float = 120.0
-    # Failed placements (not the player's fault) before a ticket fails.
+    # Placements refused for a reason a retry will not change (an engine or the ledger refused
+    # the table, no node hosts the game) before a ticket fails; an outage never counts.
     max_requeues: int = 3
+    # After a placement the system failed (the ledger or the engines did not answer, every node
+    # was full), a lobby's rounds pause this long, doubled after each such failure up to the
+    # most, and not at all again once a table is seated.
+    placement_backoff_seconds: float = 0.5
+    placement_backoff_max_seconds: float = 8.0
     # The public keys the table-engines sign results with (a JWK set, masa_platform.keys):
     # ratings move only on results they verify, so matchmaking does not start without them.
     result_keys_file: Path | None = None
@@ -52,10 +58,15 @@ class MatchmakingSettings:
             "MASA_ROUND_SECONDS": self.round_seconds,
             "MASA_PLACEMENT_TIMEOUT_SECONDS": self.placement_timeout_seconds,
             "MASA_HOLD_TTL_SECONDS": self.hold_ttl_seconds,
+            "MASA_PLACEMENT_BACKOFF_SECONDS": self.placement_backoff_seconds,
         }
         for name, value in positive.items():
             if value <= 0:
                 raise SettingsError(f"{name} must be positive")
+        if self.placement_backoff_max_seconds < self.placement_backoff_seconds:
+            raise SettingsError(
+                "MASA_PLACEMENT_BACKOFF_MAX_SECONDS must be at least MASA_PLACEMENT_BACKOFF_SECONDS"
+            )
         if self.max_requeues < 1:
             raise SettingsError("MASA_MAX_REQUEUES must be at least 1")
         if self.placement_timeout_seconds < 2 * (

@@ -123,13 +123,17 @@ async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_i
     engines.refuse = ""
 
 
-@pytest.mark.parametrize("world", [100], indirect=True)
 async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world) -> None:  # type: ignore[no-untyped-def]
+    """No node answers: the holds are released (so no create still under way can bind them)
+    and the players go back to the front, uncounted (max_requeues is 2 here), again and again
+    with the lobby backing off, until a node answers."""
     instance, ledger, engines, _, nodes = world
     engines.unreachable = {"a:1", "b:1"}
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
-    await until(lambda: all(_ticket(instance, p).requeues >= 1 for p in players))
+    await until(lambda: instance.metrics.failures.count("engine_unavailable") >= 3)
+    assert all(_ticket(instance, p).state is not TicketState.FAILED for p in players)
+    assert {_ticket(instance, p).requeues for p in players} == {0}
     engines.unreachable = set()
     await until(lambda: _all(instance, players, TicketState.MATCHED))
     assert len({engines.seated()[p] for p in players}) == 1

@@ -22,6 +22,13 @@ places the
 tables of :func:`~masa_matchmaking.domain.matching.match_round`, each in its own task so that a
 slow engine never holds the round up. A round plans only the tables it may start (at most
 ``_MAX_PLACEMENTS`` placements run at once), so its cost follows what it places.
+
+A placement the system failed (:attr:`~masa_matchmaking.app.placement.Outcome.UNAVAILABLE`:
+the ledger or the engines away) puts its tickets back at the front, uncounted, which would
+make a new round at once and fail again within milliseconds for as long as the outage lasts.
+So the lobby backs off: no round runs for ``backoff_seconds``, doubled after each such failure
+up to ``backoff_max_seconds``, and back to none once a table is seated. The failures of the
+placements that ran beside the one that started a pause add nothing to it.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from masa_matchmaking.app.placement import Placer
+from masa_matchmaking.app.placement import Outcome, Placer
 from masa_matchmaking.app.ports import LeaseStore, Metrics, TicketStore
 from masa_matchmaking.app.tickets import mutate
 from masa_matchmaking.domain.errors import MatchmakingError
@@ -61,6 +68,10 @@ def _untraced(name: str, traceparent: str) -> contextlib.AbstractContextManager[
 class MatcherSettings:
     round_seconds: float = 1.0
     lease_ttl_seconds: float = 6.0
+    # The pause of a lobby's rounds after a placement the system failed, doubled after each
+    # such failure up to the most, and forgotten once a table is seated.
+    backoff_seconds: float = 0.5
+    backoff_max_seconds: float = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +176,11 @@ class Matchmaker:
                 self._placer,
                 self._metrics,
                 self._clock,
+                settings=self._settings,
                 leads=lambda: self._leads(lobby_id),
                 traced=self._traced,
             )
-            rounds.start(self._settings)
+            rounds.start()
             self._rounds[lobby_id] = rounds
 
     async def _stop_rounds(self, lobby_id: str) -> None:
@@ -199,7 +211,7 @@ class Matchmaker:
 class _LobbyRounds:
     """The rounds of one lobby while this instance holds its lease."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the matchmaker's ports and settings, passed on by keyword
         self,
         lobby: Lobby,
         store: TicketStore,
@@ -207,6 +219,7 @@ class _LobbyRounds:
         metrics: Metrics,
         clock: Callable[[], float],
         *,
+        settings: MatcherSettings,
         traced: Traced,
         leads: Callable[[], bool],
     ) -> None:
@@ -226,10 +239,12 @@ class _LobbyRounds:
         self._party_members: dict[str, int] = {}
         self._ready_players = 0
         self._placements: set[asyncio.Task[None]] = set()
+        self._round_seconds = settings.round_seconds
+        self._backoff = _Backoff(settings.backoff_seconds, settings.backoff_max_seconds)
 
-    def start(self, settings: MatcherSettings) -> None:
+    def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
-            self._loop(settings), name=f"matchmaking-{self._lobby.lobby_id}"
+            self._loop(), name=f"matchmaking-{self._lobby.lobby_id}"
         )
 
     def poke(self, ticket: Ticket) -> None:
@@ -285,23 +300,25 @@ class _LobbyRounds:
             if ticket.state is TicketState.SEARCHING and ticket.ticket_id not in self._placing
         ]
 
-    async def _loop(self, settings: MatcherSettings) -> None:
+    async def _loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), settings.round_seconds)
+                await asyncio.wait_for(self._wake.wait(), self._round_seconds)
             # Arrivals within a few milliseconds share one round instead of one each.
             await asyncio.sleep(_COALESCE_SECONDS)
+            # Backing off: the tickets put back wait, and so do the rounds they would wake.
+            await asyncio.sleep(self._backoff.remaining(asyncio.get_running_loop().time()))
             self._wake.clear()
             started = time.perf_counter()
             try:
-                await self._round(settings)
+                await self._round()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 _log.exception("matching round of %s failed", self._lobby.lobby_id)
             self._metrics.round_run(self._lobby.lobby_id, time.perf_counter() - started)
 
-    async def _round(self, settings: MatcherSettings) -> None:
+    async def _round(self) -> None:
         lobby = self._lobby
         if not self._leads():
             # The lease is not surely ours now: place nothing until it is renewed.
@@ -341,7 +358,7 @@ class _LobbyRounds:
         for group in stale.values():
             self._spawn(group, self._placer.resume(self._lobby, group))
 
-    def _spawn(self, tickets: list[Ticket], placing: Coroutine[Any, Any, bool]) -> None:
+    def _spawn(self, tickets: list[Ticket], placing: Coroutine[Any, Any, Outcome]) -> None:
         ids = {ticket.ticket_id for ticket in tickets}
         self._placing |= ids
         # The placement continues the trace of the ticket that waited longest.
@@ -350,7 +367,8 @@ class _LobbyRounds:
         async def run() -> None:
             try:
                 with self._traced("place table", first.trace_parent):
-                    await placing
+                    outcome = await placing
+                self._placed(outcome)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -367,8 +385,46 @@ class _LobbyRounds:
         self._placements.add(task)
         task.add_done_callback(done)
 
+    def _placed(self, outcome: Outcome) -> None:
+        if outcome is Outcome.SEATED:
+            self._backoff.reset()
+        elif outcome is Outcome.UNAVAILABLE:
+            pause = self._backoff.failed(asyncio.get_running_loop().time())
+            if pause:
+                _log.warning(
+                    "a placement failed for want of the ledger or the engines; backing off",
+                    extra={"lobby_id": self._lobby.lobby_id, "seconds": pause},
+                )
+
     async def _expire(self, ticket: Ticket, now: float) -> None:
         try:
             await mutate(self._store, ticket.player_id, ticket.ticket_id, lambda t: t.expired(now))
         except MatchmakingError as error:
             _log.info("ticket %s not expired: %s", ticket.ticket_id, error)
+
+
+class _Backoff:
+    """A lobby's pause after placements the system failed: ``first`` seconds, doubled after
+    each failure up to ``most``, none again after a success."""
+
+    def __init__(self, first: float, most: float) -> None:
+        self._first = first
+        self._most = most
+        self._pause = 0.0
+        self._until = float("-inf")
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self._until - now)
+
+    def failed(self, now: float) -> float:
+        """A failure at ``now``; returns the new pause, or 0 when one is running already (the
+        placements that ran beside the one that started it failed with it)."""
+        if now < self._until:
+            return 0.0
+        self._pause = min(self._most, self._pause * 2 or self._first)
+        self._until = now + self._pause
+        return self._pause
+
+    def reset(self) -> None:
+        self._pause = 0.0
+        self._until = float("-inf")

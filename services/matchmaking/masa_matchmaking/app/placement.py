@@ -15,12 +15,16 @@
 5. Seat: every ticket goes to MATCHED with the table, seat, address and hold, and TicketMatched
    and GameStarted are published.
 
-When a step fails the holds are released and the tickets go back to the front of the queue;
-after ``max_requeues`` such failures a ticket fails with the last reason. A create whose
-outcome is unknown (the node did not answer) is fenced by releasing the holds: a hold the
-ledger reports bound means the table exists, and the tickets stay PLACING for the resume.
-Every step repeats under the same ids, so :meth:`Placer.resume` can finish a placement whose
-instance died, from the tickets alone.
+When a step fails the holds are released and the tickets go back to the front of the queue.
+A failure that is the system's (the ledger or every engine node did not answer, every node is
+full, a placement was abandoned) never counts against the players: their tickets wait, and the
+lobby's rounds back off (:class:`Outcome.UNAVAILABLE`). A refusal that a retry will not change
+(an engine or the ledger refusing the table, no node hosting the game) counts, and after
+``max_requeues`` of them a ticket fails with the last reason. A create whose outcome is unknown
+(the node did not answer) is fenced by releasing the holds: a hold the ledger reports bound (or
+posted) means the table exists, and the tickets stay PLACING for the resume, which seats them
+there. Every step repeats under the same ids, so :meth:`Placer.resume` can finish a placement
+whose instance died, from the tickets alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Final
 
 from masa_matchmaking.app.ports import (
@@ -57,7 +62,7 @@ from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.matching import TablePlan
 from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
 
-__all__ = ["PlacementSettings", "Placer"]
+__all__ = ["Outcome", "PlacementSettings", "Placer"]
 
 _log = logging.getLogger(__name__)
 
@@ -65,11 +70,26 @@ _CREATE_ATTEMPTS: Final = 3
 _GIVE_UP_AFTER_TIMEOUTS: Final = 4
 
 
+class Outcome(Enum):
+    """How a placement (or a resume) ended, for the lobby's rounds."""
+
+    # The players sit at the table.
+    SEATED = "seated"
+    # Not seated, for a reason waiting will not mend: a claim lost, a player who could not pay,
+    # a refusal, or no room in the registry (nothing was tried).
+    NOT_SEATED = "not_seated"
+    # The system failed it (the ledger or the engines did not answer, every node was full, the
+    # placement was abandoned): the tickets wait uncounted and the lobby backs off.
+    UNAVAILABLE = "unavailable"
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementSettings:
     # How long a hold placed for a table may stay unbound (the create must finish first).
     hold_ttl_seconds: float = 120.0
-    # Failed placements (not the player's fault) before a ticket fails for good.
+    # Placements refused for a reason a retry will not change (an engine or the ledger refused
+    # the table, no node hosts the game) before a ticket fails for good. An outage never
+    # counts.
     max_requeues: int = 3
     # A placement older than this whose instance is gone is resumed by another.
     placement_timeout_seconds: float = 30.0
@@ -105,14 +125,14 @@ class Placer:
     def placement_timeout_seconds(self) -> float:
         return self._settings.placement_timeout_seconds
 
-    async def place(self, lobby: Lobby, plan: TablePlan, tickets: Sequence[Ticket]) -> bool:
-        """Place one planned table; True when its players were seated.
+    async def place(self, lobby: Lobby, plan: TablePlan, tickets: Sequence[Ticket]) -> Outcome:
+        """Place one planned table.
 
         While the registry shows no node with room for the game, nothing is claimed: the
         tickets keep searching untouched until a node has room."""
         if not await self._room_for(lobby):
             self._metrics.placement_failed("node_at_capacity")
-            return False
+            return Outcome.NOT_SEATED
         by_id = {ticket.ticket_id: ticket for ticket in tickets}
         table_id = self._new_table_id()
         now = self._clock()
@@ -144,7 +164,7 @@ class Placer:
             # Cancelled meanwhile, or (never while one instance leads) claimed by another.
             self._metrics.placement_failed("claim_lost")
             await self._give_back(claimed)
-            return False
+            return Outcome.NOT_SEATED
         # The store failed: what was claimed stays PLACING, for the resume.
         raise next(error for error in failed if not isinstance(error, Refused | NotFound))
 
@@ -153,13 +173,16 @@ class Placer:
         # No node at all is NO_ENGINE, reported by the placement itself.
         return not hosts or any(_has_room(node) and not node.draining for node in hosts)
 
-    async def resume(self, lobby: Lobby, tickets: Sequence[Ticket]) -> bool:
+    async def resume(self, lobby: Lobby, tickets: Sequence[Ticket]) -> Outcome:
         """Finish the placement of these PLACING tickets (one table) whose placer is gone.
 
-        With every ticket of the placement still PLACING it runs again from the holds. With
-        only some (the placer died while seating or requeueing them), or after several resumes
-        failed, the table exists exactly when its holds are bound: then it is seated, else the
-        tickets go back to the queue (and fail after max_requeues).
+        With every ticket of the placement still PLACING it runs again from the holds, under
+        the same ids: the engine answers a create it made with that table. With only some (the
+        placer died while seating or requeueing them), or after several resumes failed, the
+        table exists exactly when its holds are bound (or posted): then the players are seated
+        there; when the holds are released the tickets go back to the front of the queue,
+        uncounted (the placement was abandoned, not by them); and while the ledger does not
+        answer, nobody can tell, so the tickets stay PLACING for the next resume.
         """
         placement = _placement(tickets[0])
         _log.info(
@@ -173,46 +196,53 @@ class Placer:
         if len(tickets) == placement.players and not given_up:
             return await self._complete(lobby, list(tickets))
         holds = [_hold_id(t) for t in tickets] if lobby.chips else []
-        if await self._release(holds) == "bound":
+        released = await self._release(holds)
+        if released == "bound":
             return await self._complete(lobby, list(tickets))
-        await self._requeue(lobby, list(tickets), "PLACEMENT_ABANDONED", "the placement stopped")
-        return False
+        if released == "unknown":
+            self._metrics.placement_failed("ledger_unavailable")
+            return Outcome.UNAVAILABLE
+        self._metrics.placement_failed("placement_abandoned")
+        await self._put_back(list(tickets))
+        return Outcome.UNAVAILABLE
 
-    async def _complete(self, lobby: Lobby, tickets: list[Ticket]) -> bool:
+    async def _complete(self, lobby: Lobby, tickets: list[Ticket]) -> Outcome:
         first = _placement(tickets[0])
         table_id = first.table_id
         seats = _seats(lobby, tickets)
         holds = [seat.hold_id for seat in seats if seat.hold_id]
-        if lobby.chips and not await self._hold(lobby, table_id, tickets):
-            return False
+        if lobby.chips:
+            unheld = await self._hold(lobby, table_id, tickets)
+            if unheld is not None:
+                return unheld
         try:
             node_id, address = await self._create(lobby, table_id, seats)
         except _Failed as failed:
-            await self._fail_placement(lobby, tickets, holds, failed.reason, failed.message)
-            return False
+            await self._fail_placement(tickets, holds, failed.reason, failed.message)
+            return Outcome.NOT_SEATED
         except _Full:
             # Every node runs all the tables it may: the players wait for room, uncounted.
             await self._fail_placement(
-                lobby,
                 tickets,
                 holds,
                 "NODE_AT_CAPACITY",
                 "every table-engine node is full",
                 counted=False,
             )
-            return False
+            return Outcome.UNAVAILABLE
         except _Unknown:
-            return await self._fence(lobby, tickets, holds)
+            return await self._fence(tickets, holds)
         await self._seat(lobby, tickets, seats, node_id, address)
-        return True
+        return Outcome.SEATED
 
-    async def _hold(self, lobby: Lobby, table_id: str, tickets: list[Ticket]) -> bool:
+    async def _hold(self, lobby: Lobby, table_id: str, tickets: list[Ticket]) -> Outcome | None:
+        """Hold every player's stake; None when held, else how the placement ended."""
         ledger = self._ledger
         if ledger is None:
             await self._fail_placement(
-                lobby, tickets, [], "LEDGER_UNAVAILABLE", "no ledger holds the stakes"
+                tickets, [], "LEDGER_UNAVAILABLE", "no ledger holds the stakes"
             )
-            return False
+            return Outcome.NOT_SEATED
         requests = [
             HoldRequest(_hold_id(t), t.player_id, lobby.stake, lobby.lobby_id, t.ticket_id)
             for t in tickets
@@ -231,15 +261,18 @@ class Placer:
                 else:
                     # Not their fault: back to the front without counting against them.
                     await self._change(ticket, lambda t: t.requeued(now, counted=False))
-            return False
+            return Outcome.NOT_SEATED
         except LedgerRefused as refused:
-            await self._fail_placement(lobby, tickets, [], refused.reason, refused.message)
-            return False
+            await self._fail_placement(tickets, [], refused.reason, refused.message)
+            return Outcome.NOT_SEATED
         except Unreachable as error:
+            # The ledger is away: the players wait, uncounted, and the lobby backs off.
             holds = [_hold_id(t) for t in tickets]
-            await self._fail_placement(lobby, tickets, holds, "LEDGER_UNAVAILABLE", str(error))
-            return False
-        return True
+            await self._fail_placement(
+                tickets, holds, "LEDGER_UNAVAILABLE", str(error), counted=False
+            )
+            return Outcome.UNAVAILABLE
+        return None
 
     async def _create(
         self, lobby: Lobby, table_id: str, seats: tuple[SeatSpec, ...]
@@ -286,21 +319,22 @@ class Placer:
             raise _Full
         raise _Unknown
 
-    async def _fence(self, lobby: Lobby, tickets: list[Ticket], holds: list[str]) -> bool:
+    async def _fence(self, tickets: list[Ticket], holds: list[str]) -> Outcome:
         """No node answered CreateTable: release the holds, so that a create still in flight
         can no longer bind them. A hold the ledger reports bound means the table was made, and
         a ledger that does not answer leaves it unknown: the tickets stay PLACING, and the
-        resume after placement_timeout finishes the placement either way.
+        resume after placement_timeout finishes the placement either way (it seats them at
+        that table when it was made). Released holds mean no table: the tickets go back to the
+        front, uncounted.
 
         A table without stakes (training, free lobbies) has no hold to fence it with: its
         tickets stay PLACING and the resume asks again under the same table id, which the
         engine answers with the table if the first create made it. Requeueing them would
         place them again under a new id while the first table may be starting."""
         self._metrics.placement_failed("engine_unavailable")
-        if not holds or await self._release(holds) != "released":
-            return False
-        await self._requeue(lobby, tickets, "ENGINE_UNAVAILABLE", "no engine node answered")
-        return False
+        if holds and await self._release(holds) == "released":
+            await self._put_back(tickets)
+        return Outcome.UNAVAILABLE
 
     async def _release(self, holds: Sequence[str]) -> str:
         """Release the holds: "released", "bound" (one is a table's stake) or "unknown"."""
@@ -319,7 +353,6 @@ class Placer:
 
     async def _fail_placement(
         self,
-        lobby: Lobby,
         tickets: list[Ticket],
         holds: list[str],
         reason: str,
@@ -336,19 +369,16 @@ class Placer:
             for hold in holds:
                 try:
                     await self._ledger.release_hold(hold, f"placement failed: {reason}")
-                except (HoldBound, LedgerRefused, Unreachable) as error:
-                    # An unbound hold expires by itself (hold_ttl_seconds); log and go on.
+                except (HoldBound, LedgerRefused) as error:
                     _log.warning("could not release hold %s: %s", hold, error)
-        if counted:
-            await self._requeue(lobby, tickets, reason, message)
+                except Unreachable as error:
+                    # Nor would the others now; an unbound hold expires by itself
+                    # (hold_ttl_seconds).
+                    _log.warning("could not release hold %s: %s", hold, error)
+                    break
+        if not counted:
+            await self._put_back(tickets)
             return
-        now = self._clock()
-        for ticket in tickets:
-            await self._change(ticket, lambda t: t.requeued(now, counted=False))
-
-    async def _requeue(
-        self, lobby: Lobby, tickets: list[Ticket], reason: str, message: str
-    ) -> None:
         now = self._clock()
         failure = Failure(reason, message)
         for ticket in tickets:
@@ -356,6 +386,13 @@ class Placer:
                 await self._change(ticket, lambda t: t.failed(failure, now))
             else:
                 await self._change(ticket, lambda t: t.requeued(now))
+
+    async def _put_back(self, tickets: list[Ticket]) -> None:
+        """Back to the front of the queue, uncounted: the placement failed for no fault of
+        the players."""
+        now = self._clock()
+        for ticket in tickets:
+            await self._change(ticket, lambda t: t.requeued(now, counted=False))
 
     async def _seat(
         self,
