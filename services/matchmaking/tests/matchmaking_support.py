@@ -11,7 +11,9 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
+from masa.common.v1 import error_pb2
 from masa_matchmaking.app.ports import (
     EngineFull,
     EngineNode,
@@ -69,15 +71,31 @@ seats = 4
 """
 
 
+def reason_name(reason: error_pb2.ErrorReason.ValueType) -> str:
+    """An ErrorReason as ErrorInfo names it (HOLD_NOT_HELD for ERROR_REASON_HOLD_NOT_HELD)."""
+    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
+
+
+HOLD_NOT_HELD: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_HELD)
+HOLD_ALREADY_BOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND)
+
+
 @dataclass
 class Hold:
     request: HoldRequest
+    # The ledger's states (masa.ledger.v1 StakeHold.State) in lower case: held, then bound to
+    # a table's game and posted once it is settled; or released, expired or voided.
     state: str = "held"
     table_id: str = ""
 
 
 @dataclass
 class FakeLedger:
+    """The ledger port as :class:`~masa_matchmaking.adapters.ledger_client.GrpcLedger` answers
+    it over the real ledger (``test_matchmaking_ledger_contract`` runs both): a hold a table's
+    game took is :class:`HoldBound` on release, any other hold no longer held is refused
+    HOLD_NOT_HELD, an unknown or released one is fine."""
+
     balances: dict[str, int] = field(default_factory=dict)
     holds: dict[str, Hold] = field(default_factory=dict)
     unreachable: bool = False
@@ -112,25 +130,37 @@ class FakeLedger:
             self.holds[h.hold_id] = Hold(h)
 
     def bind(self, table_id: str, hold_ids: Sequence[str]) -> None:
+        """The table-engine's BindHolds: all or nothing; the same holds to the same table again
+        is fine."""
         for hold_id in hold_ids:
             hold = self.holds.get(hold_id)
-            if hold is None or hold.state not in ("held", "bound"):
-                raise LedgerRefused("HOLD_NOT_HELD", f"{hold_id} is not held")
-            if hold.state == "bound" and hold.table_id != table_id:
-                raise LedgerRefused("ESCROW_MISMATCH", f"{hold_id} is bound elsewhere")
+            if hold is not None and hold.state == "bound" and hold.table_id == table_id:
+                continue
+            if hold is not None and hold.state in ("bound", "posted"):
+                raise LedgerRefused(HOLD_ALREADY_BOUND, f"{hold_id} is bound elsewhere")
+            if hold is None or hold.state != "held":
+                raise LedgerRefused(HOLD_NOT_HELD, f"{hold_id} is not held")
         for hold_id in hold_ids:
             self.holds[hold_id].state = "bound"
             self.holds[hold_id].table_id = table_id
+
+    def expire(self, hold_id: str) -> None:
+        """The ledger's expiry of an unbound hold past its TTL."""
+        hold = self.holds[hold_id]
+        if hold.state == "held":
+            hold.state = "expired"
 
     async def release_hold(self, hold_id: str, reason: str) -> None:
         self.calls.append(f"release:{hold_id}")
         if self.unreachable:
             raise Unreachable("ledger down")
         hold = self.holds.get(hold_id)
-        if hold is None:
+        if hold is None or hold.state == "released":
             return
-        if hold.state == "bound":
+        if hold.state in ("bound", "posted"):
             raise HoldBound(hold_id)
+        if hold.state != "held":
+            raise LedgerRefused(HOLD_NOT_HELD, f"hold {hold_id} is {hold.state}")
         hold.state = "released"
 
     def open_holds(self) -> list[Hold]:
