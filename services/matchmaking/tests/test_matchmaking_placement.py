@@ -142,22 +142,22 @@ async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(wo
     assert nodes.nodes
 
 
-async def test_p30_no_live_node_for_the_game_releases_the_holds_and_fails_in_the_end(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_no_live_node_for_the_game_releases_the_holds_and_the_players_wait(world) -> None:  # type: ignore[no-untyped-def]
+    """No node hosting the game is the system's failure, not the players': their holds are
+    released and their tickets wait uncounted until a node comes."""
     instance, ledger, engines, _, nodes = world
     saved = nodes.nodes
     nodes.nodes = [EngineNode("full", "f:1", frozenset({Game.ELEVATOR}), 10, 10, 1.0, False)]
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
-    await until(lambda: _all(instance, players, TicketState.FAILED))
-    assert {_ticket(instance, p).failure.reason for p in players} == {"NO_ENGINE"}
-    assert {_ticket(instance, p).requeues for p in players} == {1}
+    await until(lambda: instance.metrics.failures.count("no_engine") >= 2)
+    assert all(_ticket(instance, p).state is not TicketState.FAILED for p in players)
+    assert {_ticket(instance, p).requeues for p in players} == {0}
     ours = [h for h in ledger.holds.values() if h.request.player_id in players]
     assert ours and {h.state for h in ours} == {"released"}
     assert not any(p in engines.seated() for p in players)
     nodes.nodes = saved
-    again = _players(4, 500, ledger)
-    await _queue(instance, again, "salon")
-    await until(lambda: _all(instance, again, TicketState.MATCHED))
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
 
 
 async def test_p30_a_full_node_is_passed_over_and_with_every_node_full_the_tickets_wait(

@@ -16,10 +16,10 @@
    and GameStarted are published.
 
 When a step fails the holds are released and the tickets go back to the front of the queue.
-A failure that is the system's (the ledger or every engine node did not answer, every node is
-full, a placement was abandoned) never counts against the players: their tickets wait, and the
-lobby's rounds back off (:class:`Outcome.UNAVAILABLE`). A refusal that a retry will not change
-(an engine or the ledger refusing the table, no node hosting the game) counts, and after
+A failure that is the system's (the ledger or every engine node did not answer, no node hosts
+the game or every one is full, a placement was abandoned) never counts against the players:
+their tickets wait, and the lobby's rounds back off (:class:`Outcome.UNAVAILABLE`). A refusal
+that a retry will not change (an engine or the ledger refusing the table) counts, and after
 ``max_requeues`` of them a ticket fails with the last reason. A create whose outcome is unknown
 (the node did not answer) is fenced by releasing the holds: a hold the ledger reports bound (or
 posted) means the table exists, and the tickets stay PLACING for the resume, which seats them
@@ -78,8 +78,9 @@ class Outcome(Enum):
     # Not seated, for a reason waiting will not mend: a claim lost, a player who could not pay,
     # a refusal, or no room in the registry (nothing was tried).
     NOT_SEATED = "not_seated"
-    # The system failed it (the ledger or the engines did not answer, every node was full, the
-    # placement was abandoned): the tickets wait uncounted and the lobby backs off.
+    # The system failed it (the ledger or the engines did not answer, no node hosts the game or
+    # every one was full, the placement was abandoned): the tickets wait uncounted and the
+    # lobby backs off.
     UNAVAILABLE = "unavailable"
 
 
@@ -230,6 +231,16 @@ class Placer:
                 counted=False,
             )
             return Outcome.UNAVAILABLE
+        except _NoEngine:
+            # The system's, like a full house: the players wait for a node, uncounted.
+            await self._fail_placement(
+                tickets,
+                holds,
+                "NO_ENGINE",
+                "no live table-engine node hosts this game now",
+                counted=False,
+            )
+            return Outcome.UNAVAILABLE
         except _Unknown:
             return await self._fence(tickets, holds)
         await self._seat(lobby, tickets, seats, node_id, address)
@@ -286,7 +297,7 @@ class Placer:
             if lobby.game in node.games and not node.draining
         ]
         if not nodes:
-            raise _Failed("NO_ENGINE", "no live table-engine node hosts this game now")
+            raise _NoEngine
         # The registry's counts lag: a node it shows full is still asked, last.
         nodes.sort(key=lambda node: (not _has_room(node), node.load, node.tables, node.node_id))
         spec = TableSpec(lobby, seats)
@@ -460,6 +471,10 @@ class _Unknown(Exception):
 
 class _Full(Exception):
     """Every node hosting the game refused CreateTable for want of room."""
+
+
+class _NoEngine(Exception):
+    """No live node hosts the game now (every one is down, draining or yet to start)."""
 
 
 def _has_room(node: EngineNode) -> bool:
