@@ -586,10 +586,11 @@ def cases(ticket_id: str) -> dict[str, Case]:
             ),
         ),
         f"{ledger}/VoidGame": Case(
+            # A game no stake was bound to: the ledger judges the void and voids nothing.
             lambda caller: ledger_pb2.VoidGameRequest(
                 request_id=f"void-{caller}", table_id=f"voided-{caller}", game_no=1, reason="test"
             ),
-            lambda answer: ALLOWED if answer.applied else "not applied",
+            refused=(grpc.StatusCode.NOT_FOUND, error_pb2.ERROR_REASON_NOT_FOUND),
         ),
         f"{match}/ListLobbies": Case(
             lambda _: mm.ListLobbiesRequest(),

@@ -26,7 +26,7 @@ import hashlib
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -210,15 +210,24 @@ def request_id_of(request: Any, context: Context) -> str:
 
 
 class IdempotencyInterceptor(WrappingInterceptor):
-    """De-duplicates unary calls that carry a request id; install it inside auth and errors."""
+    """De-duplicates unary calls that carry a request id; install it inside auth and errors.
 
-    def __init__(self, cache: IdempotencyCache | None = None) -> None:
+    ``uncached`` names methods (``/package.Service/Method``) left to their handler: ones that
+    keep their request ids durably themselves and say in their answer whether a call repeated
+    an earlier one (the ledger's ``GrantChips``), which a replayed first answer would hide.
+    """
+
+    def __init__(
+        self, cache: IdempotencyCache | None = None, *, uncached: Collection[str] = ()
+    ) -> None:
         self._cache = cache or IdempotencyCache()
+        self._uncached = frozenset(uncached)
         super().__init__()
 
     def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
         # Only a single answer can be replayed; streams are reads and carry no request id.
-        return not (handler.request_streaming or handler.response_streaming)
+        streaming = handler.request_streaming or handler.response_streaming
+        return not streaming and method not in self._uncached
 
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,7 @@ def standard_interceptors(
     policy: AuthPolicy | None = None,
     metrics: GrpcMetrics | None = None,
     idempotency: IdempotencyCache | None = None,
+    uncached: Collection[str] = (),
     quotas: CallerQuotas | None = None,
 ) -> list[grpc.aio.ServerInterceptor]:
     """The interceptors in the order they must run, outermost first; all but tracing's are
@@ -81,7 +82,9 @@ def standard_interceptors(
     included; every log line of the call, auth's included, carries the call's identity; errors
     map whatever auth and the handler raise; quotas (every service passes its
     :class:`~masa_platform.quotas.CallerQuotas`) hold the caller that auth established to its
-    limits before anything else runs; idempotency keys answers by that caller.
+    limits before anything else runs; idempotency keys answers by that caller, except for the
+    ``uncached`` methods, which de-duplicate their request ids themselves
+    (:class:`~masa_platform.idempotency.IdempotencyInterceptor`).
     """
     chain: list[WrappingInterceptor] = []
     if metrics is not None:
@@ -91,7 +94,7 @@ def standard_interceptors(
     chain.append(AuthInterceptor(auth, policy))
     if quotas is not None:
         chain.append(QuotaInterceptor(quotas, policy))
-    chain.append(IdempotencyInterceptor(idempotency))
+    chain.append(IdempotencyInterceptor(idempotency, uncached=uncached))
     return [*tracing.server_interceptors(), InterceptorChain(chain)]
 
 

@@ -63,6 +63,32 @@ async def test_a_retry_with_the_same_request_id_returns_the_first_answer(
     assert counter.runs == 3
 
 
+async def test_an_uncached_method_runs_every_retry_and_the_others_stay_cached(
+    serve: ServeFactory,
+) -> None:
+    """A method that keeps its request ids itself (the ledger's GrantChips) answers each retry
+    on its own, to say that it is one; the cache answers the retries of the other methods."""
+    grants, writes = Counter(), Counter()
+    handlers = {
+        "Grant": grpc.unary_unary_rpc_method_handler(grants),
+        "Write": grpc.unary_unary_rpc_method_handler(writes),
+    }
+    interceptors = standard_interceptors(
+        AUTH, policy=PLAYERS_POLICY, uncached=[f"/{TEST_SERVICE}/Grant"]
+    )
+    async with (
+        serve(handlers, interceptors=interceptors) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        grant = channel.unary_unary(f"/{TEST_SERVICE}/Grant")
+        write = channel.unary_unary(f"/{TEST_SERVICE}/Write")
+        assert await grant(b"chips", metadata=as_player("ayse", "r1")) == b"chips#1"
+        assert await grant(b"chips", metadata=as_player("ayse", "r1")) == b"chips#2"
+        assert await write(b"draw", metadata=as_player("ayse", "r1")) == b"draw#1"
+        assert await write(b"draw", metadata=as_player("ayse", "r1")) == b"draw#1"
+    assert (grants.runs, writes.runs) == (2, 1)
+
+
 async def test_concurrent_duplicates_wait_for_the_first_and_run_it_once(
     serve: ServeFactory,
 ) -> None:

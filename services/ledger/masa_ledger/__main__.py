@@ -3,7 +3,8 @@
 - ``masa-ledger`` / ``masa-ledger serve``: serve LedgerService until SIGINT or SIGTERM.
 - ``masa-ledger check``: verify every invariant of the database of ``MASA_DATABASE_URL``
   (or ``--database-url``) and print the report as JSON; exit 0 when every invariant holds,
-  1 on any violation, 2 when the database cannot be read.
+  1 on any violation, 2 when the database cannot be read (a SQLite file that is not there
+  is not made: an empty database would pass every check).
 
 Settings are read once from ``MASA_*`` (see :class:`~masa_ledger.settings.LedgerSettings`).
 """
@@ -49,7 +50,7 @@ async def serve(settings: LedgerSettings) -> None:
 
 async def check(settings: LedgerSettings) -> int:
     try:
-        store = await open_store(settings)
+        store = await open_store(settings, create=False)
     except (LedgerError, OSError) as error:
         print(f"masa-ledger check: cannot open the database: {error}", file=sys.stderr)
         return 2

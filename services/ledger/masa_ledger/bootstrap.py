@@ -33,7 +33,7 @@ from masa_ledger.adapters.bus import (
     ResultsConsumer,
 )
 from masa_ledger.adapters.convert import encode_event
-from masa_ledger.adapters.grpc_api import LedgerServicer, auth_policy, registration
+from masa_ledger.adapters.grpc_api import UNCACHED, LedgerServicer, auth_policy, registration
 from masa_ledger.adapters.metrics import PrometheusLedgerMetrics
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
@@ -50,11 +50,12 @@ _HEALTH_SECONDS = 2.0
 _PRUNE_SECONDS = 600.0
 
 
-async def open_store(settings: LedgerSettings) -> SqlStore:
-    """The database of ``MASA_DATABASE_URL``, migrated to the current schema."""
+async def open_store(settings: LedgerSettings, *, create: bool = True) -> SqlStore:
+    """The database of ``MASA_DATABASE_URL``, migrated to the current schema; a SQLite file
+    is made when missing unless ``create`` is False (``FileNotFoundError`` then)."""
     path = sqlite_path(settings.database_url)
     if path is not None:
-        return await SqliteStore.open(path)
+        return await SqliteStore.open(path, create=create)
     return await PostgresStore.open(settings.database_url, max_size=settings.database_pool_size)
 
 
@@ -123,6 +124,7 @@ async def start_ledger(
             platform.auth,
             policy=auth_policy(),
             metrics=GrpcMetrics(registry),
+            uncached=UNCACHED,
             quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )

@@ -86,3 +86,19 @@ async def test_check_says_when_it_cannot_read_the_database(tmp_path: Path) -> No
     code, _, err = await _check("mysql://elsewhere")
     assert code == 2
     assert "MASA_DATABASE_URL" in err
+    # A SQLite file that is not there (a typo, or the wrong folder) is not made: an empty
+    # database would pass every check.
+    missing = tmp_path / "nowhere" / "ledger.sqlite3"
+    code, out, err = await _check(f"sqlite:///{missing}")
+    assert (code, out) == (2, "")
+    assert f"masa-ledger check: cannot open the database: no SQLite database at {missing}" in err
+    assert "Traceback" not in err
+    assert not missing.parent.exists()
+    # Nor is a file that is not a database read as one.
+    other = tmp_path / "notes.txt"
+    other.write_text("not a ledger\n" * 100)
+    code, out, err = await _check(f"sqlite:///{other}")
+    assert (code, out) == (2, "")
+    assert "cannot open the database" in err
+    assert "Traceback" not in err
+    assert other.read_text() == "not a ledger\n" * 100

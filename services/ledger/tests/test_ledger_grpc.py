@@ -27,7 +27,7 @@ from ledger_support import (
     running_ledger,
     token_metadata,
 )
-from masa.common.v1 import chips_pb2
+from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.bootstrap import LedgerService
 from masa_platform.errors import error_info
@@ -169,9 +169,13 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
         _client(service) as stub,
     ):
         first = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=10)
-        await stub.GrantChips(first, metadata=ADMIN)
+        granted = await stub.GrantChips(first, metadata=ADMIN)
+        assert not granted.replayed
+        # The same request again moves nothing and says so, at once (no cached first answer
+        # hides it) and after a restart (below).
         again = await stub.GrantChips(first, metadata=ADMIN)
-        assert again.transfer.transfer_id == "grant:same"
+        assert (again.transfer.transfer_id, again.transfer.amount) == ("grant:same", 10)
+        assert again.replayed
         other = ledger_pb2.GrantChipsRequest(request_id="same", player_id="ayse", amount=11)
         assert (await _refusal(stub.GrantChips(other, metadata=ADMIN)))[:2] == (
             grpc.StatusCode.ALREADY_EXISTS,
@@ -186,6 +190,7 @@ async def test_p31_reused_request_ids_and_bad_input_are_clear_statuses(
             grpc.StatusCode.ALREADY_EXISTS,
             "REQUEST_ID_REUSED",
         )
+        assert (await stub.GrantChips(first, metadata=ADMIN)).replayed
         for bad in (
             ledger_pb2.GrantChipsRequest(request_id="z", player_id="ayse", amount=0),
             ledger_pb2.GrantChipsRequest(request_id="n", player_id="ayse", amount=-1),
@@ -339,3 +344,65 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
             ).account.balance == 550
     finally:
         await nc.close()
+
+
+async def test_p30_void_game_of_a_game_the_ledger_never_saw_is_not_found_and_changes_nothing(
+    nats_server: NatsServer, database: str
+) -> None:
+    """An operator's VoidGame of a table id no stake was ever bound to (a typo, a table of
+    another deployment) voids nothing and records nothing: the game may still be bound and
+    voided for real afterwards."""
+    table = f"typo-{uuid.uuid4().hex[:8]}"
+    void = ledger_pb2.VoidGameRequest(request_id="v-typo", table_id=table, game_no=1, reason="?")
+    async with (
+        running_ledger(ledger_settings(nats_server, database)) as service,
+        _client(service) as stub,
+    ):
+        code, reason, metadata = await _refusal(stub.VoidGame(void, metadata=ADMIN))
+        assert (code, reason) == (
+            grpc.StatusCode.NOT_FOUND,
+            error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix(
+                "ERROR_REASON_"
+            ),
+        )
+        assert metadata == {"table_id": table, "game_no": "1"}
+        code, reason, _ = await _refusal(
+            stub.GetAccount(
+                ledger_pb2.GetAccountRequest(account_id=f"escrow:{table}:1"), metadata=ADMIN
+            )
+        )
+        assert code == grpc.StatusCode.NOT_FOUND
+        code, reason, _ = await _refusal(
+            stub.GetSettlement(
+                ledger_pb2.GetSettlementRequest(table_id=table, game_no=1), metadata=ADMIN
+            )
+        )
+        assert code == grpc.StatusCode.NOT_FOUND
+        # The game is as open as before: its stakes bind, and a void then gives them back.
+        await _grant(stub, "ayse", 100)
+        await stub.HoldStake(
+            ledger_pb2.HoldStakeRequest(request_id=f"{table}-ayse", player_id="ayse", amount=40),
+            metadata=MATCHMAKING,
+        )
+        await stub.BindHolds(
+            ledger_pb2.BindHoldsRequest(
+                request_id="b",
+                table_id=table,
+                game_no=1,
+                stake=40,
+                hold_ids=[f"{table}-ayse"],
+                payout=WINNER_TAKES_ALL_PROTO,
+            ),
+            metadata=ENGINE,
+        )
+        voided = await stub.VoidGame(
+            ledger_pb2.VoidGameRequest(request_id="v-real", table_id=table, game_no=1),
+            metadata=ADMIN,
+        )
+        assert voided.applied
+        assert (voided.settlement.state, list(voided.settlement.hold_ids)) == (
+            ledger_pb2.Settlement.STATE_VOIDED,
+            [f"{table}-ayse"],
+        )
+        balance = await stub.GetBalance(ledger_pb2.GetBalanceRequest(), metadata=AYSE)
+        assert (balance.account.balance, balance.account.held) == (100, 0)

@@ -54,7 +54,7 @@ if POSTGRES_DSN:
 
                     await eventually(up, timeout=60, what="SERVING again")
                     # And it serves again.
-                    transfer = await service.ledger.grant("after", "ayse", 5, "")
-                    assert transfer.amount == 5
+                    transfer, granted = await service.ledger.grant("after", "ayse", 5, "")
+                    assert (transfer.amount, granted) == (5, True)
             finally:
                 await proxy.close()

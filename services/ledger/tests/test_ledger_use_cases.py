@@ -18,6 +18,7 @@ from ledger_support import (
     result,
     snapshot,
 )
+from masa.common.v1 import error_pb2
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.app.ledger import Ledger, StakeRequest
 from masa_ledger.app.ports import HoldFilter, InboxOutcome, TransferFilter
@@ -58,9 +59,9 @@ async def test_p31_a_grant_moves_chips_from_the_issuer_and_a_retry_moves_nothing
     store: SqlStore,
 ) -> None:
     ledger, _ = await _funded(store)
-    first = await ledger.grant("g1", "ayse", 500, "welcome")
-    again = await ledger.grant("g1", "ayse", 500, "welcome")
-    assert again == first
+    first, granted = await ledger.grant("g1", "ayse", 500, "welcome")
+    again, granted_again = await ledger.grant("g1", "ayse", 500, "welcome")
+    assert (again, granted, granted_again) == (first, True, False)
     assert first.transfer_id == "grant:g1"
     assert (await ledger.wallet("ayse")).balance == 500
     assert (await ledger.account(ISSUER)).balance == -500
@@ -310,6 +311,29 @@ async def test_p30_voiding_first_makes_the_late_result_a_no_op(store: SqlStore) 
     for player in "ab":
         wallet = await ledger.wallet(player)
         assert (wallet.balance, wallet.held) == (1000, 0)
+    await assert_consistent(store)
+
+
+async def test_p30_an_operators_void_of_a_game_never_seen_is_not_found_and_writes_nothing(
+    store: SqlStore,
+) -> None:
+    """No escrow, no stake: VoidGame of such a game (a typo) is refused and leaves the game
+    open; a table's GameAbandoned still closes any game it names (a training table's)."""
+    ledger, _ = await _funded(store, "a", "b")
+    with pytest.raises(NotFound) as unknown:
+        await ledger.void(GameKey("typo", 1), "operator")
+    assert (unknown.value.reason, unknown.value.metadata) == (
+        error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix("ERROR_REASON_"),
+        {"table_id": "typo", "game_no": "1"},
+    )
+    with pytest.raises(NotFound):
+        await ledger.account("escrow:typo:1")
+    await hold_for(ledger, "ab", 10, "typo")
+    await ledger.bind_holds("typo", 1, 10, ["typo-a", "typo-b"])
+    voided, applied = await ledger.void(GameKey("typo", 1), "operator")
+    assert (applied, voided.hold_ids) == (True, ("typo-a", "typo-b"))
+    training = GameAbandonment("train:1:abandoned", GameKey("train", 1), "voided")
+    assert await ledger.on_result(training) is InboxOutcome.VOIDED
     await assert_consistent(store)
 
 

@@ -48,9 +48,13 @@ from masa_ledger.app.ports import HoldFilter, TransferFilter
 from masa_ledger.domain import errors
 from masa_ledger.domain.model import GameKey, wallet_id
 
-__all__ = ["SERVICE_NAME", "LedgerServicer", "auth_policy", "registration"]
+__all__ = ["SERVICE_NAME", "UNCACHED", "LedgerServicer", "auth_policy", "registration"]
 
 SERVICE_NAME: Final = "masa.ledger.v1.LedgerService"
+# Left out of the platform's request_id cache: the ledger keeps a grant's request id for ever
+# (its transfer id), and a repeated grant must say that it moved nothing (replayed), which the
+# cache's replay of the first answer would hide.
+UNCACHED: Final = (f"/{SERVICE_NAME}/GrantChips",)
 _KINDS: Final = {value: kind for kind, value in TRANSFER_KINDS.items()}
 _STATES: Final = {value: state for state, value in HOLD_STATES.items()}
 
@@ -295,10 +299,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def GrantChips(  # noqa: N802
         self, request: ledger_pb2.GrantChipsRequest, context: Context
     ) -> ledger_pb2.GrantChipsResponse:
-        transfer = await self._ledger.grant(
+        transfer, applied = await self._ledger.grant(
             request.request_id, request.player_id, request.amount, request.reason
         )
-        return ledger_pb2.GrantChipsResponse(transfer=transfer_to_proto(transfer))
+        return ledger_pb2.GrantChipsResponse(
+            transfer=transfer_to_proto(transfer), replayed=not applied
+        )
 
     @_mapped
     async def SettleGame(  # noqa: N802

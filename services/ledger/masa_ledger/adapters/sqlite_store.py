@@ -121,10 +121,19 @@ class SqliteStore(SqlStore):
         self._read_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteStore:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store = cls(path)
-        await store._migrate()
+    async def open(cls, path: Path, *, create: bool = True) -> SqliteStore:
+        """The database at ``path``, made (with its folder) when missing unless ``create`` is
+        False (``masa-ledger check``): then a missing file is ``FileNotFoundError``, and nothing
+        is made. A file that is not a SQLite database is ``Unavailable``."""
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif not path.is_file():
+            raise FileNotFoundError(f"no SQLite database at {path}")
+        try:
+            store = cls(path)
+            await store._migrate()
+        except sqlite3.DatabaseError as error:
+            raise Unavailable(f"{path}: {error}") from None
         return store
 
     def _connect(self) -> sqlite3.Connection:

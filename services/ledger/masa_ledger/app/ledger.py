@@ -161,9 +161,12 @@ class Ledger:
 
     # --- writes ----------------------------------------------------------------------------
 
-    async def grant(self, request_id: str, player_id: str, amount: int, reason: str) -> Transfer:
+    async def grant(
+        self, request_id: str, player_id: str, amount: int, reason: str
+    ) -> tuple[Transfer, bool]:
         """P-31: issue chips from the issuing account; the transfer id derives from the
-        request id, so a retry returns the first transfer."""
+        request id, so a retry moves nothing and returns the first transfer. The transfer, and
+        whether this call granted it (False for a retry)."""
         check_id("request_id", request_id)
         check_player_id("player_id", player_id)
         check_amount("amount", amount)
@@ -207,7 +210,7 @@ class Ledger:
             )
             return transfer, True
 
-        return await self._write("grant", work)
+        return await self._write_applied("grant", work)
 
     async def hold_stakes(self, stakes: Sequence[StakeRequest]) -> list[Hold]:
         """P-30: reserve the stakes of a group of players, all or nothing.
@@ -571,7 +574,14 @@ class Ledger:
         self, key: GameKey, reason: str, *, event_id: str = "", from_event: bool = False
     ) -> tuple[Settlement, bool]:
         """P-30: void a game that cannot be completed: every hold bound to it is voided and no
-        chips move. A game settled or voided already is answered with that settlement."""
+        chips move. A game settled or voided already is answered with that settlement.
+
+        A void no table event orders (``event_id`` empty: an operator's VoidGame) of a game the
+        ledger never saw, one with no escrow because no stake was ever bound to it, is refused
+        (NotFound) and records nothing: there is nothing to give back, and the closed escrow it
+        would leave would refuse that game's stakes for good. A table's GameAbandoned voids any
+        game, its stakes bound or not (a training table's closes its key).
+        """
         check_game(key.table_id, key.game_no)
         check_text("reason", reason)
 
@@ -584,6 +594,13 @@ class Ledger:
                     writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED))
                     await self._apply(tx, writes)
                 return [((closed, False), False)]
+            if not event_id and writes.opens(key.escrow_id):
+                unknown = NotFound(
+                    f"the ledger knows no game {key}: no stake was ever bound to it",
+                    reason="NOT_FOUND",
+                    metadata=_game_metadata(key),
+                )
+                return [(unknown, False)]
             bound = [h for h in (await tx.holds_of_games([key]))[key] if h.state is HoldState.BOUND]
             pot = sum(hold.amount for hold in bound)
             for hold in bound:
@@ -834,6 +851,13 @@ class Ledger:
     ) -> ValueT:
         """Run ``work`` (which returns its value and whether it changed anything) in one
         transaction, and count it: ok, replayed (nothing to change), refused or error."""
+        value, _ = await self._write_applied(kind, work)
+        return value
+
+    async def _write_applied(
+        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
+    ) -> tuple[ValueT, bool]:
+        """:meth:`_write`, with whether the transaction changed anything."""
         try:
             value, changed = await self._store.transact(work)
         except LedgerError:
@@ -845,7 +869,7 @@ class Ledger:
         self._metrics.operation(kind, "ok" if changed else "replayed")
         if changed:
             self._on_commit()
-        return value
+        return value, changed
 
     async def _batch(
         self, kind: str, work: Callable[[Tx], Awaitable[list[tuple[Outcome[ValueT], bool]]]]
@@ -895,6 +919,10 @@ class _Writes:
     def unopened(self, account: Account) -> Account:
         """An account not in the database: opened with the change if a request changes it."""
         return self._unopened.setdefault(account.account_id, account)
+
+    def opens(self, account_id: str) -> bool:
+        """Whether the account is not in the database (this transaction would open it)."""
+        return account_id in self._unopened
 
     def account(self, account_id: str, change: AccountChange) -> None:
         self.accounts[account_id] = self.accounts.get(account_id, AccountChange()).plus(change)
