@@ -497,6 +497,11 @@ def cases(ticket_id: str) -> dict[str, Case]:
             lambda _: admin_pb2.DrainNodeRequest(node_id="another-node"),
             refused=(grpc.StatusCode.FAILED_PRECONDITION, error_pb2.ERROR_REASON_NODE_MISMATCH),
         ),
+        f"{admin}/ResumeNode": Case(
+            # Another node's id: the node judges the call and resumes nothing.
+            lambda _: admin_pb2.ResumeNodeRequest(node_id="another-node"),
+            refused=(grpc.StatusCode.FAILED_PRECONDITION, error_pb2.ERROR_REASON_NODE_MISMATCH),
+        ),
         f"{admin}/VoidTable": Case(
             lambda caller: admin_pb2.VoidTableRequest(
                 request_id=f"void-{caller}", table_id=VOIDED, reason="the permissions test"

@@ -43,7 +43,7 @@ async def serve(settings: EngineSettings) -> None:
         # already in JetStream, so a node that cannot say goodbye may simply leave.
         try:
             async with asyncio.timeout(_DRAIN_SECONDS):
-                await node.drain()
+                await node.drain(leaving=True)
         except TimeoutError:
             _log.warning("drain not finished in time; the other tables' leases expire")
         try:

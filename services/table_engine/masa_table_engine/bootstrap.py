@@ -70,7 +70,7 @@ from masa_table_engine.app.ports import (
     SystemClock,
 )
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
-from masa_table_engine.app.tables import RecoveryReport, Tables
+from masa_table_engine.app.tables import NodeLeaving, RecoveryReport, Tables
 from masa_table_engine.domain.table import TimerPolicy
 from masa_table_engine.settings import EngineSettings
 
@@ -100,6 +100,8 @@ class Advertiser(Protocol):
     async def advertise(self) -> None: ...
 
     async def drain(self) -> None: ...
+
+    async def resume(self) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -140,21 +142,40 @@ class Node:
     registry: Advertiser
     channels: list[grpc.aio.Channel] = field(default_factory=list)
     stopped: bool = False
-    # One drain at a time: an operator's DrainNode and SIGTERM may come together.
+    # Drained to stop (SIGTERM): no operator's ResumeNode brings the node back.
+    leaving: bool = False
+    # One drain or resume at a time: an operator's DrainNode, ResumeNode and SIGTERM may come
+    # together.
     _drain_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def drain(self) -> int:
+    async def drain(self, *, leaving: bool = False) -> int:
         """Take no new table and hand every table over to the other nodes (SIGTERM does this
-        before :meth:`stop`, an operator's DrainNode without stopping): a final snapshot each,
-        then the lease released, so that another node takes it at once instead of after the
-        lease's expiry. From then on health says NOT_SERVING. How many tables it handed over
-        (none when drained already)."""
+        before :meth:`stop`, with ``leaving``; an operator's DrainNode without stopping): a
+        final snapshot each, then the lease released, so that another node takes it at once
+        instead of after the lease's expiry. From then on health says NOT_SERVING. How many
+        tables it handed over (none when drained already)."""
+        if leaving:
+            self.leaving = True
         async with self._drain_lock:
             await self.registry.drain()
             handed = await self.tables.drain()
             await self.health.check()
             await self.registry.advertise()
             return handed
+
+    async def resume(self) -> bool:
+        """Return a node an operator drained to service (ResumeNode): it makes new tables and
+        takes tables over again, the registry says it is live, and health says SERVING again
+        (while NATS answers and no table is frozen). False when it was not drained; raises
+        :class:`NodeLeaving` once SIGTERM drained it to stop."""
+        async with self._drain_lock:
+            if self.leaving or self.stopped:
+                raise NodeLeaving("the node is stopping (SIGTERM); start it again instead")
+            if not self.tables.resume():
+                return False
+            await self.registry.resume()
+            await self.health.check()
+            return True
 
     async def void_table(self, table_id: str, details: str) -> None:
         """End a stuck table this node serves without a ranking: ``GameAbandoned`` is logged
@@ -395,7 +416,7 @@ async def start_node(
     node = Node(
         settings, server, tables, kept, health, address, recovery, advertised, channels=channels
     )
-    admin.bind(tables, drain=node.drain, address_of=kept.directory.address_of)
+    admin.bind(tables, drain=node.drain, resume=node.resume, address_of=kept.directory.address_of)
     _log.info(
         "table engine serving",
         extra={
@@ -411,7 +432,8 @@ async def start_node(
 
 def auth_policy() -> AuthPolicy:
     """Who may call what (docs/security.md): players play and watch, matchmaking (and an
-    operator) creates tables, operators drain nodes and void tables; nothing else."""
+    operator) creates tables, operators drain and resume nodes and void tables; nothing
+    else."""
     players = frozenset({Role.PLAYER})
     return AuthPolicy(
         allowed={

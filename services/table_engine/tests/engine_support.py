@@ -23,7 +23,7 @@ import nats.js.errors
 from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import error_pb2, game_pb2
-from masa.events.v1 import result_pb2, table_log_pb2
+from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_client.errors import from_rpc_error
 from masa_platform.bus import connect
@@ -209,6 +209,20 @@ async def log_entries(server: NatsServer, table_id: str) -> list[table_log_pb2.T
         table_log_pb2.TableLogEntry.FromString(data)
         for data in await _messages(server, log_subject(table_id))
     ]
+
+
+async def node_record(server: NatsServer, node_id: str) -> engine_pb2.EngineNode | None:
+    """The node's record in the engine-node registry (KV masa_engine_nodes); None if absent."""
+    nc = await bus_client(server)
+    try:
+        bucket = await nc.jetstream().key_value("masa_engine_nodes")
+        try:
+            entry = await bucket.get(node_id)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return engine_pb2.EngineNode.FromString(entry.value) if entry.value else None
+    finally:
+        await nc.close()
 
 
 async def game_finished(server: NatsServer, table_id: str) -> result_pb2.GameFinished | None:

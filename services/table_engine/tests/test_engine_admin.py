@@ -1,11 +1,14 @@
 """The operator's TableAdminService (issue 13) on real nodes over a real NATS: DrainNode hands
 every table over without stopping the node, which then answers health NOT_SERVING and refuses
-new tables; a drain that reached the wrong node drains nothing; VoidTable ends a table with one
-TableVoided entry and one GameAbandoned. Both are internal calls."""
+new tables; a drain that reached the wrong node drains nothing; a drain with players' streams
+opening under it ends every stream and logs no traceback (issue 20); ResumeNode returns a
+drained node to service (issue 20); VoidTable ends a table with one TableVoided entry and one
+GameAbandoned. All are internal calls."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +22,8 @@ from engine_support import (
     elevator_config,
     log_entries,
     metadata,
+    node_record,
+    reason_name,
     results,
     running_nodes,
     seat,
@@ -27,11 +32,15 @@ from engine_support import (
     wait_until,
 )
 from grpc_status import rpc_status
+from masa.common.v1 import error_pb2
 from masa.table.v1 import admin_pb2, admin_pb2_grpc, event_pb2, table_pb2, view_pb2
 from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 
 PLAYERS = ("ayse", "bora", "cem")
+NODE_MISMATCH = reason_name(error_pb2.ERROR_REASON_NODE_MISMATCH)
+PERMISSION_DENIED = reason_name(error_pb2.ERROR_REASON_PERMISSION_DENIED)
+FAILED_PRECONDITION = reason_name(error_pb2.ERROR_REASON_FAILED_PRECONDITION)
 
 
 @asynccontextmanager
@@ -113,6 +122,138 @@ async def test_drain_node_hands_every_table_over_and_the_node_stays_up_not_servi
             )
             assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "TABLE_MOVED")
             assert info["owner_address"] == staying.address
+
+
+async def test_a_drain_under_opening_streams_ends_each_of_them_and_logs_no_traceback(
+    nats: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Players open their tables' streams while the node drains (P-12: a seat starts
+    disconnected, so each first stream logs the seat's reconnection), and bots keep the tables
+    busy. A stream that opens on a table being handed over meets an expected conflict, which
+    is no warning and no traceback; and every stream the drained node opened ends (the table
+    moved), none is left open on a table the node no longer serves."""
+    players = [f"watcher-{n}" for n in range(24)]
+    async with running_nodes(nats, "leaving", "staying", bot_delay_seconds=0.05) as (nodes, _):
+        leaving, staying = nodes["leaving"], nodes["staying"]
+        async with table_stub(leaving.address) as stub:
+            tables = [
+                await create_table(stub, elevator_config([seat(0), seat(1, p), seat(2)], 600.0))
+                for p in players
+            ]
+        ended: dict[str, grpc.StatusCode] = {}
+        async with table_stub(leaving.address) as stub:
+
+            async def watch(number: int, player: str, table_id: str) -> None:
+                await asyncio.sleep(0.002 * number)
+                request = table_pb2.WatchTableRequest(table_id=table_id)
+                try:
+                    async for _ in stub.WatchTable(request, metadata=metadata(player)):
+                        pass
+                    ended[table_id] = grpc.StatusCode.OK
+                except grpc.aio.AioRpcError as error:
+                    ended[table_id] = error.code()
+
+            caplog.clear()
+            caplog.set_level(logging.INFO)
+            streams = [
+                asyncio.create_task(watch(n, p, t))
+                for n, (p, t) in enumerate(zip(players, tables, strict=True))
+            ]
+            await asyncio.sleep(0.005)
+            await leaving.drain()
+
+            async def all_ended() -> bool:
+                return len(ended) == len(tables)
+
+            try:
+                await wait_until(all_ended, timeout=15, what="every stream to end")
+            finally:
+                for stream in streams:
+                    stream.cancel()
+
+            async def all_taken() -> bool:
+                return sorted(staying.tables.served) == sorted(tables)
+
+            await wait_until(all_taken, timeout=10, what="the other node to take the tables")
+        # Sent on (UNAVAILABLE while the table moves, or TABLE_MOVED): none ended otherwise.
+        moved = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION}
+        assert set(ended.values()) <= moved, ended
+        loud = [
+            f"{r.levelname} {r.name}: {r.getMessage()}"
+            for r in caplog.records
+            if r.levelno >= logging.WARNING and r.exc_info
+        ]
+        assert loud == []
+
+
+async def test_resume_node_returns_a_drained_node_to_service(nats: NatsServer) -> None:
+    async with running_nodes(nats, "resumed", "other") as (nodes, _):
+        resumed, other = nodes["resumed"], nodes["other"]
+        async with _admin(resumed.address) as admin:
+            # Not drained: nothing to resume.
+            answer = await admin.ResumeNode(
+                admin_pb2.ResumeNodeRequest(node_id="resumed"), metadata=ADMIN_TOKEN
+            )
+            assert (answer.node_id, answer.resumed) == ("resumed", False)
+            await admin.DrainNode(
+                admin_pb2.DrainNodeRequest(node_id="resumed"), metadata=ADMIN_TOKEN
+            )
+            assert not await serving(resumed.address)
+            record = await node_record(nats, "resumed")
+            assert record is not None and record.draining
+            # The wrong node, a player, a malformed id: refused, and the node stays drained.
+            code, reason, info = await _refusal(
+                admin.ResumeNode(admin_pb2.ResumeNodeRequest(node_id="other"), metadata=ADMIN_TOKEN)
+            )
+            assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, NODE_MISMATCH)
+            assert info == {"node_id": "resumed", "node_address": other.address}
+            code, reason, _ = await _refusal(
+                admin.ResumeNode(
+                    admin_pb2.ResumeNodeRequest(node_id="resumed"), metadata=metadata("ayse")
+                )
+            )
+            assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, PERMISSION_DENIED)
+            code, _, _ = await _refusal(
+                admin.ResumeNode(admin_pb2.ResumeNodeRequest(node_id="../x"), metadata=ADMIN_TOKEN)
+            )
+            assert code is grpc.StatusCode.INVALID_ARGUMENT
+            assert not await serving(resumed.address)
+
+            answer = await admin.ResumeNode(
+                admin_pb2.ResumeNodeRequest(node_id="resumed"), metadata=ADMIN_TOKEN
+            )
+            assert (answer.node_id, answer.resumed) == ("resumed", True)
+            assert await serving(resumed.address)
+            await asyncio.sleep(0.6)  # more than one health probe: it stays SERVING
+            assert await serving(resumed.address)
+            record = await node_record(nats, "resumed")
+            assert record is not None and not record.draining
+            again = await admin.ResumeNode(
+                admin_pb2.ResumeNodeRequest(node_id="resumed"), metadata=ADMIN_TOKEN
+            )
+            assert not again.resumed
+        # It makes tables again, and takes tables over again: the other node's, at its drain.
+        async with table_stub(resumed.address) as stub:
+            made = await create_table(stub, _humans().config)
+        assert resumed.tables.served == [made]
+        async with table_stub(other.address) as stub:
+            theirs = [await create_table(stub, _humans().config) for _ in range(2)]
+        await other.drain()
+
+        async def taken_over() -> bool:
+            return sorted(resumed.tables.served) == sorted([made, *theirs])
+
+        await wait_until(taken_over, timeout=10, what="the resumed node to take the tables over")
+        # A node SIGTERM drains to stop cannot be resumed: it is leaving.
+        await resumed.drain(leaving=True)
+        async with _admin(resumed.address) as admin:
+            code, reason, _ = await _refusal(
+                admin.ResumeNode(
+                    admin_pb2.ResumeNodeRequest(node_id="resumed"), metadata=ADMIN_TOKEN
+                )
+            )
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, FAILED_PRECONDITION)
+        assert not await serving(resumed.address)
 
 
 async def test_void_table_ends_the_game_once_with_game_abandoned(nats: NatsServer) -> None:

@@ -6,8 +6,9 @@ test_engine_store_contract.py."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 import grpc
@@ -32,7 +33,7 @@ from masa_table_engine.app.ports import (
     NullMetrics,
     Snapshot,
 )
-from masa_table_engine.app.runtime import Deps, RuntimeSettings
+from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
 from masa_table_engine.app.tables import Tables
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
 from masa_table_engine.domain.model import (
@@ -238,6 +239,36 @@ async def test_a_drain_hands_every_table_over_for_the_next_scan(bus: MemoryBus) 
     assert sorted(staying.served) == sorted(t.table_id for t in made)
     await staying.close()
     await leaving.close()
+
+
+async def test_a_stream_that_reaches_a_table_being_handed_over_ends_without_a_traceback(
+    bus: MemoryBus, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 20: a player's stream that found the table just before a drain handed it over
+    gets to it after the hand-over. Its seat's reconnection (P-12: the seat starts
+    disconnected) cannot be logged here any more, which is expected while a table moves: an
+    INFO line without a traceback, and the stream ends at once so that its reader finds the
+    table's new node, instead of waiting on a table this node no longer serves."""
+    leaving, _, _ = _node(bus, "leaving")
+    table = await leaving.create(_config())
+    runtime = leaving.get(table.table_id)
+    opened_before = runtime.watch(1, as_player=True, after_sequence=None)
+    assert await anext(opened_before) == runtime.table
+    await runtime.hand_over(0.1)
+    caplog.set_level(logging.INFO)
+    late = runtime.watch(0, as_player=True, after_sequence=None)
+    assert await asyncio.wait_for(_rest(late), 5) == []
+    # The stream open before the hand-over ends too.
+    assert await asyncio.wait_for(_rest(opened_before), 5) == []
+    assert [s.entry.sequence for s in bus.logs[table.table_id]] == [1, 2]
+    moving = [r for r in caplog.records if "the table is moving" in r.getMessage()]
+    assert [(r.levelno, r.exc_info) for r in moving] == [(logging.INFO, None)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    await leaving.close()
+
+
+async def _rest(stream: AsyncIterator[WatchItem]) -> list[WatchItem]:
+    return [item async for item in stream]
 
 
 def _memory_stores(bus: MemoryBus) -> StoresFactory:

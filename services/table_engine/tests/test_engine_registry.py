@@ -4,11 +4,10 @@ leaves, and a dead node's record expires with the bucket's TTL."""
 
 from __future__ import annotations
 
-import nats
-import nats.js.errors
 from engine_support import (
     create_table,
     elevator_config,
+    node_record,
     provision_ttls,
     running_node,
     seat,
@@ -17,26 +16,12 @@ from engine_support import (
     wait_until,
 )
 from masa.common.v1 import game_pb2
-from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket, connect
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.metrics import LoopMetrics
 from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.registry import NodeRegistry
 from prometheus_client import CollectorRegistry
-
-
-async def _record(server: NatsServer, node_id: str) -> engine_pb2.EngineNode | None:
-    nc = await nats.connect(server.url, user=ADMIN, password=server.password(ADMIN))
-    try:
-        bucket = await nc.jetstream().key_value("masa_engine_nodes")
-        try:
-            entry = await bucket.get(node_id)
-        except nats.js.errors.KeyNotFoundError:
-            return None
-        return engine_pb2.EngineNode.FromString(entry.value) if entry.value else None
-    finally:
-        await nc.close()
 
 
 async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
@@ -44,7 +29,7 @@ async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
 ) -> None:
     node_settings = settings(nats_server, "registry-a", node_ttl_seconds=1.5, max_tables=10)
     async with running_node(node_settings) as node:
-        record = await _record(nats_server, "registry-a")
+        record = await node_record(nats_server, "registry-a")
         assert record is not None
         assert (record.address, record.capacity, record.tables) == (node.address, 10, 0)
         assert set(record.games) == {game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR}
@@ -53,12 +38,12 @@ async def test_a_node_advertises_its_tables_and_leaves_when_it_stops(
             await create_table(stub, elevator_config([seat(0, "ann"), seat(1), seat(2)]))
 
         async def counted() -> bool:
-            current = await _record(nats_server, "registry-a")
+            current = await node_record(nats_server, "registry-a")
             return current is not None and current.tables == 1 and current.load == 0.1
 
         # Rewritten every third of the TTL, the record follows the node's tables.
         await wait_until(counted, what="the registry to count the table")
-    assert await _record(nats_server, "registry-a") is None
+    assert await node_record(nats_server, "registry-a") is None
 
 
 async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
@@ -82,10 +67,10 @@ async def test_a_dead_nodes_record_expires(nats_server: NatsServer) -> None:
             loops=LoopMetrics(CollectorRegistry()),
         )
         await registry.advertise()
-        assert await _record(nats_server, "registry-dead") is not None
+        assert await node_record(nats_server, "registry-dead") is not None
 
         async def gone() -> bool:
-            return await _record(nats_server, "registry-dead") is None
+            return await node_record(nats_server, "registry-dead") is None
 
         await wait_until(gone, timeout=15, what="the record to expire")
     finally:

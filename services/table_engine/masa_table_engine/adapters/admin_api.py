@@ -1,6 +1,6 @@
-"""The ``masa.table.v1.TableAdminService`` servicer: an operator's drain and void of one node.
+"""The ``masa.table.v1.TableAdminService`` servicer: an operator's drain, resume and void.
 
-Both are operators' calls (the admin role, checked by the platform's auth interceptor).
+All are operators' calls (the admin role, checked by the platform's auth interceptor).
 
 - DrainNode drains this node as SIGTERM does (``Node.drain``), without stopping it: the
   process stays up answering health NOT_SERVING, refusing CreateTable with NODE_DRAINING,
@@ -8,6 +8,10 @@ Both are operators' calls (the admin role, checked by the platform's auth interc
   takeover runs), until it is stopped. The request names the node: a call that reached
   another node (a stale address) drains nothing and fails with FAILED_PRECONDITION, reason
   NODE_MISMATCH, naming this node and, when the registry knows it, the named node's address.
+- ResumeNode returns a node an operator drained to service (``Node.resume``): new tables and
+  takeovers again, live in the registry, health SERVING. A node that was not drained is left
+  as it is (``resumed`` false); one that SIGTERM drains to stop cannot be resumed
+  (FAILED_PRECONDITION). It names the node, as DrainNode does.
 - VoidTable ends a table this node serves with a ``TableVoided`` entry (``Tables.void``): its
   ``GameAbandoned`` goes out through the outbox like any result, and the ledger voids the
   stakes once (P-30). A table served elsewhere gets the errors of every table call
@@ -30,7 +34,7 @@ from masa_table_engine.adapters.convert import table_to_proto
 from masa_table_engine.adapters.grpc_api import TableServicer, TableUnavailable
 from masa_table_engine.adapters.limits import check_node_id, check_table_id, check_void_reason
 from masa_table_engine.app.ports import LogConflict, LogUnavailable
-from masa_table_engine.app.tables import TableNotFound, Tables
+from masa_table_engine.app.tables import NodeLeaving, TableNotFound, Tables
 
 __all__ = ["TableAdminServicer"]
 
@@ -44,6 +48,7 @@ class TableAdminServicer(admin_pb2_grpc.TableAdminServiceServicer):
         self._node_id = node_id
         self._table_api = tables
         self._drain: Callable[[], Awaitable[int]] | None = None
+        self._resume: Callable[[], Awaitable[bool]] | None = None
         self._address_of: Callable[[str], Awaitable[str | None]] | None = None
         self._tables: Tables | None = None
 
@@ -52,31 +57,54 @@ class TableAdminServicer(admin_pb2_grpc.TableAdminServiceServicer):
         tables: Tables,
         *,
         drain: Callable[[], Awaitable[int]],
+        resume: Callable[[], Awaitable[bool]],
         address_of: Callable[[str], Awaitable[str | None]],
     ) -> None:
         """Serve the node's ``tables``; until then every call is UNAVAILABLE."""
         self._tables = tables
         self._drain = drain
+        self._resume = resume
         self._address_of = address_of
 
     async def DrainNode(  # noqa: N802 (the generated servicer's names)
         self, request: admin_pb2.DrainNodeRequest, context: Context
     ) -> admin_pb2.DrainNodeResponse:
-        node_id = check_node_id(request.node_id)
-        if self._drain is None or self._address_of is None:
+        drain, _ = await self._this_node(request.node_id, "drained")
+        _log.warning("draining on an operator's request")
+        handed = await drain()
+        return admin_pb2.DrainNodeResponse(node_id=self._node_id, tables_handed_over=handed)
+
+    async def ResumeNode(  # noqa: N802 (the generated servicer's names)
+        self, request: admin_pb2.ResumeNodeRequest, context: Context
+    ) -> admin_pb2.ResumeNodeResponse:
+        _, resume = await self._this_node(request.node_id, "resumed")
+        try:
+            resumed = await resume()
+        except NodeLeaving as error:
+            raise PreconditionFailed(str(error)) from None
+        if resumed:
+            _log.warning("back in service on an operator's request")
+        return admin_pb2.ResumeNodeResponse(node_id=self._node_id, resumed=resumed)
+
+    async def _this_node(
+        self, requested: str, verb: str
+    ) -> tuple[Callable[[], Awaitable[int]], Callable[[], Awaitable[bool]]]:
+        """The node's drain and resume, for a call that names this node; a call that names
+        another one (a stale address) is refused, and nothing is done."""
+        node_id = check_node_id(requested)
+        drain, resume, address_of = self._drain, self._resume, self._address_of
+        if drain is None or resume is None or address_of is None:
             raise TableUnavailable("the node is starting")
         if node_id != self._node_id:
             address = None
             with contextlib.suppress(Exception):
-                address = await self._address_of(node_id)
+                address = await address_of(node_id)
             raise PreconditionFailed(
-                f"this is node {self._node_id}, not {node_id}: nothing drained",
+                f"this is node {self._node_id}, not {node_id}: nothing {verb}",
                 reason="NODE_MISMATCH",
                 metadata={"node_id": self._node_id, "node_address": address or ""},
             )
-        _log.warning("draining on an operator's request")
-        handed = await self._drain()
-        return admin_pb2.DrainNodeResponse(node_id=self._node_id, tables_handed_over=handed)
+        return drain, resume
 
     async def VoidTable(  # noqa: N802 (the generated servicer's names)
         self, request: admin_pb2.VoidTableRequest, context: Context

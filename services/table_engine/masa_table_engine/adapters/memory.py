@@ -262,6 +262,10 @@ class MemoryRegistry:
         self._draining = True
         await self.advertise()
 
+    async def resume(self) -> None:
+        self._draining = False
+        await self.advertise()
+
     async def stop(self) -> None:
         self._bus.nodes.pop(self._node, None)
 

@@ -3,7 +3,7 @@
 The node keeps one ``EngineNode`` record (masa.events.v1) in the KV bucket
 ``masa_engine_nodes`` under its node id: its address, games, version, live tables (their
 number and ids), capacity and load, rewritten every third of the bucket's TTL, and at once
-when it starts draining. A node that dies stops writing and its
+when it starts draining or an operator resumes it. A node that dies stops writing and its
 record expires with the TTL; a node that stops says it is draining, then deletes the record.
 The node id is a key of this bucket only: it never stands where a table id stands in a subject.
 """
@@ -85,6 +85,15 @@ class NodeRegistry:
     async def drain(self) -> None:
         """Say from now on that the node drains: matchmaking places no new table here."""
         self._draining = True
+        await self._say_now()
+
+    async def resume(self) -> None:
+        """Say from now on that the node is live again (an operator's ResumeNode)."""
+        self._draining = False
+        await self._say_now()
+
+    async def _say_now(self) -> None:
+        """Rewrite the record at once; bounded: with NATS away the next heartbeat says it."""
         with contextlib.suppress(nats.errors.Error, TimeoutError):
             async with asyncio.timeout(_GOODBYE_SECONDS):
                 await self.advertise()

@@ -274,6 +274,9 @@ class TableRuntime:
         await self.stop()
         async with self._lock:
             self.fenced = True
+            # A stream that joined while the driver stopped ends too; none joins from now on.
+            for watcher in self._watchers:
+                watcher.close()
         table_id = self.table.table_id
         if await self._outbox.flushed(table_id, flush_seconds) and not self._unsynced:
             try:
@@ -568,7 +571,8 @@ class TableRuntime:
     ) -> AsyncGenerator[WatchItem, None]:
         """A snapshot (or the entries after ``after_sequence``), then every new entry.
 
-        The stream ends after the entry that finishes the game. A player's stream counts for
+        The stream ends after the entry that finishes the game, and at once (nothing sent)
+        when the table is handed over or lost before it starts. A player's stream counts for
         the seat's presence from here to its end, however it ends (:mod:`.presence`). A
         ``spectator`` (a caller without a seat here) past ``max_spectators`` raises
         :class:`TooManySpectators` before anything is sent; a stream whose reader falls
@@ -586,11 +590,12 @@ class TableRuntime:
             self._presence.opened(player)
         try:
             if player is not None:
-                try:
-                    await self.connect(player)
-                except (RuleViolation, LogConflict, LogUnavailable, SequenceMismatch):
-                    _log.warning("could not record a reconnection", exc_info=True)
+                await self._record_reconnection(player)
             async with self._lock:
+                if self.fenced:
+                    # Handed over (a drain) or lost while the stream opened: it ends here, and
+                    # its reader finds the table's new node.
+                    return
                 self._watchers.add(watcher)
                 backlog, last = self._first_items(after_sequence)
                 finished = self.table.finished
@@ -613,6 +618,42 @@ class TableRuntime:
                 # Synchronous: the generator may be closing because its call was cancelled,
                 # or be closed later by the event loop from a task of its own.
                 self._stream_closed(player)
+
+    async def _record_reconnection(self, seat: int) -> None:
+        """:meth:`connect` for a stream that opens; the stream goes on if that fails.
+
+        A table handed over (a drain) or fenced while the stream opened refuses the write
+        (``LogConflict``): expected while a table moves, so said at INFO without a traceback,
+        and the stream then ends (:meth:`watch`). An input that came first (the table moved
+        on) is as ordinary; a log that does not answer is worth a warning, and the seat's next
+        stream records the reconnection.
+        """
+        table_id = self.table.table_id
+        try:
+            await self.connect(seat)
+        except LogConflict:
+            _log.info(
+                "table %s seat %d: reconnection not recorded, the table is moving",
+                table_id,
+                seat,
+                extra={"table_id": table_id, "seat": seat},
+            )
+        except (RuleViolation, SequenceMismatch) as error:
+            _log.info(
+                "table %s seat %d: reconnection not recorded (%s)",
+                table_id,
+                seat,
+                error,
+                extra={"table_id": table_id, "seat": seat},
+            )
+        except LogUnavailable as error:
+            _log.warning(
+                "table %s seat %d: reconnection not recorded, the log does not answer (%s)",
+                table_id,
+                seat,
+                error,
+                extra={"table_id": table_id, "seat": seat},
+            )
 
     def _first_items(self, after_sequence: int | None) -> tuple[list[WatchItem], int]:
         """What a new stream is sent first: the entries after ``after_sequence`` while the

@@ -30,7 +30,8 @@ game with ``GameAbandoned``, which the ledger takes as the order to release the 
 
 Draining (SIGTERM, ``Node.drain``): the node takes no new table and no takeover, and hands
 each table over: a final snapshot, then the lease released, so that another node takes the
-table at its next scan instead of waiting for the lease to expire.
+table at its next scan instead of waiting for the lease to expire. An operator may return a
+drained node to service (``Node.resume``): it takes new tables and takeovers again.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ from masa_table_engine.domain.model import (
 )
 from masa_table_engine.domain.table import Table, accept, next_deadline, void_entry
 
-__all__ = ["Draining", "RecoveryReport", "TableNotFound", "TableUnserved", "Tables"]
+__all__ = ["Draining", "NodeLeaving", "RecoveryReport", "TableNotFound", "TableUnserved", "Tables"]
 
 _log = logging.getLogger(__name__)
 
@@ -103,6 +104,10 @@ class TableUnserved(Exception):
 
 class Draining(Exception):
     """The node is draining: it takes no new table."""
+
+
+class NodeLeaving(Exception):
+    """The node drains to stop (SIGTERM): no operator's ResumeNode brings it back."""
 
 
 class _Unrecoverable(Exception):
@@ -624,6 +629,17 @@ class Tables:
         await asyncio.gather(*(one(t, r) for t, r in handing))
         _log.info("drained: handed %d tables over", len(handing))
         return len(handing)
+
+    def resume(self) -> bool:
+        """Take new tables and take unserved ones over again after a drain (an operator's
+        ResumeNode); the tables handed over stay where they went. False when not drained."""
+        if not self._draining:
+            return False
+        self._draining = False
+        self._takeover = None
+        self.start_takeover()
+        _log.info("resumed: taking new tables again")
+        return True
 
     async def void(self, table_id: str, details: str) -> Table:
         """End a table this node serves without a ranking (an operator's order, for a stuck
