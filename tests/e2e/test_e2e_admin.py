@@ -1,12 +1,15 @@
 """``masa admin`` against the real stack ``make run`` starts (issue 13): nodes with their
 tables, a table's log as lines, voiding a staked table at the engine (it stops, and its stakes
-go back once, P-30), draining a node (its tables move to the other node, it stays up not
-serving), and an idempotent grant; bad ids and amounts are refused before anything is sent."""
+go back once, P-30), voiding a table nobody knows (it fails and records nothing, issue 20),
+draining a node (its tables move to the other node, it stays up not serving) and resuming it
+(it serves again, issue 20), and an idempotent grant that says when it moved nothing (issue
+20); bad ids and amounts are refused before anything is sent."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import re
 import subprocess
 import uuid
@@ -22,9 +25,11 @@ from google.protobuf.duration_pb2 import Duration
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
+from masa_client.accounts import grant
 from masa_client.cli import main
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
+from masa_client.matchmaking import LedgerClient
 from masa_client.nodes import read_nodes
 from masa_client.operator_bus import BusLogin, connect_operator
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
@@ -56,16 +61,44 @@ def admin(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_admin_grant_is_idempotent_on_its_request_id(running_stack: Stack) -> None:
+def test_admin_grant_is_idempotent_on_its_request_id_and_says_so(running_stack: Stack) -> None:
+    """The same request id again moves nothing, and the command says that (issue 20), rather
+    than "granted" again."""
     player = f"granted-{uuid.uuid4().hex[:8]}"
     request = f"grant-{uuid.uuid4().hex[:8]}"
     first = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
     assert first.returncode == 0, first.stderr
-    assert f"granted 250 chips to {player} (grant:{request}); request id {request}" in first.stdout
-    assert f"{player}: 250 chips (250 available)" in first.stdout
+    assert first.stdout == (
+        f"granted 250 chips to {player} (grant:{request}); request id {request}\n"
+        f"{player}: 250 chips (0 held, 250 available)\n"
+    )
     again = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
     assert again.returncode == 0, again.stderr
-    assert f"{player}: 250 chips (250 available)" in again.stdout
+    assert again.stdout == (
+        f"already granted by request {request}: 250 chips to {player} (grant:{request}); "
+        "nothing moved\n"
+        f"{player}: 250 chips (0 held, 250 available)\n"
+    )
+
+
+async def test_masa_grant_says_when_its_request_id_granted_before(
+    running_stack: Stack,
+) -> None:
+    """What masa grant prints (masa_client.accounts.grant) with a request id used before."""
+    player = f"gifted-{uuid.uuid4().hex[:8]}"
+    request = f"gift-{uuid.uuid4().hex[:8]}"
+    printed: list[str] = []
+    for _ in range(2):
+        out = io.StringIO()
+        async with LedgerClient(running_stack.addresses["ledger"], token("ops", "admin")) as client:
+            await grant(client, player, 500, "a gift", out, request_id=request)
+        printed.append(out.getvalue())
+    assert printed[0].startswith(f"granted 500 chips to {player} (grant:{request});")
+    assert printed[1] == (
+        f"already granted by request {request}: 500 chips to {player} (grant:{request}); "
+        "nothing moved\n"
+        f"{player}: 500 chips (0 held, 500 available)\n"
+    )
 
 
 def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
@@ -82,6 +115,12 @@ def test_admin_refuses_bad_ids_and_amounts_before_sending_anything(
         (("void", "t1", "--game", "0"), 2, "not a game number"),
         (("drain", "node/0"), 2, "not a valid node id: 'node/0'"),
         (("drain", "no-such-node"), 1, "no live table-engine node no-such-node (live: table"),
+        (("resume", "node/0"), 2, "not a valid node id: 'node/0'"),
+        (
+            ("resume", "no-such-node"),
+            1,
+            "masa admin resume: no live table-engine node no-such-node (live: table",
+        ),
         (("log", "x" * 65), 2, "not a valid table id"),
         (("drop-everything",), 2, "invalid choice"),
         (("log", "no-such-table"), 1, "table no-such-table has no log"),
@@ -240,6 +279,42 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
         assert f"  {player}: {STAKE} chips (voided, hold {holds[player]})" in voided.stdout
 
 
+async def test_admin_void_of_a_table_nobody_knows_fails_and_voids_nothing(
+    running_stack: Stack,
+) -> None:
+    """Issue 20: no node serves the table and the ledger never bound a stake to it (a mistyped
+    id): the command says so and exits 1, and the ledger records nothing for it."""
+    table_id = f"nosuchtable-{uuid.uuid4().hex[:8]}"
+    voided = admin(running_stack.run_dir, "void", table_id)
+    assert voided.returncode == 1, voided.stdout
+    assert voided.stdout == (
+        f"the engine did not void table {table_id} (no live node serves it); "
+        "voiding it in the ledger\n"
+    )
+    assert voided.stderr == (
+        f"masa admin void: the ledger knows no game 1 of table {table_id} (no stake was ever "
+        "bound to it), so nothing was voided; check the table id (masa admin nodes lists the "
+        "tables the nodes serve)\n"
+    )
+    async with grpc.aio.insecure_channel(running_stack.addresses["ledger"]) as channel:
+        ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
+        for call in (
+            ledger.GetSettlement(
+                ledger_pb2.GetSettlementRequest(table_id=table_id, game_no=1),
+                metadata=AS_OPERATOR,
+            ),
+            ledger.GetAccount(
+                ledger_pb2.GetAccountRequest(account_id=f"escrow:{table_id}:1"),
+                metadata=AS_OPERATOR,
+            ),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await call
+            assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+    # Nothing was recorded: the same command fails the same way again.
+    assert admin(running_stack.run_dir, "void", table_id).returncode == 1
+
+
 async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
     tmp_path: Path,
 ) -> None:
@@ -262,6 +337,7 @@ async def test_admin_drain_moves_a_nodes_tables_and_leaves_it_up_not_serving(
             leaving = await nodes.enter_async_context(_engine(server, "engine-a"))
             staying = await nodes.enter_async_context(_engine(server, "engine-b"))
             await _drain_the_first(server.url, env, leaving, staying)
+            await _resume_the_first(server.url, env, leaving)
 
 
 @asynccontextmanager
@@ -302,21 +378,29 @@ async def _masa_admin(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def _drain_the_first(
-    nats_url: str, env: dict[str, str], leaving: Node, staying: Node
-) -> None:
-    players = [f"drained-{n}" for n in range(3)]
-    config = game_pb2.TableConfig(
+def _training(prefix: str) -> game_pb2.TableConfig:
+    """A training table of three players ``<prefix>-0`` to ``-2`` with 10-minute turns."""
+    return game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_ELEVATOR,
         mode=game_pb2.MODE_TRAINING,
         seats=[
             game_pb2.SeatAssignment(
-                seat=seat, kind=game_pb2.SEAT_KIND_HUMAN, player_id=player, display_name="p"
+                seat=seat,
+                kind=game_pb2.SEAT_KIND_HUMAN,
+                player_id=f"{prefix}-{seat}",
+                display_name="p",
             )
-            for seat, player in enumerate(players)
+            for seat in range(3)
         ],
         turn_time=Duration(seconds=600),
     )
+
+
+async def _drain_the_first(
+    nats_url: str, env: dict[str, str], leaving: Node, staying: Node
+) -> None:
+    players = [f"drained-{n}" for n in range(3)]
+    config = _training("drained")
     service = TableClient(leaving.address, token("matchmaking", "matchmaking"))
     async with service:
         tables = [(await service.create_table(config)).table_id for _ in range(3)]
@@ -364,6 +448,37 @@ async def _drain_the_first(
     code, out, err = await _masa_admin(env, "drain", "engine-a", "--nats", nats_url)
     assert code == 0, err
     assert "handed 0 tables over" in out
+
+
+async def _resume_the_first(nats_url: str, env: dict[str, str], leaving: Node) -> None:
+    """Issue 20: the operator returns the drained node to service; it serves and makes tables
+    again, and the registry lists it as live."""
+    code, out, err = await _masa_admin(env, "resume", "engine-c", "--nats", nats_url)
+    assert code == 1
+    assert "masa admin resume: no live table-engine node engine-c (live: engine-a, engine-b)" in err
+    code, out, err = await _masa_admin(env, "resume", "engine-a", "--nats", nats_url)
+    assert code == 0, err
+    assert out == (
+        f"resumed engine-a at {leaving.address}: it makes new tables and takes tables over "
+        "again, and answers health SERVING\n"
+    )
+    async with grpc.aio.insecure_channel(leaving.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    service = TableClient(leaving.address, token("matchmaking", "matchmaking"))
+    async with service:
+        made = await service.create_table(_training("resumed"))
+    assert made.owner_address == leaving.address
+    bus = await connect_operator(BusLogin(nats_url, ADMIN, env["MASA_NATS_PASSWORD"]))
+    try:
+        nodes = {n.node_id: n for n in await read_nodes(bus)}
+    finally:
+        await bus.close()
+    assert not nodes["engine-a"].draining
+    code, out, err = await _masa_admin(env, "resume", "engine-a", "--nats", nats_url)
+    assert code == 0, err
+    assert out == f"engine-a at {leaving.address} is not drained; nothing changed\n"
 
 
 async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from masa.common.v1 import chips_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 
+from masa_client.client import new_request_id
 from masa_client.matchmaking import LedgerClient
 from masa_client.seating import lobby_table
 from masa_client.session import Console
@@ -73,9 +74,32 @@ def print_history(player: str, transfers: Sequence[ledger_pb2.Transfer], out: IO
         print(f"{when}  {kind:<7} {sign}{transfer.amount:>9,}{where}{reason}", file=out)
 
 
-async def grant(client: LedgerClient, player: str, amount: int, reason: str, out: IO[str]) -> None:
-    transfer = await client.grant(player, amount, reason)
-    print(f"granted {transfer.amount:,} chips to {player} ({transfer.transfer_id})", file=out)
+async def grant(
+    client: LedgerClient,
+    player: str,
+    amount: int,
+    reason: str,
+    out: IO[str],
+    *,
+    request_id: str | None = None,
+) -> None:
+    """Grant chips and say what moved, then the balance. A request id that granted before
+    moves nothing (the ledger answers with the first grant), and that is what it says."""
+    request_id = request_id or new_request_id()
+    answer = await client.grant(player, amount, reason, request_id=request_id)
+    transfer = answer.transfer
+    if answer.replayed:
+        print(
+            f"already granted by request {request_id}: {transfer.amount:,} chips to {player} "
+            f"({transfer.transfer_id}); nothing moved",
+            file=out,
+        )
+    else:
+        print(
+            f"granted {transfer.amount:,} chips to {player} ({transfer.transfer_id}); "
+            f"request id {request_id}",
+            file=out,
+        )
     print_balance(await client.balance(player), out)
 
 

@@ -4,17 +4,22 @@
   tables whose node is gone (waiting for a live node to take them over);
 - ``drain NODE``: drains a table-engine node (its ``DrainNode``, found through the registry):
   it takes no new table and hands each table over to the other nodes, and stays up answering
-  health NOT_SERVING until it is stopped;
+  health NOT_SERVING until it is stopped or resumed;
+- ``resume NODE``: returns a drained node to service (its ``ResumeNode``): it makes new tables
+  and takes tables over again, and answers health SERVING;
 - ``void TABLE``: voids a stuck table at the engine first (``VoidTable`` at the node holding
   its lease): the table stops, logs ``TableVoided`` and publishes ``GameAbandoned``, from
   which the ledger voids the game's stakes (P-30), once; the command waits for that and shows
   each stake given back. Only when no engine can void it (no node holds the table, the node
   does not answer or does not know it) does it void the game in the ledger directly
   (``VoidGame``), the backstop: should that table ever play on, its result is refused by the
-  ledger (the game is closed), so no chips move twice. A table whose game is over already is
-  left alone, in the engine and in the ledger (a finished game is settled from its result);
+  ledger (the game is closed), so no chips move twice. A game the ledger never saw (no stake
+  was bound to it: a mistyped table id, say) is voided nowhere: the command says so and fails.
+  A table whose game is over already is left alone, in the engine and in the ledger (a
+  finished game is settled from its result);
 - ``grant PLAYER AMOUNT``: chips from the issuing account (``GrantChips``), with a request id
-  that makes a retry harmless;
+  that makes a retry harmless: a request id that granted before moves nothing, and the command
+  says so;
 - ``log TABLE``: the table's JetStream log as readable lines. It shows everything the log
   holds, every hand included: it is for operators only.
 
@@ -36,15 +41,17 @@ from pathlib import Path
 from typing import IO, Final
 
 import grpc
+from masa.common.v1 import error_pb2
 from masa.events.v1 import table_log_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.table.v1 import admin_pb2
 
+from masa_client.accounts import grant
 from masa_client.client import RetryPolicy, new_request_id
 from masa_client.errors import TABLE_MOVED, MasaCallError
 from masa_client.issuer import admin_token
 from masa_client.matchmaking import LedgerClient, TableAdminClient
-from masa_client.nodes import print_nodes, read_nodes, table_owners
+from masa_client.nodes import EngineNodeInfo, print_nodes, read_nodes, table_owners
 from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
 from masa_client.table_log import describe_entry, read_table_log, seat_names
 
@@ -60,12 +67,17 @@ _SUBJECT: Final = "masa-admin"
 # A drain answers once every table is handed over: a few seconds, within the 120 s a node
 # gets to stop (terminationGracePeriodSeconds).
 _DRAIN_SECONDS: Final = 120.0
+_RESUME_SECONDS: Final = 30.0
 _VOID_SECONDS: Final = 30.0
 # How long a void at the engine waits for the ledger to void the stakes from GameAbandoned
 # before it voids them in the ledger itself.
 _LEDGER_WAIT_SECONDS: Final = 15.0
 # The engine's calls in a void are tried a few times only: the ledger is the backstop.
 _ENGINE_RETRY: Final = RetryPolicy(attempts=3)
+# What the ledger answers a void of a game it never saw with.
+_UNKNOWN_GAME: Final = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix(
+    "ERROR_REASON_"
+)
 _HOLD_STATES: Final = {
     ledger_pb2.StakeHold.STATE_HELD: "held",
     ledger_pb2.StakeHold.STATE_BOUND: "bound",
@@ -109,7 +121,7 @@ def add_admin_parser(
 ) -> None:
     admin = commands.add_parser(
         "admin",
-        help="operator commands: nodes, drain, void, grant, log (admin)",
+        help="operator commands: nodes, drain, resume, void, grant, log (admin)",
         description="The operator's commands. gRPC calls carry an admin token: "
         "MASA_ADMIN_TOKEN, else one signed with make run's issuer key (.masa/keys, or "
         "MASA_JWT_ISSUER_KEY_FILE); NATS is reached as the operators' "
@@ -134,10 +146,24 @@ def add_admin_parser(
         "masa nodes lists them), as SIGTERM does, without stopping it: it makes no new table, "
         "hands each of its tables over to the other nodes after a final snapshot, and answers "
         "health NOT_SERVING until it is stopped. The command returns once every table is "
-        "handed over. Draining a drained node hands nothing over.",
+        "handed over. Draining a drained node hands nothing over. masa admin resume returns "
+        "it to service.",
     )
     drain.add_argument("node", type=_matching(_NODE_ID, "node id"), help="the node id")
     drain.add_argument("--nats", help=nats_where)
+
+    resume = subcommands.add_parser(
+        "resume",
+        help="return a drained table-engine node to service",
+        description="Return a drained table-engine node (found in the engine-node registry, "
+        "where a drained node stays listed as draining) to service: it makes new tables and "
+        "takes unserved tables over again, the registry lists it as live, and it answers "
+        "health SERVING. The tables it handed over stay where they went. Resuming a node "
+        "that is not drained changes nothing; a node stopping after SIGTERM cannot be "
+        "resumed (start it again).",
+    )
+    resume.add_argument("node", type=_matching(_NODE_ID, "node id"), help="the node id")
+    resume.add_argument("--nats", help=nats_where)
 
     void = subcommands.add_parser(
         "void",
@@ -146,7 +172,9 @@ def add_admin_parser(
         "the table and ends its game as abandoned; the ledger then voids every stake hold "
         "bound to the game, no chips move, and each player's stake is free again (P-30). When "
         "no node can void it (none serves it, or it does not answer), the game is voided in "
-        "the ledger only. A game over already is left as it is, and the command says so.",
+        "the ledger only. A game over already is left as it is, and the command says so. A "
+        "game neither a node nor the ledger knows (no stake was ever bound to it) is voided "
+        "nowhere: the command says so and exits 1.",
     )
     void.add_argument("table", type=_matching(_TABLE_ID, "table id"), help="the table id")
     void.add_argument(
@@ -170,7 +198,7 @@ def add_admin_parser(
         help="grant chips to a player",
         description="Grant chips to a player from the issuing account (GrantChips). The "
         "request id is printed: running the command again with --request-id and the same id "
-        "grants nothing twice.",
+        "grants nothing twice, and says that nothing moved.",
     )
     grant.add_argument("player", type=_matching(_PLAYER_ID, "player id"), help="who gets them")
     grant.add_argument("amount", type=_chips, help=f"how many chips (1 to {_MAX_GRANT:,})")
@@ -219,13 +247,20 @@ async def run_admin(
     token = admin_token(_SUBJECT, ttl_seconds=600)
     if args.admin_command == "drain":
         return await _drain(args, token, run_file, out)
+    if args.admin_command == "resume":
+        return await _resume(args, token, run_file, out)
     async with LedgerClient(ledger(args.ledger), token) as client:
         if args.admin_command == "grant":
-            return await _grant(client, args, out)
+            await grant(
+                client, args.player, args.amount, args.reason, out, request_id=args.request_id
+            )
+            return 0
         return await _void(client, args, token, run_file, out)
 
 
-async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, out: IO[str]) -> int:
+async def _registered(args: argparse.Namespace, run_file: Path | None) -> EngineNodeInfo | None:
+    """The node ``args.node`` as the engine-node registry lists it (a drained node too); None,
+    said on stderr with the nodes listed, when it is not there."""
     bus = await connect_operator(bus_login(args.nats, run_file))
     try:
         nodes = {node.node_id: node for node in await read_nodes(bus)}
@@ -235,9 +270,16 @@ async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, ou
     if node is None:
         live = ", ".join(sorted(nodes)) or "none"
         print(
-            f"masa admin drain: no live table-engine node {args.node} (live: {live})",
+            f"masa admin {args.admin_command}: no live table-engine node {args.node} "
+            f"(live: {live})",
             file=sys.stderr,
         )
+    return node
+
+
+async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, out: IO[str]) -> int:
+    node = await _registered(args, run_file)
+    if node is None:
         return 1
     print(f"draining {node.node_id} at {node.address} ({node.tables} tables) ...", file=out)
     engine = TableAdminClient(node.address, token)
@@ -245,7 +287,35 @@ async def _drain(args: argparse.Namespace, token: str, run_file: Path | None, ou
         drained = await engine.drain_node(node.node_id, timeout=_DRAIN_SECONDS)
     print(
         f"drained {drained.node_id}: handed {drained.tables_handed_over} tables over to the "
-        "other nodes; it makes no new table and answers health NOT_SERVING until it is stopped",
+        "other nodes; it makes no new table and answers health NOT_SERVING until it is stopped "
+        f"or resumed (masa admin resume {drained.node_id})",
+        file=out,
+    )
+    return 0
+
+
+async def _resume(args: argparse.Namespace, token: str, run_file: Path | None, out: IO[str]) -> int:
+    node = await _registered(args, run_file)
+    if node is None:
+        return 1
+    engine = TableAdminClient(node.address, token)
+    async with engine:
+        try:
+            answer = await engine.resume_node(node.node_id, timeout=_RESUME_SECONDS)
+        except MasaCallError as error:
+            if error.code is not grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            print(
+                f"masa admin resume: {node.node_id} was not resumed: {error.message}",
+                file=sys.stderr,
+            )
+            return 1
+    if not answer.resumed:
+        print(f"{answer.node_id} at {node.address} is not drained; nothing changed", file=out)
+        return 0
+    print(
+        f"resumed {answer.node_id} at {node.address}: it makes new tables and takes tables "
+        "over again, and answers health SERVING",
         file=out,
     )
     return 0
@@ -260,19 +330,6 @@ def _print_log(
     names = seat_names(entry for _, entry in entries)
     for writer, entry in entries:
         print(describe_entry(entry, names, writer), file=out)
-    return 0
-
-
-async def _grant(client: LedgerClient, args: argparse.Namespace, out: IO[str]) -> int:
-    request_id = args.request_id or new_request_id()
-    transfer = await client.grant(args.player, args.amount, args.reason, request_id=request_id)
-    print(
-        f"granted {transfer.amount:,} chips to {args.player} ({transfer.transfer_id}); "
-        f"request id {request_id}",
-        file=out,
-    )
-    account = await client.balance(args.player)
-    print(f"{args.player}: {account.balance:,} chips ({account.available:,} available)", file=out)
     return 0
 
 
@@ -300,7 +357,25 @@ async def _void(
         f"the engine did not void table {args.table} ({found}); voiding it in the ledger",
         file=out,
     )
-    answer = await client.void_game(args.table, args.game, args.reason, request_id=request_id)
+    return await _void_in_ledger(client, args, request_id, out)
+
+
+async def _void_in_ledger(
+    client: LedgerClient, args: argparse.Namespace, request_id: str, out: IO[str]
+) -> int:
+    """The ledger's VoidGame; a game it never saw (no stake bound to it) is voided nowhere."""
+    try:
+        answer = await client.void_game(args.table, args.game, args.reason, request_id=request_id)
+    except MasaCallError as error:
+        if error.reason != _UNKNOWN_GAME:
+            raise
+        print(
+            f"masa admin void: the ledger knows no game {args.game} of table {args.table} "
+            "(no stake was ever bound to it), so nothing was voided; check the table id "
+            "(masa admin nodes lists the tables the nodes serve)",
+            file=sys.stderr,
+        )
+        return 1
     return await _print_voided(client, answer, args, out)
 
 
@@ -355,8 +430,7 @@ async def _stakes_voided_by_engine(
             return await _print_settlement(client, settlement, args, out)
         await asyncio.sleep(0.2)
     print("the ledger has not voided the stakes yet; voiding them there now", file=out)
-    answer = await client.void_game(args.table, args.game, args.reason, request_id=request_id)
-    return await _print_voided(client, answer, args, out)
+    return await _void_in_ledger(client, args, request_id, out)
 
 
 async def _game_over(client: LedgerClient, args: argparse.Namespace, out: IO[str]) -> int:

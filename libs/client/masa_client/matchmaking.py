@@ -260,15 +260,16 @@ class LedgerClient(_Client):
 
     async def grant(
         self, player_id: str, amount: int, reason: str, *, request_id: str | None = None
-    ) -> ledger_pb2.Transfer:
+    ) -> ledger_pb2.GrantChipsResponse:
+        """The grant, and whether ``request_id`` had granted it before (``replayed``: nothing
+        moved now). An operator's token."""
         request = ledger_pb2.GrantChipsRequest(
             request_id=request_id or new_request_id(),
             player_id=player_id,
             amount=amount,
             reason=reason,
         )
-        response = await self._unary(self._stub.GrantChips, request)
-        return response.transfer
+        return await self._unary(self._stub.GrantChips, request)
 
     async def void_game(
         self, table_id: str, game_no: int, reason: str, *, request_id: str | None = None
@@ -296,8 +297,8 @@ class LedgerClient(_Client):
 
 
 class TableAdminClient(_Client):
-    """An operator's calls to one table-engine node: drain it, void one of its tables. Service
-    or admin role."""
+    """An operator's calls to one table-engine node: drain it, resume it, void one of its
+    tables. Service or admin role."""
 
     def __init__(self, address: str, token: TokenSource, **kwargs: Any) -> None:
         super().__init__(address, token, **kwargs)
@@ -308,6 +309,12 @@ class TableAdminClient(_Client):
         answers once every table is handed over."""
         request = admin_pb2.DrainNodeRequest(node_id=node_id)
         return await self._unary(self._stub.DrainNode, request, timeout=timeout)
+
+    async def resume_node(self, node_id: str, *, timeout: float) -> admin_pb2.ResumeNodeResponse:
+        """Return the drained node ``node_id`` to service (NODE_MISMATCH for another node);
+        ``resumed`` false when it was not drained."""
+        request = admin_pb2.ResumeNodeRequest(node_id=node_id)
+        return await self._unary(self._stub.ResumeNode, request, timeout=timeout)
 
     async def void_table(
         self, table_id: str, reason: str, *, request_id: str | None = None, timeout: float

@@ -5,7 +5,8 @@ restarting, or stalled with the connection still open, which the client cannot s
 while a table is frozen (its last write's fate unknown, or fenced and awaiting recovery or
 hand-over), health says NOT_SERVING, so that load balancers and matchmaking send new tables
 elsewhere. A drained node (SIGTERM, or an operator's ``masa admin drain``) says NOT_SERVING
-from its drain until it stops: it takes no new table. A probe (a JetStream API request with a short timeout) runs every ``interval``;
+from its drain until it stops, or until an operator resumes it (``masa admin resume``): it
+takes no new table meanwhile. A probe (a JetStream API request with a short timeout) runs every ``interval``;
 the number of frozen tables is exported as ``masa_tables_frozen``. The probe may take up to
 ``PROBE_TIMEOUT_SECONDS``: a busy node is slow to hear the answer, and health should not
 flap with load.
