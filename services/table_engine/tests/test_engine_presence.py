@@ -254,6 +254,28 @@ async def test_P12_a_reconnection_within_the_window_writes_nothing_and_its_end_i
     await tables.close()
 
 
+async def test_P12_a_reconnection_the_log_missed_is_recorded_while_the_stream_is_open(
+    bus: MemoryBus,
+) -> None:
+    """The log did not answer as the player's stream opened: the stream goes on, and the
+    reconnection is written once the log is back, so the seat's protection never runs out
+    while its player watches."""
+    tables = _tables(bus)
+    table_id = (await tables.create(_config())).table_id
+    bus.down = True
+    stream = await _opened(tables, table_id, 0)
+    assert not tables.get(table_id).table.seats[0].connected
+    bus.down = False
+    await _until(lambda: tables.get(table_id).table.seats[0].connected, "the reconnection")
+    assert [c for _, c in _changes(bus, table_id)] == [SeatChanged(0, SeatChange.RECONNECTED)]
+    bus.clock.advance(PROTECTION * 2)
+    await _settle()
+    assert not tables.get(table_id).table.seats[0].forfeited
+    assert len(_changes(bus, table_id)) == 1
+    await stream.aclose()
+    await tables.close()
+
+
 async def test_P12_the_seat_stays_connected_while_any_of_its_streams_is_open(
     bus: MemoryBus,
 ) -> None:

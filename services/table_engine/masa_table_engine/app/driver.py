@@ -95,6 +95,8 @@ class TableDriver:
             return True
         if await runtime.record_absences():
             return True
+        if await runtime.record_returns():
+            return True
         automated = automated_seat(runtime.table)
         if automated is None:
             return False

@@ -6,8 +6,9 @@ two for every stream it opens and drops, for ever. So the log holds presence as 
 lasted, not as connection noise: when a seat's last stream closes, a *grace window* starts,
 and only a seat that has had no stream for the whole window is logged as disconnected (which
 starts its seat protection). A stream opened within the window writes nothing; one opened when
-the log has the seat disconnected is logged as a reconnection. A seat's presence changes at
-most twice per window, however fast its player reconnects.
+the log has the seat disconnected is logged as a reconnection (by the table's driver, while the
+stream stays open, when that write failed). A seat's presence changes at most twice per window,
+however fast its player reconnects.
 
 This is in memory, on the table driver's clock (a fake one in tests): a window still open when
 the node stops is lost with it, and the node that takes the table over records the seat as
@@ -44,6 +45,10 @@ class Presence:
 
     def streams(self, seat: int) -> int:
         return self._streams.get(seat, 0)
+
+    def watched(self) -> list[int]:
+        """The seats with a stream of their player open now, in seat order."""
+        return sorted(self._streams)
 
     def deadline(self) -> float | None:
         """When the earliest grace window ends; None while none is open."""

@@ -554,6 +554,29 @@ class TableRuntime:
                 self._presence.settled(seat)
         return wrote
 
+    async def record_returns(self) -> bool:
+        """Log as reconnected each seat with a stream of its player open here that the log has
+        disconnected: a reconnection whose write failed when its stream opened (the log did not
+        answer, or another input came first). Without it the seat's protection would run out
+        while its player watches (P-12). True when an entry was written."""
+        if not self._returning():
+            return False
+        async with self._lock:
+            returning = self._returning()
+            for seat in returning:
+                await self._commit(SeatChanged(seat, SeatChange.RECONNECTED))
+        return bool(returning)
+
+    def _returning(self) -> list[int]:
+        table = self.table
+        if table.finished:
+            return []
+        return [
+            seat
+            for seat in self._presence.watched()
+            if table.config.seats[seat].kind is SeatKind.HUMAN and not table.seats[seat].connected
+        ]
+
     # --- watching --------------------------------------------------------------------------
 
     @property
@@ -625,8 +648,9 @@ class TableRuntime:
         A table handed over (a drain) or fenced while the stream opened refuses the write
         (``LogConflict``): expected while a table moves, so said at INFO without a traceback,
         and the stream then ends (:meth:`watch`). An input that came first (the table moved
-        on) is as ordinary; a log that does not answer is worth a warning, and the seat's next
-        stream records the reconnection.
+        on) is as ordinary; a log that does not answer is worth a warning. Either way the
+        driver is woken, and records the reconnection while the stream stays open
+        (:meth:`record_returns`).
         """
         table_id = self.table.table_id
         try:
@@ -638,6 +662,7 @@ class TableRuntime:
                 seat,
                 extra={"table_id": table_id, "seat": seat},
             )
+            return
         except (RuleViolation, SequenceMismatch) as error:
             _log.info(
                 "table %s seat %d: reconnection not recorded (%s)",
@@ -654,6 +679,9 @@ class TableRuntime:
                 error,
                 extra={"table_id": table_id, "seat": seat},
             )
+        else:
+            return
+        self._changed.set()
 
     def _first_items(self, after_sequence: int | None) -> tuple[list[WatchItem], int]:
         """What a new stream is sent first: the entries after ``after_sequence`` while the
