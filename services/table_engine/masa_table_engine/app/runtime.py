@@ -571,10 +571,14 @@ class TableRuntime:
         table = self.table
         if table.finished:
             return []
+        # A seat whose player left on purpose stays left while an old stream of theirs is still
+        # open: only a stream opened after the leave brings them back (:meth:`connect`).
         return [
             seat
             for seat in self._presence.watched()
-            if table.config.seats[seat].kind is SeatKind.HUMAN and not table.seats[seat].connected
+            if table.config.seats[seat].kind is SeatKind.HUMAN
+            and not table.seats[seat].connected
+            and not table.seats[seat].left
         ]
 
     # --- watching --------------------------------------------------------------------------
