@@ -45,6 +45,7 @@ __all__ = [
     "preset_from_proto",
     "preset_to_proto",
     "seat_from_proto",
+    "seat_kind_to_proto",
     "seat_to_proto",
 ]
 
@@ -186,6 +187,10 @@ def options_from_proto(message: game_pb2.GameOptions, game: GameKind) -> GameOpt
     if which is not None:
         raise WireError(f"{which} options do not fit a {game.value} table", _MALFORMED)
     return GameOptions()
+
+
+def seat_kind_to_proto(kind: SeatKind) -> game_pb2.SeatKind.ValueType:
+    return _KINDS[kind]
 
 
 def seat_to_proto(seat: SeatConfig) -> game_pb2.SeatAssignment:
