@@ -196,7 +196,9 @@ def check_payout(rule: PayoutRule, *, places: int | None = None) -> None:
     if any(later > earlier for earlier, later in itertools.pairwise(shares)):
         raise RuleViolation("P-30", "a place's share never grows from one place to the next")
     if places is not None and len(shares) > places:
-        raise RuleViolation("P-30", f"{len(shares)} place shares for {places} seats")
+        raise RuleViolation(
+            "P-30", f"{len(shares)} place shares, more than the {places} places there are"
+        )
 
 
 def check_table_config(config: TableConfig) -> None:
