@@ -45,6 +45,7 @@ from masa_rules.ruleset import RuleSet
 
 __all__ = [
     "BASIS_POINTS",
+    "DEFAULT_PRESET",
     "DEFAULT_TURN_SECONDS",
     "MAX_SEATS",
     "MAX_STAKE",
@@ -65,6 +66,8 @@ __all__ = [
 
 # P-30: shares and the rake are in basis points of the pot; 10000 is all of it.
 BASIS_POINTS: Final = 10_000
+# The 51 preset of a table that names none (Preset in game.proto).
+DEFAULT_PRESET: Final = "salon"
 # The most seats at a table (Elevator's 6); each game checks its own count.
 MAX_SEATS: Final = 6
 # P-10 (decision): 20 s a turn unless the lobby says otherwise, and never under 0.1 s or over
@@ -229,7 +232,7 @@ def fiftyone_rules(preset: str, options: GameOptions) -> tuple[RuleSet, int | No
     """
     return lobby_rules(
         LobbyOptions(
-            preset=preset or "salon",
+            preset=preset or DEFAULT_PRESET,
             open_threshold=options.open_threshold,
             escalating_threshold=options.escalating_threshold,
             hands_per_game=options.hands_per_game,

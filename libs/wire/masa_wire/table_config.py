@@ -17,6 +17,7 @@ from typing import Final
 from google.protobuf import duration_pb2
 from masa.common.v1 import chips_pb2, game_pb2
 from masa_rules.table_config import (
+    DEFAULT_PRESET,
     BotLevel,
     GameKind,
     GameOptions,
@@ -246,7 +247,7 @@ def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float
     if game is GameKind.ELEVATOR and preset:
         raise WireError("Elevator has no presets", "P-2")
     if game is GameKind.FIFTYONE and not preset:
-        preset = "salon"
+        preset = DEFAULT_PRESET
     mode = mode_from_proto(message.mode)
     seats = tuple(seat_from_proto(seat) for seat in message.seats)
     if not seats:
