@@ -50,7 +50,8 @@ from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.check import run_check
 from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
-from masa_ledger.domain.model import GameKey, GameResult, PayoutRule, Standing
+from masa_ledger.domain.model import GameKey, GameResult, Standing
+from masa_rules.table_config import PayoutRule
 from psycopg.conninfo import make_conninfo
 
 POSTGRES_DSN = os.environ.get(

@@ -25,8 +25,9 @@ from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
 from masa_ledger.app.ledger import WINNER_TAKES_ALL, StakeRequest
 from masa_ledger.bootstrap import start_ledger
-from masa_ledger.domain.model import GameKey, HoldState, PayoutRule, SettlementState
+from masa_ledger.domain.model import GameKey, HoldState, SettlementState
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import PayoutRule
 from prometheus_client import CollectorRegistry
 
 

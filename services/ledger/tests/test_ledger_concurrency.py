@@ -11,7 +11,8 @@ import pytest
 from ledger_support import BACKENDS, Clock, assert_consistent, make_ledger, open_store, result
 from masa_ledger.app.ledger import StakeRequest
 from masa_ledger.domain.errors import Refused
-from masa_ledger.domain.model import HOUSE, GameKey, PayoutRule
+from masa_ledger.domain.model import HOUSE, GameKey
+from masa_rules.table_config import PayoutRule
 
 PLAYERS = [f"p{n}" for n in range(8)]
 

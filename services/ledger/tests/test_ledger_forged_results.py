@@ -29,7 +29,7 @@ from ledger_support import (
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.app.ledger import StakeRequest
-from masa_ledger.domain.model import GameKey, PayoutRule
+from masa_ledger.domain.model import GameKey
 from masa_platform.bus import publish
 from masa_platform.bus_access import (
     DEAD_LETTER_STREAM,
@@ -41,6 +41,7 @@ from masa_platform.direct import messages_after
 from masa_platform.errors import error_info
 from masa_platform.signing import RESULT_SIGNATURE
 from masa_platform.testing import NatsServer, signed_result
+from masa_rules.table_config import PayoutRule
 from prometheus_client import CollectorRegistry
 
 RESULT_UNVERIFIED = error_pb2.ErrorReason.Name(

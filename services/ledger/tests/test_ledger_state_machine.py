@@ -25,8 +25,9 @@ from hypothesis.stateful import (
 from ledger_support import BACKENDS, Clock, make_ledger, open_store, result
 from masa_ledger.app.ledger import StakeRequest
 from masa_ledger.domain.errors import LedgerError, RequestIdReused
-from masa_ledger.domain.model import GameKey, HoldState, PayoutRule
+from masa_ledger.domain.model import GameKey, HoldState
 from masa_ledger.domain.payout import split_pot
+from masa_rules.table_config import PayoutRule
 
 PLAYERS = ("ayse", "mehmet", "zeynep", "ali")
 STAKES = (10, 25, 100)

@@ -29,12 +29,12 @@ from masa_ledger.domain.model import (
     GameAbandonment,
     GameKey,
     HoldState,
-    PayoutRule,
     SettlementState,
     TransferKind,
     wallet_id,
 )
 from masa_ledger.domain.validation import MAX_AMOUNT
+from masa_rules.table_config import PayoutRule
 
 
 async def _funded(store: SqlStore, *players: str, chips: int = 1000) -> tuple[Ledger, Clock]:

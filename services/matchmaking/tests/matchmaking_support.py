@@ -24,13 +24,12 @@ from masa_matchmaking.app.ports import (
     InsufficientFunds,
     LeaseStore,
     LedgerRefused,
-    SeatSpec,
-    TableSpec,
     Unreachable,
 )
-from masa_matchmaking.domain.lobby import Game, Lobby
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
+from masa_rules.table_config import GameKind, TableConfig
 
 LOBBIES_TOML = """
 [defaults]
@@ -172,7 +171,7 @@ class CreatedTable:
     table_id: str
     request_id: str
     address: str
-    spec: TableSpec
+    config: TableConfig
 
 
 @dataclass
@@ -192,7 +191,7 @@ class FakeEngines:
     creates: int = 0
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.creates += 1
         if address in self.unreachable:
@@ -208,9 +207,9 @@ class FakeEngines:
             if existing.request_id != request_id:
                 raise EngineRefused("TABLE_EXISTS", table_id)
             return self._answer(existing.address)
-        if spec.lobby.stake and self.ledger is not None:
-            self.ledger.bind(table_id, [seat.hold_id for seat in spec.seats if seat.hold_id])
-        self.tables[table_id] = CreatedTable(table_id, request_id, address, spec)
+        if config.stake and self.ledger is not None:
+            self.ledger.bind(table_id, [seat.hold_id for seat in config.seats if seat.hold_id])
+        self.tables[table_id] = CreatedTable(table_id, request_id, address, config)
         return self._answer(address)
 
     def _answer(self, address: str) -> str:
@@ -223,7 +222,7 @@ class FakeEngines:
         """Player -> table, failing if a player sits at two tables."""
         found: dict[str, str] = {}
         for table in self.tables.values():
-            for seat in table.spec.seats:
+            for seat in table.config.seats:
                 if seat.player_id:
                     assert seat.player_id not in found, f"{seat.player_id} seated twice"
                     found[seat.player_id] = table.table_id
@@ -234,8 +233,8 @@ class FakeEngines:
 class FakeNodes:
     nodes: list[EngineNode] = field(
         default_factory=lambda: [
-            EngineNode("node-a", "a:1", frozenset(Game), 3, 100, 0.03, False),
-            EngineNode("node-b", "b:1", frozenset(Game), 1, 100, 0.01, False),
+            EngineNode("node-a", "a:1", frozenset(GameKind), 3, 100, 0.03, False),
+            EngineNode("node-b", "b:1", frozenset(GameKind), 1, 100, 0.01, False),
         ]
     )
 
@@ -328,10 +327,6 @@ _ids = itertools.count()
 
 def table_ids() -> str:
     return f"t{next(_ids):06d}"
-
-
-def seats_of(spec: TableSpec) -> list[SeatSpec]:
-    return list(spec.seats)
 
 
 def lobby_named(lobbies: Sequence[Lobby], lobby_id: str) -> Lobby:

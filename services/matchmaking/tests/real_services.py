@@ -26,7 +26,7 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.adapters.engines import GrpcEngines
 from masa_matchmaking.adapters.ledger_client import GrpcLedger
-from masa_matchmaking.app.ports import Engines, TableSpec, Unreachable
+from masa_matchmaking.app.ports import Engines, Unreachable
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.auth import ServiceTokens, TokenSigner
@@ -35,6 +35,7 @@ from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer, auth_settings, free_port, keyring, token
 from masa_platform.tls import open_channel
+from masa_rules.table_config import TableConfig
 from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -109,10 +110,10 @@ class LosingAnswers:
     asked: list[str] = field(default_factory=list)
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.asked.append(table_id)
-        answer = await self.engines.create_table(address, table_id, request_id, spec)
+        answer = await self.engines.create_table(address, table_id, request_id, config)
         if self.lose:
             self.lose -= 1
             raise Unreachable(f"the answer of CreateTable {table_id} was lost")
@@ -129,10 +130,10 @@ class DyingAfterCreate:
     asked: list[str] = field(default_factory=list)
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.asked.append(table_id)
-        await self.engines.create_table(address, table_id, request_id, spec)
+        await self.engines.create_table(address, table_id, request_id, config)
         self.created.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable: the instance is killed first")

@@ -18,6 +18,7 @@ from engine_support import create_table, elevator_config, get_view, seat, table_
 from masa_platform.metrics import LoopMetrics
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import auth_settings
+from masa_rules.table_config import GameKind, GameOptions, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -36,17 +37,7 @@ from masa_table_engine.app.ports import (
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
 from masa_table_engine.app.tables import Tables
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
-from masa_table_engine.domain.model import (
-    GameKind,
-    GameOptions,
-    SeatChange,
-    SeatChanged,
-    SeatConfig,
-    SeatKind,
-    TableConfig,
-    TimerFired,
-    TimerKind,
-)
+from masa_table_engine.domain.model import SeatChange, SeatChanged, TimerFired, TimerKind
 from masa_table_engine.domain.table import TimerPolicy, accept
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry

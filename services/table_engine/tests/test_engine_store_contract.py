@@ -17,6 +17,7 @@ from masa_platform.keys import RESULTS, load_mac_keys
 from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import ResultSigner, Sealer
 from masa_platform.testing import NatsServer, keyring
+from masa_rules.table_config import GameKind, GameOptions, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
     LEASE_BUCKET,
@@ -46,13 +47,8 @@ from masa_table_engine.domain.model import (
     AbandonReason,
     Created,
     Entry,
-    GameKind,
-    GameOptions,
     SeatChange,
     SeatChanged,
-    SeatConfig,
-    SeatKind,
-    TableConfig,
     TableVoided,
 )
 from masa_table_engine.domain.table import Table, TimerPolicy, accept, table_to_json

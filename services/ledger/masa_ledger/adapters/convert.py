@@ -12,6 +12,8 @@ from google.protobuf import timestamp_pb2
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.events.v1 import ledger_event_pb2, result_pb2
 from masa.ledger.v1 import ledger_pb2
+from masa_rules.table_config import PayoutRule
+from masa_wire.table_config import payout_from_proto, payout_to_proto
 
 from masa_ledger.app.ports import OutboxMessage
 from masa_ledger.domain.events import (
@@ -32,7 +34,6 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
-    PayoutRule,
     SeatPayout,
     Settlement,
     SettlementState,
@@ -149,14 +150,18 @@ def hold_to_proto(hold: Hold) -> ledger_pb2.StakeHold:
 
 
 def rule_to_proto(rule: PayoutRule) -> chips_pb2.PayoutRule:
-    return chips_pb2.PayoutRule(
-        rake_basis_points=rule.rake_basis_points, place_shares=list(rule.place_shares)
-    )
+    """The rule with its shares spelt out: the winner's 10000 when it sets none."""
+    return payout_to_proto(_spelt_out(rule))
 
 
 def rule_from_proto(message: chips_pb2.PayoutRule) -> PayoutRule:
-    """An unset payout table pays the winner all (P-30's default)."""
-    return PayoutRule(message.rake_basis_points, tuple(message.place_shares) or (10_000,))
+    """An unset payout table pays the winner all (P-30's default), kept as that one share, so
+    that a game's terms compare equal however they were sent."""
+    return _spelt_out(payout_from_proto(message))
+
+
+def _spelt_out(rule: PayoutRule) -> PayoutRule:
+    return PayoutRule(rule.rake_basis_points, rule.shares)
 
 
 def _payout_to_proto(payout: SeatPayout) -> ledger_pb2.Payout:

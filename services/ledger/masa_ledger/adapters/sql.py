@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.app.ports import (
     AccountChange,
     Change,
@@ -35,7 +37,6 @@ from masa_ledger.domain.model import (
     GameKey,
     Hold,
     HoldState,
-    PayoutRule,
     SeatPayout,
     Settlement,
     SettlementState,

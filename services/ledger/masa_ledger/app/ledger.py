@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeAlias, TypeVar
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.app.group_commit import GroupCommit
 from masa_ledger.app.paging import page_size
 from masa_ledger.app.ports import (
@@ -63,7 +65,6 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
-    PayoutRule,
     SeatPayout,
     Settlement,
     SettlementState,

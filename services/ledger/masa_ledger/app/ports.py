@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.domain.events import LedgerEvent
 from masa_ledger.domain.model import (
     Account,
@@ -27,7 +29,6 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
-    PayoutRule,
     Settlement,
     SettlementState,
     Transfer,

@@ -14,6 +14,9 @@ Glossary:
   is its idempotency key. All balances together always sum to zero: only the issuer, which
   grants chips, is negative.
 
+A game's payout rule (P-30) is the table model's :class:`masa_rules.table_config.PayoutRule`,
+the one the lobby fixed and the table engine binds the stakes under.
+
 Times are seconds since the epoch (floats); the stores keep whole microseconds.
 """
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from masa_rules.table_config import PayoutRule
 
 __all__ = [
     "HOUSE",
@@ -32,7 +37,6 @@ __all__ = [
     "GameResult",
     "Hold",
     "HoldState",
-    "PayoutRule",
     "SeatPayout",
     "Settlement",
     "SettlementState",
@@ -181,14 +185,6 @@ class Transfer:
     game_no: int = 0
     hold_id: str = ""
     reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class PayoutRule:
-    """P-30: the rake and the shares of the prize by place, in basis points."""
-
-    rake_basis_points: int = 0
-    place_shares: tuple[int, ...] = (10_000,)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import groupby
 
-from masa_ledger.domain.model import PayoutRule, SeatPayout, Standing
+from masa_rules.table_config import BASIS_POINTS, PayoutRule
+
+from masa_ledger.domain.model import SeatPayout, Standing
 
 __all__ = ["PotSplit", "split_pot"]
-
-_BASIS_POINTS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class _Unit:
 def split_pot(
     pot: int, standings: Sequence[Standing], rule: PayoutRule, *, teams: bool
 ) -> PotSplit:
-    rake = pot * rule.rake_basis_points // _BASIS_POINTS
+    rake = pot * rule.rake_basis_points // BASIS_POINTS
     prize = pot - rake
     paid = [s for s in standings if s.hold_id and not s.forfeited]
     if not paid or prize == 0:
@@ -98,5 +98,5 @@ def _units(paid: Sequence[Standing], *, teams: bool) -> list[_Unit]:
 
 
 def _share(rule: PayoutRule, position: int) -> int:
-    shares = rule.place_shares or (_BASIS_POINTS,)
+    shares = rule.shares
     return shares[position] if position < len(shares) else 0

@@ -27,9 +27,11 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
+from masa_rules.table_config import BotLevel
+
 from masa_matchmaking.app.ports import Conflict, PlayerTickets, RatingStore, TicketStore
 from masa_matchmaking.domain.errors import BadInput, NotFound, Refused, Unavailable
-from masa_matchmaking.domain.lobby import BotLevel, Lobby
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.matching import players_needed
 from masa_matchmaking.domain.ticket import PARTY_CODE, Ticket, TicketState
 from masa_matchmaking.domain.waits import RecentWaits, WaitSummary, seats_now

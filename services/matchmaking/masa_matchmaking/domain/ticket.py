@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
+from masa_rules.table_config import BotLevel
+
 from masa_matchmaking.domain.errors import Refused
-from masa_matchmaking.domain.lobby import BotLevel
 
 __all__ = [
     "CLOSED",

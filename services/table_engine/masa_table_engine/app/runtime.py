@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from masa_rules.errors import RuleViolation
+from masa_rules.table_config import BotLevel, SeatKind
 
 from masa_table_engine.app.outbox import Outbox
 from masa_table_engine.app.ports import (
@@ -50,7 +51,6 @@ from masa_table_engine.app.presence import Presence
 from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
-    BotLevel,
     Entry,
     GameAbandoned,
     GameEvents,
@@ -59,7 +59,6 @@ from masa_table_engine.domain.model import (
     PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatKind,
     Source,
     TurnTimedOut,
 )

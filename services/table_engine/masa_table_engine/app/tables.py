@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from masa_rules.errors import RuleViolation
+from masa_rules.table_config import SeatKind, TableConfig
 
 from masa_table_engine.app.driver import TableDriver
 from masa_table_engine.app.outbox import Outbox
@@ -68,8 +69,6 @@ from masa_table_engine.domain.model import (
     Entry,
     SeatChange,
     SeatChanged,
-    SeatKind,
-    TableConfig,
     TableVoided,
 )
 from masa_table_engine.domain.table import Table, accept, next_deadline, void_entry
