@@ -112,7 +112,10 @@ async def start_ledger(
         encode_event,
         metrics,
         results=JetStreamResultLog(nc, verifier),
-        policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
+        policy=HoldPolicy(
+            default_ttl_seconds=settings.hold_ttl_seconds,
+            max_ttl_seconds=settings.hold_max_ttl_seconds,
+        ),
         on_commit=relay.wake,
         welcome_chips=settings.dev_welcome_chips,
     )

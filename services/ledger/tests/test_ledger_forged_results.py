@@ -53,7 +53,10 @@ async def _stake(ledger, table_id: str) -> list[str]:  # type: ignore[no-untyped
     for player in ("ayse", "mehmet", "mallory"):
         await ledger.grant(f"g-{table_id}-{player}", player, 1000, "welcome")
     holds = await ledger.hold_stakes(
-        [StakeRequest(f"{table_id}-{p}", p, 200, "salon") for p in ("ayse", "mehmet")]
+        [
+            StakeRequest(hold_id=f"{table_id}-{p}", player_id=p, amount=200, lobby_id="salon")
+            for p in ("ayse", "mehmet")
+        ]
     )
     await ledger.bind_holds(table_id, 1, 200, [h.hold_id for h in holds], TERMS)
     return [h.hold_id for h in holds]
@@ -120,8 +123,8 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
                 "unverified"
             }
             # No chip moved, and the event id the forgeries carried is not in the inbox.
-            assert await service.store.settlement(GameKey(table, 1)) is None
-            assert await service.store.settlement(GameKey(other, 1)) is None
+            assert await service.store.settlement(GameKey(table_id=table, game_no=1)) is None
+            assert await service.store.settlement(GameKey(table_id=other, game_no=1)) is None
             for player in ("ayse", "mehmet"):
                 wallet = await ledger.wallet(player)
                 assert (wallet.balance, wallet.held) == (2000, 400)
@@ -141,10 +144,12 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
             await publish_result(js, honest)
 
             async def settled() -> bool:
-                return await service.store.settlement(GameKey(table, 1)) is not None
+                return (
+                    await service.store.settlement(GameKey(table_id=table, game_no=1)) is not None
+                )
 
             await eventually(settled, what="the real result settled")
-            settlement = await ledger.settlement(GameKey(table, 1))
+            settlement = await ledger.settlement(GameKey(table_id=table, game_no=1))
             assert (settlement.pot, settlement.rake) == (400, 40)
             assert [(p.player_id, p.amount) for p in settlement.payouts] == [("ayse", 360)]
             report = await service.store.check()
@@ -186,6 +191,6 @@ async def test_p30_settling_by_hand_refuses_an_unsigned_result(
                 assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
                 assert info is not None
                 assert info.reason == RESULT_UNVERIFIED
-            assert await service.store.settlement(GameKey(table, 1)) is None
+            assert await service.store.settlement(GameKey(table_id=table, game_no=1)) is None
     finally:
         await nc.close()

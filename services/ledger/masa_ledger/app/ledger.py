@@ -99,7 +99,7 @@ WINNER_TAKES_ALL = PayoutRule()
 _WELCOMED_KEPT = 100_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldPolicy:
     """How long an unbound hold lives: the default, and the most a caller may ask for."""
 
@@ -107,7 +107,7 @@ class HoldPolicy:
     max_ttl_seconds: float = 86_400.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StakeRequest:
     """One stake to hold; ``hold_id`` is the request_id that placed it."""
 
@@ -120,7 +120,7 @@ class StakeRequest:
     ttl_seconds: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Page(Generic[ItemT]):
     """A page, newest first, and the sequence number the next page lists below (None on the
     last page)."""
@@ -189,7 +189,9 @@ class Ledger:
                         metadata={"request_id": request_id},
                     )
                 return existing, False
-            opened = Account(wallet, AccountKind.PLAYER, player_id=player_id, created_at=now)
+            opened = Account(
+                account_id=wallet, kind=AccountKind.PLAYER, player_id=player_id, created_at=now
+            )
             accounts = await tx.lock_accounts([ISSUER, wallet], create=[opened])
             if accounts[wallet].balance + amount > MAX_BALANCE:
                 raise Refused(
@@ -198,14 +200,20 @@ class Ledger:
                     metadata={"player_id": player_id},
                 )
             transfer = Transfer(
-                transfer_id, TransferKind.GRANT, ISSUER, wallet, amount, now, reason=reason
+                transfer_id=transfer_id,
+                kind=TransferKind.GRANT,
+                debit_account_id=ISSUER,
+                credit_account_id=wallet,
+                amount=amount,
+                created_at=now,
+                reason=reason,
             )
             await tx.apply(
                 Change(
-                    now,
+                    at=now,
                     transfers=[transfer],
                     accounts=_net([transfer]),
-                    outbox=self._events([ChipsGranted(transfer, player_id)]),
+                    outbox=self._events([ChipsGranted(transfer=transfer, player_id=player_id)]),
                 )
             )
             return transfer, True
@@ -276,7 +284,7 @@ class Ledger:
             available[hold.account_id] -= hold.amount
             writes.placed[hold.hold_id] = hold
             writes.account(hold.account_id, AccountChange(held=hold.amount))
-            writes.event(self._encode(HoldPlaced(hold)))
+            writes.event(self._encode(HoldPlaced(hold=hold)))
         answer = [existing.get(h.hold_id) or writes.placed[h.hold_id] for h in request]
         return answer, bool(new)
 
@@ -302,7 +310,13 @@ class Ledger:
         check_rule(rule)
         ids = check_hold_ids(hold_ids)
         return await self._binding.submit(
-            _Bind(GameKey(table_id, game_no), stake, ids, self._clock(), rule)
+            _Bind(
+                key=GameKey(table_id=table_id, game_no=game_no),
+                stake=stake,
+                hold_ids=ids,
+                at=self._clock(),
+                rule=rule,
+            )
         )
 
     async def _bind_batch(
@@ -388,7 +402,9 @@ class Ledger:
         writes.account(
             key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule)
         )
-        writes.event(self._encode(HoldsBound(key, stake, bind.hold_ids, bind.at)))
+        writes.event(
+            self._encode(HoldsBound(key=key, stake=stake, hold_ids=bind.hold_ids, at=bind.at))
+        )
         return (escrows[key.escrow_id], bound), True
 
     async def release_hold(self, hold_id: str, reason: str) -> Hold:
@@ -409,10 +425,10 @@ class Ledger:
             released = replace(hold, state=HoldState.RELEASED, closed_at=now, reason=reason)
             await tx.apply(
                 Change(
-                    now,
+                    at=now,
                     holds=[released],
                     accounts={hold.account_id: AccountChange(held=-hold.amount)},
-                    outbox=self._events([HoldVoided(released, HoldVoidCause.RELEASED)]),
+                    outbox=self._events([HoldVoided(hold=released, cause=HoldVoidCause.RELEASED)]),
                 )
             )
             return released, True
@@ -443,11 +459,11 @@ class Ledger:
                 )
             await tx.apply(
                 Change(
-                    now,
+                    at=now,
                     holds=expired,
                     accounts=changes,
                     outbox=self._events(
-                        [HoldVoided(hold, HoldVoidCause.EXPIRED) for hold in expired]
+                        [HoldVoided(hold=hold, cause=HoldVoidCause.EXPIRED) for hold in expired]
                     ),
                 )
             )
@@ -513,7 +529,11 @@ class Ledger:
         closed = games[key]
         if closed is not None:
             if from_event:
-                writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.ALREADY_CLOSED))
+                writes.inbox.append(
+                    InboxEntry(
+                        event_id=result.event_id, key=key, outcome=InboxOutcome.ALREADY_CLOSED
+                    )
+                )
             return (closed, False), False
         bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
         _match(result, bound)
@@ -530,29 +550,29 @@ class Ledger:
             if amount:
                 transfers.append(
                     Transfer(
-                        f"{kind.value}:{key}",
-                        kind,
-                        key.escrow_id,
-                        HOUSE,
-                        amount,
-                        now,
-                        key.table_id,
-                        key.game_no,
+                        transfer_id=f"{kind.value}:{key}",
+                        kind=kind,
+                        debit_account_id=key.escrow_id,
+                        credit_account_id=HOUSE,
+                        amount=amount,
+                        created_at=now,
+                        table_id=key.table_id,
+                        game_no=key.game_no,
                     )
                 )
         settlement = Settlement(
-            key,
-            SettlementState.SETTLED,
-            pot,
-            split.rake,
-            split.forfeited,
-            split.payouts,
-            tuple(hold.hold_id for hold in bound),
-            result.event_id,
-            "",
-            now,
-            rule,
-            tuple(transfers),
+            key=key,
+            state=SettlementState.SETTLED,
+            pot=pot,
+            rake=split.rake,
+            forfeited=split.forfeited,
+            payouts=split.payouts,
+            hold_ids=tuple(hold.hold_id for hold in bound),
+            event_id=result.event_id,
+            reason="",
+            closed_at=now,
+            rule=rule,
+            transfers=tuple(transfers),
         )
         games[key] = settlement
         writes.transfers.extend(transfers)
@@ -566,8 +586,10 @@ class Ledger:
         )
         writes.settlements.append(settlement)
         if from_event:
-            writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.SETTLED))
-        writes.event(self._encode(GameSettled(settlement)))
+            writes.inbox.append(
+                InboxEntry(event_id=result.event_id, key=key, outcome=InboxOutcome.SETTLED)
+            )
+        writes.event(self._encode(GameSettled(settlement=settlement)))
         return (settlement, True), True
 
     async def void(
@@ -591,7 +613,9 @@ class Ledger:
             closed = (await self._lock_games(tx, [key], writes))[0][key]
             if closed is not None:
                 if from_event:
-                    writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED))
+                    writes.inbox.append(
+                        InboxEntry(event_id=event_id, key=key, outcome=InboxOutcome.ALREADY_CLOSED)
+                    )
                     await self._apply(tx, writes)
                 return [((closed, False), False)]
             if not event_id and writes.opens(key.escrow_id):
@@ -612,22 +636,24 @@ class Ledger:
                 key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.VOIDED)
             )
             settlement = Settlement(
-                key,
-                SettlementState.VOIDED,
-                pot,
-                0,
-                0,
-                (),
-                tuple(hold.hold_id for hold in bound),
-                event_id,
-                reason,
-                now,
-                PayoutRule(),
+                key=key,
+                state=SettlementState.VOIDED,
+                pot=pot,
+                rake=0,
+                forfeited=0,
+                payouts=(),
+                hold_ids=tuple(hold.hold_id for hold in bound),
+                event_id=event_id,
+                reason=reason,
+                closed_at=now,
+                rule=PayoutRule(),
             )
             writes.settlements.append(settlement)
             if from_event:
-                writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.VOIDED))
-            writes.event(self._encode(GameVoided(settlement)))
+                writes.inbox.append(
+                    InboxEntry(event_id=event_id, key=key, outcome=InboxOutcome.VOIDED)
+                )
+            writes.event(self._encode(GameVoided(settlement=settlement)))
             await self._apply(tx, writes)
             return [((settlement, True), True)]
 
@@ -715,7 +741,7 @@ class Ledger:
         await self.welcome(player_id)
         account_id = wallet_id(player_id)
         found = await self._store.account(account_id)
-        return found or Account(account_id, AccountKind.PLAYER, player_id=player_id)
+        return found or Account(account_id=account_id, kind=AccountKind.PLAYER, player_id=player_id)
 
     async def account(self, account_id: str) -> Account:
         _check_account_id(account_id)
@@ -832,8 +858,13 @@ class Ledger:
         detail = f"{error.reason}: {error.message}"
 
         async def work(tx: Tx) -> tuple[None, bool]:
-            entry = InboxEntry(result.event_id, result.key, InboxOutcome.REJECTED, detail)
-            await tx.apply(Change(now, inbox=[entry]))
+            entry = InboxEntry(
+                event_id=result.event_id,
+                key=result.key,
+                outcome=InboxOutcome.REJECTED,
+                detail=detail,
+            )
+            await tx.apply(Change(at=now, inbox=[entry]))
             return None, False
 
         await self._write("settle_rejected", work)
@@ -891,7 +922,7 @@ class Ledger:
         return [answer for answer, _ in answers]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Bind:
     key: GameKey
     stake: int
@@ -937,7 +968,7 @@ class _Writes:
             if account_id in self.accounts
         ]
         return Change(
-            self.at,
+            at=self.at,
             new_accounts=opened,
             new_holds=list(self.placed.values()),
             holds=list(self.holds.values()),
@@ -951,7 +982,11 @@ class _Writes:
 
 def _escrow(key: GameKey, at: float) -> Account:
     return Account(
-        key.escrow_id, AccountKind.ESCROW, table_id=key.table_id, game_no=key.game_no, created_at=at
+        account_id=key.escrow_id,
+        kind=AccountKind.ESCROW,
+        table_id=key.table_id,
+        game_no=key.game_no,
+        created_at=at,
     )
 
 
@@ -970,7 +1005,7 @@ def _opened(account: Account, change: AccountChange) -> Account:
 
 def _page(rows: Sequence[tuple[int, ItemT]], limit: int) -> Page[ItemT]:
     items = tuple(item for _, item in rows[:limit])
-    return Page(items, rows[limit - 1][0] if len(rows) > limit else None)
+    return Page(items=items, next_before_seq=rows[limit - 1][0] if len(rows) > limit else None)
 
 
 def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:
@@ -1083,28 +1118,28 @@ def _settlement_transfers(
     """The stakes posted into the escrow, then the payouts out of it."""
     stakes = [
         Transfer(
-            f"stake:{hold.hold_id}",
-            TransferKind.STAKE,
-            hold.account_id,
-            key.escrow_id,
-            hold.amount,
-            now,
-            key.table_id,
-            key.game_no,
+            transfer_id=f"stake:{hold.hold_id}",
+            kind=TransferKind.STAKE,
+            debit_account_id=hold.account_id,
+            credit_account_id=key.escrow_id,
+            amount=hold.amount,
+            created_at=now,
+            table_id=key.table_id,
+            game_no=key.game_no,
             hold_id=hold.hold_id,
         )
         for hold in bound
     ]
     return stakes + [
         Transfer(
-            f"payout:{key}:{payout.seat}",
-            TransferKind.PAYOUT,
-            key.escrow_id,
-            wallet_id(payout.player_id),
-            payout.amount,
-            now,
-            key.table_id,
-            key.game_no,
+            transfer_id=f"payout:{key}:{payout.seat}",
+            kind=TransferKind.PAYOUT,
+            debit_account_id=key.escrow_id,
+            credit_account_id=wallet_id(payout.player_id),
+            amount=payout.amount,
+            created_at=now,
+            table_id=key.table_id,
+            game_no=key.game_no,
         )
         for payout in payouts
     ]

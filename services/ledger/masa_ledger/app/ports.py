@@ -54,7 +54,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AccountChange:
     """Amounts added to an account's columns (negative to take away); for an escrow, also the
     stake and terms its holds were bound with and the state its game is closed in."""
@@ -68,23 +68,23 @@ class AccountChange:
 
     def plus(self, other: AccountChange) -> AccountChange:
         return AccountChange(
-            self.balance + other.balance,
-            self.held + other.held,
-            self.pending_stakes + other.pending_stakes,
-            self.stake if other.stake is None else other.stake,
-            other.close or self.close,
-            self.rule if other.rule is None else other.rule,
+            balance=self.balance + other.balance,
+            held=self.held + other.held,
+            pending_stakes=self.pending_stakes + other.pending_stakes,
+            stake=self.stake if other.stake is None else other.stake,
+            close=other.close or self.close,
+            rule=self.rule if other.rule is None else other.rule,
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxMessage:
     event_id: str
     subject: str
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxRow:
     seq: int
     event_id: str
@@ -93,7 +93,7 @@ class OutboxRow:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InboxEntry:
     """A consumed table result: recorded once per event id (a repeat changes nothing)."""
 
@@ -114,7 +114,7 @@ class InboxOutcome(enum.Enum):
     REJECTED = "rejected"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Change:
     """Everything one transaction writes, applied at once at its end (one statement where the
     database allows it)."""
@@ -145,7 +145,7 @@ class Change:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TransferFilter:
     account_id: str
     kind: TransferKind | None = None
@@ -153,7 +153,7 @@ class TransferFilter:
     game_no: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldFilter:
     player_id: str
     state: HoldState | None = None
@@ -161,7 +161,7 @@ class HoldFilter:
     game_no: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckFacts:
     """What the invariant check found: by check name, how many rows break it and a few of
     them; and totals of the ledger."""
