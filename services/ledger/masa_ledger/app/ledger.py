@@ -1,11 +1,11 @@
 """The ledger's use cases: grant, hold, bind, release, expire, settle, void, and the reads.
 
 Each write validates its input first (nothing is read for a malformed request), then runs as
-one store transaction: it locks what it changes in the global order (see :mod:`.ports`),
-checks the rules against what it locked, and writes the change together with the events the
-outbox will publish. A refusal raises before anything is written, so the transaction rolls
-back and the ledger stays as it was. Every write is idempotent on the ids the caller chose:
-the same request again answers as the first time and moves nothing.
+one unit of work (:mod:`.unit_of_work`): it locks what it changes in the global order (see
+:mod:`.ports`), checks the rules against what it locked, and writes the change together with
+the events the outbox will publish. A refusal comes before anything is written, and a write
+refused whole rolls back, so the ledger stays as it was. Every write is idempotent on the ids
+the caller chose: the same request again answers as the first time and moves nothing.
 """
 
 from __future__ import annotations
@@ -15,26 +15,24 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Generic, TypeAlias, TypeVar
+from typing import Generic, TypeVar
 
 from masa_ledger.app.group_commit import GroupCommit
 from masa_ledger.app.paging import page_size
 from masa_ledger.app.ports import (
     AccountChange,
-    Change,
     EncodeEvent,
     HoldFilter,
     InboxEntry,
     InboxOutcome,
     LedgerMetrics,
-    OutboxMessage,
     ResultLog,
     Store,
     TransferFilter,
-    Tx,
 )
+from masa_ledger.app.unit_of_work import Outcome, UnitOfWork, Writer
 from masa_ledger.domain.errors import (
     BadInput,
     LedgerError,
@@ -51,7 +49,6 @@ from masa_ledger.domain.events import (
     HoldsBound,
     HoldVoidCause,
     HoldVoided,
-    LedgerEvent,
 )
 from masa_ledger.domain.model import (
     HOUSE,
@@ -64,14 +61,13 @@ from masa_ledger.domain.model import (
     Hold,
     HoldState,
     PayoutRule,
-    SeatPayout,
     Settlement,
     SettlementState,
     Transfer,
     TransferKind,
     wallet_id,
 )
-from masa_ledger.domain.payout import split_pot
+from masa_ledger.domain.payout import PotSplit, split_pot
 from masa_ledger.domain.validation import (
     MAX_BALANCE,
     MAX_HOLDS_PER_GAME,
@@ -88,9 +84,6 @@ from masa_ledger.domain.validation import (
 __all__ = ["HoldPolicy", "Ledger", "Page", "StakeRequest"]
 
 ItemT = TypeVar("ItemT")
-ValueT = TypeVar("ValueT")
-# What a request of a batch gets: its answer, or its refusal.
-Outcome: TypeAlias = ValueT | BaseException
 
 _log = logging.getLogger(__name__)
 # P-30's default terms: no rake, the winner takes all.
@@ -149,15 +142,14 @@ class Ledger:
         self._welcome_chips = welcome_chips
         # Players welcomed (or found with a wallet) by this process: only saves a read.
         self._welcomed: OrderedDict[str, None] = OrderedDict()
-        self._encode = encode
         self._metrics = metrics
         self._results = results
         self._policy = policy
         self._clock = clock
-        self._on_commit = on_commit
-        self._holding = GroupCommit(self._hold_batch)
-        self._binding = GroupCommit(self._bind_batch)
-        self._settling = GroupCommit(self._settle_batch)
+        self._writer = Writer(store, encode, metrics, clock=clock, on_commit=on_commit)
+        self._holding = GroupCommit(self._writer.batches("hold", _place_holds))
+        self._binding = GroupCommit(self._writer.batches("bind", _bind_holds))
+        self._settling = GroupCommit(self._writer.batches("settle", _settle_games))
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -171,54 +163,9 @@ class Ledger:
         check_player_id("player_id", player_id)
         check_amount("amount", amount)
         check_text("reason", reason)
-        wallet = wallet_id(player_id)
-        transfer_id = f"grant:{request_id}"
-        now = self._clock()
-
-        async def work(tx: Tx) -> tuple[Transfer, bool]:
-            existing = await tx.transfer(transfer_id)
-            if existing is not None:
-                same = (existing.kind, existing.credit_account_id, existing.amount) == (
-                    TransferKind.GRANT,
-                    wallet,
-                    amount,
-                ) and existing.reason == reason
-                if not same:
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} granted other chips before",
-                        metadata={"request_id": request_id},
-                    )
-                return existing, False
-            opened = Account(
-                account_id=wallet, kind=AccountKind.PLAYER, player_id=player_id, created_at=now
-            )
-            accounts = await tx.lock_accounts([ISSUER, wallet], create=[opened])
-            if accounts[wallet].balance + amount > MAX_BALANCE:
-                raise Refused(
-                    f"the grant would take {player_id}'s balance past {MAX_BALANCE}",
-                    reason="BALANCE_LIMIT",
-                    metadata={"player_id": player_id},
-                )
-            transfer = Transfer(
-                transfer_id=transfer_id,
-                kind=TransferKind.GRANT,
-                debit_account_id=ISSUER,
-                credit_account_id=wallet,
-                amount=amount,
-                created_at=now,
-                reason=reason,
-            )
-            await tx.apply(
-                Change(
-                    at=now,
-                    transfers=[transfer],
-                    accounts=_net([transfer]),
-                    outbox=self._events([ChipsGranted(transfer=transfer, player_id=player_id)]),
-                )
-            )
-            return transfer, True
-
-        return await self._write_applied("grant", work)
+        return await self._writer.one(
+            "grant", lambda unit: _grant(unit, request_id, player_id, amount, reason)
+        )
 
     async def hold_stakes(self, stakes: Sequence[StakeRequest]) -> list[Hold]:
         """P-30: reserve the stakes of a group of players, all or nothing.
@@ -227,66 +174,10 @@ class Ledger:
         reason INSUFFICIENT_FUNDS, naming every short player, and nothing is held for anyone.
         A hold placed before under the same id is returned as it is, if the request is the same.
         """
-        if not 1 <= len(stakes) <= MAX_HOLDS_PER_GAME:
-            raise BadInput(
-                f"hold 1 to {MAX_HOLDS_PER_GAME} stakes at once", metadata={"field": "stakes"}
-            )
-        now = self._clock()
-        wanted = [self._new_hold(stake, now) for stake in stakes]
-        if len({hold.hold_id for hold in wanted}) != len(wanted):
-            raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
-        if len({hold.player_id for hold in wanted}) != len(wanted):
-            raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+        wanted = _new_holds(stakes, self._policy, self._clock())
         for hold in wanted:
             await self.welcome(hold.player_id)
         return await self._holding.submit(wanted)
-
-    async def _hold_batch(self, batch: Sequence[list[Hold]]) -> list[Outcome[list[Hold]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[list[Hold]], bool]]:
-            existing = await tx.holds({h.hold_id for request in batch for h in request})
-            wallets = {
-                h.account_id for request in batch for h in request if h.hold_id not in existing
-            }
-            accounts = await tx.lock_accounts(wallets)
-            available = {account_id: a.available for account_id, a in accounts.items()}
-            writes = _Writes(self._clock())
-            answers: list[tuple[Outcome[list[Hold]], bool]] = []
-            for request in batch:
-                try:
-                    answers.append(self._place(request, existing, available, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("hold", work)
-
-    def _place(
-        self,
-        request: list[Hold],
-        existing: dict[str, Hold],
-        available: dict[str, int],
-        writes: _Writes,
-    ) -> tuple[list[Hold], bool]:
-        """One request of a batch of holds: all of its stakes, or none."""
-        for hold in request:
-            found = existing.get(hold.hold_id) or writes.placed.get(hold.hold_id)
-            if found is not None and not found.same_request(hold):
-                raise RequestIdReused(
-                    f"request_id {hold.hold_id!r} placed another hold before",
-                    metadata={"request_id": hold.hold_id},
-                )
-        new = [h for h in request if h.hold_id not in existing and h.hold_id not in writes.placed]
-        short = [h for h in new if available.get(h.account_id, 0) < h.amount]
-        if short:
-            raise _insufficient(short, available)
-        for hold in new:
-            available[hold.account_id] -= hold.amount
-            writes.placed[hold.hold_id] = hold
-            writes.account(hold.account_id, AccountChange(held=hold.amount))
-            writes.event(self._encode(HoldPlaced(hold=hold)))
-        answer = [existing.get(h.hold_id) or writes.placed[h.hold_id] for h in request]
-        return answer, bool(new)
 
     async def bind_holds(
         self,
@@ -319,157 +210,19 @@ class Ledger:
             )
         )
 
-    async def _bind_batch(
-        self, batch: Sequence[_Bind]
-    ) -> list[Outcome[tuple[Account, list[Hold]]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Account, list[Hold]]], bool]]:
-            # A game's escrow is opened by the first bind that succeeds (written with the
-            # change), so a refused bind leaves nothing behind; two transactions opening the
-            # same escrow collide on its key, and the second runs again and finds it.
-            writes = _Writes(self._clock())
-            escrows = await tx.lock_accounts({bind.key.escrow_id for bind in batch})
-            for bind in batch:
-                if bind.key.escrow_id not in escrows:
-                    escrows[bind.key.escrow_id] = writes.unopened(_escrow(bind.key, bind.at))
-            holds = await tx.holds(
-                {hold_id for bind in batch for hold_id in bind.hold_ids}, lock=True
-            )
-            answers: list[tuple[Outcome[tuple[Account, list[Hold]]], bool]] = []
-            for bind in batch:
-                try:
-                    answers.append(self._bind(bind, escrows, holds, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("bind", work)
-
-    def _bind(
-        self,
-        bind: _Bind,
-        escrows: dict[str, Account],
-        holds: dict[str, Hold],
-        writes: _Writes,
-    ) -> tuple[tuple[Account, list[Hold]], bool]:
-        """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
-        key, stake = bind.key, bind.stake
-        escrow = escrows[key.escrow_id]
-        if escrow.closed is not None:
-            raise Refused(
-                f"game {key} was {escrow.closed.value} already",
-                reason="GAME_CLOSED",
-                metadata=_game_metadata(key, state=escrow.closed.name),
-            )
-        for hold_id in bind.hold_ids:
-            if hold_id not in holds:
-                raise NotFound(
-                    f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-                )
-        chosen = [holds[hold_id] for hold_id in bind.hold_ids]
-        if len({hold.player_id for hold in chosen}) != len(chosen):
-            raise BadInput(
-                f"game {key} names two holds of one player, who takes one seat (P-2)",
-                metadata={"field": "hold_ids"},
-            )
-        total = sum(hold.amount for hold in chosen)
-        if escrow.pending_stakes:
-            # An open escrow's pending stakes are exactly its bound holds, so these are the
-            # same holds if they are all bound here and add up to them.
-            here = all(
-                hold.state is HoldState.BOUND
-                and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
-                for hold in chosen
-            )
-            same_terms = escrow.stake == stake and escrow.rule == bind.rule
-            if here and total == escrow.pending_stakes and same_terms:
-                return (escrow, chosen), False
-            raise Refused(
-                f"game {key} is bound to other holds or another stake",
-                reason="ESCROW_MISMATCH",
-                metadata=_game_metadata(key, stake=str(escrow.stake)),
-            )
-        for hold in chosen:
-            _check_bindable(hold, key, stake, bind.at)
-        bound = [
-            replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
-            for hold in chosen
-        ]
-        for hold in bound:
-            holds[hold.hold_id] = hold
-            writes.holds[hold.hold_id] = hold
-        escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=bind.rule)
-        writes.account(
-            key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule)
-        )
-        writes.event(
-            self._encode(HoldsBound(key=key, stake=stake, hold_ids=bind.hold_ids, at=bind.at))
-        )
-        return (escrows[key.escrow_id], bound), True
-
     async def release_hold(self, hold_id: str, reason: str) -> Hold:
         """Void a hold that is not bound (a cancelled ticket); a released hold is returned as
         it is."""
         check_id("hold_id", hold_id)
         check_text("reason", reason)
-        now = self._clock()
-
-        async def work(tx: Tx) -> tuple[Hold, bool]:
-            hold = await self._existing_hold(tx, hold_id)
-            await tx.lock_accounts([hold.account_id])
-            hold = (await tx.holds([hold_id], lock=True))[hold_id]
-            if hold.state is HoldState.RELEASED:
-                return hold, False
-            if hold.state is not HoldState.HELD:
-                raise _not_held(hold)
-            released = replace(hold, state=HoldState.RELEASED, closed_at=now, reason=reason)
-            await tx.apply(
-                Change(
-                    at=now,
-                    holds=[released],
-                    accounts={hold.account_id: AccountChange(held=-hold.amount)},
-                    outbox=self._events([HoldVoided(hold=released, cause=HoldVoidCause.RELEASED)]),
-                )
-            )
-            return released, True
-
-        return await self._write("release", work)
+        return await self._writer.one("release", lambda unit: _release(unit, hold_id, reason))
 
     async def expire_due(self, limit: int = 500) -> int:
         """Void unbound holds past their expiry; returns how many. Run periodically."""
-        now = self._clock()
-        due = await self._store.due_holds(now, limit)
+        due = await self._store.due_holds(self._clock(), limit)
         if not due:
             return 0
-
-        async def work(tx: Tx) -> tuple[int, bool]:
-            await tx.lock_accounts({hold.account_id for hold in due})
-            locked = await tx.holds([hold.hold_id for hold in due], lock=True)
-            expired = [
-                replace(hold, state=HoldState.EXPIRED, closed_at=now, reason="expired")
-                for hold in locked.values()
-                if hold.state is HoldState.HELD and hold.expire_at <= now
-            ]
-            if not expired:
-                return 0, False
-            changes: dict[str, AccountChange] = {}
-            for hold in expired:
-                changes[hold.account_id] = changes.get(hold.account_id, AccountChange()).plus(
-                    AccountChange(held=-hold.amount)
-                )
-            await tx.apply(
-                Change(
-                    at=now,
-                    holds=expired,
-                    accounts=changes,
-                    outbox=self._events(
-                        [HoldVoided(hold=hold, cause=HoldVoidCause.EXPIRED) for hold in expired]
-                    ),
-                )
-            )
-            return len(expired), True
-
-        count = await self._write("expire", work)
+        count = await self._writer.one("expire", lambda unit: _expire(unit, due))
         if count:
             self._metrics.holds_expired(count)
         return count
@@ -484,113 +237,12 @@ class Ledger:
         """
         _check_result(result)
         started = time.perf_counter()
-        settled, applied = await self._settling.submit((result, from_event))
+        settled, applied = await self._settling.submit(
+            _Settle(result=result, from_event=from_event)
+        )
         if applied:
             self._metrics.settlement_seconds(time.perf_counter() - started)
         return settled, applied
-
-    async def _settle_batch(
-        self, batch: Sequence[tuple[GameResult, bool]]
-    ) -> list[Outcome[tuple[Settlement, bool]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
-            writes = _Writes(self._clock())
-            # The house may take a rake, or the prize when every staking seat forfeited: the
-            # terms say which, and they are read with the locks, so the house is locked too.
-            games, escrows = await self._lock_games(
-                tx, [result.key for result, _ in batch], writes, house=True
-            )
-            bound = await tx.holds_of_games(
-                [key for key, closed in games.items() if closed is None]
-            )
-            answers: list[tuple[Outcome[tuple[Settlement, bool]], bool]] = []
-            for result, from_event in batch:
-                try:
-                    terms = escrows.get(result.key.escrow_id)
-                    answers.append(self._settle(result, from_event, games, bound, terms, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("settle", work)
-
-    def _settle(
-        self,
-        result: GameResult,
-        from_event: bool,
-        games: dict[GameKey, Settlement | None],
-        bound_by_game: dict[GameKey, list[Hold]],
-        terms: PayoutRule | None,
-        writes: _Writes,
-    ) -> tuple[tuple[Settlement, bool], bool]:
-        """One settlement of a batch; ``games`` follows the games earlier ones closed. The pot
-        is paid by ``terms``, the rule its stakes were bound under, never by the result."""
-        key, now = result.key, writes.at
-        closed = games[key]
-        if closed is not None:
-            if from_event:
-                writes.inbox.append(
-                    InboxEntry(
-                        event_id=result.event_id, key=key, outcome=InboxOutcome.ALREADY_CLOSED
-                    )
-                )
-            return (closed, False), False
-        bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
-        _match(result, bound)
-        pot = sum(hold.amount for hold in bound)
-        # An escrow bound before the ledger recorded terms (a game that spans the upgrade) is
-        # paid as it was then, by the verified result's table; every other by its bound terms.
-        rule = terms or result.published_rule or WINNER_TAKES_ALL
-        split = split_pot(pot, result.standings, rule, teams=result.teams)
-        transfers = _settlement_transfers(key, bound, split.payouts, now)
-        for kind, amount in (
-            (TransferKind.RAKE, split.rake),
-            (TransferKind.FORFEIT, split.forfeited),
-        ):
-            if amount:
-                transfers.append(
-                    Transfer(
-                        transfer_id=f"{kind.value}:{key}",
-                        kind=kind,
-                        debit_account_id=key.escrow_id,
-                        credit_account_id=HOUSE,
-                        amount=amount,
-                        created_at=now,
-                        table_id=key.table_id,
-                        game_no=key.game_no,
-                    )
-                )
-        settlement = Settlement(
-            key=key,
-            state=SettlementState.SETTLED,
-            pot=pot,
-            rake=split.rake,
-            forfeited=split.forfeited,
-            payouts=split.payouts,
-            hold_ids=tuple(hold.hold_id for hold in bound),
-            event_id=result.event_id,
-            reason="",
-            closed_at=now,
-            rule=rule,
-            transfers=tuple(transfers),
-        )
-        games[key] = settlement
-        writes.transfers.extend(transfers)
-        for account_id, change in _net(transfers).items():
-            writes.account(account_id, change)
-        for hold in bound:
-            writes.account(hold.account_id, AccountChange(held=-hold.amount))
-            writes.holds[hold.hold_id] = replace(hold, state=HoldState.POSTED, closed_at=now)
-        writes.account(
-            key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.SETTLED)
-        )
-        writes.settlements.append(settlement)
-        if from_event:
-            writes.inbox.append(
-                InboxEntry(event_id=result.event_id, key=key, outcome=InboxOutcome.SETTLED)
-            )
-        writes.event(self._encode(GameSettled(settlement=settlement)))
-        return (settlement, True), True
 
     async def void(
         self, key: GameKey, reason: str, *, event_id: str = "", from_event: bool = False
@@ -606,61 +258,8 @@ class Ledger:
         """
         check_game(key.table_id, key.game_no)
         check_text("reason", reason)
-
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
-            now = self._clock()
-            writes = _Writes(now)
-            closed = (await self._lock_games(tx, [key], writes))[0][key]
-            if closed is not None:
-                if from_event:
-                    writes.inbox.append(
-                        InboxEntry(event_id=event_id, key=key, outcome=InboxOutcome.ALREADY_CLOSED)
-                    )
-                    await self._apply(tx, writes)
-                return [((closed, False), False)]
-            if not event_id and writes.opens(key.escrow_id):
-                unknown = NotFound(
-                    f"the ledger knows no game {key}: no stake was ever bound to it",
-                    reason="NOT_FOUND",
-                    metadata=_game_metadata(key),
-                )
-                return [(unknown, False)]
-            bound = [h for h in (await tx.holds_of_games([key]))[key] if h.state is HoldState.BOUND]
-            pot = sum(hold.amount for hold in bound)
-            for hold in bound:
-                writes.account(hold.account_id, AccountChange(held=-hold.amount))
-                writes.holds[hold.hold_id] = replace(
-                    hold, state=HoldState.VOIDED, closed_at=now, reason=reason
-                )
-            writes.account(
-                key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.VOIDED)
-            )
-            settlement = Settlement(
-                key=key,
-                state=SettlementState.VOIDED,
-                pot=pot,
-                rake=0,
-                forfeited=0,
-                payouts=(),
-                hold_ids=tuple(hold.hold_id for hold in bound),
-                event_id=event_id,
-                reason=reason,
-                closed_at=now,
-                rule=PayoutRule(),
-            )
-            writes.settlements.append(settlement)
-            if from_event:
-                writes.inbox.append(
-                    InboxEntry(event_id=event_id, key=key, outcome=InboxOutcome.VOIDED)
-                )
-            writes.event(self._encode(GameVoided(settlement=settlement)))
-            await self._apply(tx, writes)
-            return [((settlement, True), True)]
-
-        (answer,) = await self._batch("void", work)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+        request = _Void(key=key, reason=reason, event_id=event_id, from_event=from_event)
+        return await self._writer.one("void", lambda unit: _void_game(unit, request))
 
     async def settle_from_log(self, key: GameKey) -> tuple[Settlement, bool]:
         """An admin's SettleGame: settle (or void) the game from what the table-engine
@@ -711,6 +310,9 @@ class Ledger:
             return InboxOutcome.VOIDED
         return InboxOutcome.SETTLED
 
+    async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
+        await self._writer.one("settle_rejected", lambda unit: _reject(unit, result, error))
+
     async def drain(self) -> None:
         """Wait for the transactions under way, so that the store can close after them."""
         for group in (self._holding, self._binding, self._settling):
@@ -758,9 +360,7 @@ class Ledger:
         check_id("hold_id", hold_id)
         found = await self._store.hold(hold_id)
         if found is None:
-            raise NotFound(
-                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-            )
+            raise _no_hold(hold_id)
         return found
 
     async def settlement(self, key: GameKey) -> Settlement:
@@ -793,219 +393,162 @@ class Ledger:
         rows = await self._store.list_holds(where, before_seq=before_seq, limit=limit + 1)
         return _page(rows, limit)
 
-    # --- helpers ---------------------------------------------------------------------------
 
-    def _new_hold(self, stake: StakeRequest, now: float) -> Hold:
-        check_id("request_id", stake.hold_id)
-        check_player_id("player_id", stake.player_id)
-        check_amount("amount", stake.amount)
-        check_id("lobby_id", stake.lobby_id, required=False)
-        check_id("ticket_id", stake.ticket_id, required=False)
-        ttl = self._policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
-        if not 0 < ttl <= self._policy.max_ttl_seconds:
-            raise BadInput(
-                f"ttl must be more than 0 and at most {self._policy.max_ttl_seconds:g} s",
-                metadata={"field": "ttl"},
+# --- grants ------------------------------------------------------------------------------------
+
+
+async def _grant(
+    unit: UnitOfWork, request_id: str, player_id: str, amount: int, reason: str
+) -> tuple[Transfer, bool]:
+    wallet = wallet_id(player_id)
+    transfer_id = f"grant:{request_id}"
+    existing = await unit.tx.transfer(transfer_id)
+    if existing is not None:
+        same = (existing.kind, existing.credit_account_id, existing.amount) == (
+            TransferKind.GRANT,
+            wallet,
+            amount,
+        ) and existing.reason == reason
+        if not same:
+            raise RequestIdReused(
+                f"request_id {request_id!r} granted other chips before",
+                metadata={"request_id": request_id},
             )
-        return Hold(
-            hold_id=stake.hold_id,
-            player_id=stake.player_id,
-            amount=stake.amount,
-            lobby_id=stake.lobby_id,
-            ticket_id=stake.ticket_id,
-            ttl_seconds=ttl,
-            state=HoldState.HELD,
-            created_at=now,
-            expire_at=now + ttl,
+        return existing, False
+    opened = Account(
+        account_id=wallet, kind=AccountKind.PLAYER, player_id=player_id, created_at=unit.at
+    )
+    accounts = await unit.tx.lock_accounts([ISSUER, wallet], create=[opened])
+    if accounts[wallet].balance + amount > MAX_BALANCE:
+        raise Refused(
+            f"the grant would take {player_id}'s balance past {MAX_BALANCE}",
+            reason="BALANCE_LIMIT",
+            metadata={"player_id": player_id},
         )
-
-    async def _existing_hold(self, tx: Tx, hold_id: str) -> Hold:
-        found = (await tx.holds([hold_id])).get(hold_id)
-        if found is None:
-            raise NotFound(
-                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-            )
-        return found
-
-    async def _lock_games(
-        self, tx: Tx, keys: Sequence[GameKey], writes: _Writes, *, house: bool = False
-    ) -> tuple[dict[GameKey, Settlement | None], dict[str, PayoutRule | None]]:
-        """Lock the games (their escrows, and the wallets of their holds and the house that
-        closing them changes, all at once in account-id order) and return each game's
-        settlement if it is closed already, and each escrow's terms (by escrow id). A game never
-        bound has no escrow yet: closing it opens one, with the change."""
-        locked = await tx.lock_games(keys, also=[HOUSE] if house else [])
-        terms = {
-            key.escrow_id: locked[key.escrow_id].rule for key in keys if key.escrow_id in locked
-        }
-        games: dict[GameKey, Settlement | None] = {}
-        for key in dict.fromkeys(keys):
-            escrow = locked.get(key.escrow_id)
-            if escrow is None:
-                writes.unopened(_escrow(key, writes.at))
-                games[key] = None
-            elif escrow.closed is None:
-                games[key] = None
-            else:
-                closed = await tx.settlement(key)
-                if closed is None:
-                    raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
-                games[key] = closed
-        return games, terms
-
-    async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
-        now = self._clock()
-        detail = f"{error.reason}: {error.message}"
-
-        async def work(tx: Tx) -> tuple[None, bool]:
-            entry = InboxEntry(
-                event_id=result.event_id,
-                key=result.key,
-                outcome=InboxOutcome.REJECTED,
-                detail=detail,
-            )
-            await tx.apply(Change(at=now, inbox=[entry]))
-            return None, False
-
-        await self._write("settle_rejected", work)
-
-    def _events(self, events: Sequence[LedgerEvent]) -> list[OutboxMessage]:
-        return [self._encode(event) for event in events]
-
-    async def _apply(self, tx: Tx, writes: _Writes) -> None:
-        change = writes.change()
-        if not change.empty:
-            await tx.apply(change)
-
-    async def _write(
-        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
-    ) -> ValueT:
-        """Run ``work`` (which returns its value and whether it changed anything) in one
-        transaction, and count it: ok, replayed (nothing to change), refused or error."""
-        value, _ = await self._write_applied(kind, work)
-        return value
-
-    async def _write_applied(
-        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
-    ) -> tuple[ValueT, bool]:
-        """:meth:`_write`, with whether the transaction changed anything."""
-        try:
-            value, changed = await self._store.transact(work)
-        except LedgerError:
-            self._metrics.operation(kind, "refused")
-            raise
-        except Exception:
-            self._metrics.operation(kind, "error")
-            raise
-        self._metrics.operation(kind, "ok" if changed else "replayed")
-        if changed:
-            self._on_commit()
-        return value, changed
-
-    async def _batch(
-        self, kind: str, work: Callable[[Tx], Awaitable[list[tuple[Outcome[ValueT], bool]]]]
-    ) -> list[Outcome[ValueT]]:
-        """Run a batch's ``work`` in one transaction; count each request's outcome."""
-        try:
-            answers = await self._store.transact(work)
-        except Exception:
-            self._metrics.operation(kind, "error")
-            raise
-        for answer, changed in answers:
-            if isinstance(answer, LedgerError):
-                result = "refused"
-            else:
-                result = "ok" if changed else "replayed"
-            self._metrics.operation(kind, result)
-        if any(changed for _, changed in answers):
-            self._on_commit()
-        return [answer for answer, _ in answers]
+    transfer = Transfer(
+        transfer_id=transfer_id,
+        kind=TransferKind.GRANT,
+        debit_account_id=ISSUER,
+        credit_account_id=wallet,
+        amount=amount,
+        created_at=unit.at,
+        reason=reason,
+    )
+    unit.post([transfer])
+    unit.report(ChipsGranted(transfer=transfer, player_id=player_id))
+    return transfer, True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Bind:
-    key: GameKey
-    stake: int
-    hold_ids: tuple[str, ...]
-    at: float
-    rule: PayoutRule
+# --- holds -------------------------------------------------------------------------------------
 
 
-class _Writes:
-    """What one transaction writes, gathered from the requests of a batch: each hold once,
-    the changes of an account summed."""
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-        # Accounts this transaction may open, as they are before any change.
-        self._unopened: dict[str, Account] = {}
-        self.placed: dict[str, Hold] = {}
-        self.holds: dict[str, Hold] = {}
-        self.transfers: list[Transfer] = []
-        self.accounts: dict[str, AccountChange] = {}
-        self.settlements: list[Settlement] = []
-        self.inbox: list[InboxEntry] = []
-        self.outbox: list[OutboxMessage] = []
-
-    def unopened(self, account: Account) -> Account:
-        """An account not in the database: opened with the change if a request changes it."""
-        return self._unopened.setdefault(account.account_id, account)
-
-    def opens(self, account_id: str) -> bool:
-        """Whether the account is not in the database (this transaction would open it)."""
-        return account_id in self._unopened
-
-    def account(self, account_id: str, change: AccountChange) -> None:
-        self.accounts[account_id] = self.accounts.get(account_id, AccountChange()).plus(change)
-
-    def event(self, message: OutboxMessage) -> None:
-        self.outbox.append(message)
-
-    def change(self) -> Change:
-        opened = [
-            _opened(account, self.accounts[account_id])
-            for account_id, account in self._unopened.items()
-            if account_id in self.accounts
-        ]
-        return Change(
-            at=self.at,
-            new_accounts=opened,
-            new_holds=list(self.placed.values()),
-            holds=list(self.holds.values()),
-            transfers=self.transfers,
-            accounts={k: v for k, v in self.accounts.items() if k not in self._unopened},
-            settlements=self.settlements,
-            inbox=self.inbox,
-            outbox=self.outbox,
+def _new_holds(stakes: Sequence[StakeRequest], policy: HoldPolicy, now: float) -> list[Hold]:
+    """The holds a group of stakes asks for, each checked, as they would be placed ``now``."""
+    if not 1 <= len(stakes) <= MAX_HOLDS_PER_GAME:
+        raise BadInput(
+            f"hold 1 to {MAX_HOLDS_PER_GAME} stakes at once", metadata={"field": "stakes"}
         )
+    wanted = [_new_hold(stake, policy, now) for stake in stakes]
+    if len({hold.hold_id for hold in wanted}) != len(wanted):
+        raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
+    if len({hold.player_id for hold in wanted}) != len(wanted):
+        raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+    return wanted
 
 
-def _escrow(key: GameKey, at: float) -> Account:
-    return Account(
-        account_id=key.escrow_id,
-        kind=AccountKind.ESCROW,
-        table_id=key.table_id,
-        game_no=key.game_no,
-        created_at=at,
+def _new_hold(stake: StakeRequest, policy: HoldPolicy, now: float) -> Hold:
+    check_id("request_id", stake.hold_id)
+    check_player_id("player_id", stake.player_id)
+    check_amount("amount", stake.amount)
+    check_id("lobby_id", stake.lobby_id, required=False)
+    check_id("ticket_id", stake.ticket_id, required=False)
+    ttl = policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
+    if not 0 < ttl <= policy.max_ttl_seconds:
+        raise BadInput(
+            f"ttl must be more than 0 and at most {policy.max_ttl_seconds:g} s",
+            metadata={"field": "ttl"},
+        )
+    return Hold(
+        hold_id=stake.hold_id,
+        player_id=stake.player_id,
+        amount=stake.amount,
+        lobby_id=stake.lobby_id,
+        ticket_id=stake.ticket_id,
+        ttl_seconds=ttl,
+        state=HoldState.HELD,
+        created_at=now,
+        expire_at=now + ttl,
     )
 
 
-def _opened(account: Account, change: AccountChange) -> Account:
-    """A new account as it is after ``change``."""
-    return replace(
-        account,
-        balance=account.balance + change.balance,
-        held=account.held + change.held,
-        pending_stakes=account.pending_stakes + change.pending_stakes,
-        stake=account.stake if change.stake is None else change.stake,
-        closed=change.close or account.closed,
-        rule=account.rule if change.rule is None else change.rule,
-    )
+async def _place_holds(unit: UnitOfWork, batch: Sequence[list[Hold]]) -> list[Outcome[list[Hold]]]:
+    """A batch of group stakes: the wallets of the new holds locked at once, then each group."""
+    existing = await unit.tx.holds({h.hold_id for request in batch for h in request})
+    wallets = {h.account_id for request in batch for h in request if h.hold_id not in existing}
+    accounts = await unit.tx.lock_accounts(wallets)
+    available = {account_id: a.available for account_id, a in accounts.items()}
+    return [await unit.decide(_place, unit, request, existing, available) for request in batch]
 
 
-def _page(rows: Sequence[tuple[int, ItemT]], limit: int) -> Page[ItemT]:
-    items = tuple(item for _, item in rows[:limit])
-    return Page(items=items, next_before_seq=rows[limit - 1][0] if len(rows) > limit else None)
+async def _place(
+    unit: UnitOfWork, request: list[Hold], existing: dict[str, Hold], available: dict[str, int]
+) -> list[Hold]:
+    """One request of a batch of holds: all of its stakes, or none."""
+    # Each hold as it was placed before, in the database or by an earlier request of the batch.
+    earlier = {h.hold_id: existing.get(h.hold_id) or unit.placed(h.hold_id) for h in request}
+    for hold in request:
+        found = earlier[hold.hold_id]
+        if found is not None and not found.same_request(hold):
+            raise RequestIdReused(
+                f"request_id {hold.hold_id!r} placed another hold before",
+                metadata={"request_id": hold.hold_id},
+            )
+    new = [h for h in request if earlier[h.hold_id] is None]
+    short = [h for h in new if available.get(h.account_id, 0) < h.amount]
+    if short:
+        raise _insufficient(short, available)
+    for hold in new:
+        available[hold.account_id] -= hold.amount
+        unit.place(hold)
+        unit.adjust(hold.account_id, AccountChange(held=hold.amount))
+        unit.report(HoldPlaced(hold=hold))
+    return [earlier[h.hold_id] or h for h in request]
+
+
+async def _release(unit: UnitOfWork, hold_id: str, reason: str) -> Hold:
+    found = (await unit.tx.holds([hold_id])).get(hold_id)
+    if found is None:
+        raise _no_hold(hold_id)
+    await unit.tx.lock_accounts([found.account_id])
+    hold = (await unit.tx.holds([hold_id], lock=True))[hold_id]
+    if hold.state is HoldState.RELEASED:
+        return hold
+    if hold.state is not HoldState.HELD:
+        raise _not_held(hold)
+    released = replace(hold, state=HoldState.RELEASED, closed_at=unit.at, reason=reason)
+    unit.update(released)
+    unit.adjust(hold.account_id, AccountChange(held=-hold.amount))
+    unit.report(HoldVoided(hold=released, cause=HoldVoidCause.RELEASED))
+    return released
+
+
+async def _expire(unit: UnitOfWork, due: Sequence[Hold]) -> int:
+    await unit.tx.lock_accounts({hold.account_id for hold in due})
+    locked = await unit.tx.holds([hold.hold_id for hold in due], lock=True)
+    expired = [
+        replace(hold, state=HoldState.EXPIRED, closed_at=unit.at, reason="expired")
+        for hold in locked.values()
+        if hold.state is HoldState.HELD and hold.expire_at <= unit.at
+    ]
+    for hold in expired:
+        unit.update(hold)
+        unit.adjust(hold.account_id, AccountChange(held=-hold.amount))
+        unit.report(HoldVoided(hold=hold, cause=HoldVoidCause.EXPIRED))
+    return len(expired)
+
+
+def _no_hold(hold_id: str) -> NotFound:
+    return NotFound(f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id})
 
 
 def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:
@@ -1033,6 +576,85 @@ def _not_held(hold: Hold) -> Refused:
     )
 
 
+# --- binding -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Bind:
+    key: GameKey
+    stake: int
+    hold_ids: tuple[str, ...]
+    at: float
+    rule: PayoutRule
+
+
+async def _bind_holds(
+    unit: UnitOfWork, batch: Sequence[_Bind]
+) -> list[Outcome[tuple[Account, list[Hold]]]]:
+    """A batch of binds: the escrows locked at once, then their holds, then each bind."""
+    # A game's escrow is opened by the first bind that succeeds (written with the change), so a
+    # refused bind leaves nothing behind.
+    escrows = await unit.tx.lock_accounts({bind.key.escrow_id for bind in batch})
+    for bind in batch:
+        if bind.key.escrow_id not in escrows:
+            escrows[bind.key.escrow_id] = unit.unopened_escrow(bind.key)
+    holds = await unit.tx.holds({hold_id for bind in batch for hold_id in bind.hold_ids}, lock=True)
+    return [await unit.decide(_bind, unit, bind, escrows, holds) for bind in batch]
+
+
+async def _bind(
+    unit: UnitOfWork, bind: _Bind, escrows: dict[str, Account], holds: dict[str, Hold]
+) -> tuple[Account, list[Hold]]:
+    """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
+    key, stake = bind.key, bind.stake
+    escrow = escrows[key.escrow_id]
+    if escrow.closed is not None:
+        raise Refused(
+            f"game {key} was {escrow.closed.value} already",
+            reason="GAME_CLOSED",
+            metadata=_game_metadata(key, state=escrow.closed.name),
+        )
+    for hold_id in bind.hold_ids:
+        if hold_id not in holds:
+            raise _no_hold(hold_id)
+    chosen = [holds[hold_id] for hold_id in bind.hold_ids]
+    if len({hold.player_id for hold in chosen}) != len(chosen):
+        raise BadInput(
+            f"game {key} names two holds of one player, who takes one seat (P-2)",
+            metadata={"field": "hold_ids"},
+        )
+    total = sum(hold.amount for hold in chosen)
+    if escrow.pending_stakes:
+        # An open escrow's pending stakes are exactly its bound holds, so these are the same
+        # holds if they are all bound here and add up to them.
+        here = all(
+            hold.state is HoldState.BOUND
+            and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
+            for hold in chosen
+        )
+        same_terms = escrow.stake == stake and escrow.rule == bind.rule
+        if here and total == escrow.pending_stakes and same_terms:
+            return escrow, chosen
+        raise Refused(
+            f"game {key} is bound to other holds or another stake",
+            reason="ESCROW_MISMATCH",
+            metadata=_game_metadata(key, stake=str(escrow.stake)),
+        )
+    for hold in chosen:
+        _check_bindable(hold, key, stake, bind.at)
+    bound = [
+        replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
+        for hold in chosen
+    ]
+    for hold in bound:
+        holds[hold.hold_id] = hold
+        unit.update(hold)
+    escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=bind.rule)
+    unit.adjust(key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule))
+    unit.report(HoldsBound(key=key, stake=stake, hold_ids=bind.hold_ids, at=bind.at))
+    return escrows[key.escrow_id], bound
+
+
 def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
     if hold.state in (HoldState.BOUND, HoldState.POSTED):
         raise Refused(
@@ -1054,6 +676,199 @@ def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
             reason="STAKE_MISMATCH",
             metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
         )
+
+
+# --- settlement --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Settle:
+    result: GameResult
+    # Whether the result came from the bus (its event is recorded in the inbox).
+    from_event: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Void:
+    key: GameKey
+    reason: str
+    # The GameAbandoned that orders the void; empty for an operator's.
+    event_id: str
+    from_event: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Games:
+    """The games a unit closes, locked: how each was closed (None while it is open; a request
+    of a batch that closes one sets it for the next) and the terms its stakes were bound
+    under (None if they were bound before the ledger recorded terms, or never)."""
+
+    closed: dict[GameKey, Settlement | None]
+    terms: dict[GameKey, PayoutRule | None]
+
+
+async def _settle_games(
+    unit: UnitOfWork, batch: Sequence[_Settle]
+) -> list[Outcome[tuple[Settlement, bool]]]:
+    """A batch of settlements: the games locked at once, their bound holds read, then each."""
+    # The house may take a rake, or the prize when every staking seat forfeited: the terms say
+    # which, and they are read with the locks, so the house is locked too.
+    games = await _lock_games(unit, [request.result.key for request in batch], house=True)
+    bound = await unit.tx.holds_of_games(
+        [key for key, closed in games.closed.items() if closed is None]
+    )
+    return [await unit.decide(_settle, unit, request, games, bound) for request in batch]
+
+
+async def _settle(
+    unit: UnitOfWork, request: _Settle, games: _Games, bound_by_game: dict[GameKey, list[Hold]]
+) -> tuple[Settlement, bool]:
+    """One settlement of a batch. The pot is paid by the terms its stakes were bound under,
+    never by the result."""
+    result = request.result
+    key = result.key
+    closed = games.closed[key]
+    if closed is not None:
+        return _closed_before(unit, closed, result.event_id, from_event=request.from_event)
+    bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
+    _match(result, bound)
+    pot = sum(hold.amount for hold in bound)
+    # An escrow bound before the ledger recorded terms (a game that spans the upgrade) is paid
+    # as it was then, by the verified result's table; every other by its bound terms.
+    rule = games.terms.get(key) or result.published_rule or WINNER_TAKES_ALL
+    split = split_pot(pot, result.standings, rule, teams=result.teams)
+    transfers = _settlement_transfers(key, bound, split, unit.at)
+    settlement = Settlement(
+        key=key,
+        state=SettlementState.SETTLED,
+        pot=pot,
+        rake=split.rake,
+        forfeited=split.forfeited,
+        payouts=split.payouts,
+        hold_ids=tuple(hold.hold_id for hold in bound),
+        event_id=result.event_id,
+        reason="",
+        closed_at=unit.at,
+        rule=rule,
+        transfers=tuple(transfers),
+    )
+    unit.post(transfers)
+    return _close(unit, games, settlement, bound, from_event=request.from_event)
+
+
+async def _void_game(unit: UnitOfWork, request: _Void) -> tuple[Settlement, bool]:
+    key = request.key
+    games = await _lock_games(unit, [key], house=False)
+    closed = games.closed[key]
+    if closed is not None:
+        return _closed_before(unit, closed, request.event_id, from_event=request.from_event)
+    if not request.event_id and unit.opens(key.escrow_id):
+        raise NotFound(
+            f"the ledger knows no game {key}: no stake was ever bound to it",
+            reason="NOT_FOUND",
+            metadata=_game_metadata(key),
+        )
+    bound = [h for h in (await unit.tx.holds_of_games([key]))[key] if h.state is HoldState.BOUND]
+    settlement = Settlement(
+        key=key,
+        state=SettlementState.VOIDED,
+        pot=sum(hold.amount for hold in bound),
+        rake=0,
+        forfeited=0,
+        payouts=(),
+        hold_ids=tuple(hold.hold_id for hold in bound),
+        event_id=request.event_id,
+        reason=request.reason,
+        closed_at=unit.at,
+        rule=PayoutRule(),
+    )
+    return _close(unit, games, settlement, bound, from_event=request.from_event)
+
+
+async def _lock_games(unit: UnitOfWork, keys: Sequence[GameKey], *, house: bool) -> _Games:
+    """Lock the games (their escrows, and the wallets of their holds and the house that closing
+    them changes, all at once in account-id order): how each was closed, and its terms. A game
+    never bound has no escrow yet: closing it opens one, with the change."""
+    locked = await unit.tx.lock_games(keys, also=[HOUSE] if house else [])
+    games = _Games(closed={}, terms={})
+    for key in dict.fromkeys(keys):
+        escrow = locked.get(key.escrow_id)
+        if escrow is None:
+            unit.unopened_escrow(key)
+            games.closed[key] = None
+            continue
+        games.terms[key] = escrow.rule
+        if escrow.closed is None:
+            games.closed[key] = None
+            continue
+        closed = await unit.tx.settlement(key)
+        if closed is None:
+            raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
+        games.closed[key] = closed
+    return games
+
+
+def _closed_before(
+    unit: UnitOfWork, closed: Settlement, event_id: str, *, from_event: bool
+) -> tuple[Settlement, bool]:
+    """A game settled or voided before is answered with how it was closed, and not applied;
+    an event that asked to close it again is recorded as such."""
+    if from_event:
+        unit.receive(
+            InboxEntry(event_id=event_id, key=closed.key, outcome=InboxOutcome.ALREADY_CLOSED)
+        )
+    return closed, False
+
+
+def _close(
+    unit: UnitOfWork,
+    games: _Games,
+    settlement: Settlement,
+    bound: Sequence[Hold],
+    *,
+    from_event: bool,
+) -> tuple[Settlement, bool]:
+    """Close a game's escrow, once, as ``settlement`` says (its stakes posted and paid out
+    already when it is settled): each bound hold leaves its wallet's reserved chips, posted or
+    voided, the escrow's pending stakes go, and the settlement is written with the inbox entry
+    of the event that closed the game and the event that reports it."""
+    key = settlement.key
+    settled = settlement.state is SettlementState.SETTLED
+    for hold in bound:
+        unit.adjust(hold.account_id, AccountChange(held=-hold.amount))
+        if settled:
+            unit.update(replace(hold, state=HoldState.POSTED, closed_at=unit.at))
+        else:
+            unit.update(
+                replace(hold, state=HoldState.VOIDED, closed_at=unit.at, reason=settlement.reason)
+            )
+    unit.adjust(
+        key.escrow_id, AccountChange(pending_stakes=-settlement.pot, close=settlement.state)
+    )
+    unit.record(settlement)
+    games.closed[key] = settlement
+    if from_event:
+        outcome = InboxOutcome.SETTLED if settled else InboxOutcome.VOIDED
+        unit.receive(InboxEntry(event_id=settlement.event_id, key=key, outcome=outcome))
+    unit.report(
+        GameSettled(settlement=settlement) if settled else GameVoided(settlement=settlement)
+    )
+    return settlement, True
+
+
+async def _reject(
+    unit: UnitOfWork, result: GameResult | GameAbandonment, error: LedgerError
+) -> None:
+    """Record a table result the ledger refused to pay as rejected, so a redelivery of it
+    changes nothing; an operator settles or voids its game by hand."""
+    unit.receive(
+        InboxEntry(
+            event_id=result.event_id,
+            key=result.key,
+            outcome=InboxOutcome.REJECTED,
+            detail=f"{error.reason}: {error.message}",
+        )
+    )
 
 
 def _check_result(result: GameResult) -> None:
@@ -1099,23 +914,11 @@ def _match(result: GameResult, bound: Sequence[Hold]) -> None:
         )
 
 
-def _net(transfers: Sequence[Transfer]) -> dict[str, AccountChange]:
-    changes: dict[str, AccountChange] = {}
-    for transfer in transfers:
-        for account_id, delta in (
-            (transfer.debit_account_id, -transfer.amount),
-            (transfer.credit_account_id, transfer.amount),
-        ):
-            changes[account_id] = changes.get(account_id, AccountChange()).plus(
-                AccountChange(balance=delta)
-            )
-    return changes
-
-
 def _settlement_transfers(
-    key: GameKey, bound: Sequence[Hold], payouts: Sequence[SeatPayout], now: float
+    key: GameKey, bound: Sequence[Hold], split: PotSplit, now: float
 ) -> list[Transfer]:
-    """The stakes posted into the escrow, then the payouts out of it."""
+    """The stakes posted into the escrow, then the payouts, the rake and the forfeited prize
+    out of it."""
     stakes = [
         Transfer(
             transfer_id=f"stake:{hold.hold_id}",
@@ -1130,7 +933,7 @@ def _settlement_transfers(
         )
         for hold in bound
     ]
-    return stakes + [
+    payouts = [
         Transfer(
             transfer_id=f"payout:{key}:{payout.seat}",
             kind=TransferKind.PAYOUT,
@@ -1141,8 +944,34 @@ def _settlement_transfers(
             table_id=key.table_id,
             game_no=key.game_no,
         )
-        for payout in payouts
+        for payout in split.payouts
     ]
+    house = [
+        Transfer(
+            transfer_id=f"{kind.value}:{key}",
+            kind=kind,
+            debit_account_id=key.escrow_id,
+            credit_account_id=HOUSE,
+            amount=amount,
+            created_at=now,
+            table_id=key.table_id,
+            game_no=key.game_no,
+        )
+        for kind, amount in (
+            (TransferKind.RAKE, split.rake),
+            (TransferKind.FORFEIT, split.forfeited),
+        )
+        if amount
+    ]
+    return stakes + payouts + house
+
+
+# --- queries -----------------------------------------------------------------------------------
+
+
+def _page(rows: Sequence[tuple[int, ItemT]], limit: int) -> Page[ItemT]:
+    items = tuple(item for _, item in rows[:limit])
+    return Page(items=items, next_before_seq=rows[limit - 1][0] if len(rows) > limit else None)
 
 
 def _game_metadata(key: GameKey, **more: str) -> dict[str, str]:

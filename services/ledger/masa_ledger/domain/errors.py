@@ -1,8 +1,9 @@
 """What the ledger refuses, and why: each error names its masa.common.v1 ErrorReason.
 
 The adapters map each class to a gRPC status code; the reason and the metadata travel in the
-status's ErrorInfo. Raising one anywhere inside a transaction rolls the transaction back, so a
-refused request changes nothing.
+status's ErrorInfo. A request raises one before it writes anything, and a transaction whose
+every request was refused rolls back (see ``masa_ledger.app.unit_of_work``), so a refused
+request changes nothing.
 """
 
 from __future__ import annotations
