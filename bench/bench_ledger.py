@@ -49,7 +49,8 @@ from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.check import run_check
-from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
+from masa_ledger.app.holds import HoldPolicy, StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.domain.model import GameKey, GameResult, PayoutRule, Standing
 from psycopg.conninfo import make_conninfo
 

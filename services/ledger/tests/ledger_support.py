@@ -28,7 +28,8 @@ from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import Executor, SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
-from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
+from masa_ledger.app.holds import HoldPolicy, StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, Standing
 from masa_ledger.settings import LedgerSettings

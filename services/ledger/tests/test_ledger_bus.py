@@ -23,7 +23,8 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
-from masa_ledger.app.ledger import WINNER_TAKES_ALL, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.settlement import WINNER_TAKES_ALL
 from masa_ledger.bootstrap import start_ledger
 from masa_ledger.domain.model import GameKey, HoldState, PayoutRule, SettlementState
 from masa_platform.testing import NatsServer

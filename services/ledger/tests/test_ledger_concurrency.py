@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ledger_support import BACKENDS, Clock, assert_consistent, make_ledger, open_store, result
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import Refused
 from masa_ledger.domain.model import HOUSE, GameKey, PayoutRule
 

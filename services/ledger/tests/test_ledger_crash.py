@@ -32,7 +32,7 @@ from ledger_support import (
     publish_result,
 )
 from masa_ledger.adapters.sql import SqlStore
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.model import GameKey
 from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsServer, free_port

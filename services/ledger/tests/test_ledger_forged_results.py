@@ -28,7 +28,7 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.model import GameKey, PayoutRule
 from masa_platform.bus import publish
 from masa_platform.bus_access import (

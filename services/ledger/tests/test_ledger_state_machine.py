@@ -23,7 +23,7 @@ from hypothesis.stateful import (
     rule,
 )
 from ledger_support import BACKENDS, Clock, make_ledger, open_store, result
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import LedgerError, RequestIdReused
 from masa_ledger.domain.model import GameKey, HoldState, PayoutRule
 from masa_ledger.domain.payout import split_pot

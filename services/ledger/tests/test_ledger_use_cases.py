@@ -20,7 +20,8 @@ from ledger_support import (
 )
 from masa.common.v1 import error_pb2
 from masa_ledger.adapters.sql import SqlStore
-from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, InboxOutcome, TransferFilter
 from masa_ledger.domain.errors import BadInput, NotFound, Refused, RequestIdReused
 from masa_ledger.domain.model import (

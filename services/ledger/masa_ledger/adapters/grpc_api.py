@@ -43,7 +43,8 @@ from masa_ledger.adapters.convert import (
     settlement_to_proto,
     transfer_to_proto,
 )
-from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, TransferFilter
 from masa_ledger.domain import errors
 from masa_ledger.domain.model import GameKey, wallet_id

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from masa_ledger.domain.model import GameKey
+
 __all__ = [
     "BadInput",
     "Conflict",
@@ -19,6 +21,7 @@ __all__ = [
     "Refused",
     "RequestIdReused",
     "Unavailable",
+    "game_metadata",
 ]
 
 
@@ -75,3 +78,8 @@ class Unavailable(LedgerError):
 class Conflict(Exception):
     """Two transactions collided (a deadlock, a serialization failure, a concurrent insert of the
     same id): the store rolled back, and running the transaction again is safe."""
+
+
+def game_metadata(key: GameKey, **more: str) -> dict[str, str]:
+    """The metadata of an error about one game: its table and number, and ``more``."""
+    return {"table_id": key.table_id, "game_no": str(key.game_no), **more}
