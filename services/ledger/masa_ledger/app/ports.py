@@ -5,6 +5,8 @@ suite runs against both. A transaction's work is a coroutine function that recei
 :class:`Tx`; the store commits when it returns and rolls back when it raises, and runs it again
 after a :class:`~masa_ledger.domain.errors.Conflict` (a deadlock, a serialization failure, a
 concurrent insert of the same id). Work must therefore have no effect outside the transaction.
+The use cases write only through :mod:`.unit_of_work`, which makes a fresh unit of work for
+each run.
 
 Locks are taken in one global order, so that two transactions never wait for each other in a
 circle: accounts first, in account-id order, then holds, in hold-id order. Every transaction
