@@ -40,7 +40,8 @@ from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.background import every
 from masa_ledger.app.check import run_check
-from masa_ledger.app.ledger import HoldPolicy, Ledger
+from masa_ledger.app.holds import HoldPolicy
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.settings import LedgerSettings, sqlite_path
 
 __all__ = ["LedgerService", "open_store", "start_ledger"]
@@ -112,7 +113,10 @@ async def start_ledger(
         encode_event,
         metrics,
         results=JetStreamResultLog(nc, verifier),
-        policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
+        policy=HoldPolicy(
+            default_ttl_seconds=settings.hold_ttl_seconds,
+            max_ttl_seconds=settings.hold_max_ttl_seconds,
+        ),
         on_commit=relay.wake,
         welcome_chips=settings.dev_welcome_chips,
     )

@@ -17,7 +17,14 @@ from masa_rules.table_config import PayoutRule
 def _seat(
     seat: int, place: int, *, forfeited: bool = False, team: int = 0, staked: bool = True
 ) -> Standing:
-    return Standing(seat, f"p{seat}", place, forfeited, team, f"h{seat}" if staked else "")
+    return Standing(
+        seat=seat,
+        player_id=f"p{seat}",
+        place=place,
+        forfeited=forfeited,
+        team=team,
+        hold_id=f"h{seat}" if staked else "",
+    )
 
 
 def _paid(
@@ -154,12 +161,12 @@ def _games(draw: st.DrawFn) -> tuple[int, list[Standing], PayoutRule, bool]:
     places = draw(st.lists(st.integers(1, seats), min_size=seats, max_size=seats))
     standings = [
         Standing(
-            seat,
-            f"p{seat}",
-            places[seat],
-            draw(st.booleans()) and draw(st.booleans()),
-            seat % 2 if teams else 0,
-            f"h{seat}" if draw(st.integers(0, 4)) else "",
+            seat=seat,
+            player_id=f"p{seat}",
+            place=places[seat],
+            forfeited=draw(st.booleans()) and draw(st.booleans()),
+            team=seat % 2 if teams else 0,
+            hold_id=f"h{seat}" if draw(st.integers(0, 4)) else "",
         )
         for seat in range(seats)
     ]

@@ -191,7 +191,7 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
     """A GameFinished as the ledger pays it; a training game stakes nothing."""
     return GameResult(
         event_id=message.event_id,
-        key=GameKey(message.table_id, message.game_no),
+        key=GameKey(table_id=message.table_id, game_no=message.game_no),
         stake=message.stake,
         standings=tuple(
             Standing(
@@ -212,7 +212,7 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
 def abandonment_from_proto(message: result_pb2.GameAbandoned) -> GameAbandonment:
     return GameAbandonment(
         event_id=message.event_id,
-        key=GameKey(message.table_id, message.game_no),
+        key=GameKey(table_id=message.table_id, game_no=message.game_no),
         reason=message.reason or "game abandoned",
     )
 
@@ -306,4 +306,6 @@ def encode_event(event: LedgerEvent) -> OutboxMessage:
             )
         case _:
             assert_never(event)
-    return OutboxMessage(event.event_id, subject, envelope.SerializeToString())
+    return OutboxMessage(
+        event_id=event.event_id, subject=subject, payload=envelope.SerializeToString()
+    )

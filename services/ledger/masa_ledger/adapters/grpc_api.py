@@ -43,7 +43,8 @@ from masa_ledger.adapters.convert import (
     settlement_to_proto,
     transfer_to_proto,
 )
-from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, TransferFilter
 from masa_ledger.domain import errors
 from masa_ledger.domain.model import GameKey, wallet_id
@@ -204,7 +205,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             raise errors.BadInput(f"unknown transfer kind {request.kind}")
         filters = (player_id, request.kind, request.table_id, request.game_no)
         page = await self._ledger.transfers(
-            TransferFilter(wallet_id(player_id), kind, request.table_id, request.game_no),
+            TransferFilter(
+                account_id=wallet_id(player_id),
+                kind=kind,
+                table_id=request.table_id,
+                game_no=request.game_no,
+            ),
             size=request.page_size,
             before_seq=self._transfer_pages.before_seq(request.page_token, filters),
         )
@@ -231,7 +237,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             raise errors.BadInput(f"unknown hold state {request.state}")
         filters = (player_id, request.state, request.table_id, request.game_no)
         page = await self._ledger.holds(
-            HoldFilter(player_id, state, request.table_id, request.game_no),
+            HoldFilter(
+                player_id=player_id, state=state, table_id=request.table_id, game_no=request.game_no
+            ),
             size=request.page_size,
             before_seq=self._hold_pages.before_seq(request.page_token, filters),
         )
@@ -244,7 +252,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def GetSettlement(  # noqa: N802
         self, request: ledger_pb2.GetSettlementRequest, context: Context
     ) -> ledger_pb2.GetSettlementResponse:
-        settlement = await self._ledger.settlement(GameKey(request.table_id, request.game_no))
+        settlement = await self._ledger.settlement(
+            GameKey(table_id=request.table_id, game_no=request.game_no)
+        )
         return ledger_pb2.GetSettlementResponse(settlement=settlement_to_proto(settlement))
 
     @_mapped
@@ -311,7 +321,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.SettleGameRequest, context: Context
     ) -> ledger_pb2.SettleGameResponse:
         settlement, applied = await self._ledger.settle_from_log(
-            GameKey(request.table_id, request.game_no)
+            GameKey(table_id=request.table_id, game_no=request.game_no)
         )
         return ledger_pb2.SettleGameResponse(
             settlement=settlement_to_proto(settlement), applied=applied
@@ -322,7 +332,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.VoidGameRequest, context: Context
     ) -> ledger_pb2.VoidGameResponse:
         settlement, applied = await self._ledger.void(
-            GameKey(request.table_id, request.game_no), request.reason or "voided by an admin"
+            GameKey(table_id=request.table_id, game_no=request.game_no),
+            request.reason or "voided by an admin",
         )
         return ledger_pb2.VoidGameResponse(
             settlement=settlement_to_proto(settlement), applied=applied

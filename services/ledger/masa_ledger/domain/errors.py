@@ -1,13 +1,16 @@
 """What the ledger refuses, and why: each error names its masa.common.v1 ErrorReason.
 
 The adapters map each class to a gRPC status code; the reason and the metadata travel in the
-status's ErrorInfo. Raising one anywhere inside a transaction rolls the transaction back, so a
-refused request changes nothing.
+status's ErrorInfo. A request raises one before it writes anything, and a transaction whose
+every request was refused rolls back (see ``masa_ledger.app.unit_of_work``), so a refused
+request changes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from masa_ledger.domain.model import GameKey
 
 __all__ = [
     "BadInput",
@@ -18,6 +21,7 @@ __all__ = [
     "Refused",
     "RequestIdReused",
     "Unavailable",
+    "game_metadata",
 ]
 
 
@@ -74,3 +78,8 @@ class Unavailable(LedgerError):
 class Conflict(Exception):
     """Two transactions collided (a deadlock, a serialization failure, a concurrent insert of the
     same id): the store rolled back, and running the transaction again is safe."""
+
+
+def game_metadata(key: GameKey, **more: str) -> dict[str, str]:
+    """The metadata of an error about one game: its table and number, and ``more``."""
+    return {"table_id": key.table_id, "game_no": str(key.game_no), **more}

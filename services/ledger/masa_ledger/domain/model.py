@@ -66,7 +66,7 @@ class AccountKind(enum.Enum):
     ISSUER = "issuer"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameKey:
     """What settlement is keyed by: one game at one table."""
 
@@ -86,7 +86,7 @@ class SettlementState(enum.Enum):
     VOIDED = "voided"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Account:
     account_id: str
     kind: AccountKind
@@ -127,7 +127,7 @@ class HoldState(enum.Enum):
         return self in (HoldState.HELD, HoldState.BOUND)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hold:
     hold_id: str
     player_id: str
@@ -173,7 +173,7 @@ class TransferKind(enum.Enum):
     FORFEIT = "forfeit"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Transfer:
     transfer_id: str
     kind: TransferKind
@@ -187,7 +187,7 @@ class Transfer:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Standing:
     """One seat of a game's final ranking, as the table-engine published it."""
 
@@ -199,7 +199,7 @@ class Standing:
     hold_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameResult:
     """A GameFinished: the authoritative ranking the ledger pays on (F-97, P-30)."""
 
@@ -213,7 +213,7 @@ class GameResult:
     published_rule: PayoutRule | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameAbandonment:
     """A GameAbandoned: the game cannot be completed and is voided (P-30)."""
 
@@ -222,7 +222,7 @@ class GameAbandonment:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SeatPayout:
     seat: int
     player_id: str
@@ -230,7 +230,7 @@ class SeatPayout:
     amount: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settlement:
     """How a game was closed, exactly once per key: settled (paid) or voided."""
 
