@@ -98,6 +98,24 @@ async def start_real_ledger(nats: NatsServer, directory: Path, *, port: int = 0)
     )
 
 
+async def start_real_node(
+    nats: NatsServer, node_id: str, ledger_address: str, **settings: Any
+) -> Node:
+    """A table-engine node binding its chip tables' stakes in the ledger at ``ledger_address``,
+    its settings changed by ``settings`` (``max_tables`` ...)."""
+    return await start_node(
+        EngineSettings(
+            result_signing_key_file=keyring().results_key,
+            log_mac_key_file=keyring().log_mac,
+            platform=_platform(nats, "table-engine", TABLE_ENGINE),
+            node_id=node_id,
+            ledger_address=ledger_address,
+            **settings,
+        ),
+        registry=CollectorRegistry(),
+    )
+
+
 @dataclass
 class LosingAnswers:
     """Matchmaking's engine port over the real one: the first ``lose`` CreateTable calls reach
@@ -224,16 +242,7 @@ async def real_stack(directory: Path, *, ledger_up: bool = True) -> AsyncIterato
             if ledger is not None:
                 running.push_async_callback(ledger.stop, 0.2)
             address = ledger.server.address if ledger else f"127.0.0.1:{free_port()}"
-            node = await start_node(
-                EngineSettings(
-                    result_signing_key_file=keyring().results_key,
-                    log_mac_key_file=keyring().log_mac,
-                    platform=_platform(nats, "table-engine", TABLE_ENGINE),
-                    node_id="placement-node",
-                    ledger_address=address,
-                ),
-                registry=CollectorRegistry(),
-            )
+            node = await start_real_node(nats, "placement-node", address)
             running.push_async_callback(node.stop, 0.2)
             yield Stack(nats, directory, address, node, running, ledger)
 
