@@ -9,7 +9,9 @@ cancelling them until they have: :func:`~masa_platform.loops.stop_tasks`), and r
 closing steps in the reverse order of their registration, so what started last stops first.
 A failing step is logged and the next one runs. Stopping twice stops once.
 
-Used as an async context manager, a start that raises stops what it had started::
+Used as an async context manager, leaving the block stops the service (the draining steps with
+their default grace), and so does a start that raises, stopping what it had started; ``detach()``
+keeps a started service running past the block::
 
     async with Lifecycle("ledger") as life:
         store = await open_store(settings)
@@ -101,4 +103,4 @@ class Lifecycle:
         traceback: TracebackType | None,
     ) -> None:
         if error is not None or not self._detached:
-            await self.stop(0)
+            await self.stop()
