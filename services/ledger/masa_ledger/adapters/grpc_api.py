@@ -14,8 +14,7 @@ every filter of the request; any other token is INVALID_ARGUMENT, reason INVALID
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -24,12 +23,6 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import AuthPolicy, Role, require_principal
 from masa_platform.errors import (
     BadRequest,
-    MasaError,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    RequestIdReused,
-    Unavailable,
 )
 from masa_platform.page_tokens import Filter, PageTokens
 from masa_platform.server import ServiceRegistration
@@ -89,38 +82,6 @@ def auth_policy() -> AuthPolicy:
     return AuthPolicy(
         allowed={f"/{SERVICE_NAME}/{method}": roles for method, roles in allowed.items()}
     )
-
-
-def _mapped(
-    handler: Callable[[Any, Request, Context], Awaitable[Response]],
-) -> Callable[[Any, Request, Context], Awaitable[Response]]:
-    """The ledger's refusals as platform errors with the same reason and metadata."""
-
-    @functools.wraps(handler)
-    async def call(self: Any, request: Request, context: Context) -> Response:
-        try:
-            return await handler(self, request, context)
-        except errors.LedgerError as error:
-            raise _masa_error(error) from error
-
-    return call
-
-
-def _masa_error(error: errors.LedgerError) -> MasaError:
-    kind: type[MasaError]
-    if isinstance(error, errors.BadInput):
-        kind = BadRequest
-    elif isinstance(error, errors.NotFound):
-        kind = NotFound
-    elif isinstance(error, errors.RequestIdReused):
-        kind = RequestIdReused
-    elif isinstance(error, errors.NotYourAccount):
-        kind = PermissionDenied
-    elif isinstance(error, errors.Unavailable):
-        kind = Unavailable
-    else:
-        kind = PreconditionFailed
-    return kind(error.message, reason=error.reason, metadata=error.metadata)
 
 
 def _player(requested: str) -> str:
@@ -188,14 +149,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self._transfer_pages = _Pages(page_tokens, "ListTransfers")
         self._hold_pages = _Pages(page_tokens, "ListHolds")
 
-    @_mapped
     async def GetBalance(  # noqa: N802 - the generated servicer names the methods
         self, request: ledger_pb2.GetBalanceRequest, context: Context
     ) -> ledger_pb2.GetBalanceResponse:
         account = await self._ledger.wallet(_player(request.player_id))
         return ledger_pb2.GetBalanceResponse(account=account_to_proto(account))
 
-    @_mapped
     async def ListTransfers(  # noqa: N802
         self, request: ledger_pb2.ListTransfersRequest, context: Context
     ) -> ledger_pb2.ListTransfersResponse:
@@ -219,7 +178,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             next_page_token=self._transfer_pages.next_token(page.next_before_seq, filters),
         )
 
-    @_mapped
     async def GetHold(  # noqa: N802
         self, request: ledger_pb2.GetHoldRequest, context: Context
     ) -> ledger_pb2.GetHoldResponse:
@@ -227,7 +185,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         _player(hold.player_id)
         return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def ListHolds(  # noqa: N802
         self, request: ledger_pb2.ListHoldsRequest, context: Context
     ) -> ledger_pb2.ListHoldsResponse:
@@ -248,7 +205,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             next_page_token=self._hold_pages.next_token(page.next_before_seq, filters),
         )
 
-    @_mapped
     async def GetSettlement(  # noqa: N802
         self, request: ledger_pb2.GetSettlementRequest, context: Context
     ) -> ledger_pb2.GetSettlementResponse:
@@ -257,28 +213,24 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         )
         return ledger_pb2.GetSettlementResponse(settlement=settlement_to_proto(settlement))
 
-    @_mapped
     async def GetAccount(  # noqa: N802
         self, request: ledger_pb2.GetAccountRequest, context: Context
     ) -> ledger_pb2.GetAccountResponse:
         account = await self._ledger.account(request.account_id)
         return ledger_pb2.GetAccountResponse(account=account_to_proto(account))
 
-    @_mapped
     async def HoldStake(  # noqa: N802
         self, request: ledger_pb2.HoldStakeRequest, context: Context
     ) -> ledger_pb2.HoldStakeResponse:
         (hold,) = await self._ledger.hold_stakes([_stake(request)])
         return ledger_pb2.HoldStakeResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def HoldStakes(  # noqa: N802
         self, request: ledger_pb2.HoldStakesRequest, context: Context
     ) -> ledger_pb2.HoldStakesResponse:
         holds = await self._ledger.hold_stakes([_stake(stake) for stake in request.stakes])
         return ledger_pb2.HoldStakesResponse(holds=[hold_to_proto(h) for h in holds])
 
-    @_mapped
     async def BindHolds(  # noqa: N802
         self, request: ledger_pb2.BindHoldsRequest, context: Context
     ) -> ledger_pb2.BindHoldsResponse:
@@ -298,14 +250,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             escrow=account_to_proto(escrow), holds=[hold_to_proto(h) for h in holds]
         )
 
-    @_mapped
     async def ReleaseHold(  # noqa: N802
         self, request: ledger_pb2.ReleaseHoldRequest, context: Context
     ) -> ledger_pb2.ReleaseHoldResponse:
         hold = await self._ledger.release_hold(request.hold_id, request.reason)
         return ledger_pb2.ReleaseHoldResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def GrantChips(  # noqa: N802
         self, request: ledger_pb2.GrantChipsRequest, context: Context
     ) -> ledger_pb2.GrantChipsResponse:
@@ -316,7 +266,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             transfer=transfer_to_proto(transfer), replayed=not applied
         )
 
-    @_mapped
     async def SettleGame(  # noqa: N802
         self, request: ledger_pb2.SettleGameRequest, context: Context
     ) -> ledger_pb2.SettleGameResponse:
@@ -327,7 +276,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             settlement=settlement_to_proto(settlement), applied=applied
         )
 
-    @_mapped
     async def VoidGame(  # noqa: N802
         self, request: ledger_pb2.VoidGameRequest, context: Context
     ) -> ledger_pb2.VoidGameResponse:

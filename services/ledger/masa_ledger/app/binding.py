@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
 from masa_ledger.app.holds import no_hold, not_held
@@ -59,7 +60,7 @@ async def _bind(
     if escrow.closed is not None:
         raise Refused(
             f"game {key} was {escrow.closed.value} already",
-            reason="GAME_CLOSED",
+            reason=Reason.GAME_CLOSED,
             metadata=game_metadata(key, state=escrow.closed.name),
         )
     for hold_id in bind.hold_ids:
@@ -85,7 +86,7 @@ async def _bind(
             return escrow, chosen
         raise Refused(
             f"game {key} is bound to other holds or another stake",
-            reason="ESCROW_MISMATCH",
+            reason=Reason.ESCROW_MISMATCH,
             metadata=game_metadata(key, stake=str(escrow.stake)),
         )
     for hold in chosen:
@@ -107,7 +108,7 @@ def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
     if hold.state in (HoldState.BOUND, HoldState.POSTED):
         raise Refused(
             f"hold {hold.hold_id!r} is bound to game {hold.table_id}:{hold.game_no}",
-            reason="HOLD_ALREADY_BOUND",
+            reason=Reason.HOLD_ALREADY_BOUND,
             metadata={
                 "hold_id": hold.hold_id,
                 "table_id": hold.table_id,
@@ -121,6 +122,6 @@ def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
     if hold.amount != stake:
         raise Refused(
             f"hold {hold.hold_id!r} holds {hold.amount}, the stake of game {key} is {stake}",
-            reason="STAKE_MISMATCH",
+            reason=Reason.STAKE_MISMATCH,
             metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
         )

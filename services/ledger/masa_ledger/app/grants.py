@@ -7,6 +7,8 @@ reason is REQUEST_ID_REUSED. A grant opens the player's wallet if it has none.
 
 from __future__ import annotations
 
+from masa_rules.refusals import Reason
+
 from masa_ledger.app.unit_of_work import UnitOfWork
 from masa_ledger.domain.errors import Refused, RequestIdReused
 from masa_ledger.domain.events import ChipsGranted
@@ -42,7 +44,7 @@ async def grant_chips(
     if accounts[wallet].balance + amount > MAX_BALANCE:
         raise Refused(
             f"the grant would take {player_id}'s balance past {MAX_BALANCE}",
-            reason="BALANCE_LIMIT",
+            reason=Reason.BALANCE_LIMIT,
             metadata={"player_id": player_id},
         )
     transfer = Transfer(

@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from masa_rules.refusals import Reason
+
 from masa_ledger.app.ports import AccountChange
 from masa_ledger.app.unit_of_work import Outcome, UnitOfWork
 from masa_ledger.domain.errors import BadInput, NotFound, Refused, RequestIdReused
@@ -167,7 +169,9 @@ async def expire_holds(unit: UnitOfWork, due: Sequence[Hold]) -> int:
 
 def no_hold(hold_id: str) -> NotFound:
     """The refusal of a hold id the ledger does not know."""
-    return NotFound(f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id})
+    return NotFound(
+        f"no hold {hold_id!r}", reason=Reason.HOLD_NOT_FOUND, metadata={"hold_id": hold_id}
+    )
 
 
 def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:
@@ -176,7 +180,7 @@ def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Ref
     names = ", ".join(hold.player_id for hold in short)
     return Refused(
         f"not enough chips to stake: {names}",
-        reason="INSUFFICIENT_FUNDS",
+        reason=Reason.INSUFFICIENT_FUNDS,
         metadata={
             "player_id": first.player_id,
             "available": str(available),
@@ -192,5 +196,7 @@ def not_held(hold: Hold) -> Refused:
     if hold.table_id:
         metadata |= {"table_id": hold.table_id, "game_no": str(hold.game_no)}
     return Refused(
-        f"hold {hold.hold_id!r} is {hold.state.value}", reason="HOLD_NOT_HELD", metadata=metadata
+        f"hold {hold.hold_id!r} is {hold.state.value}",
+        reason=Reason.HOLD_NOT_HELD,
+        metadata=metadata,
     )

@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
 from masa_ledger.app import queries
@@ -250,7 +251,7 @@ class Ledger:
         if result is None:
             raise Refused(
                 f"the table log has no result for game {key}",
-                reason="GAME_NOT_FINISHED",
+                reason=Reason.GAME_NOT_FINISHED,
                 metadata=game_metadata(key),
             )
         if isinstance(result, GameAbandonment):

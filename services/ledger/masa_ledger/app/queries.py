@@ -6,6 +6,8 @@ takes a lock or writes. The gRPC adapter checks who may read what.
 
 from __future__ import annotations
 
+from masa_rules.refusals import Reason
+
 from masa_ledger.app.holds import no_hold
 from masa_ledger.app.paging import Page, page_of, page_size
 from masa_ledger.app.ports import HoldFilter, Store, TransferFilter
@@ -40,7 +42,7 @@ async def account(store: Store, account_id: str) -> Account:
     if found is None:
         raise NotFound(
             f"no account {account_id!r}",
-            reason="ACCOUNT_NOT_FOUND",
+            reason=Reason.ACCOUNT_NOT_FOUND,
             metadata={"account_id": account_id},
         )
     return found
@@ -60,7 +62,7 @@ async def settlement(store: Store, key: GameKey) -> Settlement:
     if found is None:
         raise NotFound(
             f"game {key} was neither settled nor voided",
-            reason="SETTLEMENT_NOT_FOUND",
+            reason=Reason.SETTLEMENT_NOT_FOUND,
             metadata=game_metadata(key),
         )
     return found

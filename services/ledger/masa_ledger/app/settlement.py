@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
 from masa_ledger.app.ports import AccountChange, InboxEntry, InboxOutcome
@@ -144,7 +145,7 @@ async def void_game(unit: UnitOfWork, request: VoidRequest) -> tuple[Settlement,
     if not request.event_id and unit.opens(key.escrow_id):
         raise NotFound(
             f"the ledger knows no game {key}: no stake was ever bound to it",
-            reason="NOT_FOUND",
+            reason=Reason.NOT_FOUND,
             metadata=game_metadata(key),
         )
     bound = _still_bound((await unit.tx.holds_of_games([key]))[key])
@@ -294,7 +295,7 @@ def _match(result: GameResult, bound: Sequence[Hold]) -> None:
     if problems:
         raise Refused(
             f"the result of game {result.key} does not match its holds: {'; '.join(problems)}",
-            reason="RESULT_MISMATCH",
+            reason=Reason.RESULT_MISMATCH,
             metadata=game_metadata(result.key),
         )
 
