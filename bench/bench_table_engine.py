@@ -15,9 +15,11 @@ Phases (``BENCH_PHASES`` picks some, all by default):
   per caller; then the **persist floor**: the same server appending each request to JetStream
   (one nats-py publish awaiting its ack) before it answers, unary and streamed. A masa action
   is logged before it is answered, so the floor is what it cannot cost less than, and every
-  phase is given as a multiple of the floor of the same run (``vs_floor``): the machine is
-  shared and noisy, a ratio much less so. Like for like, the server and its callers run on
-  the event loop the engines and masa-load run on (``MASA_EVENT_LOOP``, uvloop unless set).
+  phase is given as a multiple of the floor (``vs_floor``): each closed phase measures its own
+  floor (unary or streamed) right before it, since the machine is shared and its load moves
+  within a run; the run's baselines are given beside it. Like for like, the server and its
+  callers run on the event loop the engines and masa-load run on (``MASA_EVENT_LOOP``,
+  uvloop unless set).
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
   engine's CPU per accepted action and its actions/s. A 51 move starts from the actor's view
   (GetTable), so its CPU is counted "from the actor's view": both calls.
@@ -33,7 +35,9 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 ``BENCH_WARMUP``/``BENCH_WINDOW`` shorten the closed phases, ``BENCH_LIVE_WARMUP``/
 ``BENCH_LIVE_WINDOW`` the live ones; ``BENCH_PROFILE`` (for example ``-m cProfile -o
 /tmp/engine.prof``) runs the engines under a profiler (with ``MASA_EVENT_LOOP=asyncio`` a
-sampling profiler such as py-spy sees the loop's own work too). The load average
+sampling profiler such as py-spy sees the loop's own work too); ``BENCH_PYSPY=/tmp/prof``
+samples each engine with py-spy (``uv pip install py-spy``) over the measured window only,
+into ``/tmp/prof-<pid>.txt`` (raw, native frames included). The load average
 (/proc/loadavg) is recorded at the start and end of the run and of each phase. Every process
 started here is stopped on the way out, errors included.
 """
@@ -86,6 +90,7 @@ LIVE_WINDOW_SECONDS = float(os.environ.get("BENCH_LIVE_WINDOW", "30"))
 ECHO_SECONDS = float(os.environ.get("BENCH_ECHO_SECONDS", "10"))
 EVENT_LOOP = load_settings(LoopSettings).event_loop
 ECHO_PACED_PER_SECOND = 400
+PYSPY = os.environ.get("BENCH_PYSPY", "")
 THINK_SECONDS = (2.0, 8.0)
 LIVE_TURN_SECONDS = 20
 # Closed tables must never time out: the load is the clients' actions only.
@@ -274,11 +279,15 @@ async def drive(
     try:
         await asyncio.sleep(LOAD_START_SECONDS + warmup)
         before = [engine.counters() for engine, _ in loads]
+        profiles = [await profiled(engine, window) for engine, _ in loads] if PYSPY else []
         await asyncio.sleep(window)
         figures = [
             over_window(engine, counted, window)
             for (engine, _), counted in zip(loads, before, strict=True)
         ]
+        for figure, (profiler, path) in zip(figures, profiles, strict=True):
+            await profiler.wait()
+            figure["profile"] = str(path)
         outputs = [
             await asyncio.wait_for(process.communicate(), warmup + window + 60)
             for process in processes
@@ -294,6 +303,18 @@ async def drive(
             raise RuntimeError(f"masa-load failed: {err.decode()[-2000:]}")
         reports.append(json.loads(out))
     return reports, figures
+
+
+async def profiled(engine: Engine, window: float) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy sampling ``engine`` over the window (``BENCH_PYSPY``: where its raw profiles go,
+    one file per engine process, native frames included)."""
+    path = Path(f"{PYSPY}-{engine.process.pid}.txt")
+    profiler = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.process.pid),
+        "--duration", str(int(window)), "--native", "--format", "raw", "-o", str(path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    return profiler, path
 
 
 def summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -323,14 +344,29 @@ def payload_size() -> int:
 # --- phases ----------------------------------------------------------------------------------
 
 
+async def floor_beside(workdir: Path, streamed: bool) -> dict[str, Any]:
+    """The persist floor (unary, or ``streamed``) measured right before a phase, on a NATS of
+    its own: on a shared machine whose load moves, the ratio to it is the one that holds."""
+    with contextlib.ExitStack() as stack:
+        nats_url = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}")).url
+        port = free_port()
+        server = stack.enter_context(floor.floor_server(nats_url, workdir / "floor.log", port))
+        return await floor.measure(
+            f"127.0.0.1:{port}", server.pid,
+            method=floor.PERSIST_STREAM if streamed else floor.PERSIST,
+            callers=TABLES, size=payload_size(), seconds=ECHO_SECONDS, streamed=streamed,
+        )  # fmt: skip
+
+
 async def closed_phase(workdir: Path, game: str, moves: str) -> dict[str, Any]:
+    beside = await floor_beside(workdir, streamed=moves == "stream")
     async with engines(workdir, 1) as (engine,):
         command = masa_load(
             engine.address, TABLES, "--mix", game, "--turn-seconds", str(CLOSED_TURN_SECONDS),
             "--moves", moves, warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
         )  # fmt: skip
         (report,), (figures,) = await drive([(engine, command)], WARMUP_SECONDS, WINDOW_SECONDS)
-    return {**figures, "load": summary(report)}
+    return {**figures, "floor_beside": beside, "load": summary(report)}
 
 
 def live_command(engine: Engine, tables: int, seed: int) -> list[str]:
@@ -439,40 +475,29 @@ def ratio(value: float | None, base: float | None) -> float | None:
 
 
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
-    """Each phase as a multiple of the baselines of the same run: the engine's CPU per accepted
-    action over the floor's server CPU per call (the unary floor for a call per move, the
-    streamed one for SubmitActions) and over the bare echo's, and its actions/s as a share of
-    the floor's calls/s."""
-    base = result.get("baselines")
-    if base is None:
-        return {}
+    """Each closed phase as a multiple of the floor measured right before it (and of the
+    run's own baselines, when the ``echo`` phase ran): the engine's CPU per accepted action
+    over the floor's server CPU per call (the unary floor for a call per move, the streamed one
+    for SubmitActions), and its actions/s as a share of the floor's calls/s; the live phases'
+    p99 and cores, which the goals give in absolute terms."""
+    base = result.get("baselines", {})
     out: dict[str, Any] = {
         name: {
             "calls_per_second": base[name]["calls_per_second"],
             "server_cpu_ms_per_call": base[name]["server_cpu_ms_per_call"],
         }
         for name in ("echo", "echo_stream", "floor", "floor_stream")
+        if name in base
     }
-    out["floor_cpu_over_echo"] = ratio(
-        base["floor"]["server_cpu_ms_per_call"], base["echo"]["server_cpu_ms_per_call"]
-    )
+    if base:
+        out["floor_cpu_over_echo"] = ratio(
+            base["floor"]["server_cpu_ms_per_call"], base["echo"]["server_cpu_ms_per_call"]
+        )
     for closed in CLOSED_PHASES:
         phase = result.get(f"saturated_{closed}")
-        if phase is None:
-            continue
-        streamed = closed.endswith("_stream")
-        floor_base = base["floor_stream" if streamed else "floor"]
-        echo_base = base["echo_stream" if streamed else "echo"]
-        cpu = phase["engine_cpu_ms_per_action"]
-        rate = phase["engine_accepted_actions_per_second"]
-        out[closed] = {
-            "cpu_ms_per_action": cpu,
-            "cpu_over_floor": ratio(cpu, floor_base["server_cpu_ms_per_call"]),
-            "cpu_over_echo": ratio(cpu, echo_base["server_cpu_ms_per_call"]),
-            "actions_per_second": rate,
-            "rate_share_of_floor": ratio(rate, floor_base["calls_per_second"]),
-        }
-    echo_p99 = base["echo_paced"]["latency_ms"].get("p99")
+        if phase is not None:
+            out[closed] = closed_ratios(phase, base, streamed=closed.endswith("_stream"))
+    echo_p99 = base["echo_paced"]["latency_ms"].get("p99") if base else None
     for key in ("live_one_engine", "live_two_engines"):
         phase = result.get(key)
         if phase is None:
@@ -492,6 +517,25 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
             out["live_two_engines"]["live_tables"], out["live_one_engine"]["live_tables"]
         )
     return out
+
+
+def closed_ratios(phase: dict[str, Any], base: dict[str, Any], *, streamed: bool) -> dict[str, Any]:
+    cpu = phase["engine_cpu_ms_per_action"]
+    rate = phase["engine_accepted_actions_per_second"]
+    beside = phase["floor_beside"]
+    figures = {
+        "cpu_ms_per_action": cpu,
+        "floor_beside_cpu_ms_per_call": beside["server_cpu_ms_per_call"],
+        "cpu_over_floor": ratio(cpu, beside["server_cpu_ms_per_call"]),
+        "actions_per_second": rate,
+        "rate_share_of_floor": ratio(rate, beside["calls_per_second"]),
+    }
+    if base:
+        run_floor = base["floor_stream" if streamed else "floor"]["server_cpu_ms_per_call"]
+        echo = base["echo_stream" if streamed else "echo"]["server_cpu_ms_per_call"]
+        figures["cpu_over_run_floor"] = ratio(cpu, run_floor)
+        figures["cpu_over_echo"] = ratio(cpu, echo)
+    return figures
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
