@@ -285,7 +285,7 @@ async def drive(
             over_window(engine, counted, window)
             for (engine, _), counted in zip(loads, before, strict=True)
         ]
-        for figure, (profiler, path) in zip(figures, profiles, strict=True):
+        for figure, (profiler, path) in zip(figures, profiles, strict=False):
             await profiler.wait()
             figure["profile"] = str(path)
         outputs = [
@@ -348,13 +348,14 @@ async def floor_beside(workdir: Path, streamed: bool) -> dict[str, Any]:
     """The persist floor (unary, or ``streamed``) measured right before a phase, on a NATS of
     its own: on a shared machine whose load moves, the ratio to it is the one that holds."""
     with contextlib.ExitStack() as stack:
-        nats_url = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}")).url
+        nats = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}"))
         port = free_port()
-        server = stack.enter_context(floor.floor_server(nats_url, workdir / "floor.log", port))
+        server = stack.enter_context(floor.floor_server(nats.url, workdir / "floor.log", port))
         return await floor.measure(
             f"127.0.0.1:{port}", server.pid,
             method=floor.PERSIST_STREAM if streamed else floor.PERSIST,
             callers=TABLES, size=payload_size(), seconds=ECHO_SECONDS, streamed=streamed,
+            nats_pid=nats.pid,
         )  # fmt: skip
 
 

@@ -164,11 +164,13 @@ async def measure(  # noqa: PLR0913 - the server, then how it is called, by keyw
     seconds: float,
     rate: float | None = None,
     streamed: bool = False,
+    nats_pid: int | None = None,
 ) -> dict[str, Any]:
     """Calls/s of ``callers`` calling ``method`` again as soon as answered (or, with ``rate``,
     spread to that total rate), with the server's CPU per call; ``streamed``, each caller
     sends its messages over one stream of ``method`` instead, a message and its answer a
-    call. Two seconds of warm-up, then ``seconds`` counted."""
+    call. Two seconds of warm-up, then ``seconds`` counted. With ``nats_pid``, the
+    nats-server's CPU per call too: what JetStream spends on each stored message."""
     latencies: list[float] = []
     calls = 0
     start = end = float("inf")
@@ -204,10 +206,12 @@ async def measure(  # noqa: PLR0913 - the server, then how it is called, by keyw
         try:
             await asyncio.sleep(2.0)
             cpu = cpu_seconds(pid)
+            nats_cpu = cpu_seconds(nats_pid) if nats_pid else 0.0
             start = time.perf_counter()
             end = start + seconds
             await asyncio.sleep(seconds)
             cpu = cpu_seconds(pid) - cpu
+            nats_cpu = cpu_seconds(nats_pid) - nats_cpu if nats_pid else 0.0
         finally:
             stop.set()
             for task in tasks:
@@ -222,6 +226,11 @@ async def measure(  # noqa: PLR0913 - the server, then how it is called, by keyw
         "server_cpu_percent": round(100 * cpu / seconds, 1),
         "server_cpu_ms_per_call": round(1000 * cpu / calls, 3) if calls else None,
         "latency_ms": percentiles(latencies),
+        **(
+            {"nats_server_cpu_ms_per_call": round(1000 * nats_cpu / calls, 3) if calls else None}
+            if nats_pid
+            else {}
+        ),
     }
 
 
