@@ -574,7 +574,8 @@ class Tables:
             await asyncio.sleep(self._scan_seconds * random.uniform(0.75, 1.25))
             try:
                 with self._deps.metrics.loop("takeover_scan"):
-                    await self.take_over_unserved()
+                    if self._directory is not None and await self._directory.worth_scanning():
+                        await self.take_over_unserved()
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
 
