@@ -56,7 +56,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -166,25 +166,6 @@ def over_window(engine: Engine, before: dict[str, float], seconds: float) -> dic
 # --- processes -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def child(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process, stopped (SIGTERM, then SIGKILL) however the block ends."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
 async def wait_serving(address: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     async with grpc.aio.insecure_channel(address) as channel:
@@ -234,7 +215,7 @@ async def engines(workdir: Path, count: int) -> Any:
                 "masa_table_engine",
             ]
             log = workdir / f"engine-{time.monotonic_ns()}-{index}.log"
-            process = stack.enter_context(child(command, env, log))
+            process = stack.enter_context(floor.child(command, env, log))
             started.append(
                 Engine(
                     process,

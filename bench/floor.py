@@ -120,16 +120,11 @@ async def serve(port: int, nats_url: str) -> None:
 
 
 @contextlib.contextmanager
-def floor_server(nats_url: str, log: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """The floor server on ``port``, its own process on the run's event loop (``MASA_*``
-    passed on), stopped however the block ends."""
+def child(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process, stopped (SIGTERM, then SIGKILL) however the block ends."""
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, __file__, str(port), nats_url],
-            env=dict(os.environ),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
     try:
         yield process
@@ -141,6 +136,14 @@ def floor_server(nats_url: str, log: Path, port: int) -> Iterator[subprocess.Pop
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def floor_server(
+    nats_url: str, log: Path, port: int
+) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    """The floor server on ``port``, its own process on the run's event loop (``MASA_*``
+    passed on), stopped however the block ends."""
+    return child([sys.executable, __file__, str(port), nats_url], dict(os.environ), log)
 
 
 def percentiles(samples: list[float]) -> dict[str, float | int]:
