@@ -15,6 +15,8 @@ RULE_ID = re.compile(r"[CFEP]-\d+")
 REASON_LITERAL = re.compile(
     r"""\b(?:default_)?reason(?:\s*:\s*[\w\[\], ]+)?\s*=\s*"([A-Z][A-Z0-9_-]*)\""""
 )
+# Reason.X: the refusals' enum (masa_rules.refusals.Reason), which mirrors ErrorReason.
+REASON_MEMBER = re.compile(r"\bReason\.([A-Z][A-Z0-9_]*)\b")
 PREFIX = "ERROR_REASON_"
 
 
@@ -47,8 +49,10 @@ def test_every_reason_the_code_raises_is_in_the_enum() -> None:
     known = _reasons()
     found: dict[str, list[str]] = {}
     for path in _sources():
-        for match in REASON_LITERAL.finditer(path.read_text(encoding="utf-8")):
-            found.setdefault(match.group(1), []).append(str(path.relative_to(ROOT)))
+        text = path.read_text(encoding="utf-8")
+        for pattern in (REASON_LITERAL, REASON_MEMBER):
+            for match in pattern.finditer(text):
+                found.setdefault(match.group(1), []).append(str(path.relative_to(ROOT)))
     assert "INSUFFICIENT_FUNDS" in found, "the scan finds the ledger's reasons"
     unknown = {
         reason: paths

@@ -33,9 +33,11 @@ from typing import Any, Final
 import grpc
 import grpc.aio
 from masa_rules.errors import RuleViolation
+from masa_rules.refusals import DomainError
 
 from masa_platform.auth import current_principal
 from masa_platform.errors import (
+    STATUS_CODES,
     AnsweredBefore,
     BadRequest,
     MasaError,
@@ -286,4 +288,8 @@ def _is_final(error: BaseException) -> bool:
         return False
     if isinstance(error, MasaError):
         return error.code in _FINAL_CODES
+    if isinstance(error, DomainError):
+        # A service domain's refusal is final as its status code is (a ledger's or
+        # matchmaking's NOT_FOUND, FAILED_PRECONDITION...), an UNAVAILABLE one is not.
+        return STATUS_CODES[error.kind] in _FINAL_CODES
     return isinstance(error, RuleViolation)

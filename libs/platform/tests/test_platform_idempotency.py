@@ -13,6 +13,7 @@ from masa_platform.errors import AnsweredBefore, IllegalMove, Overloaded, TableM
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.server import standard_interceptors
 from masa_platform.testing import auth_settings, token
+from masa_rules import refusals
 from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
 
 AUTH = auth_settings()
@@ -201,6 +202,36 @@ async def test_transient_failures_are_forgotten_so_a_retry_runs_again() -> None:
         await cache.run(("p", "/m", "id"), b"f", flaky)
     assert await cache.run(("p", "/m", "id"), b"f", flaky) == b"ok"
     assert attempts == 2
+
+
+async def test_a_service_domains_refusal_is_kept_as_its_kind_says_and_an_outage_is_not() -> None:
+    """A ledger's or matchmaking's refusal (a masa_rules DomainError) is final like a platform
+    one: NOT_FOUND is replayed to a retry; UNAVAILABLE is forgotten, so the retry runs."""
+    cache = IdempotencyCache()
+    runs = 0
+
+    async def missing() -> bytes:
+        nonlocal runs
+        runs += 1
+        raise refusals.NotFound("no hold 'h1'", reason="HOLD_NOT_FOUND")
+
+    with pytest.raises(refusals.NotFound):
+        await cache.run(("p", "/m", "gone"), b"f", missing)
+    with pytest.raises(AnsweredBefore) as again:
+        await cache.run(("p", "/m", "gone"), b"f", missing)
+    assert again.value.status.code == grpc.StatusCode.NOT_FOUND
+    assert runs == 1
+
+    async def away() -> bytes:
+        nonlocal runs
+        runs += 1
+        if runs == 2:
+            raise refusals.Unavailable("the database does not answer")
+        return b"ok"
+
+    with pytest.raises(refusals.Unavailable):
+        await cache.run(("p", "/m", "later"), b"f", away)
+    assert await cache.run(("p", "/m", "later"), b"f", away) == b"ok"
 
 
 async def test_table_moved_is_not_replayed_so_a_retry_reaches_the_table_once_it_is_here() -> None:
