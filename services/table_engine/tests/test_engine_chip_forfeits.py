@@ -67,7 +67,7 @@ async def _ledger(server: NatsServer, directory: Path) -> AsyncIterator[LedgerSe
         await service.stop(0.2)
 
 
-async def _staked(ledger: ledger_pb2_grpc.LedgerServiceStub) -> dict[str, str]:
+async def _staked(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub) -> dict[str, str]:
     """CHIPS for each player and a hold of the stake; hold ids by player."""
     for player in PLAYERS:
         await ledger.GrantChips(
