@@ -49,8 +49,10 @@ from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
 from masa_ledger.app.check import run_check
-from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
-from masa_ledger.domain.model import GameKey, GameResult, PayoutRule, Standing
+from masa_ledger.app.holds import HoldPolicy, StakeRequest
+from masa_ledger.app.ledger import Ledger
+from masa_ledger.domain.model import GameKey, GameResult, Standing
+from masa_rules.table_config import PayoutRule
 from psycopg.conninfo import make_conninfo
 
 POSTGRES_DSN = os.environ.get(
@@ -133,7 +135,15 @@ class _Games:
             game = start + n
             players = [f"p{(game * SEATS + seat) % PLAYERS}" for seat in range(SEATS)]
             holds = await self._ledger.hold_stakes(
-                [StakeRequest(f"{self._tag}-{game}-{p}", p, STAKE, "bench") for p in players]
+                [
+                    StakeRequest(
+                        hold_id=f"{self._tag}-{game}-{p}",
+                        player_id=p,
+                        amount=STAKE,
+                        lobby_id="bench",
+                    )
+                    for p in players
+                ]
             )
             prepared.append([h.hold_id for h in holds])
 
@@ -150,10 +160,17 @@ class _Games:
         random.shuffle(places)
         result = GameResult(
             event_id=f"{table_id}:1:game",
-            key=GameKey(table_id, 1),
+            key=GameKey(table_id=table_id, game_no=1),
             stake=STAKE,
             standings=tuple(
-                Standing(seat, hold_id.rsplit("-", 1)[1], places[seat], False, 0, hold_id)
+                Standing(
+                    seat=seat,
+                    player_id=hold_id.rsplit("-", 1)[1],
+                    place=places[seat],
+                    forfeited=False,
+                    team=0,
+                    hold_id=hold_id,
+                )
                 for seat, hold_id in enumerate(hold_ids)
             ),
         )
@@ -167,7 +184,13 @@ async def _holds(ledger: Ledger) -> dict[str, Any]:
 
     async def single(n: int) -> None:
         started = time.perf_counter()
-        await ledger.hold_stakes([StakeRequest(f"single-{n}", f"p{n % PLAYERS}", 1, "bench")])
+        await ledger.hold_stakes(
+            [
+                StakeRequest(
+                    hold_id=f"single-{n}", player_id=f"p{n % PLAYERS}", amount=1, lobby_id="bench"
+                )
+            ]
+        )
         latencies.append(time.perf_counter() - started)
 
     seconds = await _callers(HOLD_CALLERS, single, HOLDS)
@@ -177,7 +200,12 @@ async def _holds(ledger: Ledger) -> dict[str, Any]:
         started = time.perf_counter()
         await ledger.hold_stakes(
             [
-                StakeRequest(f"group-{n}-{seat}", f"p{(n * SEATS + seat) % PLAYERS}", 1, "bench")
+                StakeRequest(
+                    hold_id=f"group-{n}-{seat}",
+                    player_id=f"p{(n * SEATS + seat) % PLAYERS}",
+                    amount=1,
+                    lobby_id="bench",
+                )
                 for seat in range(SEATS)
             ]
         )
@@ -322,7 +350,12 @@ async def _postgres() -> AsyncIterator[tuple[SqlStore, str]]:
 
 
 async def _measure(store: SqlStore, raw: Callable[[], Awaitable[float]]) -> dict[str, Any]:
-    ledger = Ledger(store, encode_event, _Metrics(), policy=HoldPolicy(3600.0, 86_400.0))
+    ledger = Ledger(
+        store,
+        encode_event,
+        _Metrics(),
+        policy=HoldPolicy(default_ttl_seconds=3600.0, max_ttl_seconds=86_400.0),
+    )
 
     async def grant(n: int) -> None:
         await ledger.grant(f"bench-{n}", f"p{n}", 10**9, "bench")

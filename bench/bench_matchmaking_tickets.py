@@ -20,6 +20,13 @@ moves far less than the rates. ``BENCH_INSTANCES`` (``1,2``) says how many match
 instances each run has (two share the load, as behind a load balancer); ``BENCH_PROFILE``
 (for example ``-m cProfile -o /tmp/mm-{instance}.prof``) runs the instances under a profiler,
 and ``BENCH_PLAYERS`` changes the number of tickets.
+
+Issue 22's baselines run beside them, called the same way by the same load processes: the
+bare gRPC echo and the persist floor of bench/floor.py (the echo appending each request to
+JetStream, one acked publish, before it answers), on the run's NATS. ``vs_floor`` gives
+CreateTicket's CPU per ticket as a multiple of the floor's CPU per call (goal: at most 2.5)
+and GetLobby's as a multiple of the bare echo's (goal: at most 2). Each run records the load
+average (/proc/loadavg) before and after.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import floor
 import grpc
 import grpc.aio
 import nats
@@ -61,6 +69,9 @@ PARTY_SIZE = int(os.environ.get("BENCH_PARTY", "1"))
 # One instance, then two sharing the load (as behind a load balancer).
 INSTANCES = tuple(int(n) for n in os.environ.get("BENCH_INSTANCES", "1,2").split(","))
 TARGET_TICKETS_PER_SECOND = 2_000
+GOALS = {"create_ticket_cpu_over_floor": 2.5, "get_lobby_cpu_over_echo": 2.0}
+# The baselines' requests: about a CreateTicketRequest's size.
+BASELINE_REQUEST_BYTES = 24
 LOBBIES = """
 [[lobby]]
 id = "bench"
@@ -118,23 +129,26 @@ async def wait_serving(address: str, deadline: float) -> None:
     raise RuntimeError("matchmaking did not start")
 
 
-async def _closed_loop(
-    address: str, kind: str, players: range, concurrency: int, issued: float
-) -> list[float]:
-    """Call ``kind`` once per player with ``concurrency`` calls in flight; each latency."""
+async def _closed_loop(address: str, kind: str, tokens: list[str], concurrency: int) -> list[float]:
+    """Call ``kind`` once per player (each with its token) with ``concurrency`` calls in
+    flight; each latency."""
     latencies: list[float] = []
-    queue = iter(players)
-    # Each player keeps one token, as a client keeps its session's: the baseline pass (each
-    # player's first call) pays its verification, and later calls find it verified.
-    tokens = {index: token(f"bench-{index}", ttl_seconds=3600, now=issued) for index in players}
+    queue = iter(tokens)
     async with grpc.aio.insecure_channel(address) as channel:
         stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
+        # The baselines (bench/floor.py) get the same calls, the same token included.
+        baseline: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            floor.PERSIST if kind == "floor" else floor.ECHO
+        )
 
-        async def worker() -> None:
-            for index in queue:
-                metadata = (("authorization", f"Bearer {tokens[index]}"),)
+        async def worker(slot: int) -> None:
+            payload = floor.request(slot, BASELINE_REQUEST_BYTES)
+            for player_token in queue:
+                metadata = (("authorization", f"Bearer {player_token}"),)
                 started = time.perf_counter()
-                if kind == "create":
+                if kind in ("echo", "floor"):
+                    await baseline(payload, metadata=metadata)
+                elif kind == "create":
                     await stub.CreateTicket(
                         mm.CreateTicketRequest(
                             request_id="bench",
@@ -147,33 +161,32 @@ async def _closed_loop(
                     await stub.GetLobby(mm.GetLobbyRequest(lobby_id="bench"), metadata=metadata)
                 latencies.append(time.perf_counter() - started)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(slot) for slot in range(concurrency)))
     return latencies
 
 
 def _load_process(
-    address: str, kind: str, players: range, concurrency: int, issued: float
+    address: str, kind: str, tokens: list[str], concurrency: int
 ) -> tuple[float, float, list[float]]:
     """One load process: its start and end (wall clock) and its latencies."""
     started = time.time()
-    latencies = asyncio.run(_closed_loop(address, kind, players, concurrency, issued))
+    latencies = asyncio.run(_closed_loop(address, kind, tokens, concurrency))
     return started, time.time(), latencies
 
 
 def load(
-    pool: ProcessPoolExecutor, addresses: list[str], kind: str, count: int, issued: float
+    pool: ProcessPoolExecutor, addresses: list[str], kind: str, tokens: list[str]
 ) -> tuple[float, float, list[float]]:
-    """``count`` calls spread over CLIENT_PROCESSES processes, each calling one instance in
-    turn (as a load balancer would spread clients); the span and every latency."""
-    share = count // CLIENT_PROCESSES
+    """A call for each of ``tokens``, spread over CLIENT_PROCESSES processes, each calling one
+    instance in turn (as a load balancer would spread clients); the span and every latency."""
+    share = len(tokens) // CLIENT_PROCESSES
     futures = [
         pool.submit(
             _load_process,
             addresses[k % len(addresses)],
             kind,
-            range(k * share, (k + 1) * share),
+            tokens[k * share : (k + 1) * share],
             CONCURRENCY // CLIENT_PROCESSES,
-            issued,
         )
         for k in range(CLIENT_PROCESSES)
     ]
@@ -200,30 +213,55 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def baseline(
+    pool: ProcessPoolExecutor, address: str, pid: int, kind: str, tokens: list[str]
+) -> dict[str, float]:
+    """``PLAYERS`` calls of the floor server's ``kind`` (``echo`` or ``floor``), made as the
+    masa calls are: their rate and the floor server's CPU per call."""
+    cpu = floor.cpu_seconds(pid)
+    started, ended, _ = load(pool, [address], kind, tokens)
+    cpu = floor.cpu_seconds(pid) - cpu
+    return {
+        "per_second": round(PLAYERS / (ended - started)),
+        "server_cpu_ms_per_call": round(cpu / PLAYERS * 1000, 3),
+    }
+
+
+async def stub_engine() -> tuple[StubEngine, grpc.aio.Server]:
+    """The stand-in engine, serving on a free port."""
+    engine = StubEngine()
+    engine_server = grpc.aio.server()
+    engine_server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "masa.table.v1.TableService",
+                {
+                    "CreateTable": grpc.unary_unary_rpc_method_handler(
+                        engine.CreateTable,
+                        request_deserializer=table_pb2.CreateTableRequest.FromString,
+                        response_serializer=table_pb2.CreateTableResponse.SerializeToString,
+                    )
+                },
+            ),
+        )
+    )
+    engine_port = engine_server.add_insecure_port("127.0.0.1:0")
+    engine.address = f"127.0.0.1:{engine_port}"
+    await engine_server.start()
+    return engine, engine_server
+
+
 async def run(workdir: Path, instances: int) -> dict[str, Any]:
     lobbies = workdir / "lobbies.toml"
     lobbies.write_text(LOBBIES)
-    with NatsServer(workdir / f"nats-{instances}") as server:
+    loadavg_before = floor.loadavg()
+    floor_port = free_port()
+    with (
+        NatsServer(workdir / f"nats-{instances}") as server,
+        floor.floor_server(server.url, workdir / f"floor-{instances}.log", floor_port) as floor_at,
+    ):
         nc = await nats.connect(server.url)
-        engine = StubEngine()
-        engine_server = grpc.aio.server()
-        engine_server.add_generic_rpc_handlers(
-            (
-                grpc.method_handlers_generic_handler(
-                    "masa.table.v1.TableService",
-                    {
-                        "CreateTable": grpc.unary_unary_rpc_method_handler(
-                            engine.CreateTable,
-                            request_deserializer=table_pb2.CreateTableRequest.FromString,
-                            response_serializer=table_pb2.CreateTableResponse.SerializeToString,
-                        )
-                    },
-                ),
-            )
-        )
-        engine_port = engine_server.add_insecure_port("127.0.0.1:0")
-        engine.address = f"127.0.0.1:{engine_port}"
-        await engine_server.start()
+        engine, engine_server = await stub_engine()
         stop = asyncio.Event()
         advertiser = asyncio.create_task(advertise(nc, engine.address, stop))
         ports = [free_port() for _ in range(instances)]
@@ -253,18 +291,33 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             for address in addresses:
                 await wait_serving(address, time.monotonic() + 60)
             loop = asyncio.get_running_loop()
+            # Each player keeps one token, as a client keeps its session's: the baseline
+            # pass (each player's first call) pays its verification, and later calls find it
+            # verified. Minted here: the load processes do not hold this process's keys.
             issued = float(int(time.time()))
+            tokens = [token(f"bench-{n}", ttl_seconds=3600, now=issued) for n in range(PLAYERS)]
             with ProcessPoolExecutor(CLIENT_PROCESSES, mp_context=get_context("spawn")) as pool:
-                # Warm-up (processes, channels), then the baseline, then the tickets.
-                await loop.run_in_executor(None, load, pool, addresses, "lobby", 2_000, issued)
+                # Warm-up (processes, channels, and every player's token verified once, as a
+                # session's first call does), then the baselines, then the tickets.
+                await loop.run_in_executor(None, load, pool, addresses, "lobby", tokens)
+                floor_address = f"127.0.0.1:{floor_port}"
+                await loop.run_in_executor(
+                    None, load, pool, [floor_address], "floor", tokens[:2_000]
+                )
+                baselines = {
+                    kind: await loop.run_in_executor(
+                        None, baseline, pool, floor_address, floor_at.pid, kind, tokens
+                    )
+                    for kind in ("echo", "floor")
+                }
                 pids = [process.pid for process in processes]
                 cpu_before = cpu_seconds(pids)
                 base_start, base_end, base_latencies = await loop.run_in_executor(
-                    None, load, pool, addresses, "lobby", PLAYERS, issued
+                    None, load, pool, addresses, "lobby", tokens
                 )
                 base_cpu, cpu_before = cpu_seconds(pids) - cpu_before, cpu_seconds(pids)
                 load_start, load_end, latencies = await loop.run_in_executor(
-                    None, load, pool, addresses, "create", PLAYERS, issued
+                    None, load, pool, addresses, "create", tokens
                 )
             base_seconds = base_end - base_start
             load_seconds = load_end - load_start
@@ -291,7 +344,7 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             await engine_server.stop(0)
             await nc.close()
     rate = PLAYERS / load_seconds
-    baseline = PLAYERS / base_seconds
+    get_lobby_rate = PLAYERS / base_seconds
     return {
         "instances": instances,
         "players": PLAYERS,
@@ -312,12 +365,24 @@ async def run(workdir: Path, instances: int) -> dict[str, Any]:
             "all_seated": len(created) == PLAYERS // 4,
         },
         "baseline_get_lobby": {
-            "per_second": round(baseline),
+            "per_second": round(get_lobby_rate),
             "p99_ms": round(percentile(base_latencies, 0.99) * 1000, 2),
             "matchmaking_cpu_ms_per_call": round(base_cpu / PLAYERS * 1000, 3),
         },
-        "ratio_create_ticket_to_get_lobby": round(rate / baseline, 3),
+        "ratio_create_ticket_to_get_lobby": round(rate / get_lobby_rate, 3),
         "cpu_ratio_ticket_to_get_lobby": round(ticket_cpu / base_cpu, 2),
+        "baselines": baselines,
+        "vs_floor": {
+            "create_ticket_cpu_over_floor": round(
+                ticket_cpu / PLAYERS * 1000 / baselines["floor"]["server_cpu_ms_per_call"], 2
+            ),
+            "get_lobby_cpu_over_echo": round(
+                base_cpu / PLAYERS * 1000 / baselines["echo"]["server_cpu_ms_per_call"], 2
+            ),
+            "goals": GOALS,
+        },
+        "loadavg_before": loadavg_before,
+        "loadavg_after": floor.loadavg(),
         "meets_target": rate >= TARGET_TICKETS_PER_SECOND and len(created) == PLAYERS // 4,
     }
 

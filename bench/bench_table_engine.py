@@ -9,14 +9,17 @@ Every accepted action is appended to JetStream before SubmitAction answers.
 
 Phases (``BENCH_PHASES`` picks some, all by default):
 
-- ``echo``: a bare ``grpc.aio`` echo server (its own process, no interceptors), called by
-  ``BENCH_TABLES`` callers as fast as answered, and again at a light paced rate: the baseline
-  every figure is also given against (``vs_echo``), since the machine is shared and noisy.
-  Like for like, the echo server and its callers run on the event loop the engines and
-  masa-load run on (``MASA_EVENT_LOOP``, uvloop unless set), so a ratio measures masa's own
-  cost, not the choice of loop.
-  Then the same callers each over one bidirectional stream, a message and its echo a call:
-  the baseline of the stream phases.
+- ``echo``: the baselines of issue 22 (bench/floor.py), on a NATS of their own: a bare
+  ``grpc.aio`` echo server (its own process, no interceptors) called by ``BENCH_TABLES``
+  callers as fast as answered, again at a light paced rate, and over one bidirectional stream
+  per caller; then the **persist floor**: the same server appending each request to JetStream
+  (one nats-py publish awaiting its ack) before it answers, unary and streamed. A masa action
+  is logged before it is answered, so the floor is what it cannot cost less than, and every
+  phase is given as a multiple of the floor (``vs_floor``): each closed phase measures its own
+  floor (unary or streamed) right before it, since the machine is shared and its load moves
+  within a run; the run's baselines are given beside it. Like for like, the server and its
+  callers run on the event loop the engines and masa-load run on (``MASA_EVENT_LOOP``,
+  uvloop unless set).
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
   engine's CPU per accepted action and its actions/s. A 51 move starts from the actor's view
   (GetTable), so its CPU is counted "from the actor's view": both calls.
@@ -32,8 +35,11 @@ Phases (``BENCH_PHASES`` picks some, all by default):
 ``BENCH_WARMUP``/``BENCH_WINDOW`` shorten the closed phases, ``BENCH_LIVE_WARMUP``/
 ``BENCH_LIVE_WINDOW`` the live ones; ``BENCH_PROFILE`` (for example ``-m cProfile -o
 /tmp/engine.prof``) runs the engines under a profiler (with ``MASA_EVENT_LOOP=asyncio`` a
-sampling profiler such as py-spy sees the loop's own work too). Every process started here is
-stopped on the way out, errors included.
+sampling profiler such as py-spy sees the loop's own work too); ``BENCH_PYSPY=/tmp/prof``
+samples each engine with py-spy (``uv pip install py-spy``) over the measured window only,
+into ``/tmp/prof-<pid>.txt`` (raw, native frames included). The load average
+(/proc/loadavg) is recorded at the start and end of the run and of each phase. Every process
+started here is stopped on the way out, errors included.
 """
 
 from __future__ import annotations
@@ -50,11 +56,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Awaitable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import floor
 import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2
@@ -83,6 +90,7 @@ LIVE_WINDOW_SECONDS = float(os.environ.get("BENCH_LIVE_WINDOW", "30"))
 ECHO_SECONDS = float(os.environ.get("BENCH_ECHO_SECONDS", "10"))
 EVENT_LOOP = load_settings(LoopSettings).event_loop
 ECHO_PACED_PER_SECOND = 400
+PYSPY = os.environ.get("BENCH_PYSPY", "")
 THINK_SECONDS = (2.0, 8.0)
 LIVE_TURN_SECONDS = 20
 # Closed tables must never time out: the load is the clients' actions only.
@@ -92,26 +100,21 @@ READY_TIMEOUT_SECONDS = 90.0
 # masa-load's own start (imports, tokens) before its warm-up begins.
 LOAD_START_SECONDS = 2.0
 
+# Issue 22's goals, each a ratio to the baselines of the same run: the engine's CPU per
+# accepted action over the floor's server CPU per call (unary for a call per move, streamed
+# for SubmitActions; a 51 action counts its GetTable too), matchmaking's in
+# bench_matchmaking_tickets.py; the live tables' p99 and cores are absolute.
 GOALS = {
-    "elevator_cpu_ms_per_action": 0.5,
-    "fiftyone_cpu_ms_per_action": 1.0,
-    "saturated_share_of_echo_calls": 0.6,
+    "elevator_cpu_over_floor": 1.5,
+    "elevator_stream_cpu_over_stream_floor": 1.5,
+    "fiftyone_cpu_over_floor": 2.5,
     "live_submit_action_p99_ms": 50.0,
-    "live_engine_cpu_cores": 1.0,
+    "live_engine_cpu_cores": 0.45,
     "scaleout_tables_ratio": 1.7,
 }
-ECHO_METHOD = "/bench.Echo/Echo"
-ECHO_STREAM_METHOD = "/bench.Echo/Echoes"
 
 
 # --- the engine's own counters -----------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time (user and system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int:
@@ -143,7 +146,7 @@ class Engine:
     def counters(self) -> dict[str, float]:
         return {
             "accepted": accepted_actions(self.metrics_url),
-            "cpu_seconds": cpu_seconds(self.process.pid),
+            "cpu_seconds": floor.cpu_seconds(self.process.pid),
             "rss_bytes": rss_bytes(self.process.pid),
         }
 
@@ -161,25 +164,6 @@ def over_window(engine: Engine, before: dict[str, float], seconds: float) -> dic
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def child(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process, stopped (SIGTERM, then SIGKILL) however the block ends."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 async def wait_serving(address: str, process: subprocess.Popen[bytes]) -> None:
@@ -231,7 +215,7 @@ async def engines(workdir: Path, count: int) -> Any:
                 "masa_table_engine",
             ]
             log = workdir / f"engine-{time.monotonic_ns()}-{index}.log"
-            process = stack.enter_context(child(command, env, log))
+            process = stack.enter_context(floor.child(command, env, log))
             started.append(
                 Engine(
                     process,
@@ -276,11 +260,15 @@ async def drive(
     try:
         await asyncio.sleep(LOAD_START_SECONDS + warmup)
         before = [engine.counters() for engine, _ in loads]
+        profiles = [await profiled(engine, window) for engine, _ in loads] if PYSPY else []
         await asyncio.sleep(window)
         figures = [
             over_window(engine, counted, window)
             for (engine, _), counted in zip(loads, before, strict=True)
         ]
+        for figure, (profiler, path) in zip(figures, profiles, strict=False):
+            await profiler.wait()
+            figure["profile"] = str(path)
         outputs = [
             await asyncio.wait_for(process.communicate(), warmup + window + 60)
             for process in processes
@@ -298,6 +286,18 @@ async def drive(
     return reports, figures
 
 
+async def profiled(engine: Engine, window: float) -> tuple[asyncio.subprocess.Process, Path]:
+    """py-spy sampling ``engine`` over the window (``BENCH_PYSPY``: where its raw profiles go,
+    one file per engine process, native frames included)."""
+    path = Path(f"{PYSPY}-{engine.process.pid}.txt")
+    profiler = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.process.pid),
+        "--duration", str(int(window)), "--native", "--format", "raw", "-o", str(path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    return profiler, path
+
+
 def summary(report: dict[str, Any]) -> dict[str, Any]:
     """What a phase keeps of a masa-load report."""
     kept = (
@@ -308,112 +308,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
     return {key: report[key] for key in kept}
 
 
-# --- the bare echo server --------------------------------------------------------------------
-
-
-async def echo_server(port: int) -> None:
-    """Serve ``/bench.Echo/Echo`` (bytes back as they came) until SIGTERM."""
-
-    async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        return request
-
-    async def echoes(
-        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
-    ) -> AsyncIterator[bytes]:
-        async for request in requests:
-            yield request
-
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers(
-        (
-            grpc.method_handlers_generic_handler(
-                "bench.Echo",
-                {
-                    "Echo": grpc.unary_unary_rpc_method_handler(echo),
-                    "Echoes": grpc.stream_stream_rpc_method_handler(echoes),
-                },
-            ),
-        )
-    )
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    stopped = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
-    await stopped.wait()
-    await server.stop(0)
-
-
-def percentiles(samples: list[float]) -> dict[str, float | int]:
-    if not samples:
-        return {"count": 0}
-    ordered = sorted(samples)
-
-    def at(q: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-    return {"count": len(ordered), "p50": at(0.5), "p99": at(0.99), "max": at(1.0)}
-
-
-async def measure_echo(
-    address: str, payload: bytes, pid: int, *, rate: float | None, streamed: bool = False
-) -> dict[str, Any]:
-    """Calls/s of ``TABLES`` callers calling again as soon as answered (or, with ``rate``,
-    spread to that total rate), with the server's CPU per call; ``streamed``, each caller
-    sends its messages over one stream instead, and a call is a message and its echo."""
-    latencies: list[float] = []
-    calls = 0
-    start = end = float("inf")
-    stop = asyncio.Event()
-    async with grpc.aio.insecure_channel(address) as channel:
-        await asyncio.wait_for(channel.channel_ready(), READY_TIMEOUT_SECONDS)
-        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ECHO_METHOD)
-        stream: grpc.aio.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(
-            ECHO_STREAM_METHOD
-        )
-        loop = asyncio.get_running_loop()
-        interval = TABLES / rate if rate else 0.0
-
-        async def caller(slot: int) -> None:
-            nonlocal calls
-            next_at = loop.time() + interval * slot / TABLES
-            messages = stream() if streamed else None
-            while not stop.is_set():
-                if interval:
-                    await asyncio.sleep(max(0.0, next_at - loop.time()))
-                    next_at += interval
-                sent = time.perf_counter()
-                if messages is None:
-                    await call(payload, timeout=10)
-                else:
-                    await messages.write(payload)
-                    await messages.read()
-                done = time.perf_counter()
-                if start <= done < end:
-                    calls += 1
-                    latencies.append(done - sent)
-
-        tasks = [asyncio.create_task(caller(slot)) for slot in range(TABLES)]
-        try:
-            await asyncio.sleep(2.0)
-            cpu = cpu_seconds(pid)
-            start = time.perf_counter()
-            end = start + ECHO_SECONDS
-            await asyncio.sleep(ECHO_SECONDS)
-            cpu = cpu_seconds(pid) - cpu
-        finally:
-            stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-    return {
-        "callers": TABLES,
-        "offered_calls_per_second": rate,
-        "payload_bytes": len(payload),
-        "calls_per_second": round(calls / ECHO_SECONDS, 1),
-        "server_cpu_percent": round(100 * cpu / ECHO_SECONDS, 1),
-        "server_cpu_ms_per_call": round(1000 * cpu / calls, 3) if calls else None,
-        "latency_ms": percentiles(latencies),
-    }
+# --- the baselines: the bare echo and the persist floor (floor.py) -------------------------
 
 
 def payload_size() -> int:
@@ -430,14 +325,30 @@ def payload_size() -> int:
 # --- phases ----------------------------------------------------------------------------------
 
 
+async def floor_beside(workdir: Path, streamed: bool) -> dict[str, Any]:
+    """The persist floor (unary, or ``streamed``) measured right before a phase, on a NATS of
+    its own: on a shared machine whose load moves, the ratio to it is the one that holds."""
+    with contextlib.ExitStack() as stack:
+        nats = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}"))
+        port = free_port()
+        server = stack.enter_context(floor.floor_server(nats.url, workdir / "floor.log", port))
+        return await floor.measure(
+            f"127.0.0.1:{port}", server.pid,
+            method=floor.PERSIST_STREAM if streamed else floor.PERSIST,
+            callers=TABLES, size=payload_size(), seconds=ECHO_SECONDS, streamed=streamed,
+            nats_pid=nats.pid,
+        )  # fmt: skip
+
+
 async def closed_phase(workdir: Path, game: str, moves: str) -> dict[str, Any]:
+    beside = await floor_beside(workdir, streamed=moves == "stream")
     async with engines(workdir, 1) as (engine,):
         command = masa_load(
             engine.address, TABLES, "--mix", game, "--turn-seconds", str(CLOSED_TURN_SECONDS),
             "--moves", moves, warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
         )  # fmt: skip
         (report,), (figures,) = await drive([(engine, command)], WARMUP_SECONDS, WINDOW_SECONDS)
-    return {**figures, "load": summary(report)}
+    return {**figures, "floor_beside": beside, "load": summary(report)}
 
 
 def live_command(engine: Engine, tables: int, seed: int) -> list[str]:
@@ -480,8 +391,31 @@ async def live_phase(workdir: Path, nodes: int, tables: int) -> dict[str, Any]:
     }
 
 
+async def baselines(workdir: Path) -> dict[str, Any]:
+    """The bare echo and the persist floor (bench/floor.py), called by ``TABLES`` callers
+    sending requests the size of a SubmitActionRequest."""
+    with contextlib.ExitStack() as stack:
+        nats_url = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}")).url
+        port = free_port()
+        server = stack.enter_context(floor.floor_server(nats_url, workdir / "floor.log", port))
+        address = f"127.0.0.1:{port}"
+
+        async def measure(method: str, **how: Any) -> dict[str, Any]:
+            return await floor.measure(
+                address, server.pid, method=method, callers=TABLES, size=payload_size(),
+                seconds=ECHO_SECONDS, **how,
+            )  # fmt: skip
+
+        return {
+            "echo": await measure(floor.ECHO),
+            "echo_paced": await measure(floor.ECHO, rate=ECHO_PACED_PER_SECOND),
+            "echo_stream": await measure(floor.ECHO_STREAM, streamed=True),
+            "floor": await measure(floor.PERSIST),
+            "floor_stream": await measure(floor.PERSIST_STREAM, streamed=True),
+        }
+
+
 async def run(workdir: Path) -> dict[str, Any]:
-    load_at_start = round(os.getloadavg()[0], 2)
     result: dict[str, Any] = {
         "benchmark": "table_engine",
         "python": platform.python_version(),
@@ -490,71 +424,62 @@ async def run(workdir: Path) -> dict[str, Any]:
             "cpu_cores": os.cpu_count(),
             "platform": platform.platform(),
             # The cores are shared: other work on the machine shows here and in the figures.
-            "load_average_1m_at_start": load_at_start,
+            "loadavg_at_start": floor.loadavg(),
         },
         "persistence": "every action appended to JetStream before SubmitAction answers",
         "load": "masa-load (libs/client), its own process, through the public API only",
         "goals": GOALS,
     }
+
+    async def phase(key: str, measured: Awaitable[dict[str, Any]]) -> None:
+        before = floor.loadavg()
+        result[key] = {**await measured, "loadavg_before": before, "loadavg_after": floor.loadavg()}
+
     if "echo" in PHASES:
-        port = free_port()
-        command = [sys.executable, __file__, "--echo-server", str(port)]
-        with child(command, dict(os.environ), workdir / "echo.log") as server:
-            payload = b"x" * payload_size()
-            address = f"127.0.0.1:{port}"
-            result["grpc_echo"] = {
-                "saturated": await measure_echo(address, payload, server.pid, rate=None),
-                "paced": await measure_echo(
-                    address, payload, server.pid, rate=ECHO_PACED_PER_SECOND
-                ),
-                "streamed": await measure_echo(
-                    address, payload, server.pid, rate=None, streamed=True
-                ),
-            }
-    for phase in CLOSED_PHASES:
-        if phase in PHASES:
-            game, _, streamed = phase.partition("_")
+        await phase("baselines", baselines(workdir))
+    for closed in CLOSED_PHASES:
+        if closed in PHASES:
+            game, _, streamed = closed.partition("_")
             moves = "stream" if streamed else "call"
-            result[f"saturated_{phase}"] = await closed_phase(workdir, game, moves)
+            await phase(f"saturated_{closed}", closed_phase(workdir, game, moves))
     if "live" in PHASES:
-        result["live_one_engine"] = await live_phase(workdir, 1, LIVE_TABLES)
+        await phase("live_one_engine", live_phase(workdir, 1, LIVE_TABLES))
     if "scaleout" in PHASES:
         tables = round(SCALE_FACTOR * LIVE_TABLES)
-        result["live_two_engines"] = await live_phase(workdir, 2, tables)
-    result["vs_echo"] = ratios(result)
+        await phase("live_two_engines", live_phase(workdir, 2, tables))
+    result["machine"]["loadavg_at_end"] = floor.loadavg()
+    result["vs_floor"] = ratios(result)
     return result
 
 
+def ratio(value: float | None, base: float | None) -> float | None:
+    return round(value / base, 2) if value and base else None
+
+
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
-    """Each goal's figure, beside the echo of the same run."""
-    echo = result.get("grpc_echo")
-    if echo is None:
-        return {}
-    calls = echo["saturated"]["calls_per_second"]
-    echo_cpu = echo["saturated"]["server_cpu_ms_per_call"]
-    echo_p99 = echo["paced"]["latency_ms"].get("p99")
-    streamed = echo.get("streamed", {})
+    """Each closed phase as a multiple of the floor measured right before it (and of the
+    run's own baselines, when the ``echo`` phase ran): the engine's CPU per accepted action
+    over the floor's server CPU per call (the unary floor for a call per move, the streamed one
+    for SubmitActions), and its actions/s as a share of the floor's calls/s; the live phases'
+    p99 and cores, which the goals give in absolute terms."""
+    base = result.get("baselines", {})
     out: dict[str, Any] = {
-        "echo_calls_per_second": calls,
-        "echo_server_cpu_ms_per_call": echo_cpu,
-        "echo_paced_p99_ms": echo_p99,
-        "echo_stream_messages_per_second": streamed.get("calls_per_second"),
-        "echo_stream_server_cpu_ms_per_message": streamed.get("server_cpu_ms_per_call"),
-    }
-    for game in CLOSED_PHASES:
-        phase = result.get(f"saturated_{game}")
-        if phase is None:
-            continue
-        cpu = phase["engine_cpu_ms_per_action"]
-        out[game] = {
-            "cpu_ms_per_action": cpu,
-            # Against the unary echo call, the cost of a call on this machine now.
-            "cpu_per_action_over_echo_cpu_per_call": round(cpu / echo_cpu, 2) if cpu else None,
-            "actions_per_second": phase["engine_accepted_actions_per_second"],
-            "share_of_echo_calls_per_second": round(
-                phase["engine_accepted_actions_per_second"] / calls, 3
-            ),
+        name: {
+            "calls_per_second": base[name]["calls_per_second"],
+            "server_cpu_ms_per_call": base[name]["server_cpu_ms_per_call"],
         }
+        for name in ("echo", "echo_stream", "floor", "floor_stream")
+        if name in base
+    }
+    if base:
+        out["floor_cpu_over_echo"] = ratio(
+            base["floor"]["server_cpu_ms_per_call"], base["echo"]["server_cpu_ms_per_call"]
+        )
+    for closed in CLOSED_PHASES:
+        phase = result.get(f"saturated_{closed}")
+        if phase is not None:
+            out[closed] = closed_ratios(phase, base, streamed=closed.endswith("_stream"))
+    echo_p99 = base["echo_paced"]["latency_ms"].get("p99") if base else None
     for key in ("live_one_engine", "live_two_engines"):
         phase = result.get(key)
         if phase is None:
@@ -563,17 +488,36 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
         out[key] = {
             "live_tables": phase["live_tables"],
             "submit_action_p99_ms": p99,
-            "p99_over_echo_paced_p99": round(p99 / echo_p99, 1) if echo_p99 else None,
+            "p99_over_echo_paced_p99": ratio(p99, echo_p99),
             "engine_cpu_cores": [
                 round(n["engine_cpu_percent"] / 100, 2) for n in phase["per_node"]
             ],
             "rss_kib_per_live_table": [n["rss_kib_per_live_table"] for n in phase["per_node"]],
         }
     if "live_one_engine" in out and "live_two_engines" in out:
-        out["scaleout_tables_ratio"] = round(
-            out["live_two_engines"]["live_tables"] / out["live_one_engine"]["live_tables"], 2
+        out["scaleout_tables_ratio"] = ratio(
+            out["live_two_engines"]["live_tables"], out["live_one_engine"]["live_tables"]
         )
     return out
+
+
+def closed_ratios(phase: dict[str, Any], base: dict[str, Any], *, streamed: bool) -> dict[str, Any]:
+    cpu = phase["engine_cpu_ms_per_action"]
+    rate = phase["engine_accepted_actions_per_second"]
+    beside = phase["floor_beside"]
+    figures = {
+        "cpu_ms_per_action": cpu,
+        "floor_beside_cpu_ms_per_call": beside["server_cpu_ms_per_call"],
+        "cpu_over_floor": ratio(cpu, beside["server_cpu_ms_per_call"]),
+        "actions_per_second": rate,
+        "rate_share_of_floor": ratio(rate, beside["calls_per_second"]),
+    }
+    if base:
+        run_floor = base["floor_stream" if streamed else "floor"]["server_cpu_ms_per_call"]
+        echo = base["echo_stream" if streamed else "echo"]["server_cpu_ms_per_call"]
+        figures["cpu_over_run_floor"] = ratio(cpu, run_floor)
+        figures["cpu_over_echo"] = ratio(cpu, echo)
+    return figures
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
@@ -582,9 +526,6 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--echo-server":
-        runner.run(echo_server(int(sys.argv[2])), event_loop=EVENT_LOOP)
-        return
     signal.signal(signal.SIGTERM, _interrupted)
     with tempfile.TemporaryDirectory(prefix="masa-bench-") as workdir:
         try:

@@ -14,6 +14,14 @@ the same figure is taken from the signal, whose goal is 2 s; the node is started
 the next one. The baseline, in the same run, is a move on a live table (GetTable twice and
 SubmitAction, as each try does). Every log is read back at the end: one entry per sequence, no
 request applied twice.
+
+The leases, node records and scans are those ``make run`` gets (the bus plan's and the
+engine's defaults) unless ``BENCH_LEASE_SECONDS``, ``BENCH_NODE_TTL_SECONDS`` and
+``BENCH_SCAN_SECONDS`` say otherwise; ``BENCH_TABLES`` and ``BENCH_ROUNDS`` change the tables
+and kills. ``BENCH_IDLE_TABLES`` (1,000 by default, 0 for none) first measures what holding
+tables costs a node with those settings, in the same run: one engine's CPU over
+``BENCH_IDLE_SECONDS`` with no table, then with that many open tables nobody plays (lease
+renewals, registry, scans, health), and its cores per thousand tables held.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import platform
 import random
 import statistics
@@ -45,14 +54,20 @@ from masa_platform.errors import rpc_error_info
 from masa_platform.testing import NatsServer
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import STREAM, log_subject
+from masa_table_engine.settings import EngineSettings
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 from nats.aio.client import Client
 
 NODES = 3
-TABLES = 30
-ROUNDS = 6
-LEASE_SECONDS = 3.0
-SCAN_SECONDS = 0.5
+TABLES = int(os.environ.get("BENCH_TABLES", "30"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
+LEASE_SECONDS = float(os.environ.get("BENCH_LEASE_SECONDS", BusSettings().table_lease_ttl_seconds))
+NODE_TTL_SECONDS = float(
+    os.environ.get("BENCH_NODE_TTL_SECONDS", BusSettings().engine_node_ttl_seconds)
+)
+SCAN_SECONDS = float(os.environ.get("BENCH_SCAN_SECONDS", EngineSettings().takeover_scan_seconds))
+IDLE_TABLES = int(os.environ.get("BENCH_IDLE_TABLES", "1000"))
+IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "20"))
 PLAYERS = ("ayse", "bora", "cem")
 
 
@@ -184,22 +199,71 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     }
 
 
-async def create_tables(addresses: list[str]) -> list[str]:
+async def create_tables(addresses: list[str], count: int = TABLES) -> list[str]:
     tables: list[str] = []
-    for number in range(TABLES):
-        async with grpc.aio.insecure_channel(addresses[number % NODES]) as channel:
-            created = await table_pb2_grpc.TableServiceStub(channel).CreateTable(
+    channels = [grpc.aio.insecure_channel(address) for address in addresses]
+    try:
+        for number in range(count):
+            stub = table_pb2_grpc.TableServiceStub(channels[number % len(channels)])
+            created = await stub.CreateTable(
                 table_pb2.CreateTableRequest(request_id=uuid.uuid4().hex, config=elevator_config()),
                 metadata=SERVICE,
             )
-        tables.append(created.table.table_id)
+            tables.append(created.table.table_id)
+    finally:
+        for channel in channels:
+            await channel.close()
     return tables
 
 
+def cpu_seconds(engine: EngineProcess) -> float:
+    assert engine.process is not None
+    fields = Path(f"/proc/{engine.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def idle_cost(bus: BusSettings, workdir: Path) -> dict[str, object]:
+    """One engine's CPU over IDLE_SECONDS with no table, then holding IDLE_TABLES, on a NATS
+    of its own (its tables, handed over when it stops, must not reach the kill rounds)."""
+    with NatsServer(workdir / "nats-idle", secure=True, bus=bus) as nats:
+        return await _idle_cost(nats, workdir)
+
+
+async def _idle_cost(nats: NatsServer, workdir: Path) -> dict[str, object]:
+    engine = node(nats, workdir, 9)
+    engine.start()
+    try:
+        await until_serving(engine)
+
+        async def cores() -> float:
+            before = cpu_seconds(engine)
+            await asyncio.sleep(IDLE_SECONDS)
+            return round((cpu_seconds(engine) - before) / IDLE_SECONDS, 4)
+
+        empty = await cores()
+        await create_tables([engine.address], IDLE_TABLES)
+        # A few renewal passes and scans before the window.
+        await asyncio.sleep(2 * LEASE_SECONDS / 3)
+        held = await cores()
+    finally:
+        engine.stop()
+    return {
+        "tables": IDLE_TABLES,
+        "seconds": IDLE_SECONDS,
+        "cores_without_tables": empty,
+        "cores_holding_tables": held,
+        "cores_per_thousand_tables": round((held - empty) * 1000 / IDLE_TABLES, 4),
+        "lease_renewals_per_second": round(IDLE_TABLES / (LEASE_SECONDS / 3), 1),
+    }
+
+
 async def run(workdir: Path) -> dict[str, object]:
-    # The bus plan's leases and node records, short so that a dead node's tables move fast.
-    fast = BusSettings(table_lease_ttl_seconds=LEASE_SECONDS, engine_node_ttl_seconds=3.0)
-    with NatsServer(workdir / "nats", secure=True, bus=fast) as nats:
+    loadavg_before = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    bus = BusSettings(
+        table_lease_ttl_seconds=LEASE_SECONDS, engine_node_ttl_seconds=NODE_TTL_SECONDS
+    )
+    idle = await idle_cost(bus, workdir) if IDLE_TABLES else None
+    with NatsServer(workdir / "nats", secure=True, bus=bus) as nats:
         engines = [node(nats, workdir, n) for n in range(NODES)]
         for engine in engines:
             engine.start()
@@ -232,7 +296,11 @@ async def run(workdir: Path) -> dict[str, object]:
         "nodes": NODES,
         "tables": TABLES,
         "lease_seconds": LEASE_SECONDS,
+        "node_ttl_seconds": NODE_TTL_SECONDS,
         "scan_seconds": SCAN_SECONDS,
+        "loadavg_before": loadavg_before,
+        "loadavg_after": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+        "idle_cost": idle,
         "kills": ROUNDS,
         "tables_per_kill": per_kill,
         "death_to_accepting_seconds": death,
@@ -242,6 +310,7 @@ async def run(workdir: Path) -> dict[str, object]:
         "refused_while_moving": rounds.refused,
         "baseline_move_seconds_p50": round(statistics.median(baseline), 4),
         "p99_over_lease": round(death["p99"] / LEASE_SECONDS, 2),
+        "frozen_goal_seconds": 8.0,
         "logs_whole": whole,
     }
 

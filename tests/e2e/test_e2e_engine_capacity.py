@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 from masa_matchmaking.adapters.engines import GrpcEngines
-from masa_matchmaking.app.ports import EngineFull, SeatSpec, TableSpec
+from masa_matchmaking.app.ports import EngineFull
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_platform.auth import ServiceTokens, TokenSigner
 from masa_platform.bus_access import TABLE_ENGINE
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer, auth_settings, keyring
 from masa_platform.tls import open_channel
+from masa_rules.table_config import SeatConfig, SeatKind
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -34,12 +35,8 @@ seats = 3
 
 async def test_a_full_node_is_engine_full_to_matchmaking(tmp_path: Path) -> None:
     (lobby,) = parse_lobbies(LOBBY)
-    seats = (
-        SeatSpec(0, "ayse", "Ayşe", None, ""),
-        SeatSpec(1, "", "", lobby.bot_fill.level, ""),
-        SeatSpec(2, "", "", lobby.bot_fill.level, ""),
-    )
-    spec = TableSpec(lobby, seats)
+    bots = (SeatConfig(n, SeatKind.BOT, bot_level=lobby.bot_fill.level) for n in (1, 2))
+    config = lobby.table_config((SeatConfig(0, SeatKind.HUMAN, "ayse", "Ayşe"), *bots))
     with NatsServer(tmp_path / "nats", secure=True) as nats:
         platform = PlatformSettings(
             auth=auth_settings("table-engine"),
@@ -64,11 +61,11 @@ async def test_a_full_node_is_engine_full_to_matchmaking(tmp_path: Path) -> None
             timeout_seconds=10,
         )
         try:
-            assert await engines.create_table(node.address, "cap-t1", "cap-t1", spec)
+            assert await engines.create_table(node.address, "cap-t1", "cap-t1", config)
             with pytest.raises(EngineFull):
-                await engines.create_table(node.address, "cap-t2", "cap-t2", spec)
+                await engines.create_table(node.address, "cap-t2", "cap-t2", config)
             # A retry of the table the node runs is answered, full or not.
-            assert await engines.create_table(node.address, "cap-t1", "cap-t1", spec)
+            assert await engines.create_table(node.address, "cap-t1", "cap-t1", config)
         finally:
             await engines.close()
             await node.stop()

@@ -71,10 +71,14 @@ class BusSettings:
     # Servers of a JetStream cluster that store each stream (3 in production).
     bus_replicas: int = 1
     # A table's lease: how long a dead node's tables stay frozen before another node takes
-    # them; the owner renews every third of it.
-    table_lease_ttl_seconds: float = 15.0
-    # An engine node's registry record; the node rewrites it every third of this.
-    engine_node_ttl_seconds: float = 10.0
+    # them; the owner renews every third of it. 6 s keeps a killed node's tables frozen at
+    # most about 8 s (the lease, a scan, the rebuild), for a renewal every 2 s per table; a
+    # node stalled (or cut from NATS) for 4 s loses its tables (services/table_engine/README).
+    table_lease_ttl_seconds: float = 6.0
+    # An engine node's registry record; the node rewrites it every third of this, and the
+    # others take it for dead (and look for its tables) after two thirds without a rewrite:
+    # no later than its leases run out.
+    engine_node_ttl_seconds: float = 6.0
     # A lobby's lease among matchmaking instances.
     lobby_lease_ttl_seconds: float = 6.0
     # How long a player's ticket record is kept after its last change.

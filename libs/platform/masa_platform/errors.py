@@ -1,6 +1,7 @@
 """Domain errors and their gRPC status, with a ``google.rpc.ErrorInfo`` a client can read back.
 
-Handlers raise a :class:`MasaError` (or a ``masa_rules`` ``RuleViolation``); the
+Handlers raise a :class:`MasaError`, a service domain's ``masa_rules.refusals.DomainError``
+(its kind has one status code, :data:`STATUS_CODES`) or a ``masa_rules`` ``RuleViolation``; the
 :class:`ErrorInterceptor` turns it into a status whose details hold an ``ErrorInfo`` with
 domain ``masa.dev`` and a reason: the rule id for an illegal move, or a platform reason
 such as ``TABLE_MOVED``. Clients read it with ``grpc_status.rpc_status.from_call`` or
@@ -30,11 +31,13 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from masa_rules.errors import RuleViolation
+from masa_rules.refusals import DomainError, Kind
 
 from masa_platform.handlers import Context, WrappingInterceptor, wrap_handler
 
 __all__ = [
     "DOMAIN",
+    "STATUS_CODES",
     "AnsweredBefore",
     "BadRequest",
     "ErrorInterceptor",
@@ -66,6 +69,17 @@ PREVIEW_CHARACTERS: Final = 24
 
 _log = logging.getLogger(__name__)
 
+STATUS_CODES: Final[Mapping[Kind, grpc.StatusCode]] = {
+    Kind.BAD_INPUT: grpc.StatusCode.INVALID_ARGUMENT,
+    Kind.REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
+    Kind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Kind.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Kind.NOT_PERMITTED: grpc.StatusCode.PERMISSION_DENIED,
+    Kind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+}
+"""The status code of each kind of refusal: the one mapping, for domain errors and for the
+platform's own errors of those kinds."""
+
 
 class MasaError(Exception):
     """An error with a gRPC code, an ``ErrorInfo`` reason and metadata (strings only)."""
@@ -85,7 +99,7 @@ class MasaError(Exception):
 class BadRequest(MasaError):
     """The request is malformed whatever the state: a missing field, an unknown card."""
 
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    code = STATUS_CODES[Kind.BAD_INPUT]
     default_reason = "BAD_REQUEST"
 
 
@@ -99,14 +113,14 @@ class InvalidPageToken(BadRequest):
 class RequestIdReused(MasaError):
     """A ``request_id`` sent again with a different request: the retry is not a retry."""
 
-    code = grpc.StatusCode.ALREADY_EXISTS
+    code = STATUS_CODES[Kind.ALREADY_EXISTS]
     default_reason = "REQUEST_ID_REUSED"
 
 
 class PreconditionFailed(MasaError):
     """The request is well formed but not allowed in the current state."""
 
-    code = grpc.StatusCode.FAILED_PRECONDITION
+    code = STATUS_CODES[Kind.REFUSED]
     default_reason = "FAILED_PRECONDITION"
 
 
@@ -149,7 +163,7 @@ class TokenExpired(Unauthenticated):
 class PermissionDenied(MasaError):
     """An authenticated caller without the role the method needs."""
 
-    code = grpc.StatusCode.PERMISSION_DENIED
+    code = STATUS_CODES[Kind.NOT_PERMITTED]
     default_reason = "PERMISSION_DENIED"
 
 
@@ -162,7 +176,7 @@ class NotYourSeat(PermissionDenied):
 class NotFound(MasaError):
     """The named table, lobby, ticket or account does not exist."""
 
-    code = grpc.StatusCode.NOT_FOUND
+    code = STATUS_CODES[Kind.NOT_FOUND]
     default_reason = "NOT_FOUND"
 
 
@@ -176,7 +190,7 @@ class Overloaded(MasaError):
 class Unavailable(MasaError):
     """A dependency (a database, NATS) cannot be reached now; retry with the same request."""
 
-    code = grpc.StatusCode.UNAVAILABLE
+    code = STATUS_CODES[Kind.UNAVAILABLE]
     default_reason = "UNAVAILABLE"
 
 
@@ -217,6 +231,8 @@ def refusal(error: BaseException) -> Refusal:
     stream that answers each message (``SubmitActions``) sends it inside a message."""
     if isinstance(error, MasaError):
         return Refusal(error.code, error.message, error.reason, error.metadata)
+    if isinstance(error, DomainError):
+        return Refusal(STATUS_CODES[error.kind], error.message, error.reason.value, error.metadata)
     if isinstance(error, RuleViolation):
         return Refusal(grpc.StatusCode.FAILED_PRECONDITION, error.message, error.rule, {})
     return Refusal(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL", {})
@@ -281,7 +297,7 @@ class ErrorInterceptor(WrappingInterceptor):
                 yield
             except grpc.aio.AbortError:
                 raise
-            except (MasaError, RuleViolation, AnsweredBefore) as error:
+            except (MasaError, DomainError, RuleViolation, AnsweredBefore) as error:
                 _drop_tracebacks(error)
                 finish_with(context, error)
             except Exception as error:

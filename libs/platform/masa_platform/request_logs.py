@@ -2,8 +2,10 @@
 
 :class:`LogContextInterceptor` binds, for the length of each call with a single request, the
 method (``rpc``) and whichever of ``request_id``, ``table_id``, ``game_no``, ``seat``,
-``ticket_id`` and ``lobby_id`` the request carries (:func:`masa_platform.logs.bound_context`),
-so that one filter on a table id or a request id follows a table's story across services.
+``ticket_id`` and ``lobby_id`` the request carries, so that one filter on a table id or a
+request id follows a table's story across services. A unary call binds them lazily
+(:func:`masa_platform.logs.bind_lazily`): they are read from the request only if the call
+logs a line.
 Ids are fine in logs: it is metrics that must never carry them.
 """
 
@@ -16,7 +18,7 @@ from typing import Any, Final
 import grpc
 
 from masa_platform.handlers import Context, WrappingInterceptor, split_method
-from masa_platform.logs import bound_context
+from masa_platform.logs import bind_lazily, bound_context, unbind
 
 __all__ = ["LOGGED_FIELDS", "LogContextInterceptor", "request_fields"]
 
@@ -64,8 +66,11 @@ class LogContextInterceptor(WrappingInterceptor):
         if not handler.response_streaming:
 
             async def unary_response(request: Any, context: Context) -> Any:
-                with bound_context(rpc=rpc, **request_fields(request)):
+                token = bind_lazily(lambda: {"rpc": rpc, **request_fields(request)})
+                try:
                     return await unary(request, context)
+                finally:
+                    unbind(token)
 
             return grpc.unary_unary_rpc_method_handler(unary_response, **serializers)
         if inspect.isasyncgenfunction(streamed):

@@ -312,6 +312,13 @@ class NatsServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int:
+        """The running server's process id (for a benchmark to read its CPU)."""
+        if self._process is None:
+            raise RuntimeError("nats-server is not running")
+        return self._process.pid
+
     def start(self) -> None:
         """Start and wait until clients can connect (JetStream is up by then)."""
         if self.running:

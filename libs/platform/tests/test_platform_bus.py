@@ -8,6 +8,7 @@ from pathlib import Path
 import nats.errors
 import nats.js.errors
 import pytest
+from masa_platform.acks import AckedPublisher
 from masa_platform.bus import (
     KvBucket,
     LeaseLost,
@@ -111,10 +112,14 @@ async def test_kv_writes_are_guarded_by_revision(nc: Client) -> None:
     assert await bucket.create("t1", b"reborn") > put
 
 
-async def test_a_lease_is_exclusive_renewable_and_expires(nc: Client) -> None:
+@pytest.mark.parametrize("acked", [False, True], ids=["kv-update", "acked-publisher"])
+async def test_a_lease_is_exclusive_renewable_and_expires(nc: Client, acked: bool) -> None:
+    """Renewed through nats-py's KV update or, as the engines renew, through the shared ack
+    inbox: the same fence either way."""
     bucket = await new_bucket(nc, "leases_", ttl_seconds=1.0)
-    engine_1 = Leases(bucket, "engine-1")
-    engine_2 = Leases(bucket, "engine-2")
+    publisher = await AckedPublisher.started(nc) if acked else None
+    engine_1 = Leases(bucket, "engine-1", publisher=publisher)
+    engine_2 = Leases(bucket, "engine-2", publisher=publisher)
 
     lease = await engine_1.acquire("table.t1")
     assert lease is not None
@@ -147,6 +152,8 @@ async def test_a_lease_is_exclusive_renewable_and_expires(nc: Client) -> None:
     await engine_2.release(taken)
     assert await engine_2.holder_of("table.t1") is None
     assert await engine_1.acquire("table.t1") is not None
+    if publisher is not None:
+        await publisher.close()
 
 
 async def test_the_server_survives_kill_and_restart_and_clients_reconnect(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
+from masa.common.v1 import error_pb2
 from masa_platform.errors import (
+    STATUS_CODES,
     BadRequest,
     IllegalMove,
     MasaError,
@@ -23,8 +25,16 @@ from masa_platform.errors import (
 )
 from masa_platform.server import standard_interceptors
 from masa_platform.testing import auth_settings, token
+from masa_rules import refusals
 from masa_rules.errors import IllegalAction
-from platform_support import PLAYERS_POLICY, Handlers, ServeFactory, unary_stream, unary_unary
+from masa_rules.refusals import DomainError, Kind, Reason
+from platform_support import (
+    PLAYERS_POLICY,
+    Handlers,
+    ServeFactory,
+    unary_stream,
+    unary_unary,
+)
 
 AUTH = auth_settings()
 TOKEN = (("authorization", f"Bearer {token('ayse')}"),)
@@ -76,6 +86,60 @@ CASES: dict[str, tuple[BaseException, grpc.StatusCode, str, dict[str, str]]] = {
 }
 
 
+def reason(value: error_pb2.ErrorReason.ValueType) -> str:
+    """An ErrorReason as a status's ErrorInfo carries it."""
+    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
+
+
+# Each kind of a domain's refusal, raised by a handler: the one status code of its kind, the
+# reason it names (or its kind's default) and its metadata.
+DOMAIN_CASES: dict[str, tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = {
+    "DomainBadInput": (
+        refusals.BadInput("a zero amount"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        reason(error_pb2.ERROR_REASON_BAD_REQUEST),
+        {},
+    ),
+    "DomainRefused": (
+        refusals.Refused("no chips", reason=Reason.INSUFFICIENT_FUNDS, metadata={"required": "5"}),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason(error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS),
+        {"required": "5"},
+    ),
+    "DomainRefusedDefault": (
+        refusals.Refused("not now"),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason(error_pb2.ERROR_REASON_FAILED_PRECONDITION),
+        {},
+    ),
+    "DomainNotFound": (
+        refusals.NotFound("no hold h1", reason=Reason.HOLD_NOT_FOUND, metadata={"hold_id": "h1"}),
+        grpc.StatusCode.NOT_FOUND,
+        reason(error_pb2.ERROR_REASON_HOLD_NOT_FOUND),
+        {"hold_id": "h1"},
+    ),
+    "DomainAlreadyExists": (
+        refusals.AlreadyExists("request_id r1 made another hold"),
+        grpc.StatusCode.ALREADY_EXISTS,
+        reason(error_pb2.ERROR_REASON_REQUEST_ID_REUSED),
+        {},
+    ),
+    "DomainNotPermitted": (
+        refusals.NotPermitted("not your chips", reason=Reason.NOT_YOUR_ACCOUNT),
+        grpc.StatusCode.PERMISSION_DENIED,
+        reason(error_pb2.ERROR_REASON_NOT_YOUR_ACCOUNT),
+        {},
+    ),
+    "DomainUnavailable": (
+        refusals.Unavailable("the database is down"),
+        grpc.StatusCode.UNAVAILABLE,
+        reason(error_pb2.ERROR_REASON_UNAVAILABLE),
+        {},
+    ),
+}
+CASES.update(DOMAIN_CASES)
+
+
 @pytest.fixture
 def handlers() -> dict[str, grpc.RpcMethodHandler[bytes, bytes]]:
     built = {name: raising(error) for name, (error, *_) in CASES.items()}
@@ -103,7 +167,7 @@ async def test_errors_map_to_status_with_error_info(
     info = error_info(status)
     assert info is not None
     assert (info.reason, info.domain, dict(info.metadata)) == (reason, "masa.dev", metadata)
-    if isinstance(error, MasaError):
+    if isinstance(error, MasaError | DomainError):
         assert raised.value.details() == error.message
     if code == grpc.StatusCode.INTERNAL:
         assert raised.value.details() == "internal error"
@@ -206,3 +270,27 @@ def test_preview_quotes_a_short_prefix_and_the_length() -> None:
     assert preview("t1") == "'t1'"
     long = preview("x" * 100_000)
     assert long.startswith("'xxxx") and "(100000 characters)" in long and len(long) < 60
+
+
+def test_every_kind_of_refusal_has_a_status_code_and_every_domain_case_is_served() -> None:
+    assert set(STATUS_CODES) == set(Kind)
+    assert {error.kind for error, *_ in DOMAIN_CASES.values()} == set(Kind)
+    for error, code, *_ in DOMAIN_CASES.values():
+        assert STATUS_CODES[error.kind] == code
+
+
+def test_the_domains_reasons_are_the_proto_error_reasons_name_for_name() -> None:
+    """``masa_rules.refusals.Reason`` mirrors masa.common.v1.ErrorReason (a domain imports no
+    protobuf): the same names, in the same order, none left out."""
+    names = [
+        reason(number)
+        for number in error_pb2.ErrorReason.values()
+        if number != error_pb2.ERROR_REASON_UNSPECIFIED
+    ]
+    assert [member.value for member in Reason] == names
+    assert [member.name for member in Reason] == names
+
+
+def test_a_reason_given_by_a_name_that_is_no_error_reason_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="NOT_A_REASON"):
+        refusals.Refused("not now", reason="NOT_A_REASON")

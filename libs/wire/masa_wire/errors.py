@@ -10,7 +10,8 @@ class WireError(ValueError):
 
     It is deliberately not a ``RuleViolation``: a message that cannot even be read is a bad
     request (``INVALID_ARGUMENT``), not a move the rules forbid (``FAILED_PRECONDITION``).
-    ``reason`` is the rule id that rejects the input (``C-1`` for a card) or ``INVALID_ARGUMENT``.
+    ``reason`` is the rule id that rejects the input (``C-1`` for a card), ``BAD_REQUEST`` for
+    a value that names nothing (an unknown mode or bot level), or ``INVALID_ARGUMENT``.
     """
 
     def __init__(self, message: str, reason: str = "INVALID_ARGUMENT") -> None:

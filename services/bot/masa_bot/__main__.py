@@ -6,6 +6,7 @@ import logging
 from socket import gethostname
 
 from masa_platform import runner, tracing
+from masa_platform.lifecycle import Lifecycle
 from masa_platform.logs import configure_logging
 from masa_platform.metrics import set_build_info, start_metrics_server
 from masa_platform.server import wait_for_signal
@@ -20,19 +21,22 @@ _log = logging.getLogger("masa_bot")
 async def serve(settings: BotSettings) -> None:
     platform = settings.platform
     set_build_info(platform.service_name, platform.version)
-    metrics = start_metrics_server(platform.metrics_host, platform.metrics_port)
-    server = bootstrap(settings)
-    try:
+    async with Lifecycle(platform.service_name) as life:
+        metrics = start_metrics_server(platform.metrics_host, platform.metrics_port)
+
+        async def close_metrics() -> None:
+            metrics.close()
+
+        life.closing("metrics", close_metrics)
+        server = bootstrap(settings)
         await server.start()
+        # NOT_SERVING first, then running decisions get the grace period (MASA_GRACE_SECONDS).
+        life.draining("grpc", server.stop)
         _log.info(
             "bot serving", extra={"grpc_address": server.address, "metrics_port": metrics.port}
         )
         signal_received = await wait_for_signal()
         _log.info("bot stopping", extra={"signal": signal_received.name})
-    finally:
-        # NOT_SERVING first, then running decisions get the grace period (MASA_GRACE_SECONDS).
-        await server.stop()
-        metrics.close()
 
 
 def main() -> None:

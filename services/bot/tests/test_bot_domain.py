@@ -8,24 +8,25 @@ import time
 
 import pytest
 from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator, decide_fiftyone
+from masa_bot.domain import Decision, NothingToDecide, decide_elevator, decide_fiftyone
 from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, Pass, Play, apply, legal_actions, new_game, position
 from masa_rules.fiftyone.melding import islek_faces
 from masa_rules.ruleset import RuleSet
+from masa_rules.table_config import BotLevel
 
 
 class Recorded:
     def __init__(self) -> None:
-        self.calls: list[tuple[str, Level]] = []
+        self.calls: list[tuple[str, BotLevel]] = []
 
-    def record(self, game: str, level: Level, seconds: float) -> None:
+    def record(self, game: str, level: BotLevel, seconds: float) -> None:
         assert seconds >= 0
         self.calls.append((game, level))
 
 
-@pytest.mark.parametrize("level", list(Level))
-def test_every_level_plays_a_whole_elevator_hand_with_legal_actions_only(level: Level) -> None:
+@pytest.mark.parametrize("level", list(BotLevel))
+def test_every_level_plays_a_whole_elevator_hand_with_legal_actions_only(level: BotLevel) -> None:
     state = new_game(ElevatorRules(), 4, f"bot-{level.value}")
     while not state.is_over:
         decision = decide_elevator(state, state.turn, level, b"seed")
@@ -36,20 +37,20 @@ def test_every_level_plays_a_whole_elevator_hand_with_legal_actions_only(level: 
 
 def test_the_same_seed_gives_the_same_decision() -> None:
     state = new_game(ElevatorRules(), 5, "replayable")
-    first = decide_elevator(state, state.turn, Level.EASY, b"fixed")
-    assert decide_elevator(state, state.turn, Level.EASY, b"fixed") == first
+    first = decide_elevator(state, state.turn, BotLevel.EASY, b"fixed")
+    assert decide_elevator(state, state.turn, BotLevel.EASY, b"fixed") == first
 
 
 def test_normal_sheds_the_most_cards_and_keeps_the_joker() -> None:
     state = position([["8H", "8S", "XR", "KD"], ["3C"], ["4D"]], pile=["5C"])
-    decision = decide_elevator(state, 0, Level.NORMAL, b"seed")
+    decision = decide_elevator(state, 0, BotLevel.NORMAL, b"seed")
     assert isinstance(decision.action, Play)
     assert [card.code for card in decision.action.cards] in (["8H", "8S"], ["8S", "8H"])
 
 
 def test_a_seat_with_no_legal_move_must_pass_and_says_why() -> None:
     state = position([["3H"], ["3C"], ["4D"]], pile=["KC"])
-    decision = decide_elevator(state, 0, Level.NORMAL, b"seed")
+    decision = decide_elevator(state, 0, BotLevel.NORMAL, b"seed")
     assert decision.action == Pass(0)
     assert "E-8" in decision.explanation
 
@@ -57,31 +58,31 @@ def test_a_seat_with_no_legal_move_must_pass_and_says_why() -> None:
 def test_a_seat_not_on_turn_has_nothing_to_decide() -> None:
     state = new_game(ElevatorRules(), 3, "not-my-turn")
     with pytest.raises(NothingToDecide):
-        decide_elevator(state, (state.turn + 1) % 3, Level.NORMAL, b"seed")
+        decide_elevator(state, (state.turn + 1) % 3, BotLevel.NORMAL, b"seed")
 
 
 async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() -> None:
     recorder = Recorded()
     use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
 
-    def decider(level: Level) -> Decision[str]:
-        if level is Level.NORMAL:
+    def decider(level: BotLevel) -> Decision[str]:
+        if level is BotLevel.NORMAL:
             time.sleep(0.5)
         return Decision(level.value, "because")
 
-    decision = await use_case.decide("elevator", Level.NORMAL, decider, budget_seconds=0.05)
+    decision = await use_case.decide("elevator", BotLevel.NORMAL, decider, budget_seconds=0.05)
     assert decision.action == "easy"
-    assert recorder.calls == [("elevator", Level.EASY)]
+    assert recorder.calls == [("elevator", BotLevel.EASY)]
 
 
 async def test_a_decision_within_budget_keeps_its_level() -> None:
     recorder = Recorded()
     use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
     decision = await use_case.decide(
-        "elevator", Level.NORMAL, lambda level: Decision(level.value, "quick")
+        "elevator", BotLevel.NORMAL, lambda level: Decision(level.value, "quick")
     )
     assert decision.action == "normal"
-    assert recorder.calls == [("elevator", Level.NORMAL)]
+    assert recorder.calls == [("elevator", BotLevel.NORMAL)]
 
 
 def test_the_domain_examples_hold() -> None:
@@ -93,8 +94,8 @@ def test_the_domain_examples_hold() -> None:
 
 
 @pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
-@pytest.mark.parametrize("level", list(Level))
-def test_every_level_plays_a_51_hand_with_legal_actions_only(preset: str, level: Level) -> None:
+@pytest.mark.parametrize("level", list(BotLevel))
+def test_every_level_plays_a_51_hand_with_legal_actions_only(preset: str, level: BotLevel) -> None:
     state = fiftyone.new_game(getattr(RuleSet, preset)(), 4, f"bot-{preset}")
     hand_no = state.hand_no
     for _ in range(400):
@@ -115,7 +116,7 @@ def test_normal_never_feeds_an_islek_card_when_another_discard_goes() -> None:
             if state.phase is fiftyone.Phase.OVER:
                 break
             seat = state.to_act[0]
-            decision = decide_fiftyone(state, seat, Level.NORMAL, b"seed")
+            decision = decide_fiftyone(state, seat, BotLevel.NORMAL, b"seed")
             islek = islek_faces(state.table, state.rules)
             safe = [
                 action

@@ -11,13 +11,14 @@ and a health probe that reports NOT_SERVING while the database cannot be reached
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from masa_platform.bus import connect
 from masa_platform.keys import KeyFileError
+from masa_platform.lifecycle import Lifecycle
+from masa_platform.loops import supervise
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
@@ -38,9 +39,9 @@ from masa_ledger.adapters.metrics import PrometheusLedgerMetrics
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
-from masa_ledger.app.background import every
 from masa_ledger.app.check import run_check
-from masa_ledger.app.ledger import HoldPolicy, Ledger
+from masa_ledger.app.holds import HoldPolicy
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.settings import LedgerSettings, sqlite_path
 
 __all__ = ["LedgerService", "open_store", "start_ledger"]
@@ -61,7 +62,7 @@ async def open_store(settings: LedgerSettings, *, create: bool = True) -> SqlSto
 
 @dataclass(slots=True)
 class LedgerService:
-    """A running ledger; :meth:`stop` shuts it down in order."""
+    """A running ledger; :meth:`stop` shuts it down in order (its :class:`Lifecycle`)."""
 
     settings: LedgerSettings
     store: SqlStore
@@ -70,21 +71,20 @@ class LedgerService:
     nats: Client
     metrics: PrometheusLedgerMetrics
     relay: OutboxRelay
-    stopping: asyncio.Event
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    lifecycle: Lifecycle
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        return self.lifecycle.stopping
+
+    @property
+    def tasks(self) -> tuple[asyncio.Task[None], ...]:
+        return self.lifecycle.tasks
 
     async def stop(self, grace_seconds: float | None = None) -> None:
-        await self.server.stop(grace_seconds)
-        self.stopping.set()
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.ledger.drain()
-        with contextlib.suppress(Exception):
-            await self.nats.drain()
-        await self.store.close()
+        """Stop serving (calls in flight have ``grace_seconds``), stop the tasks, let the
+        ledger's writes finish, drain NATS, close the database."""
+        await self.lifecycle.stop(grace_seconds)
 
 
 async def start_ledger(
@@ -92,30 +92,56 @@ async def start_ledger(
 ) -> LedgerService:
     platform = settings.platform
     verifier = _result_verifier(settings)
-    store = await open_store(settings)
-    try:
+    async with Lifecycle(platform.service_name) as life:
+        store = await open_store(settings)
+        life.closing("database", store.close)
         nc = await connect(
             platform.nats_url,
             name=platform.service_name,
             user=platform.nats_user,
             password=platform.nats_password,
         )
-    except Exception:
-        await store.close()
-        raise
-    js = nc.jetstream()
+        life.closing("nats", nc.drain)
+        loops = LoopMetrics(registry)
+        service = _wire(settings, registry, life, (store, nc, verifier, loops))
+        await service.server.start()
+        life.draining("grpc", service.server.stop)
+        _start_loops(settings, registry, service, (verifier, loops))
+        life.detach()
+    _log.info(
+        "ledger serving",
+        extra={
+            "grpc_address": service.server.address,
+            "database": _redacted(settings.database_url),
+        },
+    )
+    return service
+
+
+def _wire(
+    settings: LedgerSettings,
+    registry: CollectorRegistry,
+    life: Lifecycle,
+    opened: tuple[SqlStore, Client, ResultVerifier, LoopMetrics],
+) -> LedgerService:
+    """The use cases over the opened store and NATS connection, behind a bound gRPC server."""
+    store, nc, verifier, loops = opened
+    platform = settings.platform
     metrics = PrometheusLedgerMetrics(registry)
-    loops = LoopMetrics(registry)
-    relay = OutboxRelay(js, store, metrics, loops)
+    relay = OutboxRelay(nc.jetstream(), store, metrics, loops)
     ledger = Ledger(
         store,
         encode_event,
         metrics,
         results=JetStreamResultLog(nc, verifier),
-        policy=HoldPolicy(settings.hold_ttl_seconds, settings.hold_max_ttl_seconds),
+        policy=HoldPolicy(
+            default_ttl_seconds=settings.hold_ttl_seconds,
+            max_ttl_seconds=settings.hold_max_ttl_seconds,
+        ),
         on_commit=relay.wake,
         welcome_chips=settings.dev_welcome_chips,
     )
+    life.closing("ledger writes", ledger.drain)
     server = create_server(
         platform.server,
         [registration(LedgerServicer(ledger, PageTokens(settings.page_tokens.key())))],
@@ -128,11 +154,22 @@ async def start_ledger(
             quotas=caller_quotas(platform.server.quotas, registry),
         ),
     )
-    stopping = asyncio.Event()
-    service = LedgerService(settings, store, ledger, server, nc, metrics, relay, stopping)
+    return LedgerService(settings, store, ledger, server, nc, metrics, relay, life)
+
+
+def _start_loops(
+    settings: LedgerSettings,
+    registry: CollectorRegistry,
+    service: LedgerService,
+    shared: tuple[ResultVerifier, LoopMetrics],
+) -> None:
+    """The settlement consumer, the outbox relay and the supervised periodic loops."""
+    verifier, loops = shared
+    life, store, server, metrics = service.lifecycle, service.store, service.server, service.metrics
+    stopping = life.stopping
     consumer = ResultsConsumer(
-        js,
-        ledger,
+        service.nats.jetstream(),
+        service.ledger,
         verifier,
         fetch_seconds=settings.results_fetch_seconds,
         metrics=ConsumerMetrics(registry),
@@ -159,43 +196,18 @@ async def start_ledger(
             raise
         await server.set_serving(True)
 
-    await server.start()
-    loop = asyncio.get_running_loop()
-    service.tasks = [
-        loop.create_task(consumer.run(stopping), name="ledger-results"),
-        loop.create_task(relay.run(stopping), name="ledger-outbox"),
-        loop.create_task(
-            every(
-                settings.expiry_interval_seconds,
-                loops.timed("hold_expiry", ledger.expire_due),
-                stopping,
-                name="expiry",
-            ),
-            name="ledger-expiry",
-        ),
-        loop.create_task(
-            every(
-                settings.check_interval_seconds,
-                loops.timed("invariant_check", check),
-                stopping,
-                name="check",
-            ),
-            name="ledger-check",
-        ),
-        loop.create_task(
-            every(_PRUNE_SECONDS, loops.timed("prune", prune), stopping, name="prune"),
-            name="ledger-prune",
-        ),
-        loop.create_task(
-            every(_HEALTH_SECONDS, loops.timed("health_probe", probe), stopping, name="health"),
-            name="ledger-health",
-        ),
-    ]
-    _log.info(
-        "ledger serving",
-        extra={"grpc_address": server.address, "database": _redacted(settings.database_url)},
-    )
-    return service
+    life.spawn(consumer.run(stopping), name="ledger-results")
+    life.spawn(service.relay.run(stopping), name="ledger-outbox")
+    for loop, step, seconds, task in (
+        ("hold_expiry", service.ledger.expire_due, settings.expiry_interval_seconds, "expiry"),
+        ("invariant_check", check, settings.check_interval_seconds, "check"),
+        ("prune", prune, _PRUNE_SECONDS, "prune"),
+        ("health_probe", probe, _HEALTH_SECONDS, "health"),
+    ):
+        life.spawn(
+            supervise(loop, step, interval_seconds=seconds, stop=stopping, metrics=loops),
+            name=f"ledger-{task}",
+        )
 
 
 def _result_verifier(settings: LedgerSettings) -> ResultVerifier:

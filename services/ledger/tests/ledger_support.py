@@ -28,7 +28,8 @@ from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import Executor, SqlStore
 from masa_ledger.adapters.sqlite_store import SqliteStore
-from masa_ledger.app.ledger import HoldPolicy, Ledger, StakeRequest
+from masa_ledger.app.holds import HoldPolicy, StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.domain.model import GameKey, GameResult, Hold, Standing
 from masa_ledger.settings import LedgerSettings
@@ -115,7 +116,13 @@ def make_ledger(store: SqlStore, clock: Clock) -> tuple[Ledger, RecordedMetrics]
 async def hold_for(ledger: Ledger, players: Sequence[str], amount: int, prefix: str) -> list[Hold]:
     return await ledger.hold_stakes(
         [
-            StakeRequest(f"{prefix}-{player}", player, amount, "lobby-1", f"t-{player}")
+            StakeRequest(
+                hold_id=f"{prefix}-{player}",
+                player_id=player,
+                amount=amount,
+                lobby_id="lobby-1",
+                ticket_id=f"t-{player}",
+            )
             for player in players
         ]
     )
@@ -136,7 +143,14 @@ def result(
         key=key,
         stake=stake,
         standings=tuple(
-            Standing(seat, player, place, seat in forfeited, seat % 2 if teams else 0, hold_id)
+            Standing(
+                seat=seat,
+                player_id=player,
+                place=place,
+                forfeited=seat in forfeited,
+                team=seat % 2 if teams else 0,
+                hold_id=hold_id,
+            )
             for seat, player, place, hold_id in ranking
         ),
         teams=teams,

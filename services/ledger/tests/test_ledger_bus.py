@@ -23,10 +23,13 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
-from masa_ledger.app.ledger import WINNER_TAKES_ALL, Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
+from masa_ledger.app.settlement import WINNER_TAKES_ALL
 from masa_ledger.bootstrap import start_ledger
-from masa_ledger.domain.model import GameKey, HoldState, PayoutRule, SettlementState
+from masa_ledger.domain.model import GameKey, HoldState, SettlementState
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import PayoutRule
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 from prometheus_client import CollectorRegistry
@@ -42,7 +45,10 @@ async def _staked_game(
     for player in players:
         await ledger.grant(f"grant-{table_id}-{player}", player, 1000, "welcome")
     holds = await ledger.hold_stakes(
-        [StakeRequest(f"{table_id}-{p}", p, stake, "lobby") for p in players]
+        [
+            StakeRequest(hold_id=f"{table_id}-{p}", player_id=p, amount=stake, lobby_id="lobby")
+            for p in players
+        ]
     )
     await ledger.bind_holds(table_id, 1, stake, [h.hold_id for h in holds], terms)
     return [h.hold_id for h in holds]
@@ -75,10 +81,12 @@ async def test_game_finished_on_the_bus_is_paid_once_and_announced_p30(
                 await publish_result(js, finished, msg_id=f"{table}-copy-{copy}")
 
             async def settled() -> bool:
-                return (await service.store.settlement(GameKey(table, 1))) is not None
+                return (
+                    await service.store.settlement(GameKey(table_id=table, game_no=1))
+                ) is not None
 
             await eventually(settled, what="the settlement")
-            settlement = await ledger.settlement(GameKey(table, 1))
+            settlement = await ledger.settlement(GameKey(table_id=table, game_no=1))
             assert settlement.state is SettlementState.SETTLED
             assert (settlement.pot, settlement.rake) == (200, 10)
             assert [(p.player_id, p.amount) for p in settlement.payouts] == [("mehmet", 190)]
@@ -128,12 +136,14 @@ async def test_two_ledgers_reading_the_same_results_settle_each_game_once_p31(
                 )
 
             async def all_settled() -> bool:
-                found = [await first.store.settlement(GameKey(t, 1)) for t in tables]
+                found = [
+                    await first.store.settlement(GameKey(table_id=t, game_no=1)) for t in tables
+                ]
                 return all(found)
 
             await eventually(all_settled, what="six settlements")
             for table_id in tables:
-                settlement = await second.ledger.settlement(GameKey(table_id, 1))
+                settlement = await second.ledger.settlement(GameKey(table_id=table_id, game_no=1))
                 assert [p.amount for p in settlement.payouts] == [30]
             # Each of a, b and c was granted 1000 six times, staked 10 six times and won
             # every game as player a: a gained 20 per game, b and c lost 10.
@@ -163,10 +173,12 @@ async def test_game_abandoned_voids_the_game_and_its_holds_p30(
             await publish_result(js, abandoned)
 
             async def voided() -> bool:
-                return (await service.store.settlement(GameKey(table, 1))) is not None
+                return (
+                    await service.store.settlement(GameKey(table_id=table, game_no=1))
+                ) is not None
 
             await eventually(voided, what="the voiding")
-            settlement = await ledger.settlement(GameKey(table, 1))
+            settlement = await ledger.settlement(GameKey(table_id=table, game_no=1))
             assert settlement.state is SettlementState.VOIDED
             assert settlement.reason == "state lost"
             for hold_id in holds:
@@ -194,7 +206,9 @@ async def test_the_service_checks_its_invariants_periodically_and_exports_them(
     try:
         ledger = service.ledger
         await ledger.grant(f"g-{uuid.uuid4().hex[:6]}", "ayse", 100, "")
-        await ledger.hold_stakes([StakeRequest(f"h-{uuid.uuid4().hex[:6]}", "ayse", 10)])
+        await ledger.hold_stakes(
+            [StakeRequest(hold_id=f"h-{uuid.uuid4().hex[:6]}", player_id="ayse", amount=10)]
+        )
 
         def sample(name: str, **labels: str) -> float | None:
             return registry.get_sample_value(name, labels)

@@ -51,7 +51,11 @@ async def test_p31_check_passes_then_finds_a_chip_made_from_nothing(
             await hold_for(ledger, "ab", 10, "t1")
             await ledger.bind_holds("t1", 1, 10, ["t1-a", "t1-b"])
             await ledger.settle(
-                result(GameKey("t1", 1), 10, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]),
+                result(
+                    GameKey(table_id="t1", game_no=1),
+                    10,
+                    [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")],
+                ),
                 from_event=False,
             )
             code, out, _ = await _check(url)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from ledger_support import BACKENDS, Clock, assert_consistent, make_ledger, open_store, result
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import Refused
-from masa_ledger.domain.model import HOUSE, GameKey, PayoutRule
+from masa_ledger.domain.model import HOUSE, GameKey
+from masa_rules.table_config import PayoutRule
 
 PLAYERS = [f"p{n}" for n in range(8)]
 
@@ -30,12 +31,17 @@ async def test_p31_fifty_concurrent_games_on_eight_wallets_lose_no_chip(
 
         async def play(table_id: str, players: list[str]) -> None:
             holds = await ledger.hold_stakes(
-                [StakeRequest(f"{table_id}-{p}", p, 100, "salon") for p in players]
+                [
+                    StakeRequest(
+                        hold_id=f"{table_id}-{p}", player_id=p, amount=100, lobby_id="salon"
+                    )
+                    for p in players
+                ]
             )
             ids = [h.hold_id for h in holds]
             await ledger.bind_holds(table_id, 1, 100, list(reversed(ids)), rule)
             ranking = [(seat, p, seat + 1, ids[seat]) for seat, p in enumerate(players)]
-            finished = result(GameKey(table_id, 1), 100, ranking)
+            finished = result(GameKey(table_id=table_id, game_no=1), 100, ranking)
             # Each result arrives twice, at the same time: one settles, one is a repeat.
             outcomes = await asyncio.gather(ledger.on_result(finished), ledger.on_result(finished))
             assert sorted(o.value for o in outcomes) == ["already_closed", "settled"]
@@ -43,7 +49,9 @@ async def test_p31_fifty_concurrent_games_on_eight_wallets_lose_no_chip(
         # Meanwhile lone holds come and go on the same wallets.
         async def churn(n: int) -> None:
             player = PLAYERS[n % len(PLAYERS)]
-            (hold,) = await ledger.hold_stakes([StakeRequest(f"churn-{n}", player, 7)])
+            (hold,) = await ledger.hold_stakes(
+                [StakeRequest(hold_id=f"churn-{n}", player_id=player, amount=7)]
+            )
             await ledger.release_hold(hold.hold_id, "cancelled")
 
         await asyncio.gather(
@@ -76,7 +84,9 @@ async def test_p30_concurrent_holds_never_reserve_more_than_a_wallet_has(
 
         async def stake(n: int) -> str:
             try:
-                await ledger.hold_stakes([StakeRequest(f"h{n}", "ayse", 30)])
+                await ledger.hold_stakes(
+                    [StakeRequest(hold_id=f"h{n}", player_id="ayse", amount=30)]
+                )
             except Refused as refused:
                 return refused.reason
             return "HELD"
@@ -100,13 +110,19 @@ async def test_p30_settling_and_voiding_the_same_game_at_once_closes_it_once(
             await ledger.grant(f"w-{player}", player, 1000, "")
         for n in range(20):
             table_id = f"race{n}"
-            holds = await ledger.hold_stakes([StakeRequest(f"{table_id}-{p}", p, 10) for p in "ab"])
+            holds = await ledger.hold_stakes(
+                [StakeRequest(hold_id=f"{table_id}-{p}", player_id=p, amount=10) for p in "ab"]
+            )
             ids = [h.hold_id for h in holds]
             await ledger.bind_holds(table_id, 1, 10, ids)
-            finished = result(GameKey(table_id, 1), 10, [(0, "a", 1, ids[0]), (1, "b", 2, ids[1])])
+            finished = result(
+                GameKey(table_id=table_id, game_no=1),
+                10,
+                [(0, "a", 1, ids[0]), (1, "b", 2, ids[1])],
+            )
             (settled, settle_applied), (voided, void_applied) = await asyncio.gather(
                 ledger.settle(finished, from_event=True),
-                ledger.void(GameKey(table_id, 1), "operator"),
+                ledger.void(GameKey(table_id=table_id, game_no=1), "operator"),
             )
             assert settle_applied != void_applied
             assert settled.state is voided.state

@@ -32,7 +32,7 @@ from ledger_support import (
     publish_result,
 )
 from masa_ledger.adapters.sql import SqlStore
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.model import GameKey
 from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsServer, free_port
@@ -73,7 +73,7 @@ async def _stage(store: SqlStore, table: str) -> list[str]:
     for player in ("ayse", "mehmet"):
         await ledger.grant(f"w-{player}", player, 1000, "")
     holds = await ledger.hold_stakes(
-        [StakeRequest(f"{table}-{p}", p, 100) for p in ("ayse", "mehmet")]
+        [StakeRequest(hold_id=f"{table}-{p}", player_id=p, amount=100) for p in ("ayse", "mehmet")]
     )
     await ledger.bind_holds(table, 1, 100, [h.hold_id for h in holds])
     return [h.hold_id for h in holds]
@@ -118,7 +118,9 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
                         )
 
                         async def committed() -> bool:
-                            return (await store.settlement(GameKey(table, 1))) is not None
+                            return (
+                                await store.settlement(GameKey(table_id=table, game_no=1))
+                            ) is not None
 
                         await eventually(committed, what="the settlement's commit")
                         first.send_signal(signal.SIGKILL)

@@ -27,7 +27,7 @@ async def _settled(store: SqlStore) -> None:
     await hold_for(ledger, "ab", 100, "t1")
     await ledger.bind_holds("t1", 1, 100, ["t1-a", "t1-b"])
     await ledger.settle(
-        result(GameKey("t1", 1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]),
+        result(GameKey(table_id="t1", game_no=1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]),
         from_event=False,
     )
 

@@ -28,8 +28,9 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa_ledger.app.ledger import Ledger, StakeRequest
-from masa_ledger.domain.model import GameKey, PayoutRule
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
+from masa_ledger.domain.model import GameKey
 from masa_platform.bus import publish
 from masa_platform.bus_access import (
     DEAD_LETTER_STREAM,
@@ -41,6 +42,7 @@ from masa_platform.direct import messages_after
 from masa_platform.errors import error_info
 from masa_platform.signing import RESULT_SIGNATURE
 from masa_platform.testing import NatsServer, signed_result
+from masa_rules.table_config import PayoutRule
 from nats.js.api import ConsumerInfo
 from prometheus_client import CollectorRegistry
 
@@ -54,7 +56,10 @@ async def _stake(ledger: Ledger, table_id: str) -> list[str]:
     for player in ("ayse", "mehmet", "mallory"):
         await ledger.grant(f"g-{table_id}-{player}", player, 1000, "welcome")
     holds = await ledger.hold_stakes(
-        [StakeRequest(f"{table_id}-{p}", p, 200, "salon") for p in ("ayse", "mehmet")]
+        [
+            StakeRequest(hold_id=f"{table_id}-{p}", player_id=p, amount=200, lobby_id="salon")
+            for p in ("ayse", "mehmet")
+        ]
     )
     await ledger.bind_holds(table_id, 1, 200, [h.hold_id for h in holds], TERMS)
     return [h.hold_id for h in holds]
@@ -121,8 +126,8 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
                 "unverified"
             }
             # No chip moved, and the event id the forgeries carried is not in the inbox.
-            assert await service.store.settlement(GameKey(table, 1)) is None
-            assert await service.store.settlement(GameKey(other, 1)) is None
+            assert await service.store.settlement(GameKey(table_id=table, game_no=1)) is None
+            assert await service.store.settlement(GameKey(table_id=other, game_no=1)) is None
             for player in ("ayse", "mehmet"):
                 wallet = await ledger.wallet(player)
                 assert (wallet.balance, wallet.held) == (2000, 400)
@@ -142,10 +147,12 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
             await publish_result(js, honest)
 
             async def settled() -> bool:
-                return await service.store.settlement(GameKey(table, 1)) is not None
+                return (
+                    await service.store.settlement(GameKey(table_id=table, game_no=1)) is not None
+                )
 
             await eventually(settled, what="the real result settled")
-            settlement = await ledger.settlement(GameKey(table, 1))
+            settlement = await ledger.settlement(GameKey(table_id=table, game_no=1))
             assert (settlement.pot, settlement.rake) == (400, 40)
             assert [(p.player_id, p.amount) for p in settlement.payouts] == [("ayse", 360)]
             report = await service.store.check()
@@ -187,6 +194,6 @@ async def test_p30_settling_by_hand_refuses_an_unsigned_result(
                 assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
                 assert info is not None
                 assert info.reason == RESULT_UNVERIFIED
-            assert await service.store.settlement(GameKey(table, 1)) is None
+            assert await service.store.settlement(GameKey(table_id=table, game_no=1)) is None
     finally:
         await nc.close()

@@ -8,15 +8,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from masa_ledger.domain.errors import BadInput
-from masa_ledger.domain.model import PayoutRule, Standing
+from masa_ledger.domain.model import Standing
 from masa_ledger.domain.payout import split_pot
 from masa_ledger.domain.validation import check_rule
+from masa_rules.table_config import PayoutRule
 
 
 def _seat(
     seat: int, place: int, *, forfeited: bool = False, team: int = 0, staked: bool = True
 ) -> Standing:
-    return Standing(seat, f"p{seat}", place, forfeited, team, f"h{seat}" if staked else "")
+    return Standing(
+        seat=seat,
+        player_id=f"p{seat}",
+        place=place,
+        forfeited=forfeited,
+        team=team,
+        hold_id=f"h{seat}" if staked else "",
+    )
 
 
 def _paid(
@@ -124,16 +132,26 @@ def test_an_empty_pot_pays_nothing() -> None:
         PayoutRule(place_shares=(5000, 4000)),
         PayoutRule(place_shares=(0, 10_000)),
         PayoutRule(place_shares=(4000, 6000)),
-        PayoutRule(place_shares=()),
         PayoutRule(place_shares=(10_000, -1, 1)),
+        PayoutRule(place_shares=(10_000,) + (0,) * 16),
     ],
-    ids=["rake", "sum", "no-winner", "growing", "empty", "negative"],
+    ids=["rake", "sum", "no-winner", "growing", "negative", "more-places-than-holds"],
 )
 def test_p30_a_payout_rule_that_does_not_pay_the_prize_properly_is_refused(
     rule: PayoutRule,
 ) -> None:
-    with pytest.raises(BadInput):
+    with pytest.raises(BadInput) as refused:
         check_rule(rule)
+    assert refused.value.metadata == {"field": "payout"}
+
+
+def test_p30_a_rule_without_shares_pays_the_winner_all_as_the_engine_and_the_lobby_read_it() -> (
+    None
+):
+    """The table model's one reading of an empty payout table (masa_rules.table_config)."""
+    rule = PayoutRule(rake_basis_points=500)
+    assert check_rule(rule) == rule
+    assert _paid(200, [_seat(0, 2), _seat(1, 1)], rule) == {1: 190}
 
 
 @st.composite
@@ -143,12 +161,12 @@ def _games(draw: st.DrawFn) -> tuple[int, list[Standing], PayoutRule, bool]:
     places = draw(st.lists(st.integers(1, seats), min_size=seats, max_size=seats))
     standings = [
         Standing(
-            seat,
-            f"p{seat}",
-            places[seat],
-            draw(st.booleans()) and draw(st.booleans()),
-            seat % 2 if teams else 0,
-            f"h{seat}" if draw(st.integers(0, 4)) else "",
+            seat=seat,
+            player_id=f"p{seat}",
+            place=places[seat],
+            forfeited=draw(st.booleans()) and draw(st.booleans()),
+            team=seat % 2 if teams else 0,
+            hold_id=f"h{seat}" if draw(st.integers(0, 4)) else "",
         )
         for seat in range(seats)
     ]

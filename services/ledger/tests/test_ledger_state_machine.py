@@ -27,10 +27,11 @@ from hypothesis.stateful import (
     rule,
 )
 from ledger_support import BACKENDS, Clock, make_ledger, open_store, result
-from masa_ledger.app.ledger import StakeRequest
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import LedgerError, RequestIdReused
-from masa_ledger.domain.model import GameKey, HoldState, PayoutRule
+from masa_ledger.domain.model import GameKey, HoldState
 from masa_ledger.domain.payout import split_pot
+from masa_rules.table_config import PayoutRule
 
 PLAYERS = ("ayse", "mehmet", "zeynep", "ali")
 STAKES = (10, 25, 100)
@@ -116,7 +117,17 @@ class LedgerMachine(RuleBasedStateMachine):
         ttl=st.sampled_from((5.0, 60.0)),
     )
     def hold(self, players: list[str], amount: int, ttl: float) -> MultipleResults[HeldStake]:
-        stakes = [StakeRequest(self.next_id("h"), p, amount, "lobby", "", ttl) for p in players]
+        stakes = [
+            StakeRequest(
+                hold_id=self.next_id("h"),
+                player_id=p,
+                amount=amount,
+                lobby_id="lobby",
+                ticket_id="",
+                ttl_seconds=ttl,
+            )
+            for p in players
+        ]
         short = [p for p in players if self.balance[p] - self.held[p] < amount]
         placed, error = self.attempt(self.ledger.hold_stakes(stakes))
         if error is not None:
@@ -202,7 +213,9 @@ class LedgerMachine(RuleBasedStateMachine):
         stake = self.hold_state[hold_ids[0]][1]
         # Paid by the terms the stakes were bound under, whatever the result says.
         rule_ = self.terms[table_id]
-        finished = result(GameKey(table_id, 1), stake, ranking, forfeited=sorted(forfeits))
+        finished = result(
+            GameKey(table_id=table_id, game_no=1), stake, ranking, forfeited=sorted(forfeits)
+        )
         settlement, applied = self.run(self.ledger.settle(finished, from_event=True))
         assert applied
         split = split_pot(stake * len(hold_ids), finished.standings, rule_, teams=False)
@@ -217,12 +230,12 @@ class LedgerMachine(RuleBasedStateMachine):
         self.house += split.rake + split.forfeited
         # Delivered again, and voided late: nothing changes.
         assert self.run(self.ledger.settle(finished, from_event=True))[1] is False
-        assert self.run(self.ledger.void(GameKey(table_id, 1), "late"))[1] is False
+        assert self.run(self.ledger.void(GameKey(table_id=table_id, game_no=1), "late"))[1] is False
 
     @rule(game=consumes(games))
     def void(self, game: Game) -> None:
         table_id, hold_ids = game
-        _, applied = self.run(self.ledger.void(GameKey(table_id, 1), "lost"))
+        _, applied = self.run(self.ledger.void(GameKey(table_id=table_id, game_no=1), "lost"))
         assert applied
         for hold_id in hold_ids:
             player, amount, _, expire = self.hold_state[hold_id]

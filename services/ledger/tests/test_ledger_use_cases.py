@@ -22,7 +22,8 @@ from ledger_support import (
 )
 from masa.common.v1 import error_pb2
 from masa_ledger.adapters.sql import SqlStore
-from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, InboxOutcome, TransferFilter
 from masa_ledger.domain.errors import BadInput, LedgerError, NotFound, Refused, RequestIdReused
 from masa_ledger.domain.model import (
@@ -31,12 +32,12 @@ from masa_ledger.domain.model import (
     GameAbandonment,
     GameKey,
     HoldState,
-    PayoutRule,
     SettlementState,
     TransferKind,
     wallet_id,
 )
 from masa_ledger.domain.validation import MAX_AMOUNT
+from masa_rules.table_config import PayoutRule
 
 
 async def _funded(store: SqlStore, *players: str, chips: int = 1000) -> tuple[Ledger, Clock]:
@@ -86,7 +87,10 @@ async def test_p31_amounts_that_are_not_positive_or_overflow_are_refused(
     ledger, _ = await _funded(store, "ayse")
     await _refused(store, ledger.grant("g2", "ayse", amount, ""), BadInput, "BAD_REQUEST")
     await _refused(
-        store, ledger.hold_stakes([StakeRequest("h1", "ayse", amount)]), BadInput, "BAD_REQUEST"
+        store,
+        ledger.hold_stakes([StakeRequest(hold_id="h1", player_id="ayse", amount=amount)]),
+        BadInput,
+        "BAD_REQUEST",
     )
     await _refused(store, ledger.bind_holds("t1", 1, amount, ["h1"]), BadInput, "BAD_REQUEST")
 
@@ -102,18 +106,24 @@ async def test_malformed_ids_are_refused(store: SqlStore, request_id: str, playe
 
 async def test_p30_a_hold_reserves_chips_and_a_retry_returns_the_same_hold(store: SqlStore) -> None:
     ledger, clock = await _funded(store, "ayse")
-    (hold,) = await ledger.hold_stakes([StakeRequest("h1", "ayse", 300, "salon", "ticket-1", 60.0)])
+    stake = StakeRequest(
+        hold_id="h1",
+        player_id="ayse",
+        amount=300,
+        lobby_id="salon",
+        ticket_id="ticket-1",
+        ttl_seconds=60.0,
+    )
+    (hold,) = await ledger.hold_stakes([stake])
     assert (hold.state, hold.amount, hold.expire_at) == (HoldState.HELD, 300, clock.now + 60)
     wallet = await ledger.wallet("ayse")
     assert (wallet.balance, wallet.held, wallet.available) == (1000, 300, 700)
     clock.now += 5
-    assert await ledger.hold_stakes(
-        [StakeRequest("h1", "ayse", 300, "salon", "ticket-1", 60.0)]
-    ) == [hold]
+    assert await ledger.hold_stakes([stake]) == [hold]
     assert (await ledger.wallet("ayse")).held == 300
     await _refused(
         store,
-        ledger.hold_stakes([StakeRequest("h1", "ayse", 301, "salon", "ticket-1", 60.0)]),
+        ledger.hold_stakes([replace(stake, amount=301)]),
         RequestIdReused,
         "REQUEST_ID_REUSED",
     )
@@ -122,15 +132,21 @@ async def test_p30_a_hold_reserves_chips_and_a_retry_returns_the_same_hold(store
 
 async def test_p30_missing_chips_is_insufficient_funds_naming_the_player(store: SqlStore) -> None:
     ledger, _ = await _funded(store, "ayse")
-    await ledger.hold_stakes([StakeRequest("h1", "ayse", 800)])
+    await ledger.hold_stakes([StakeRequest(hold_id="h1", player_id="ayse", amount=800)])
     refused = await _refused(
-        store, ledger.hold_stakes([StakeRequest("h2", "ayse", 201)]), Refused, "INSUFFICIENT_FUNDS"
+        store,
+        ledger.hold_stakes([StakeRequest(hold_id="h2", player_id="ayse", amount=201)]),
+        Refused,
+        "INSUFFICIENT_FUNDS",
     )
     assert refused.metadata["player_id"] == "ayse"
     assert (refused.metadata["available"], refused.metadata["required"]) == ("200", "201")
     # A player never granted anything has no chips either.
     await _refused(
-        store, ledger.hold_stakes([StakeRequest("h3", "nobody", 1)]), Refused, "INSUFFICIENT_FUNDS"
+        store,
+        ledger.hold_stakes([StakeRequest(hold_id="h3", player_id="nobody", amount=1)]),
+        Refused,
+        "INSUFFICIENT_FUNDS",
     )
 
 
@@ -139,7 +155,10 @@ async def test_p30_a_stake_where_one_player_is_short_holds_nothing_for_anyone(
 ) -> None:
     ledger, _ = await _funded(store, "ayse", "mehmet", "zeynep")
     await ledger.grant("poor", "ali", 50, "")
-    stakes = [StakeRequest(f"t1-{p}", p, 100, "salon") for p in ("ayse", "mehmet", "ali", "zeynep")]
+    stakes = [
+        StakeRequest(hold_id=f"t1-{p}", player_id=p, amount=100, lobby_id="salon")
+        for p in ("ayse", "mehmet", "ali", "zeynep")
+    ]
     refused = await _refused(store, ledger.hold_stakes(stakes), Refused, "INSUFFICIENT_FUNDS")
     assert refused.metadata["short_player_ids"] == '["ali"]'
     for player in ("ayse", "mehmet", "zeynep", "ali"):
@@ -156,21 +175,37 @@ async def test_a_group_stake_must_name_each_player_and_id_once(store: SqlStore) 
     ledger, _ = await _funded(store, "ayse")
     await _refused(
         store,
-        ledger.hold_stakes([StakeRequest("a", "ayse", 1), StakeRequest("b", "ayse", 1)]),
+        ledger.hold_stakes(
+            [
+                StakeRequest(hold_id="a", player_id="ayse", amount=1),
+                StakeRequest(hold_id="b", player_id="ayse", amount=1),
+            ]
+        ),
         BadInput,
     )
     await _refused(store, ledger.hold_stakes([]), BadInput)
     await _refused(
-        store, ledger.hold_stakes([StakeRequest("a", "ayse", 1, ttl_seconds=0)]), BadInput
+        store,
+        ledger.hold_stakes([StakeRequest(hold_id="a", player_id="ayse", amount=1, ttl_seconds=0)]),
+        BadInput,
     )
     await _refused(
-        store, ledger.hold_stakes([StakeRequest("a", "ayse", 1, ttl_seconds=10**9)]), BadInput
+        store,
+        ledger.hold_stakes(
+            [StakeRequest(hold_id="a", player_id="ayse", amount=1, ttl_seconds=10**9)]
+        ),
+        BadInput,
     )
 
 
 async def test_p30_binding_checks_each_hold_against_the_stake(store: SqlStore) -> None:
     ledger, _ = await _funded(store, "ayse", "mehmet")
-    await ledger.hold_stakes([StakeRequest("ha", "ayse", 100), StakeRequest("hm", "mehmet", 90)])
+    await ledger.hold_stakes(
+        [
+            StakeRequest(hold_id="ha", player_id="ayse", amount=100),
+            StakeRequest(hold_id="hm", player_id="mehmet", amount=90),
+        ]
+    )
     refused = await _refused(
         store, ledger.bind_holds("t1", 1, 100, ["ha", "hm"]), Refused, "STAKE_MISMATCH"
     )
@@ -181,7 +216,7 @@ async def test_p30_binding_checks_each_hold_against_the_stake(store: SqlStore) -
     await _refused(store, ledger.bind_holds("t1", 1, 100, ["ha", "ha"]), BadInput)
     await _refused(store, ledger.bind_holds("bad.table", 1, 100, ["ha"]), BadInput)
     await _refused(store, ledger.bind_holds("t1", 0, 100, ["ha"]), BadInput)
-    await ledger.hold_stakes([StakeRequest("ha2", "ayse", 100)])
+    await ledger.hold_stakes([StakeRequest(hold_id="ha2", player_id="ayse", amount=100)])
     await _refused(store, ledger.bind_holds("t1", 1, 100, ["ha", "ha2"]), BadInput)
 
 
@@ -206,7 +241,7 @@ async def test_p30_a_bound_hold_is_a_pending_stake_of_its_game(store: SqlStore) 
 
 async def test_p30_release_voids_an_unbound_hold_once(store: SqlStore) -> None:
     ledger, _ = await _funded(store, "ayse")
-    await ledger.hold_stakes([StakeRequest("h1", "ayse", 100)])
+    await ledger.hold_stakes([StakeRequest(hold_id="h1", player_id="ayse", amount=100)])
     released = await ledger.release_hold("h1", "ticket cancelled")
     assert (released.state, released.reason) == (HoldState.RELEASED, "ticket cancelled")
     assert (await ledger.wallet("ayse")).held == 0
@@ -221,9 +256,15 @@ async def test_p30_an_unbound_hold_expires_and_a_bound_one_does_not(store: SqlSt
     ledger, metrics = make_ledger(store, clock)
     for player in ("ayse", "mehmet", "ali"):
         await ledger.grant(f"w-{player}", player, 1000, "")
-    await ledger.hold_stakes([StakeRequest("free", "ayse", 100, ttl_seconds=30)])
-    await ledger.hold_stakes([StakeRequest("bound", "mehmet", 100, ttl_seconds=30)])
-    await ledger.hold_stakes([StakeRequest("late", "ali", 100, ttl_seconds=30)])
+    await ledger.hold_stakes(
+        [StakeRequest(hold_id="free", player_id="ayse", amount=100, ttl_seconds=30)]
+    )
+    await ledger.hold_stakes(
+        [StakeRequest(hold_id="bound", player_id="mehmet", amount=100, ttl_seconds=30)]
+    )
+    await ledger.hold_stakes(
+        [StakeRequest(hold_id="late", player_id="ali", amount=100, ttl_seconds=30)]
+    )
     await ledger.bind_holds("t1", 1, 100, ["bound"])
     assert await ledger.expire_due() == 0
     clock.now += 30
@@ -245,7 +286,7 @@ async def test_p30_settling_pays_by_the_ranking_and_takes_the_rake(store: SqlSto
     terms = PayoutRule(rake_basis_points=500, place_shares=(7000, 3000))
     await ledger.bind_holds("t1", 1, 100, [f"t1-{p}" for p in "abcd"], terms)
     finished = result(
-        GameKey("t1", 1),
+        GameKey(table_id="t1", game_no=1),
         100,
         [(0, "a", 3, "t1-a"), (1, "b", 1, "t1-b"), (2, "c", 2, "t1-c"), (3, "d", 4, "t1-d")],
     )
@@ -260,11 +301,13 @@ async def test_p30_settling_pays_by_the_ranking_and_takes_the_rake(store: SqlSto
     assert balances == {"a": 900, "b": 1166, "c": 1014, "d": 900}
     assert (await ledger.account(HOUSE)).balance == 20
     assert {h.state for h in [await ledger.hold(f"t1-{p}") for p in "abcd"]} == {HoldState.POSTED}
-    kinds = sorted(t.kind.value for t in (await ledger.settlement(GameKey("t1", 1))).transfers)
+    kinds = sorted(
+        t.kind.value for t in (await ledger.settlement(GameKey(table_id="t1", game_no=1))).transfers
+    )
     assert kinds == ["payout", "payout", "rake", "stake", "stake", "stake", "stake"]
     # The same result again, and a voiding after it: the first closing stands, and says so.
     assert await ledger.settle(finished, from_event=True) == (settlement, False)
-    voided, applied = await ledger.void(GameKey("t1", 1), "too late")
+    voided, applied = await ledger.void(GameKey(table_id="t1", game_no=1), "too late")
     assert (voided.state, applied) == (SettlementState.SETTLED, False)
     await _refused(store, ledger.bind_holds("t1", 1, 100, ["x"]), Refused, "GAME_CLOSED")
     await assert_consistent(store)
@@ -286,7 +329,7 @@ async def test_p30_an_escrow_bound_before_terms_were_recorded_pays_by_the_verifi
     for table in ("old", "new"):
         finished = replace(
             result(
-                GameKey(table, 1),
+                GameKey(table_id=table, game_no=1),
                 100,
                 [(seat, p, place, f"{table}{hold}") for seat, p, place, hold in ranking],
             ),
@@ -305,14 +348,16 @@ async def test_p30_voiding_first_makes_the_late_result_a_no_op(store: SqlStore) 
     ledger, _ = await _funded(store, "a", "b")
     await hold_for(ledger, "ab", 100, "t1")
     await ledger.bind_holds("t1", 1, 100, ["t1-a", "t1-b"])
-    voided, applied = await ledger.void(GameKey("t1", 1), "engine lost the table")
+    voided, applied = await ledger.void(GameKey(table_id="t1", game_no=1), "engine lost the table")
     assert applied
     assert (voided.state, voided.pot, voided.hold_ids) == (
         SettlementState.VOIDED,
         200,
         ("t1-a", "t1-b"),
     )
-    finished = result(GameKey("t1", 1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")])
+    finished = result(
+        GameKey(table_id="t1", game_no=1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]
+    )
     assert await ledger.settle(finished, from_event=True) == (voided, False)
     assert await ledger.on_result(finished) is InboxOutcome.ALREADY_CLOSED
     for player in "ab":
@@ -328,7 +373,7 @@ async def test_p30_an_operators_void_of_a_game_never_seen_is_not_found_and_write
     open; a table's GameAbandoned still closes any game it names (a training table's)."""
     ledger, _ = await _funded(store, "a", "b")
     with pytest.raises(NotFound) as unknown:
-        await ledger.void(GameKey("typo", 1), "operator")
+        await ledger.void(GameKey(table_id="typo", game_no=1), "operator")
     assert (unknown.value.reason, unknown.value.metadata) == (
         error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix("ERROR_REASON_"),
         {"table_id": "typo", "game_no": "1"},
@@ -337,9 +382,11 @@ async def test_p30_an_operators_void_of_a_game_never_seen_is_not_found_and_write
         await ledger.account("escrow:typo:1")
     await hold_for(ledger, "ab", 10, "typo")
     await ledger.bind_holds("typo", 1, 10, ["typo-a", "typo-b"])
-    voided, applied = await ledger.void(GameKey("typo", 1), "operator")
+    voided, applied = await ledger.void(GameKey(table_id="typo", game_no=1), "operator")
     assert (applied, voided.hold_ids) == (True, ("typo-a", "typo-b"))
-    training = GameAbandonment("train:1:abandoned", GameKey("train", 1), "voided")
+    training = GameAbandonment(
+        event_id="train:1:abandoned", key=GameKey(table_id="train", game_no=1), reason="voided"
+    )
     assert await ledger.on_result(training) is InboxOutcome.VOIDED
     await assert_consistent(store)
 
@@ -350,7 +397,7 @@ async def test_p30_a_result_that_does_not_match_the_holds_is_refused_and_recorde
     ledger, _ = await _funded(store, "a", "b", "c")
     await hold_for(ledger, "abc", 100, "t1")
     await ledger.bind_holds("t1", 1, 100, ["t1-a", "t1-b"])
-    key = GameKey("t1", 1)
+    key = GameKey(table_id="t1", game_no=1)
     unbound = result(key, 100, [(0, "a", 1, "t1-a"), (1, "c", 2, "t1-c")])
     await _refused(store, ledger.settle(unbound, from_event=True), Refused, "RESULT_MISMATCH")
     stolen = result(key, 100, [(0, "c", 1, "t1-a"), (1, "b", 2, "t1-b")])
@@ -368,7 +415,7 @@ async def test_p30_a_result_that_does_not_match_the_holds_is_refused_and_recorde
 
 async def test_p1_a_training_game_stakes_nothing_and_closes_its_key(store: SqlStore) -> None:
     ledger, _ = await _funded(store)
-    training = result(GameKey("train", 1), 0, [(0, "a", 1, ""), (1, "", 2, "")])
+    training = result(GameKey(table_id="train", game_no=1), 0, [(0, "a", 1, ""), (1, "", 2, "")])
     settlement, applied = await ledger.settle(training, from_event=True)
     assert (applied, settlement.pot, settlement.payouts, settlement.transfers) == (True, 0, (), ())
     assert await ledger.on_result(training) is InboxOutcome.ALREADY_CLOSED
@@ -379,7 +426,9 @@ async def test_p30_abandoned_game_from_the_bus_is_voided(store: SqlStore) -> Non
     ledger, _ = await _funded(store, "a", "b")
     await hold_for(ledger, "ab", 10, "t1")
     await ledger.bind_holds("t1", 1, 10, ["t1-a", "t1-b"])
-    abandoned = GameAbandonment("t1:1:abandoned", GameKey("t1", 1), "state lost")
+    abandoned = GameAbandonment(
+        event_id="t1:1:abandoned", key=GameKey(table_id="t1", game_no=1), reason="state lost"
+    )
     assert await ledger.on_result(abandoned) is InboxOutcome.VOIDED
     assert await ledger.on_result(abandoned) is InboxOutcome.ALREADY_CLOSED
     assert (await ledger.hold("t1-a")).state is HoldState.VOIDED
@@ -393,9 +442,10 @@ async def test_reads_list_newest_first_page_by_page_with_filters(store: SqlStore
     await hold_for(ledger, "ab", 100, "t1")
     await ledger.bind_holds("t1", 1, 100, ["t1-a", "t1-b"])
     await ledger.settle(
-        result(GameKey("t1", 1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]), from_event=False
+        result(GameKey(table_id="t1", game_no=1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]),
+        from_event=False,
     )
-    wallet = TransferFilter(wallet_id("a"))
+    wallet = TransferFilter(account_id=wallet_id("a"))
     seen: list[str] = []
     below: int | None = None
     while True:
@@ -407,16 +457,22 @@ async def test_reads_list_newest_first_page_by_page_with_filters(store: SqlStore
     assert seen[0] == "payout:t1:1:0"
     assert seen[-1] == "grant:welcome-a"
     assert len(seen) == 8
-    stakes = await ledger.transfers(TransferFilter(wallet_id("a"), TransferKind.STAKE), size=10)
+    stakes = await ledger.transfers(
+        TransferFilter(account_id=wallet_id("a"), kind=TransferKind.STAKE), size=10
+    )
     assert [t.transfer_id for t in stakes.items] == ["stake:t1-a"]
     assert stakes.next_before_seq is None
-    game = await ledger.transfers(TransferFilter(wallet_id("b"), table_id="t1", game_no=1), size=10)
+    game = await ledger.transfers(
+        TransferFilter(account_id=wallet_id("b"), table_id="t1", game_no=1), size=10
+    )
     assert [t.kind for t in game.items] == [TransferKind.STAKE]
     with pytest.raises(BadInput):
         await ledger.transfers(wallet, size=-1)
-    holds = await ledger.holds(HoldFilter("a", HoldState.POSTED), size=10)
+    holds = await ledger.holds(HoldFilter(player_id="a", state=HoldState.POSTED), size=10)
     assert [h.hold_id for h in holds.items] == ["t1-a"]
-    assert (await ledger.holds(HoldFilter("a", HoldState.HELD), size=10)).items == ()
+    assert (
+        await ledger.holds(HoldFilter(player_id="a", state=HoldState.HELD), size=10)
+    ).items == ()
 
 
 async def test_unknown_and_malformed_accounts_are_clear_errors(store: SqlStore) -> None:
@@ -434,5 +490,5 @@ async def test_unknown_and_malformed_accounts_are_clear_errors(store: SqlStore) 
     # A wallet is implicit: a player never granted anything has one of 0 chips.
     assert (await ledger.wallet("nobody")).balance == 0
     with pytest.raises(NotFound) as no_settlement:
-        await ledger.settlement(GameKey("t1", 1))
+        await ledger.settlement(GameKey(table_id="t1", game_no=1))
     assert no_settlement.value.reason == "SETTLEMENT_NOT_FOUND"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from masa_platform.acks import AckedPublisher
 from masa_platform.auth import Role, ServiceTokens, TokenSigner
 from masa_platform.bus import connect
 from masa_platform.keys import KeyFileError, load_signing_key
+from masa_platform.lifecycle import Lifecycle
+from masa_platform.loops import supervise
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
 from masa_platform.quotas import caller_quotas
@@ -56,6 +59,8 @@ _log = logging.getLogger(__name__)
 _PROBE_SECONDS: Final = 2.0
 _PRUNE_SECONDS: Final = 60.0
 _MIRROR_READY_SECONDS: Final = 30.0
+# How long the tasks have to end on their own once stopping is set, before they are cancelled.
+_TASK_PATIENCE_SECONDS: Final = 10.0
 
 
 def load_lobbies(settings: MatchmakingSettings) -> tuple[Lobby, ...]:
@@ -91,33 +96,32 @@ class Overrides:
 
 @dataclass(slots=True)
 class MatchmakingService:
-    """A running instance; :meth:`stop` shuts it down in order."""
+    """A running instance; :meth:`stop` shuts it down in order (its :class:`Lifecycle`)."""
 
     settings: MatchmakingSettings
     server: GrpcServer
     nats: Client
     matchmaker: Matchmaker
     tickets: KvTicketStore
-    stopping: asyncio.Event
+    lifecycle: Lifecycle
     closers: list[_Closable] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
     def address(self) -> str:
         return self.server.address
 
+    @property
+    def stopping(self) -> asyncio.Event:
+        return self.lifecycle.stopping
+
+    @property
+    def tasks(self) -> tuple[asyncio.Task[None], ...]:
+        return self.lifecycle.tasks
+
     async def stop(self, grace_seconds: float | None = None) -> None:
-        await self.server.stop(grace_seconds)
-        self.stopping.set()
-        # The leases are given up by the matchmaker's own task as it ends.
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(task, 10.0)
-        for closer in self.closers:
-            with contextlib.suppress(Exception):
-                await closer.close()
-        with contextlib.suppress(Exception):
-            await self.nats.drain()
+        """Stop serving (calls in flight have ``grace_seconds``), let the tasks end (the
+        matchmaker gives its leases up as it ends), close the stores and clients, drain NATS."""
+        await self.lifecycle.stop(grace_seconds)
 
 
 def _result_verifier(settings: MatchmakingSettings) -> ResultVerifier:
@@ -193,6 +197,26 @@ async def start_matchmaking(
     given = overrides or Overrides()
     platform = settings.platform
     lobbies = load_lobbies(settings)
+    instance = settings.instance
+    life = Lifecycle(platform.service_name, task_patience_seconds=_TASK_PATIENCE_SECONDS)
+    async with life:
+        service = await _start(settings, registry, given, life, lobbies)
+        life.detach()
+    _log.info(
+        "matchmaking serving",
+        extra={"grpc_address": service.address, "instance": instance, "lobbies": len(lobbies)},
+    )
+    return service
+
+
+async def _start(
+    settings: MatchmakingSettings,
+    registry: CollectorRegistry,
+    given: Overrides,
+    life: Lifecycle,
+    lobbies: tuple[Lobby, ...],
+) -> MatchmakingService:
+    platform = settings.platform
     verifier = _result_verifier(settings)
     by_id = {lobby.lobby_id: lobby for lobby in lobbies}
     instance = settings.instance
@@ -202,13 +226,16 @@ async def start_matchmaking(
         user=platform.nats_user,
         password=platform.nats_password,
     )
+    life.closing("nats", nc.drain)
+    closers: list[_Closable] = []
+    life.closing("stores and clients", functools.partial(_close_all, closers))
     js = nc.jetstream()
     publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
     tickets, live_tables = await _followed_stores(nc, publisher)
     ratings_store = await KvRatingStore.open(nc, publisher)
     leases = await KvLeaseStore.open(nc, holder=instance)
     # The publisher closes after the stores, whose last writes may still await their acks.
-    closers: list[_Closable] = [tickets, live_tables, publisher]
+    closers.extend([tickets, live_tables, publisher])
     ledger, engines = _clients(settings, given, closers)
     nodes = given.nodes or KvEngineNodes(nc)
 
@@ -269,39 +296,49 @@ async def start_matchmaking(
     )
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(tickets.ready.wait(), _MIRROR_READY_SECONDS)
-    stopping = asyncio.Event()
-    service = MatchmakingService(settings, server, nc, matchmaker, tickets, stopping, closers)
+    service = MatchmakingService(settings, server, nc, matchmaker, tickets, life, closers)
     consumer = ResultsConsumer(
         js, ratings, live_tables, verifier, metrics=ConsumerMetrics(registry)
     )
     loops = LoopMetrics(registry)
 
     async def probe() -> None:
-        while not stopping.is_set():
-            with loops.run("health_probe"):
-                await server.set_serving(nc.is_connected and tickets.ready.is_set())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), _PROBE_SECONDS)
+        await server.set_serving(nc.is_connected and tickets.ready.is_set())
 
     async def prune() -> None:
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), _PRUNE_SECONDS)
-            with loops.run("prune"):
-                tickets.prune(time.time())
-                live_tables.prune()
+        tickets.prune(time.time())
+        live_tables.prune()
 
     await server.start()
+    life.draining("grpc", server.stop)
     await server.set_serving(tickets.ready.is_set())
-    loop = asyncio.get_running_loop()
-    service.tasks = [
-        loop.create_task(matchmaker.run(stopping), name="matchmaking-leases"),
-        loop.create_task(consumer.run(stopping), name="matchmaking-results"),
-        loop.create_task(probe(), name="matchmaking-health"),
-        loop.create_task(prune(), name="matchmaking-prune"),
-    ]
-    _log.info(
-        "matchmaking serving",
-        extra={"grpc_address": server.address, "instance": instance, "lobbies": len(lobbies)},
+    stopping = life.stopping
+    life.spawn(matchmaker.run(stopping), name="matchmaking-leases")
+    life.spawn(consumer.run(stopping), name="matchmaking-results")
+    life.spawn(
+        supervise(
+            "health_probe", probe, interval_seconds=_PROBE_SECONDS, stop=stopping, metrics=loops
+        ),
+        name="matchmaking-health",
+    )
+    life.spawn(
+        supervise(
+            "prune",
+            prune,
+            interval_seconds=_PRUNE_SECONDS,
+            stop=stopping,
+            metrics=loops,
+            wait_first=True,
+        ),
+        name="matchmaking-prune",
     )
     return service
+
+
+async def _close_all(closers: list[_Closable]) -> None:
+    """Close ``closers`` in order; one that fails does not keep the next open."""
+    for closer in closers:
+        try:
+            await closer.close()
+        except Exception:
+            _log.warning("closing %r failed", closer, exc_info=True)

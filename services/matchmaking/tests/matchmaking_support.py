@@ -24,13 +24,17 @@ from masa_matchmaking.app.ports import (
     InsufficientFunds,
     LeaseStore,
     LedgerRefused,
-    SeatSpec,
-    TableSpec,
     Unreachable,
 )
-from masa_matchmaking.domain.lobby import Game, Lobby
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
+from masa_platform.errors import MasaError
+from masa_rules.errors import RuleViolation
+from masa_rules.table_config import GameKind, TableConfig, check_table_config
+from masa_table_engine.adapters.convert import config_from_proto
+from masa_table_engine.adapters.limits import check_config, check_table_id
+from masa_wire.table_config import config_to_proto
 
 LOBBIES_TOML = """
 [defaults]
@@ -78,6 +82,9 @@ def reason_name(reason: error_pb2.ErrorReason.ValueType) -> str:
 
 HOLD_NOT_HELD: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_HELD)
 HOLD_ALREADY_BOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND)
+HOLD_NOT_FOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_FOUND)
+STAKE_MISMATCH: Final = reason_name(error_pb2.ERROR_REASON_STAKE_MISMATCH)
+TABLE_EXISTS: Final = reason_name(error_pb2.ERROR_REASON_TABLE_EXISTS)
 
 
 @dataclass
@@ -129,17 +136,23 @@ class FakeLedger:
         for h in holds:
             self.holds[h.hold_id] = Hold(h)
 
-    def bind(self, table_id: str, hold_ids: Sequence[str]) -> None:
-        """The table-engine's BindHolds: all or nothing; the same holds to the same table again
-        is fine."""
+    def bind(self, table_id: str, hold_ids: Sequence[str], stake: int) -> None:
+        """The table-engine's BindHolds of a table's first game, refused as the real ledger
+        refuses it: all or nothing, an unknown hold first; the same holds to the same table
+        again is fine."""
         for hold_id in hold_ids:
-            hold = self.holds.get(hold_id)
-            if hold is not None and hold.state == "bound" and hold.table_id == table_id:
+            if hold_id not in self.holds:
+                raise LedgerRefused(HOLD_NOT_FOUND, f"no hold {hold_id}")
+        for hold_id in hold_ids:
+            hold = self.holds[hold_id]
+            if hold.state == "bound" and hold.table_id == table_id:
                 continue
-            if hold is not None and hold.state in ("bound", "posted"):
+            if hold.state in ("bound", "posted"):
                 raise LedgerRefused(HOLD_ALREADY_BOUND, f"{hold_id} is bound elsewhere")
-            if hold is None or hold.state != "held":
-                raise LedgerRefused(HOLD_NOT_HELD, f"{hold_id} is not held")
+            if hold.state != "held":
+                raise LedgerRefused(HOLD_NOT_HELD, f"{hold_id} is {hold.state}")
+            if hold.request.amount != stake:
+                raise LedgerRefused(STAKE_MISMATCH, f"{hold_id} does not hold {stake}")
         for hold_id in hold_ids:
             self.holds[hold_id].state = "bound"
             self.holds[hold_id].table_id = table_id
@@ -172,12 +185,17 @@ class CreatedTable:
     table_id: str
     request_id: str
     address: str
-    spec: TableSpec
+    config: TableConfig
 
 
 @dataclass
 class FakeEngines:
-    """Engine nodes sharing one table index, as the real ones share the snapshot bucket."""
+    """Engine nodes sharing one table index, as the real ones share the snapshot bucket, each
+    answering CreateTable as :class:`~masa_matchmaking.adapters.engines.GrpcEngines` does over
+    a real node (``test_matchmaking_engines_contract`` runs both): a configuration the node's
+    own checks refuse is :class:`EngineRefused` with their reason, a full node refuses a new
+    table, a chip table binds its stakes in ``ledger`` (its refusal is the engine's, and
+    without a ledger that answers the node is :class:`Unreachable`)."""
 
     ledger: FakeLedger | None = None
     tables: dict[str, CreatedTable] = field(default_factory=dict)
@@ -192,7 +210,7 @@ class FakeEngines:
     creates: int = 0
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.creates += 1
         if address in self.unreachable:
@@ -201,17 +219,28 @@ class FakeEngines:
             await asyncio.Event().wait()
         if self.refuse:
             raise EngineRefused(self.refuse, "refused by the test")
+        config = _engine_config(table_id, config)
         existing = self.tables.get(table_id)
         if existing is None and address in self.full:
             raise EngineFull(f"{address} is full")
         if existing is not None:
             if existing.request_id != request_id:
-                raise EngineRefused("TABLE_EXISTS", table_id)
+                raise EngineRefused(TABLE_EXISTS, f"table {table_id} exists")
             return self._answer(existing.address)
-        if spec.lobby.stake and self.ledger is not None:
-            self.ledger.bind(table_id, [seat.hold_id for seat in spec.seats if seat.hold_id])
-        self.tables[table_id] = CreatedTable(table_id, request_id, address, spec)
+        _check_rules(config)
+        if config.stake:
+            self._bind(table_id, config)
+        self.tables[table_id] = CreatedTable(table_id, request_id, address, config)
         return self._answer(address)
+
+    def _bind(self, table_id: str, config: TableConfig) -> None:
+        if self.ledger is None or self.ledger.unreachable:
+            raise Unreachable(f"no ledger binds the stakes of {table_id}")
+        holds = [seat.hold_id for seat in config.seats if seat.hold_id]
+        try:
+            self.ledger.bind(table_id, holds, config.stake)
+        except LedgerRefused as refused:
+            raise EngineRefused(refused.reason, refused.message) from None
 
     def _answer(self, address: str) -> str:
         if self.lose_answers:
@@ -223,19 +252,40 @@ class FakeEngines:
         """Player -> table, failing if a player sits at two tables."""
         found: dict[str, str] = {}
         for table in self.tables.values():
-            for seat in table.spec.seats:
+            for seat in table.config.seats:
                 if seat.player_id:
                     assert seat.player_id not in found, f"{seat.player_id} seated twice"
                     found[seat.player_id] = table.table_id
         return found
 
 
+def _engine_config(table_id: str, config: TableConfig) -> TableConfig:
+    """The configuration as a node reads the CreateTable that GrpcEngines sends, by the node's
+    own checks: :class:`EngineRefused` with their reason where they refuse it."""
+    message = config_to_proto(config)
+    try:
+        check_table_id(table_id)
+        check_config(message)
+        return config_from_proto(message, config.turn_seconds)
+    except MasaError as error:
+        raise EngineRefused(error.reason, error.message) from None
+
+
+def _check_rules(config: TableConfig) -> None:
+    """What a node checks of a new table before it binds its stakes (the check lobbies load
+    by too): :class:`EngineRefused` with the rule id where it refuses it."""
+    try:
+        check_table_config(config)
+    except RuleViolation as error:
+        raise EngineRefused(error.rule, error.message) from None
+
+
 @dataclass
 class FakeNodes:
     nodes: list[EngineNode] = field(
         default_factory=lambda: [
-            EngineNode("node-a", "a:1", frozenset(Game), 3, 100, 0.03, False),
-            EngineNode("node-b", "b:1", frozenset(Game), 1, 100, 0.01, False),
+            EngineNode("node-a", "a:1", frozenset(GameKind), 3, 100, 0.03, False),
+            EngineNode("node-b", "b:1", frozenset(GameKind), 1, 100, 0.01, False),
         ]
     )
 
@@ -328,10 +378,6 @@ _ids = itertools.count()
 
 def table_ids() -> str:
     return f"t{next(_ids):06d}"
-
-
-def seats_of(spec: TableSpec) -> list[SeatSpec]:
-    return list(spec.seats)
 
 
 def lobby_named(lobbies: Sequence[Lobby], lobby_id: str) -> Lobby:

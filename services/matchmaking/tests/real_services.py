@@ -26,7 +26,7 @@ from masa_ledger.bootstrap import LedgerService, start_ledger
 from masa_ledger.settings import LedgerSettings
 from masa_matchmaking.adapters.engines import GrpcEngines
 from masa_matchmaking.adapters.ledger_client import GrpcLedger
-from masa_matchmaking.app.ports import Engines, TableSpec, Unreachable
+from masa_matchmaking.app.ports import Engines, Unreachable
 from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.auth import ServiceTokens, TokenSigner
@@ -35,6 +35,7 @@ from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer, auth_settings, free_port, keyring, token
 from masa_platform.tls import open_channel
+from masa_rules.table_config import TableConfig
 from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -97,6 +98,24 @@ async def start_real_ledger(nats: NatsServer, directory: Path, *, port: int = 0)
     )
 
 
+async def start_real_node(
+    nats: NatsServer, node_id: str, ledger_address: str, **settings: Any
+) -> Node:
+    """A table-engine node binding its chip tables' stakes in the ledger at ``ledger_address``,
+    its settings changed by ``settings`` (``max_tables`` ...)."""
+    return await start_node(
+        EngineSettings(
+            result_signing_key_file=keyring().results_key,
+            log_mac_key_file=keyring().log_mac,
+            platform=_platform(nats, "table-engine", TABLE_ENGINE),
+            node_id=node_id,
+            ledger_address=ledger_address,
+            **settings,
+        ),
+        registry=CollectorRegistry(),
+    )
+
+
 @dataclass
 class LosingAnswers:
     """Matchmaking's engine port over the real one: the first ``lose`` CreateTable calls reach
@@ -109,10 +128,10 @@ class LosingAnswers:
     asked: list[str] = field(default_factory=list)
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.asked.append(table_id)
-        answer = await self.engines.create_table(address, table_id, request_id, spec)
+        answer = await self.engines.create_table(address, table_id, request_id, config)
         if self.lose:
             self.lose -= 1
             raise Unreachable(f"the answer of CreateTable {table_id} was lost")
@@ -129,10 +148,10 @@ class DyingAfterCreate:
     asked: list[str] = field(default_factory=list)
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
         self.asked.append(table_id)
-        await self.engines.create_table(address, table_id, request_id, spec)
+        await self.engines.create_table(address, table_id, request_id, config)
         self.created.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable: the instance is killed first")
@@ -223,16 +242,7 @@ async def real_stack(directory: Path, *, ledger_up: bool = True) -> AsyncIterato
             if ledger is not None:
                 running.push_async_callback(ledger.stop, 0.2)
             address = ledger.server.address if ledger else f"127.0.0.1:{free_port()}"
-            node = await start_node(
-                EngineSettings(
-                    result_signing_key_file=keyring().results_key,
-                    log_mac_key_file=keyring().log_mac,
-                    platform=_platform(nats, "table-engine", TABLE_ENGINE),
-                    node_id="placement-node",
-                    ledger_address=address,
-                ),
-                registry=CollectorRegistry(),
-            )
+            node = await start_real_node(nats, "placement-node", address)
             running.push_async_callback(node.stop, 0.2)
             yield Stack(nats, directory, address, node, running, ledger)
 

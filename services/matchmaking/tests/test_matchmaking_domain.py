@@ -9,12 +9,13 @@ from importlib.resources import files
 import pytest
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.errors import BadInput, InvalidLobby, Refused
-from masa_matchmaking.domain.lobby import BotLevel, Game, MatchingPolicy, Mode
+from masa_matchmaking.domain.lobby import MatchingPolicy
 from masa_matchmaking.domain.lobby_filter import parse_filter
 from masa_matchmaking.domain.matching import match_round, players_needed
 from masa_matchmaking.domain.rating import PlayerRating, Result, rate_game
 from masa_matchmaking.domain.ticket import Failure, Placement, Ticket, TicketState
 from masa_matchmaking.domain.waits import RecentWaits, WaitSummary, seats_now
+from masa_rules.table_config import BotLevel, GameKind, Mode
 
 SHIPPED = parse_lobbies((files("masa_matchmaking") / "lobbies.toml").read_text())
 BY_ID = {lobby.lobby_id: lobby for lobby in SHIPPED}
@@ -60,11 +61,12 @@ def test_p2_the_shipped_lobbies_cover_every_game_preset_and_mode() -> None:
         "training-51",
         "training-elevator",
     } <= set(BY_ID)
-    assert BY_ID["salon-51"].open_threshold == 51 and BY_ID["salon-81"].open_threshold == 81
-    assert BY_ID["salon-escalating"].escalating_threshold is True
+    assert BY_ID["salon-51"].options.open_threshold == 51
+    assert BY_ID["salon-81"].options.open_threshold == 81
+    assert BY_ID["salon-escalating"].options.escalating_threshold is True
     assert BY_ID["salon-teams"].mode is Mode.TEAMS
     assert (BY_ID["elevator"].min_seats, BY_ID["elevator"].max_seats) == (3, 6)
-    assert {lobby.game for lobby in SHIPPED if lobby.training} == set(Game)
+    assert {lobby.game for lobby in SHIPPED if lobby.training} == set(GameKind)
     # P-13: no chip lobby fills with bots, the Elevator one included.
     assert not any(lobby.bot_fill.enabled for lobby in SHIPPED if lobby.chips)
     assert BY_ID["elevator"].chips
@@ -79,7 +81,7 @@ def test_p2_the_shipped_lobbies_cover_every_game_preset_and_mode() -> None:
         ('game = "fiftyone"\npreset = "remi"\nmode = "teams"\nseats = 4', "F-2"),
         ('game = "elevator"\nmin_seats = 2\nmax_seats = 6', "E-1"),
         ('game = "elevator"\nmode = "teams"\nseats = 4', "P-1"),
-        ('game = "elevator"\nmode = "training"\nseats = 4\nstake = 10', "P-2"),
+        ('game = "elevator"\nmode = "training"\nseats = 4\nstake = 10', "P-1"),
         ('game = "elevator"\nseats = 4\nstake = 10\nbot_fill = { enabled = true }', "P-13"),
     ],
 )
@@ -262,7 +264,7 @@ def test_p2_a_ticket_moves_only_along_its_lifecycle() -> None:
 
 
 def test_p30_ratings_follow_the_final_ranking_and_teams_move_together() -> None:
-    ratings = {p: PlayerRating(p, Game.FIFTYONE) for p in "abcd"}
+    ratings = {p: PlayerRating(p, GameKind.FIFTYONE) for p in "abcd"}
     singles = rate_game([Result("a", 1), Result("b", 2), Result("c", 3)], ratings, teams=False)
     after = {o.player_id: o.after[0] for o in singles}
     assert after["a"] > 25 > after["c"]

@@ -235,7 +235,7 @@ async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_ne
         await asyncio.sleep(2.5)
         read = await stub.GetTicket(mm.GetTicketRequest(ticket_id=alone.ticket_id), metadata=ayse)
         assert (read.ticket.state, read.ticket.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
-        assert not any(t.spec.lobby.lobby_id == "elevator" for t in engines.tables.values())
+        assert not any(t.config.lobby_id == "elevator" for t in engines.tables.values())
         await stub.CancelTicket(
             mm.CancelTicketRequest(request_id="c1", ticket_id=alone.ticket_id), metadata=ayse
         )

@@ -111,13 +111,13 @@ async def test_p30_a_placement_whose_instance_died_is_resumed_without_a_second_t
     nats_server: NatsServer,
 ) -> None:
     from masa_matchmaking.app.ports import EngineNode
-    from masa_matchmaking.domain.lobby import Game
+    from masa_rules.table_config import GameKind
     from matchmaking_support import FakeNodes
 
     ledger = FakeLedger()
     engines = FakeEngines(ledger, hanging={"stuck:1"})
     events = FakeEvents()
-    stuck = FakeNodes([EngineNode("stuck", "stuck:1", frozenset(Game), 0, 100, 0.0, False)])
+    stuck = FakeNodes([EngineNode("stuck", "stuck:1", frozenset(GameKind), 0, 100, 0.0, False)])
     first = await start_instance(
         nats_server, name="mm-dies", ledger=ledger, engines=engines, events=events, nodes=stuck
     )
@@ -142,7 +142,7 @@ async def test_p30_a_placement_whose_instance_died_is_resumed_without_a_second_t
         # The same table id and holds as the dead instance chose: nothing was made twice.
         assert {
             h.request.hold_id for h in ledger.holds.values() if h.request.player_id in players
-        } == {s.hold_id for s in engines.tables[table].spec.seats}
+        } == {s.hold_id for s in engines.tables[table].config.seats}
         assert {h.state for h in held} == {"bound"}
     finally:
         for instance in (first, second):

@@ -69,7 +69,7 @@ def _fake() -> Side:
     fake = FakeLedger(welcome=WELCOME)
 
     async def bind(table_id: str, hold_ids: list[str]) -> None:
-        fake.bind(table_id, hold_ids)
+        fake.bind(table_id, hold_ids, STAKE)
 
     async def expired(player: str, hold_id: str) -> None:
         fake.expire(hold_id)

@@ -11,9 +11,9 @@ from instances import Instance, start_instance, until
 from masa_matchmaking.app.placement import PlacementSettings
 from masa_matchmaking.app.ports import EngineNode
 from masa_matchmaking.app.tickets import NewTicket
-from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.ticket import Placement, Ticket, TicketState
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import BotLevel, GameKind
 from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FakeNodes
 
 
@@ -86,7 +86,7 @@ async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bou
     table = engines.tables[tables.pop()]
     assert table.address == "b:1"  # node-b has the lower load
     assert table.request_id == table.table_id
-    assert all(ledger.holds[s.hold_id].state == "bound" for s in table.spec.seats)
+    assert all(ledger.holds[s.hold_id].state == "bound" for s in table.config.seats)
     assert sorted(ledger.available(p) for p in players) == [400] * 4
     placement = _placement(instance, players[0])
     assert placement.address == "b:1" and placement.hold_id
@@ -163,7 +163,7 @@ async def test_p30_no_live_node_for_the_game_releases_the_holds_and_the_players_
     released and their tickets wait uncounted until a node comes."""
     instance, ledger, engines, _, nodes = world
     saved = nodes.nodes
-    nodes.nodes = [EngineNode("full", "f:1", frozenset({Game.ELEVATOR}), 10, 10, 1.0, False)]
+    nodes.nodes = [EngineNode("full", "f:1", frozenset({GameKind.ELEVATOR}), 10, 10, 1.0, False)]
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
     await until(lambda: instance.metrics.failures.count("no_engine") >= 2)
@@ -187,7 +187,7 @@ async def test_p30_a_full_node_is_passed_over_and_with_every_node_full_the_ticke
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
     await until(lambda: _all(instance, players, TicketState.MATCHED))
-    (started,) = [s for s in events.started if players[0] in {x.player_id for x in s.seats}]
+    (started,) = [s for s in events.started if players[0] in {x.player_id for x in s.config.seats}]
     assert started.node_id == "node-a"
     engines.full = {"a:1", "b:1"}
     waiting = _players(4, 500, ledger)
@@ -208,8 +208,8 @@ async def test_p30_while_the_registry_shows_no_room_nothing_is_claimed_or_held(
     instance, ledger, _engines, _, nodes = world
     saved = nodes.nodes
     nodes.nodes = [
-        EngineNode("node-a", "a:1", frozenset(Game), 100, 100, 1.0, False),
-        EngineNode("node-b", "b:1", frozenset(Game), 5, 100, 0.05, True),
+        EngineNode("node-a", "a:1", frozenset(GameKind), 100, 100, 1.0, False),
+        EngineNode("node-b", "b:1", frozenset(GameKind), 5, 100, 0.05, True),
     ]
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
@@ -234,7 +234,7 @@ async def test_p1_a_training_table_is_created_once_when_the_engines_answer_is_lo
     await until(lambda: engines.lose_answers == 0)
     assert _ticket(instance, player).state is TicketState.PLACING
     await until(lambda: _all(instance, [player], TicketState.MATCHED))
-    mine = [t for t in engines.tables.values() if player in {s.player_id for s in t.spec.seats}]
+    mine = [t for t in engines.tables.values() if player in {s.player_id for s in t.config.seats}]
     assert len(mine) == 1
     assert _placement(instance, player).table_id == mine[0].table_id
     assert _ticket(instance, player).requeues == 0
@@ -259,7 +259,6 @@ async def test_p1_partners_queue_as_a_party_and_sit_opposite(world: World) -> No
 
 
 async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world: World) -> None:
-    from masa_matchmaking.domain.lobby import BotLevel
 
     instance, ledger, engines, _, _ = world
     (player,) = _players(1, 0, ledger)
@@ -268,6 +267,6 @@ async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world: Wor
     )
     await until(lambda: _all(instance, [player], TicketState.MATCHED))
     table = engines.tables[engines.seated()[player]]
-    bots = [seat for seat in table.spec.seats if not seat.player_id]
+    bots = [seat for seat in table.config.seats if not seat.player_id]
     assert len(bots) == 3 and {seat.bot_level for seat in bots} == {BotLevel.EASY}
-    assert not any(seat.hold_id for seat in table.spec.seats)
+    assert not any(seat.hold_id for seat in table.config.seats)

@@ -17,13 +17,13 @@ from masa_matchmaking.adapters.kv_store import KvRatingStore
 from masa_matchmaking.adapters.results import finished_game
 from masa_matchmaking.app.ports import Events, GameStarted, Unreachable
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
-from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.rating import INITIAL_MU, PlayerRating, Result
 from masa_matchmaking.domain.ticket import Ticket
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect, read_subject
 from masa_platform.bus_access import ADMIN, MATCHMAKING
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import GameKind
 from matchmaking_support import FakeEvents
 from nats.aio.client import Client
 
@@ -32,7 +32,7 @@ def _game(players: list[str], *, table: str, training: bool = False) -> Finished
     return FinishedGame(
         table_id=table,
         game_no=1,
-        game=Game.ELEVATOR,
+        game=GameKind.ELEVATOR,
         training=training,
         teams=False,
         results=tuple(Result(p, place) for place, p in enumerate(players, start=1)),
@@ -57,11 +57,11 @@ async def test_p30_a_game_moves_ratings_once_however_often_it_is_delivered(
         players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
         game = _game(players, table=f"t{uuid.uuid4().hex[:8]}")
         assert await ratings.apply(game) == 3
-        first = [await ratings.get(p, Game.ELEVATOR) for p in players]
+        first = [await ratings.get(p, GameKind.ELEVATOR) for p in players]
         assert first[0].mu > INITIAL_MU > first[2].mu
         assert all(rating.games == 1 for rating in first)
         assert await ratings.apply(game) == 0
-        assert [await ratings.get(p, Game.ELEVATOR) for p in players] == first
+        assert [await ratings.get(p, GameKind.ELEVATOR) for p in players] == first
         assert len(events.ratings) == 3
         # Training and one-player games rate nobody.
         assert await ratings.apply(_game(players, table="tr", training=True)) == 0
@@ -121,10 +121,10 @@ async def test_P12_a_game_every_player_left_rates_nobody_and_one_forfeit_loses(
         assert [r.forfeited for r in both.results] == [True, True]
         assert await ratings.apply(both) == 0
         assert events.ratings == []
-        assert [(await ratings.get(p, Game.FIFTYONE)).games for p in players] == [0, 0]
+        assert [(await ratings.get(p, GameKind.FIFTYONE)).games for p in players] == [0, 0]
         one = finished_game(_left(f"t{uuid.uuid4().hex[:8]}", players, {players[1]}))
         assert await ratings.apply(one) == 2
-        stayed, left = [await ratings.get(p, Game.FIFTYONE) for p in players]
+        stayed, left = [await ratings.get(p, GameKind.FIFTYONE) for p in players]
         assert stayed.mu > INITIAL_MU > left.mu
     finally:
         await nc.drain()
@@ -155,7 +155,7 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         game = _game(players, table=f"t{uuid.uuid4().hex[:8]}")
         changed = await asyncio.gather(*(instance.apply(game) for instance in instances))
         assert sum(changed) == 4
-        final = [await instances[0].get(p, Game.ELEVATOR) for p in players]
+        final = [await instances[0].get(p, GameKind.ELEVATOR) for p in players]
         assert all(rating.games == 1 for rating in final)
         alone = Ratings(
             await KvRatingStore.open(
@@ -167,7 +167,7 @@ async def test_p30_two_instances_rating_one_game_apply_one_outcome(nats_server: 
         )
         other = _game(list(reversed(players)), table=f"t{uuid.uuid4().hex[:8]}")
         await alone.apply(other)
-        again = [await alone.get(p, Game.ELEVATOR) for p in players]
+        again = [await alone.get(p, GameKind.ELEVATOR) for p in players]
         assert [rating.games for rating in again] == [2, 2, 2, 2]
     finally:
         for nc in connections:
@@ -247,7 +247,7 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
         survivor = await instance(publishes=None)
         assert await survivor.apply(game) == 0
         assert await survivor.apply(game) == 0  # announced: skipped at once
-        ratings = [await survivor.get(p, Game.ELEVATOR) for p in players]
+        ratings = [await survivor.get(p, GameKind.ELEVATOR) for p in players]
         assert [rating.games for rating in ratings] == [1, 1, 1]
         # Read as the operators: matchmaking only writes its events.
         admin = await connect(

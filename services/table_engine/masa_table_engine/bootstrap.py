@@ -244,7 +244,7 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
         ),
         results=JetStreamResults(nc, signer),
         ownership=KvOwnership(
-            Leases(leases, settings.node_id),
+            Leases(leases, settings.node_id, publisher=publisher),
             renew_every=lease_seconds / 3,
             loops=loops,
         ),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from masa_platform.settings import PlatformSettings, SettingsError
+from masa_rules.table_config import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS, MIN_TURN_SECONDS
 
 __all__ = ["NODE_ID", "EngineSettings"]
 
@@ -37,7 +38,8 @@ class EngineSettings:
     ledger_address: str = ""
     ledger_timeout_seconds: float = 5.0
     bot_delay_seconds: float = 0.0
-    turn_seconds: float = 20.0
+    # P-10: the turn time of a table whose configuration sets none.
+    turn_seconds: float = DEFAULT_TURN_SECONDS
     query_seconds: float = 15.0
     seat_protection_seconds: float = 180.0
     # How long a seat must be without a stream of its player before the log says it is
@@ -72,8 +74,8 @@ class EngineSettings:
     log_mac_key_file: Path | None = None
 
     def __post_init__(self) -> None:
+        _check_turn_seconds(self.turn_seconds)
         positive = {
-            "MASA_TURN_SECONDS": self.turn_seconds,
             "MASA_QUERY_SECONDS": self.query_seconds,
             "MASA_SEAT_PROTECTION_SECONDS": self.seat_protection_seconds,
             "MASA_BOT_TIMEOUT_SECONDS": self.bot_timeout_seconds,
@@ -104,3 +106,11 @@ class EngineSettings:
             raise SettingsError(f"MASA_NODE_ID must match {NODE_ID.pattern}")
         if not 1024 <= self.max_request_bytes <= self.platform.server.max_message_bytes:
             raise SettingsError("MASA_MAX_REQUEST_BYTES must be 1 KiB to MASA_MAX_MESSAGE_BYTES")
+
+
+def _check_turn_seconds(seconds: float) -> None:
+    """A table's own turn time has these bounds too (P-10, ``masa_rules.table_config``)."""
+    if not MIN_TURN_SECONDS <= seconds <= MAX_TURN_SECONDS:
+        raise SettingsError(
+            f"MASA_TURN_SECONDS must be {MIN_TURN_SECONDS} to {MAX_TURN_SECONDS:.0f} seconds"
+        )

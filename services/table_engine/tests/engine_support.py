@@ -1,4 +1,5 @@
-"""Helpers for the table-engine tests: nodes on real servers, tokens, configs, JetStream reads.
+"""Helpers for the table-engine tests: nodes and the ledger on real servers, tokens, configs,
+JetStream reads.
 
 (Kept out of conftest.py so that tests import it by a unique name.)
 """
@@ -26,8 +27,10 @@ from masa.common.v1 import error_pb2, game_pb2
 from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_client.errors import from_rpc_error
+from masa_ledger.bootstrap import LedgerService, start_ledger
+from masa_ledger.settings import LedgerSettings
 from masa_platform.bus import connect
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_access import ADMIN, LEDGER, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import PlatformSettings, ServerSettings
 from masa_platform.testing import HealthStub, NatsServer, auth_settings, keyring, token
@@ -115,6 +118,34 @@ async def running_node(
         yield node
     finally:
         await node.stop(0.2)
+
+
+@asynccontextmanager
+async def running_ledger(
+    server: NatsServer, directory: Path, **overrides: Any
+) -> AsyncIterator[LedgerService]:
+    """The real ledger on a SQLite file in ``directory``, consuming the engine's results from
+    ``server``, its settings changed by ``overrides``."""
+    platform = PlatformSettings(
+        service_name="ledger",
+        auth=auth_settings("ledger"),
+        nats_url=server.url,
+        nats_user=LEDGER,
+        nats_password=server.password(LEDGER),
+        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
+    )
+    ledger_settings = LedgerSettings(
+        platform=platform,
+        database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
+        result_keys_file=keyring().results_jwks,
+    )
+    service = await start_ledger(
+        replace(ledger_settings, **overrides), registry=CollectorRegistry()
+    )
+    try:
+        yield service
+    finally:
+        await service.stop(0.2)
 
 
 @asynccontextmanager

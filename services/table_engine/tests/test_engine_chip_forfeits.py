@@ -9,8 +9,6 @@ pot goes to the house as a forfeit, no hold is voided, and the ledger's invarian
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -21,6 +19,7 @@ from engine_support import (
     fiftyone_config,
     metadata,
     results,
+    running_ledger,
     running_node,
     seat,
     settings,
@@ -31,40 +30,11 @@ from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.table.v1 import table_pb2, view_pb2
 from masa_ledger.app.check import run_check
-from masa_ledger.bootstrap import LedgerService, start_ledger
-from masa_ledger.settings import LedgerSettings
-from masa_platform.bus_access import LEDGER
-from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring
-from prometheus_client import CollectorRegistry
+from masa_platform.testing import NatsServer
 
 STAKE = 100
 CHIPS = 1_000
 PLAYERS = ("ayse", "bora")
-
-
-@asynccontextmanager
-async def _ledger(server: NatsServer, directory: Path) -> AsyncIterator[LedgerService]:
-    """The real ledger on a SQLite file, consuming the engine's results from ``server``."""
-    platform = PlatformSettings(
-        service_name="ledger",
-        auth=auth_settings("ledger"),
-        nats_url=server.url,
-        nats_user=LEDGER,
-        nats_password=server.password(LEDGER),
-        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
-    )
-    ledger_settings = LedgerSettings(
-        platform=platform,
-        database_url=f"sqlite:///{directory / 'ledger.sqlite3'}",
-        results_fetch_seconds=0.5,
-        result_keys_file=keyring().results_jwks,
-    )
-    service = await start_ledger(ledger_settings, registry=CollectorRegistry())
-    try:
-        yield service
-    finally:
-        await service.stop(0.2)
 
 
 async def _staked(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub) -> dict[str, str]:
@@ -108,7 +78,7 @@ async def _events(
 async def test_P12_both_players_of_a_chip_table_leave_and_the_pot_goes_to_the_house(
     nats_server: NatsServer, tmp_path: Path
 ) -> None:
-    async with _ledger(nats_server, tmp_path) as ledger_service:
+    async with running_ledger(nats_server, tmp_path, results_fetch_seconds=0.5) as ledger_service:
         engine = settings(
             nats_server,
             "chip-forfeits",

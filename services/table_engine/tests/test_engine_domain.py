@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import pytest
 from masa_rules.errors import IllegalAction, RuleViolation
+from masa_rules.table_config import BotLevel, GameKind, Mode, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.domain.model import (
     AbandonReason,
     AutopilotChanged,
-    BotLevel,
     Created,
     GameAbandoned,
     GameEvents,
     GameFinished,
-    GameKind,
     Input,
-    Mode,
     PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatConfig,
     SeatConnectionChanged,
     SeatForfeited,
-    SeatKind,
     Source,
-    TableConfig,
     TableVoided,
     TimerFired,
     TimerKind,

@@ -14,10 +14,28 @@ from dataclasses import replace
 import grpc
 import grpc.aio
 import pytest
-from engine_support import create_table, elevator_config, get_view, seat, table_stub
+from engine_stakes import BOUND, HELD, FakeStakes
+from engine_support import (
+    create_table,
+    elevator_config,
+    get_view,
+    reason_name,
+    seat,
+    table_stub,
+)
+from masa.common.v1 import error_pb2
 from masa_platform.metrics import LoopMetrics
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import auth_settings
+from masa_rules.table_config import (
+    GameKind,
+    GameOptions,
+    Mode,
+    PayoutRule,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+)
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -34,19 +52,10 @@ from masa_table_engine.app.ports import (
     Snapshot,
 )
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
+from masa_table_engine.app.stakes import StakeBinder, StakesRefused
 from masa_table_engine.app.tables import Tables
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
-from masa_table_engine.domain.model import (
-    GameKind,
-    GameOptions,
-    SeatChange,
-    SeatChanged,
-    SeatConfig,
-    SeatKind,
-    TableConfig,
-    TimerFired,
-    TimerKind,
-)
+from masa_table_engine.domain.model import SeatChange, SeatChanged, TimerFired, TimerKind
 from masa_table_engine.domain.table import TimerPolicy, accept
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -66,7 +75,9 @@ class Recorded(NullMetrics):
         self.counts[f"takeover:{reason}"] += 1
 
 
-def _node(bus: MemoryBus, name: str) -> tuple[Tables, Recorded, MemoryOwnership]:
+def _node(
+    bus: MemoryBus, name: str, stakes: StakeBinder | None = None
+) -> tuple[Tables, Recorded, MemoryOwnership]:
     metrics = Recorded()
     ownership = MemoryOwnership(bus, name)
     deps = Deps(
@@ -81,7 +92,7 @@ def _node(bus: MemoryBus, name: str) -> tuple[Tables, Recorded, MemoryOwnership]
         timers=TimerPolicy(seat_protection_seconds=600.0), snapshot_every=5, bot_timeout_seconds=0.1
     )
     bus.nodes[name] = (f"{name}:7000", False)
-    return Tables(deps, settings, directory=MemoryDirectory(bus)), metrics, ownership
+    return Tables(deps, settings, stakes=stakes, directory=MemoryDirectory(bus)), metrics, ownership
 
 
 def _config(humans: int = 3) -> TableConfig:
@@ -392,3 +403,45 @@ async def test_a_takeover_reads_only_the_log_after_the_snapshot(bus: MemoryBus) 
     assert [(t, after) for t, after, _ in log.reads] == [(table.table_id, snapshot_sequence)]
     assert log.reads[0][2] == 201 - snapshot_sequence < 5
     await heir.close()
+
+
+def _chip_config(holds: list[str]) -> TableConfig:
+    return replace(
+        _config(),
+        seats=tuple(
+            SeatConfig(n, SeatKind.HUMAN, f"p{n}", f"p{n}", hold_id=hold)
+            for n, hold in enumerate(holds)
+        ),
+        mode=Mode.SINGLES,
+        stake=100,
+        payout=PayoutRule(rake_basis_points=500),
+    )
+
+
+async def test_p30_a_chip_table_is_made_only_once_the_ledger_bound_its_stakes(
+    bus: MemoryBus,
+) -> None:
+    """P-30 on the memory stores and the ledger's double (its contract with the real ledger is
+    test_engine_ledger_contract.py): stakes the ledger refuses leave nothing behind, neither
+    log, index nor lease, and the table made binds its stakes once, retries and all."""
+    stakes = FakeStakes()
+    stakes.hold("h0", "p0", 100)
+    stakes.hold("h1", "p1", 100)
+    stakes.hold("h2", "p2", 50)
+    stakes.hold("h3", "p2", 100)
+    tables, _, _ = _node(bus, "a", stakes)
+    with pytest.raises(StakesRefused) as refused:
+        await tables.create(_chip_config(["h0", "h1", "h2"]), table_id="short", request_id="r1")
+    assert refused.value.reason == reason_name(error_pb2.ERROR_REASON_STAKE_MISMATCH)
+    assert refused.value.metadata["hold_id"] == "h2"
+    assert "short" not in bus.logs and not bus.index and bus.holder("short") is None
+    assert [stakes.holds[h].state for h in ("h0", "h1")] == [HELD, HELD]
+    config = _chip_config(["h0", "h1", "h3"])
+    table = await tables.create(config, table_id="staked", request_id="r2")
+    again = await tables.create(config, table_id="staked", request_id="r2")
+    assert again.table_id == table.table_id == "staked"
+    assert len(bus.logs["staked"]) == 1
+    assert [(stakes.holds[h].state, stakes.holds[h].table_id) for h in ("h0", "h1", "h3")] == [
+        (BOUND, "staked")
+    ] * 3
+    await tables.close()

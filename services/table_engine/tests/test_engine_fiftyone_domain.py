@@ -6,19 +6,21 @@ from __future__ import annotations
 import pytest
 from masa_rules import fiftyone
 from masa_rules.errors import RuleViolation
-from masa_table_engine.domain.model import (
+from masa_rules.table_config import (
     BotLevel,
-    Created,
-    GameEvents,
     GameKind,
     GameOptions,
-    Input,
     Mode,
-    PlayerAction,
     SeatConfig,
     SeatKind,
-    Source,
     TableConfig,
+)
+from masa_table_engine.domain.model import (
+    Created,
+    GameEvents,
+    Input,
+    PlayerAction,
+    Source,
     TimerKind,
     TurnStarted,
     TurnTimedOut,

@@ -28,8 +28,11 @@ from google.protobuf import duration_pb2
 from masa.common.v1 import card_pb2, game_pb2, meld_pb2
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket
+from masa_platform.settings import SettingsError, load_settings
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS, MIN_TURN_SECONDS
 from masa_table_engine.adapters.jetstream import INDEX_BUCKET, LEASE_BUCKET, STREAM
+from masa_table_engine.settings import EngineSettings
 
 PLAYERS = ("ayse", "bora", "cem")
 # What an error message may take at most: a short prefix of the input, never the input.
@@ -252,3 +255,14 @@ async def test_a_create_that_fails_after_the_lease_leaves_no_lease_and_no_index(
             # The node is fine and creates the next table.
             await create_table(stub, elevator_config([seat(0, "ayse"), seat(1), seat(2)]))
         assert (await _written(nats_server))[0] == before[0] + 1
+
+
+def test_p10_the_default_turn_time_setting_keeps_a_table_turn_times_bounds() -> None:
+    """MASA_TURN_SECONDS is the turn time of a table whose lobby sets none, so it is bound as a
+    table's own (masa_rules.table_config): a node never makes tables its own check refuses."""
+    assert load_settings(EngineSettings, {}).turn_seconds == DEFAULT_TURN_SECONDS
+    for good in (str(MIN_TURN_SECONDS), str(MAX_TURN_SECONDS)):
+        load_settings(EngineSettings, {"MASA_TURN_SECONDS": good})
+    for bad in ("0", "0.05", "3601", "-1"):
+        with pytest.raises(SettingsError, match="MASA_TURN_SECONDS"):
+            load_settings(EngineSettings, {"MASA_TURN_SECONDS": bad})

@@ -22,6 +22,7 @@ from engine_support import (
 )
 from masa.table.v1 import admin_pb2, admin_pb2_grpc
 from masa_platform.testing import NatsServer
+from masa_rules.table_config import GameKind, GameOptions, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -32,7 +33,6 @@ from masa_table_engine.adapters.memory import (
 from masa_table_engine.app.ports import NullMetrics
 from masa_table_engine.app.runtime import Deps, RuntimeSettings
 from masa_table_engine.app.tables import Tables
-from masa_table_engine.domain.model import GameKind, GameOptions, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.domain.table import TimerPolicy
 from prometheus_client import CollectorRegistry
 

@@ -28,6 +28,7 @@ from masa.events.v1 import table_log_pb2
 from masa.table.v1 import table_pb2
 from masa_platform.settings import SettingsError, load_settings
 from masa_platform.testing import NatsServer, next_message
+from masa_rules.table_config import MAX_TURN_SECONDS, GameKind, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.memory import (
     MemoryBus,
     MemoryDirectory,
@@ -40,13 +41,9 @@ from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
 from masa_table_engine.app.tables import Tables
 from masa_table_engine.domain.model import (
     Entry,
-    GameKind,
     SeatChange,
     SeatChanged,
-    SeatConfig,
     SeatForfeited,
-    SeatKind,
-    TableConfig,
     TimerFired,
     TimerKind,
 )
@@ -172,7 +169,8 @@ def _tables(bus: MemoryBus, node: str = "a") -> Tables:
 
 
 def _config() -> TableConfig:
-    # Turns far longer than any test here moves the clock: only presence writes entries.
+    # Turns (an hour, the longest) far longer than any test here moves the clock: only presence
+    # writes entries.
     return TableConfig(
         game=GameKind.ELEVATOR,
         seats=(
@@ -180,7 +178,7 @@ def _config() -> TableConfig:
             SeatConfig(1, SeatKind.HUMAN, "p1", "p1"),
             SeatConfig(2, SeatKind.BOT),
         ),
-        turn_seconds=100_000.0,
+        turn_seconds=MAX_TURN_SECONDS,
     )
 
 

@@ -1,15 +1,17 @@
 """One contract for the table stores, run against JetStream (a real nats-server) and against the
-in-memory stores the fast tests use (``adapters/memory.py``): what the use cases rely on."""
+in-memory stores the fast tests use (``adapters/memory.py``): what the use cases rely on,
+down to the ids a result is published under, by which the ledger and matchmaking know a
+result they have seen."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
-from engine_support import bus_client, provision_ttls
+from engine_support import bus_client, provision_ttls, results
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import KvBucket, Leases
 from masa_platform.bus_access import TABLE_ENGINE
@@ -17,6 +19,14 @@ from masa_platform.keys import RESULTS, load_mac_keys
 from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import ResultSigner, Sealer
 from masa_platform.testing import NatsServer, keyring
+from masa_rules.table_config import (
+    BotLevel,
+    GameKind,
+    GameOptions,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+)
 from masa_table_engine.adapters.jetstream import (
     INDEX_BUCKET,
     LEASE_BUCKET,
@@ -34,6 +44,7 @@ from masa_table_engine.adapters.memory import (
     MemoryResults,
 )
 from masa_table_engine.adapters.registry import ENGINE_NODES_BUCKET
+from masa_table_engine.adapters.results import result_event_id
 from masa_table_engine.app.ports import (
     Directory,
     LogConflict,
@@ -42,17 +53,15 @@ from masa_table_engine.app.ports import (
     Ownership,
     ResultPublisher,
 )
+from masa_table_engine.app.runtime import has_results
 from masa_table_engine.domain.model import (
     AbandonReason,
     Created,
     Entry,
-    GameKind,
-    GameOptions,
+    PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatConfig,
-    SeatKind,
-    TableConfig,
+    Source,
     TableVoided,
 )
 from masa_table_engine.domain.table import Table, TimerPolicy, accept, table_to_json
@@ -70,6 +79,8 @@ class Stores:
     directory: Directory
     results: ResultPublisher
     expire: Callable[[], object]
+    # The event ids of a table's results on the bus, in the order published.
+    published: Callable[[str], Awaitable[list[str]]]
 
 
 @pytest.fixture(params=["memory", "jetstream"])
@@ -77,12 +88,17 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
     a, b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     if request.param == "memory":
         bus = MemoryBus(lease_seconds=LEASE_SECONDS)
+
+        async def in_memory(table_id: str) -> list[str]:
+            return list(bus.results.get(table_id, []))
+
         yield Stores(
             (MemoryLog(bus, a), MemoryLog(bus, b)),
             (MemoryOwnership(bus, a), MemoryOwnership(bus, b)),
             MemoryDirectory(bus),
             MemoryResults(bus),
             lambda: bus.clock.advance(LEASE_SECONDS + 0.5),
+            in_memory,
         )
         return
     provision_ttls(nats_server, lease_seconds=LEASE_SECONDS, node_seconds=10)
@@ -96,6 +112,9 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
         KvOwnership(Leases(leases, b), renew_every=60, loops=LoopMetrics(CollectorRegistry())),
     )
     publisher = await AckedPublisher.started(client, unavailable=LogUnavailable)
+
+    async def on_the_bus(table_id: str) -> list[str]:
+        return [result_event_id(result) for result in await results(nats_server, table_id)]
 
     def log(node: str) -> JetStreamLog:
         return JetStreamLog(
@@ -116,6 +135,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
             JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
             JetStreamResults(client, ResultSigner(keyring().signer(RESULTS))),
             lambda: asyncio.sleep(LEASE_SECONDS + 1.5),
+            on_the_bus,
         )
     finally:
         for owner in owners:
@@ -259,3 +279,73 @@ async def test_a_result_published_again_is_a_duplicate(stores: Stores) -> None:
     assert await stores.results.publish(voided, entry) == ["published"]
     assert await stores.results.publish(voided, entry, recheck=True) == ["duplicate"]
     assert await stores.results.publish(voided, entry) == ["duplicate"]
+
+
+def _played(table_id: str) -> list[tuple[Table, Entry]]:
+    """A 51 game of three hands played out by bots, in the pure model: each entry the outbox
+    hands to the results store, which ends a hand (the last one the game too), with the table
+    it left."""
+    config = TableConfig(
+        game=GameKind.FIFTYONE,
+        preset="classic",
+        seats=tuple(SeatConfig(n, SeatKind.BOT) for n in range(4)),
+        turn_seconds=30.0,
+        options=GameOptions(hands_per_game=3),
+    )
+    at = 1_800_000_000.0
+    table, _ = accept(None, Created(table_id, config, b"s" * 32), at, TIMERS)
+    ended: list[tuple[Table, Entry]] = []
+    while not table.finished:
+        seat = table.actor
+        assert seat is not None
+        action = table.engine.choose(table.game, seat, BotLevel.EASY, bytes([table.sequence % 256]))
+        at += 0.5
+        table, entry = accept(table, PlayerAction(seat, action, Source.BOT), at, TIMERS)
+        if has_results(table, entry):
+            ended.append((table, entry))
+    return ended
+
+
+async def test_each_hand_and_the_game_are_published_once_under_their_ids(
+    stores: Stores,
+) -> None:
+    """A hand's result is ``{table}:1:hand:{hand_no}`` and the game's ``{table}:{game_no}:game``,
+    in the order of the game, however often an entry is published again, with a recheck (a
+    retry, a table rebuilt elsewhere) or without."""
+    table_id = f"t{uuid.uuid4().hex}"
+    ended = _played(table_id)
+    ids = [f"{table_id}:1:hand:{n}" for n in (1, 2, 3)] + [f"{table_id}:1:game"]
+    published = [["published"], ["published"], ["published", "published"]]
+    duplicates = [["duplicate"], ["duplicate"], ["duplicate", "duplicate"]]
+    assert [await stores.results.publish(t, e) for t, e in ended] == published
+    assert await stores.published(table_id) == ids
+    assert [await stores.results.publish(t, e, recheck=True) for t, e in ended] == duplicates
+    assert [await stores.results.publish(t, e) for t, e in ended] == duplicates
+    assert await stores.published(table_id) == ids
+
+
+async def test_a_recheck_publishes_what_is_not_on_the_bus_and_only_that(stores: Stores) -> None:
+    """A table rebuilt on another node hands every entry since its snapshot over again, with a
+    recheck: what went out before its owner died is not published twice."""
+    table_id = f"t{uuid.uuid4().hex}"
+    ended = _played(table_id)
+    assert len(ended) == 3
+    assert await stores.results.publish(*ended[0]) == ["published"]
+    assert [await stores.results.publish(t, e, recheck=True) for t, e in ended] == [
+        ["duplicate"],
+        ["published"],
+        ["published", "published"],
+    ]
+    assert await stores.published(table_id) == [
+        f"{table_id}:1:hand:1",
+        f"{table_id}:1:hand:2",
+        f"{table_id}:1:hand:3",
+        f"{table_id}:1:game",
+    ]
+
+
+async def test_an_entry_without_results_publishes_nothing(stores: Stores) -> None:
+    table_id = f"t{uuid.uuid4().hex}"
+    table, entries = _table(table_id)
+    assert await stores.results.publish(table, entries[-1]) == []
+    assert await stores.published(table_id) == []

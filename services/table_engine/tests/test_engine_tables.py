@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
+from masa_rules.table_config import GameKind, GameOptions, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.memory import MemoryBus, MemoryLog, MemoryOwnership, MemoryResults
 from masa_table_engine.app.ports import NullMetrics
 from masa_table_engine.app.runtime import (
@@ -16,14 +17,7 @@ from masa_table_engine.app.runtime import (
     WatcherBehind,
 )
 from masa_table_engine.app.tables import TableNotFound, Tables
-from masa_table_engine.domain.model import (
-    Entry,
-    GameKind,
-    GameOptions,
-    SeatConfig,
-    SeatKind,
-    TableConfig,
-)
+from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table, TimerPolicy
 
 

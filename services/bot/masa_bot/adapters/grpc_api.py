@@ -13,27 +13,22 @@ from typing import Final
 
 import grpc
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
-from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2, view_pb2
 from masa_platform.auth import AuthPolicy, Role
 from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
+from masa_rules.table_config import BotLevel
 from masa_wire import WireError
 from masa_wire import elevator as wire_elevator
 from masa_wire import fiftyone as wire_fiftyone
+from masa_wire.table_config import bot_level_from_proto
 
 from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, Level, NothingToDecide, decide_elevator, decide_fiftyone
+from masa_bot.domain import Decision, NothingToDecide, decide_elevator, decide_fiftyone
 
 __all__ = ["SERVICE_NAME", "BotServicer", "auth_policy", "registration"]
 
 SERVICE_NAME: Final = "masa.bot.v1.BotService"
-
-_LEVELS: Final = {
-    game_pb2.BOT_LEVEL_UNSPECIFIED: Level.NORMAL,
-    game_pb2.BOT_LEVEL_EASY: Level.EASY,
-    game_pb2.BOT_LEVEL_NORMAL: Level.NORMAL,
-}
 
 
 def auth_policy() -> AuthPolicy:
@@ -53,14 +48,12 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         request: bot_pb2.DecideRequest,
         context: grpc.aio.ServicerContext[bot_pb2.DecideRequest, bot_pb2.DecideResponse],
     ) -> bot_pb2.DecideResponse:
-        level = _LEVELS.get(request.level)
-        if level is None:
-            raise BadRequest(f"unknown bot level {request.level}")
         view = request.observation.view
         # 0 asks the bot to pick a seed; a fixed one makes the decision replayable.
         seed = request.seed.to_bytes(8, "big") if request.seed else os.urandom(8)
         budget = request.time_budget.ToTimedelta().total_seconds()
         try:
+            level = bot_level_from_proto(request.level)
             game, decider = _decider(view, seed)
             decision = await self._use_case.decide(game, level, decider, budget_seconds=budget)
         except WireError as error:
@@ -70,7 +63,7 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         return bot_pb2.DecideResponse(action=decision.action, explanation=decision.explanation)
 
 
-ProtoDecider = Callable[[Level], Decision[action_pb2.Action]]
+ProtoDecider = Callable[[BotLevel], Decision[action_pb2.Action]]
 
 
 def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
@@ -80,7 +73,7 @@ def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
     if game == "elevator":
         elevator_state = wire_elevator.state_from_seat_view(view)
 
-        def elevator(level: Level) -> Decision[action_pb2.Action]:
+        def elevator(level: BotLevel) -> Decision[action_pb2.Action]:
             chosen = decide_elevator(elevator_state, seat, level, seed)
             return Decision(wire_elevator.action_to_proto(chosen.action), chosen.explanation)
 
@@ -88,7 +81,7 @@ def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
     if game == "fiftyone":
         fiftyone_state = wire_fiftyone.state_from_seat_view(view)
 
-        def fiftyone(level: Level) -> Decision[action_pb2.Action]:
+        def fiftyone(level: BotLevel) -> Decision[action_pb2.Action]:
             chosen = decide_fiftyone(fiftyone_state, seat, level, seed)
             return Decision(wire_fiftyone.action_to_proto(chosen.action), chosen.explanation)
 

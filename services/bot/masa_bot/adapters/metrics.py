@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from masa_rules.table_config import BotLevel
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
-
-from masa_bot.domain import Level
 
 __all__ = ["GAMES", "PrometheusRecorder"]
 
@@ -36,10 +35,10 @@ class PrometheusRecorder:
 
         # Every game and level from the start, so the dashboards read 0 rather than no data.
         for game in GAMES:
-            for level in Level:
+            for level in BotLevel:
                 self._decisions.labels(game=game, level=level.value)
                 self._seconds.labels(game=game, level=level.value)
 
-    def record(self, game: str, level: Level, seconds: float) -> None:
+    def record(self, game: str, level: BotLevel, seconds: float) -> None:
         self._decisions.labels(game=game, level=level.value).inc()
         self._seconds.labels(game=game, level=level.value).observe(seconds)

@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from masa_bot.domain import Decision, Level
+from masa_rules.table_config import BotLevel
+
+from masa_bot.domain import Decision
 
 __all__ = ["DecideUseCase", "DecisionRecorder"]
 
@@ -26,7 +28,7 @@ _log = logging.getLogger(__name__)
 class DecisionRecorder(Protocol):
     """Where decisions are counted and timed (Prometheus in the service, a list in tests)."""
 
-    def record(self, game: str, level: Level, seconds: float) -> None: ...
+    def record(self, game: str, level: BotLevel, seconds: float) -> None: ...
 
 
 class DecideUseCase:
@@ -39,8 +41,8 @@ class DecideUseCase:
     async def decide(
         self,
         game: str,
-        level: Level,
-        decider: Callable[[Level], Decision[ActionT]],
+        level: BotLevel,
+        decider: Callable[[BotLevel], Decision[ActionT]],
         *,
         budget_seconds: float | None = None,
     ) -> Decision[ActionT]:
@@ -53,7 +55,7 @@ class DecideUseCase:
                 "decision over budget, falling back to easy",
                 extra={"game": game, "level": level.value, "budget_seconds": budget},
             )
-            level = Level.EASY
-            decision = decider(Level.EASY)
+            level = BotLevel.EASY
+            decision = decider(BotLevel.EASY)
         self._recorder.record(game, level, time.perf_counter() - started)
         return decision

@@ -1,23 +1,16 @@
-"""What every game's decider shares: the levels, the decision and the "nothing to do" error."""
+"""What every game's decider shares: the decision and the "nothing to do" error.
+
+The levels a bot plays at are the table model's ``masa_rules.table_config.BotLevel``.
+"""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["Decision", "Level", "NothingToDecide"]
+__all__ = ["Decision", "NothingToDecide"]
 
 ActionT = TypeVar("ActionT")
-
-
-class Level(enum.Enum):
-    """How well a bot plays (the proto's BotLevel; unspecified means normal)."""
-
-    # A random legal move, weighted towards moves that keep the game going.
-    EASY = "easy"
-    # Greedy: the engine's greedy policy, driven by the meld solver in 51.
-    NORMAL = "normal"
 
 
 @dataclass(frozen=True, slots=True)

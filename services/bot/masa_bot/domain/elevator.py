@@ -15,20 +15,21 @@ from masa_rules.elevator import Action, Give, Pass, Play, State, legal_actions
 from masa_rules.elevator.moves import RANK, is_joker
 from masa_rules.elevator.policies import greedy_policy, random_policy
 from masa_rules.shuffle import DrawStream
+from masa_rules.table_config import BotLevel
 
-from masa_bot.domain.choice import Decision, Level, NothingToDecide
+from masa_bot.domain.choice import Decision, NothingToDecide
 
 __all__ = ["decide_elevator"]
 
-_POLICY: Final = {Level.EASY: random_policy, Level.NORMAL: greedy_policy}
+_POLICY: Final = {BotLevel.EASY: random_policy, BotLevel.NORMAL: greedy_policy}
 
 
-def decide_elevator(state: State, seat: int, level: Level, seed: bytes) -> Decision[Action]:
+def decide_elevator(state: State, seat: int, level: BotLevel, seed: bytes) -> Decision[Action]:
     """The action ``seat`` takes at ``level``; ``seed`` drives any randomness (replayable).
 
     >>> from masa_rules.elevator import position
     >>> state = position([["8H", "8S", "KD"], ["3C"], ["4D"]], pile=["5C"])
-    >>> decide_elevator(state, 0, Level.NORMAL, b"doc").explanation
+    >>> decide_elevator(state, 0, BotLevel.NORMAL, b"doc").explanation
     'play 8H 8S: the most cards in the smallest step up'
     """
     actions = legal_actions(state, seat)
@@ -38,14 +39,14 @@ def decide_elevator(state: State, seat: int, level: Level, seed: bytes) -> Decis
     return Decision(action, _explain(action, state, level))
 
 
-def _explain(action: Action, state: State, level: Level) -> str:
+def _explain(action: Action, state: State, level: BotLevel) -> str:
     if isinstance(action, Give):
         return f"give {action.card.code}: the card that hurts least to part with (E-9)"
     if isinstance(action, Pass):
         forced = not any(isinstance(other, Play) for other in legal_actions(state, action.seat))
         return "pass: no card goes on the pile (E-8)" if forced else "pass: keep the hand (E-8)"
     codes = " ".join(card.code for card in action.cards)
-    if level is Level.EASY:
+    if level is BotLevel.EASY:
         return f"play {codes}: a random legal play"
     if is_joker(action.cards[0]) or RANK[action.cards[0].face_index] in (Rank.ACE, Rank.TWO):
         return f"play {codes}: only a joker, an ace or a 2 goes now"

@@ -17,8 +17,9 @@ from masa_rules.fiftyone.melding import cached_opening, islek_faces
 from masa_rules.fiftyone.policies import greedy_policy, random_policy
 from masa_rules.melds import card_value
 from masa_rules.shuffle import DrawStream
+from masa_rules.table_config import BotLevel
 
-from masa_bot.domain.choice import Decision, Level, NothingToDecide
+from masa_bot.domain.choice import Decision, NothingToDecide
 
 __all__ = ["decide_fiftyone"]
 
@@ -26,13 +27,13 @@ __all__ = ["decide_fiftyone"]
 _JOKER_COST: Final = 1000
 
 
-def decide_fiftyone(state: State, seat: int, level: Level, seed: bytes) -> Decision[Action]:
+def decide_fiftyone(state: State, seat: int, level: BotLevel, seed: bytes) -> Decision[Action]:
     """The action ``seat`` takes at ``level``; ``seed`` drives any randomness (replayable)."""
     actions = legal_actions(state, seat)
     if not actions:
         raise NothingToDecide(f"seat {seat} has nothing to do now")
     rng = DrawStream(seed)
-    if level is Level.EASY:
+    if level is BotLevel.EASY:
         action = random_policy(state, seat, rng)
         return Decision(action, f"{type(action).__name__}: a weighted random legal move")
     action = greedy_policy(state, seat, rng)

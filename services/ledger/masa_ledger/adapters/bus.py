@@ -38,6 +38,7 @@ from masa_platform.direct import last_message
 from masa_platform.logs import bound_context
 from masa_platform.metrics import ConsumerMetrics, LoopMetrics
 from masa_platform.signing import RESULT_SIGNATURE, ResultVerifier, UnknownKey, Unverified
+from masa_rules.refusals import Reason
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -175,7 +176,7 @@ class JetStreamResultLog:
 def _unverified(key: GameKey, why: str) -> Refused:
     return Refused(
         f"the last result of table {key.table_id} is not a table-engine's: {why}",
-        reason="RESULT_UNVERIFIED",
+        reason=Reason.RESULT_UNVERIFIED,
         metadata={"table_id": key.table_id, "game_no": str(key.game_no)},
     )
 

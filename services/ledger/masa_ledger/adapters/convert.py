@@ -12,6 +12,8 @@ from google.protobuf import timestamp_pb2
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.events.v1 import ledger_event_pb2, result_pb2
 from masa.ledger.v1 import ledger_pb2
+from masa_rules.table_config import PayoutRule
+from masa_wire.table_config import payout_from_proto, payout_to_proto
 
 from masa_ledger.app.ports import OutboxMessage
 from masa_ledger.domain.events import (
@@ -32,7 +34,6 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
-    PayoutRule,
     SeatPayout,
     Settlement,
     SettlementState,
@@ -149,14 +150,18 @@ def hold_to_proto(hold: Hold) -> ledger_pb2.StakeHold:
 
 
 def rule_to_proto(rule: PayoutRule) -> chips_pb2.PayoutRule:
-    return chips_pb2.PayoutRule(
-        rake_basis_points=rule.rake_basis_points, place_shares=list(rule.place_shares)
-    )
+    """The rule with its shares spelt out: the winner's 10000 when it sets none."""
+    return payout_to_proto(_spelt_out(rule))
 
 
 def rule_from_proto(message: chips_pb2.PayoutRule) -> PayoutRule:
-    """An unset payout table pays the winner all (P-30's default)."""
-    return PayoutRule(message.rake_basis_points, tuple(message.place_shares) or (10_000,))
+    """An unset payout table pays the winner all (P-30's default), kept as that one share, so
+    that a game's terms compare equal however they were sent."""
+    return _spelt_out(payout_from_proto(message))
+
+
+def _spelt_out(rule: PayoutRule) -> PayoutRule:
+    return PayoutRule(rule.rake_basis_points, rule.shares)
 
 
 def _payout_to_proto(payout: SeatPayout) -> ledger_pb2.Payout:
@@ -186,7 +191,7 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
     """A GameFinished as the ledger pays it; a training game stakes nothing."""
     return GameResult(
         event_id=message.event_id,
-        key=GameKey(message.table_id, message.game_no),
+        key=GameKey(table_id=message.table_id, game_no=message.game_no),
         stake=message.stake,
         standings=tuple(
             Standing(
@@ -207,7 +212,7 @@ def game_result_from_proto(message: result_pb2.GameFinished) -> GameResult:
 def abandonment_from_proto(message: result_pb2.GameAbandoned) -> GameAbandonment:
     return GameAbandonment(
         event_id=message.event_id,
-        key=GameKey(message.table_id, message.game_no),
+        key=GameKey(table_id=message.table_id, game_no=message.game_no),
         reason=message.reason or "game abandoned",
     )
 
@@ -301,4 +306,6 @@ def encode_event(event: LedgerEvent) -> OutboxMessage:
             )
         case _:
             assert_never(event)
-    return OutboxMessage(event.event_id, subject, envelope.SerializeToString())
+    return OutboxMessage(
+        event_id=event.event_id, subject=subject, payload=envelope.SerializeToString()
+    )

@@ -14,8 +14,7 @@ every filter of the request; any other token is INVALID_ARGUMENT, reason INVALID
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -24,12 +23,6 @@ from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import AuthPolicy, Role, require_principal
 from masa_platform.errors import (
     BadRequest,
-    MasaError,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    RequestIdReused,
-    Unavailable,
 )
 from masa_platform.page_tokens import Filter, PageTokens
 from masa_platform.server import ServiceRegistration
@@ -43,7 +36,8 @@ from masa_ledger.adapters.convert import (
     settlement_to_proto,
     transfer_to_proto,
 )
-from masa_ledger.app.ledger import Ledger, StakeRequest
+from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, TransferFilter
 from masa_ledger.domain import errors
 from masa_ledger.domain.model import GameKey, wallet_id
@@ -88,38 +82,6 @@ def auth_policy() -> AuthPolicy:
     return AuthPolicy(
         allowed={f"/{SERVICE_NAME}/{method}": roles for method, roles in allowed.items()}
     )
-
-
-def _mapped(
-    handler: Callable[[Any, Request, Context], Awaitable[Response]],
-) -> Callable[[Any, Request, Context], Awaitable[Response]]:
-    """The ledger's refusals as platform errors with the same reason and metadata."""
-
-    @functools.wraps(handler)
-    async def call(self: Any, request: Request, context: Context) -> Response:
-        try:
-            return await handler(self, request, context)
-        except errors.LedgerError as error:
-            raise _masa_error(error) from error
-
-    return call
-
-
-def _masa_error(error: errors.LedgerError) -> MasaError:
-    kind: type[MasaError]
-    if isinstance(error, errors.BadInput):
-        kind = BadRequest
-    elif isinstance(error, errors.NotFound):
-        kind = NotFound
-    elif isinstance(error, errors.RequestIdReused):
-        kind = RequestIdReused
-    elif isinstance(error, errors.NotYourAccount):
-        kind = PermissionDenied
-    elif isinstance(error, errors.Unavailable):
-        kind = Unavailable
-    else:
-        kind = PreconditionFailed
-    return kind(error.message, reason=error.reason, metadata=error.metadata)
 
 
 def _player(requested: str) -> str:
@@ -187,14 +149,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self._transfer_pages = _Pages(page_tokens, "ListTransfers")
         self._hold_pages = _Pages(page_tokens, "ListHolds")
 
-    @_mapped
     async def GetBalance(  # noqa: N802 - the generated servicer names the methods
         self, request: ledger_pb2.GetBalanceRequest, context: Context
     ) -> ledger_pb2.GetBalanceResponse:
         account = await self._ledger.wallet(_player(request.player_id))
         return ledger_pb2.GetBalanceResponse(account=account_to_proto(account))
 
-    @_mapped
     async def ListTransfers(  # noqa: N802
         self, request: ledger_pb2.ListTransfersRequest, context: Context
     ) -> ledger_pb2.ListTransfersResponse:
@@ -204,7 +164,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             raise errors.BadInput(f"unknown transfer kind {request.kind}")
         filters = (player_id, request.kind, request.table_id, request.game_no)
         page = await self._ledger.transfers(
-            TransferFilter(wallet_id(player_id), kind, request.table_id, request.game_no),
+            TransferFilter(
+                account_id=wallet_id(player_id),
+                kind=kind,
+                table_id=request.table_id,
+                game_no=request.game_no,
+            ),
             size=request.page_size,
             before_seq=self._transfer_pages.before_seq(request.page_token, filters),
         )
@@ -213,7 +178,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             next_page_token=self._transfer_pages.next_token(page.next_before_seq, filters),
         )
 
-    @_mapped
     async def GetHold(  # noqa: N802
         self, request: ledger_pb2.GetHoldRequest, context: Context
     ) -> ledger_pb2.GetHoldResponse:
@@ -221,7 +185,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         _player(hold.player_id)
         return ledger_pb2.GetHoldResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def ListHolds(  # noqa: N802
         self, request: ledger_pb2.ListHoldsRequest, context: Context
     ) -> ledger_pb2.ListHoldsResponse:
@@ -231,7 +194,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             raise errors.BadInput(f"unknown hold state {request.state}")
         filters = (player_id, request.state, request.table_id, request.game_no)
         page = await self._ledger.holds(
-            HoldFilter(player_id, state, request.table_id, request.game_no),
+            HoldFilter(
+                player_id=player_id, state=state, table_id=request.table_id, game_no=request.game_no
+            ),
             size=request.page_size,
             before_seq=self._hold_pages.before_seq(request.page_token, filters),
         )
@@ -240,35 +205,32 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             next_page_token=self._hold_pages.next_token(page.next_before_seq, filters),
         )
 
-    @_mapped
     async def GetSettlement(  # noqa: N802
         self, request: ledger_pb2.GetSettlementRequest, context: Context
     ) -> ledger_pb2.GetSettlementResponse:
-        settlement = await self._ledger.settlement(GameKey(request.table_id, request.game_no))
+        settlement = await self._ledger.settlement(
+            GameKey(table_id=request.table_id, game_no=request.game_no)
+        )
         return ledger_pb2.GetSettlementResponse(settlement=settlement_to_proto(settlement))
 
-    @_mapped
     async def GetAccount(  # noqa: N802
         self, request: ledger_pb2.GetAccountRequest, context: Context
     ) -> ledger_pb2.GetAccountResponse:
         account = await self._ledger.account(request.account_id)
         return ledger_pb2.GetAccountResponse(account=account_to_proto(account))
 
-    @_mapped
     async def HoldStake(  # noqa: N802
         self, request: ledger_pb2.HoldStakeRequest, context: Context
     ) -> ledger_pb2.HoldStakeResponse:
         (hold,) = await self._ledger.hold_stakes([_stake(request)])
         return ledger_pb2.HoldStakeResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def HoldStakes(  # noqa: N802
         self, request: ledger_pb2.HoldStakesRequest, context: Context
     ) -> ledger_pb2.HoldStakesResponse:
         holds = await self._ledger.hold_stakes([_stake(stake) for stake in request.stakes])
         return ledger_pb2.HoldStakesResponse(holds=[hold_to_proto(h) for h in holds])
 
-    @_mapped
     async def BindHolds(  # noqa: N802
         self, request: ledger_pb2.BindHoldsRequest, context: Context
     ) -> ledger_pb2.BindHoldsResponse:
@@ -288,14 +250,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             escrow=account_to_proto(escrow), holds=[hold_to_proto(h) for h in holds]
         )
 
-    @_mapped
     async def ReleaseHold(  # noqa: N802
         self, request: ledger_pb2.ReleaseHoldRequest, context: Context
     ) -> ledger_pb2.ReleaseHoldResponse:
         hold = await self._ledger.release_hold(request.hold_id, request.reason)
         return ledger_pb2.ReleaseHoldResponse(hold=hold_to_proto(hold))
 
-    @_mapped
     async def GrantChips(  # noqa: N802
         self, request: ledger_pb2.GrantChipsRequest, context: Context
     ) -> ledger_pb2.GrantChipsResponse:
@@ -306,23 +266,22 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             transfer=transfer_to_proto(transfer), replayed=not applied
         )
 
-    @_mapped
     async def SettleGame(  # noqa: N802
         self, request: ledger_pb2.SettleGameRequest, context: Context
     ) -> ledger_pb2.SettleGameResponse:
         settlement, applied = await self._ledger.settle_from_log(
-            GameKey(request.table_id, request.game_no)
+            GameKey(table_id=request.table_id, game_no=request.game_no)
         )
         return ledger_pb2.SettleGameResponse(
             settlement=settlement_to_proto(settlement), applied=applied
         )
 
-    @_mapped
     async def VoidGame(  # noqa: N802
         self, request: ledger_pb2.VoidGameRequest, context: Context
     ) -> ledger_pb2.VoidGameResponse:
         settlement, applied = await self._ledger.void(
-            GameKey(request.table_id, request.game_no), request.reason or "voided by an admin"
+            GameKey(table_id=request.table_id, game_no=request.game_no),
+            request.reason or "voided by an admin",
         )
         return ledger_pb2.VoidGameResponse(
             settlement=settlement_to_proto(settlement), applied=applied

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.app.ports import (
     AccountChange,
     Change,
@@ -35,7 +37,6 @@ from masa_ledger.domain.model import (
     GameKey,
     Hold,
     HoldState,
-    PayoutRule,
     SeatPayout,
     Settlement,
     SettlementState,
@@ -169,12 +170,15 @@ def transfer_from_row(row: Row) -> Transfer:
 
 def settlement_from_row(row: Row, transfers: Sequence[Transfer] = ()) -> Settlement:
     return Settlement(
-        key=GameKey(row[0], int(row[1])),
+        key=GameKey(table_id=row[0], game_no=int(row[1])),
         state=SettlementState(row[2]),
         pot=int(row[3]),
         rake=int(row[4]),
         forfeited=int(row[5]),
-        payouts=tuple(SeatPayout(*item) for item in json.loads(row[6])),
+        payouts=tuple(
+            SeatPayout(seat=seat, player_id=player_id, place=place, amount=amount)
+            for seat, player_id, place, amount in json.loads(row[6])
+        ),
         hold_ids=tuple(json.loads(row[7])),
         event_id=row[9],
         reason=row[10],
@@ -268,7 +272,7 @@ class SqlTx(Tx):
         )
         for row in rows:
             hold = hold_from_row(row)
-            found[GameKey(hold.table_id, hold.game_no)].append(hold)
+            found[GameKey(table_id=hold.table_id, game_no=hold.game_no)].append(hold)
         return found
 
     async def transfer(self, transfer_id: str) -> Transfer | None:
@@ -531,7 +535,16 @@ class SqlStore:
             "WHERE published_us IS NULL ORDER BY seq LIMIT %s",
             (limit,),
         )
-        return [OutboxRow(int(r[0]), r[1], r[2], bytes(r[3]), int(r[4]) / 1_000_000) for r in rows]
+        return [
+            OutboxRow(
+                seq=int(r[0]),
+                event_id=r[1],
+                subject=r[2],
+                payload=bytes(r[3]),
+                created_at=int(r[4]) / 1_000_000,
+            )
+            for r in rows
+        ]
 
     async def mark_published(self, seqs: Sequence[int], at: float) -> None:
         if not seqs:
@@ -572,7 +585,7 @@ class SqlStore:
             for name, sql in TOTALS.items():
                 rows = await ex.fetch(sql)
                 totals[name] = int(rows[0][0] or 0) if rows else 0
-            return CheckFacts(counts, examples, totals)
+            return CheckFacts(counts=counts, examples=examples, totals=totals)
 
         return await self._in_transaction(run, write=False)
 

@@ -16,7 +16,7 @@ from masa_ledger.app.ports import Store
 __all__ = ["CheckReport", "run_check"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckReport:
     # Every check by name: how many rows break it, and up to 20 of them.
     counts: Mapping[str, int]
@@ -44,4 +44,4 @@ class CheckReport:
 
 async def run_check(store: Store) -> CheckReport:
     facts = await store.check()
-    return CheckReport(facts.counts, facts.examples, facts.totals)
+    return CheckReport(counts=facts.counts, examples=facts.examples, totals=facts.totals)

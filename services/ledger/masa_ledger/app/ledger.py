@@ -1,132 +1,89 @@
-"""The ledger's use cases: grant, hold, bind, release, expire, settle, void, and the reads.
+"""The ledger's API: grant, hold, bind, release, expire, settle, void, and the reads.
 
 Each write validates its input first (nothing is read for a malformed request), then runs as
-one store transaction: it locks what it changes in the global order (see :mod:`.ports`),
-checks the rules against what it locked, and writes the change together with the events the
-outbox will publish. A refusal raises before anything is written, so the transaction rolls
-back and the ledger stays as it was. Every write is idempotent on the ids the caller chose:
-the same request again answers as the first time and moves nothing.
+one unit of work (:mod:`.unit_of_work`): it locks what it changes in the global order (see
+:mod:`.ports`), checks the rules against what it locked, and writes the change together with
+the events the outbox will publish. A refusal comes before anything is written, and a write
+refused whole rolls back, so the ledger stays as it was. Every write is idempotent on the ids
+the caller chose: the same request again answers as the first time and moves nothing.
+
+What each unit does lives with its job: :mod:`.grants`, :mod:`.holds` (place, release,
+expire), :mod:`.binding`, :mod:`.settlement` (settle, void, and the escrow closing they share)
+and :mod:`.queries`; holds, binds and settlements are group-committed (:mod:`.group_commit`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Generic, TypeAlias, TypeVar
+from collections.abc import Callable, Sequence
 
+from masa_rules.refusals import Reason
+from masa_rules.table_config import PayoutRule
+
+from masa_ledger.app import queries
+from masa_ledger.app.binding import BindRequest, bind_holds
+from masa_ledger.app.grants import grant_chips
 from masa_ledger.app.group_commit import GroupCommit
-from masa_ledger.app.paging import page_size
+from masa_ledger.app.holds import (
+    HoldPolicy,
+    StakeRequest,
+    expire_holds,
+    new_holds,
+    place_holds,
+    release_hold,
+)
+from masa_ledger.app.paging import Page
 from masa_ledger.app.ports import (
-    AccountChange,
-    Change,
     EncodeEvent,
     HoldFilter,
-    InboxEntry,
     InboxOutcome,
     LedgerMetrics,
-    OutboxMessage,
     ResultLog,
     Store,
     TransferFilter,
-    Tx,
 )
-from masa_ledger.domain.errors import (
-    BadInput,
-    LedgerError,
-    NotFound,
-    Refused,
-    RequestIdReused,
-    Unavailable,
+from masa_ledger.app.settlement import (
+    WINNER_TAKES_ALL,
+    SettleRequest,
+    VoidRequest,
+    check_result,
+    reject_result,
+    settle_games,
+    void_game,
 )
-from masa_ledger.domain.events import (
-    ChipsGranted,
-    GameSettled,
-    GameVoided,
-    HoldPlaced,
-    HoldsBound,
-    HoldVoidCause,
-    HoldVoided,
-    LedgerEvent,
-)
+from masa_ledger.app.unit_of_work import Writer
+from masa_ledger.domain.errors import BadInput, LedgerError, Refused, Unavailable, game_metadata
 from masa_ledger.domain.model import (
-    HOUSE,
-    ISSUER,
     Account,
-    AccountKind,
     GameAbandonment,
     GameKey,
     GameResult,
     Hold,
-    HoldState,
-    PayoutRule,
-    SeatPayout,
     Settlement,
     SettlementState,
     Transfer,
-    TransferKind,
     wallet_id,
 )
-from masa_ledger.domain.payout import split_pot
 from masa_ledger.domain.validation import (
-    MAX_BALANCE,
-    MAX_HOLDS_PER_GAME,
     check_amount,
     check_game,
     check_hold_ids,
     check_id,
     check_player_id,
     check_rule,
-    check_table_id,
     check_text,
 )
 
-__all__ = ["HoldPolicy", "Ledger", "Page", "StakeRequest"]
-
-ItemT = TypeVar("ItemT")
-ValueT = TypeVar("ValueT")
-# What a request of a batch gets: its answer, or its refusal.
-Outcome: TypeAlias = ValueT | BaseException
+__all__ = ["Ledger"]
 
 _log = logging.getLogger(__name__)
-# P-30's default terms: no rake, the winner takes all.
-WINNER_TAKES_ALL = PayoutRule()
 # How many players the development welcome remembers having seen (it only saves a read).
 _WELCOMED_KEPT = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class HoldPolicy:
-    """How long an unbound hold lives: the default, and the most a caller may ask for."""
-
-    default_ttl_seconds: float = 600.0
-    max_ttl_seconds: float = 86_400.0
-
-
-@dataclass(frozen=True, slots=True)
-class StakeRequest:
-    """One stake to hold; ``hold_id`` is the request_id that placed it."""
-
-    hold_id: str
-    player_id: str
-    amount: int
-    lobby_id: str = ""
-    ticket_id: str = ""
-    # None takes the policy's default.
-    ttl_seconds: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[ItemT]):
-    """A page, newest first, and the sequence number the next page lists below (None on the
-    last page)."""
-
-    items: tuple[ItemT, ...]
-    next_before_seq: int | None
+# Unbound holds live 10 minutes by default, a day at most.
+_DEFAULT_POLICY = HoldPolicy()
 
 
 class Ledger:
@@ -140,7 +97,7 @@ class Ledger:
         metrics: LedgerMetrics,
         *,
         results: ResultLog | None = None,
-        policy: HoldPolicy = HoldPolicy(),
+        policy: HoldPolicy = _DEFAULT_POLICY,
         clock: Callable[[], float] = time.time,
         on_commit: Callable[[], None] = lambda: None,
         welcome_chips: int = 0,
@@ -149,15 +106,14 @@ class Ledger:
         self._welcome_chips = welcome_chips
         # Players welcomed (or found with a wallet) by this process: only saves a read.
         self._welcomed: OrderedDict[str, None] = OrderedDict()
-        self._encode = encode
         self._metrics = metrics
         self._results = results
         self._policy = policy
         self._clock = clock
-        self._on_commit = on_commit
-        self._holding = GroupCommit(self._hold_batch)
-        self._binding = GroupCommit(self._bind_batch)
-        self._settling = GroupCommit(self._settle_batch)
+        self._writer = Writer(store, encode, metrics, clock=clock, on_commit=on_commit)
+        self._holding = GroupCommit(self._writer.batches("hold", place_holds))
+        self._binding = GroupCommit(self._writer.batches("bind", bind_holds))
+        self._settling = GroupCommit(self._writer.batches("settle", settle_games))
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -171,46 +127,25 @@ class Ledger:
         check_player_id("player_id", player_id)
         check_amount("amount", amount)
         check_text("reason", reason)
-        wallet = wallet_id(player_id)
-        transfer_id = f"grant:{request_id}"
-        now = self._clock()
+        return await self._writer.one(
+            "grant", lambda unit: grant_chips(unit, request_id, player_id, amount, reason)
+        )
 
-        async def work(tx: Tx) -> tuple[Transfer, bool]:
-            existing = await tx.transfer(transfer_id)
-            if existing is not None:
-                same = (existing.kind, existing.credit_account_id, existing.amount) == (
-                    TransferKind.GRANT,
-                    wallet,
-                    amount,
-                ) and existing.reason == reason
-                if not same:
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} granted other chips before",
-                        metadata={"request_id": request_id},
-                    )
-                return existing, False
-            opened = Account(wallet, AccountKind.PLAYER, player_id=player_id, created_at=now)
-            accounts = await tx.lock_accounts([ISSUER, wallet], create=[opened])
-            if accounts[wallet].balance + amount > MAX_BALANCE:
-                raise Refused(
-                    f"the grant would take {player_id}'s balance past {MAX_BALANCE}",
-                    reason="BALANCE_LIMIT",
-                    metadata={"player_id": player_id},
-                )
-            transfer = Transfer(
-                transfer_id, TransferKind.GRANT, ISSUER, wallet, amount, now, reason=reason
+    async def welcome(self, player_id: str) -> None:
+        """Development only (MASA_DEV_WELCOME_CHIPS): a player the ledger has no wallet of gets
+        the welcome chips, once. The grant's request id derives from the player id and the
+        ledger keeps it for ever, so no restart or second instance grants it twice."""
+        if self._welcome_chips <= 0 or player_id in self._welcomed:
+            return
+        check_player_id("player_id", player_id)
+        if await self._store.account(wallet_id(player_id)) is None:
+            digest = hashlib.sha256(player_id.encode()).hexdigest()[:32]
+            await self.grant(
+                f"welcome-{digest}", player_id, self._welcome_chips, "development welcome chips"
             )
-            await tx.apply(
-                Change(
-                    now,
-                    transfers=[transfer],
-                    accounts=_net([transfer]),
-                    outbox=self._events([ChipsGranted(transfer, player_id)]),
-                )
-            )
-            return transfer, True
-
-        return await self._write_applied("grant", work)
+        self._welcomed[player_id] = None
+        if len(self._welcomed) > _WELCOMED_KEPT:
+            self._welcomed.popitem(last=False)
 
     async def hold_stakes(self, stakes: Sequence[StakeRequest]) -> list[Hold]:
         """P-30: reserve the stakes of a group of players, all or nothing.
@@ -219,66 +154,10 @@ class Ledger:
         reason INSUFFICIENT_FUNDS, naming every short player, and nothing is held for anyone.
         A hold placed before under the same id is returned as it is, if the request is the same.
         """
-        if not 1 <= len(stakes) <= MAX_HOLDS_PER_GAME:
-            raise BadInput(
-                f"hold 1 to {MAX_HOLDS_PER_GAME} stakes at once", metadata={"field": "stakes"}
-            )
-        now = self._clock()
-        wanted = [self._new_hold(stake, now) for stake in stakes]
-        if len({hold.hold_id for hold in wanted}) != len(wanted):
-            raise BadInput("two stakes have the same request_id", metadata={"field": "stakes"})
-        if len({hold.player_id for hold in wanted}) != len(wanted):
-            raise BadInput("a player is staked twice", metadata={"field": "stakes"})
+        wanted = new_holds(stakes, self._policy, self._clock())
         for hold in wanted:
             await self.welcome(hold.player_id)
         return await self._holding.submit(wanted)
-
-    async def _hold_batch(self, batch: Sequence[list[Hold]]) -> list[Outcome[list[Hold]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[list[Hold]], bool]]:
-            existing = await tx.holds({h.hold_id for request in batch for h in request})
-            wallets = {
-                h.account_id for request in batch for h in request if h.hold_id not in existing
-            }
-            accounts = await tx.lock_accounts(wallets)
-            available = {account_id: a.available for account_id, a in accounts.items()}
-            writes = _Writes(self._clock())
-            answers: list[tuple[Outcome[list[Hold]], bool]] = []
-            for request in batch:
-                try:
-                    answers.append(self._place(request, existing, available, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("hold", work)
-
-    def _place(
-        self,
-        request: list[Hold],
-        existing: dict[str, Hold],
-        available: dict[str, int],
-        writes: _Writes,
-    ) -> tuple[list[Hold], bool]:
-        """One request of a batch of holds: all of its stakes, or none."""
-        for hold in request:
-            found = existing.get(hold.hold_id) or writes.placed.get(hold.hold_id)
-            if found is not None and not found.same_request(hold):
-                raise RequestIdReused(
-                    f"request_id {hold.hold_id!r} placed another hold before",
-                    metadata={"request_id": hold.hold_id},
-                )
-        new = [h for h in request if h.hold_id not in existing and h.hold_id not in writes.placed]
-        short = [h for h in new if available.get(h.account_id, 0) < h.amount]
-        if short:
-            raise _insufficient(short, available)
-        for hold in new:
-            available[hold.account_id] -= hold.amount
-            writes.placed[hold.hold_id] = hold
-            writes.account(hold.account_id, AccountChange(held=hold.amount))
-            writes.event(self._encode(HoldPlaced(hold)))
-        answer = [existing.get(h.hold_id) or writes.placed[h.hold_id] for h in request]
-        return answer, bool(new)
 
     async def bind_holds(
         self,
@@ -302,158 +181,28 @@ class Ledger:
         check_rule(rule)
         ids = check_hold_ids(hold_ids)
         return await self._binding.submit(
-            _Bind(GameKey(table_id, game_no), stake, ids, self._clock(), rule)
+            BindRequest(
+                key=GameKey(table_id=table_id, game_no=game_no),
+                stake=stake,
+                hold_ids=ids,
+                at=self._clock(),
+                rule=rule,
+            )
         )
-
-    async def _bind_batch(
-        self, batch: Sequence[_Bind]
-    ) -> list[Outcome[tuple[Account, list[Hold]]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Account, list[Hold]]], bool]]:
-            # A game's escrow is opened by the first bind that succeeds (written with the
-            # change), so a refused bind leaves nothing behind; two transactions opening the
-            # same escrow collide on its key, and the second runs again and finds it.
-            writes = _Writes(self._clock())
-            escrows = await tx.lock_accounts({bind.key.escrow_id for bind in batch})
-            for bind in batch:
-                if bind.key.escrow_id not in escrows:
-                    escrows[bind.key.escrow_id] = writes.unopened(_escrow(bind.key, bind.at))
-            holds = await tx.holds(
-                {hold_id for bind in batch for hold_id in bind.hold_ids}, lock=True
-            )
-            answers: list[tuple[Outcome[tuple[Account, list[Hold]]], bool]] = []
-            for bind in batch:
-                try:
-                    answers.append(self._bind(bind, escrows, holds, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("bind", work)
-
-    def _bind(
-        self,
-        bind: _Bind,
-        escrows: dict[str, Account],
-        holds: dict[str, Hold],
-        writes: _Writes,
-    ) -> tuple[tuple[Account, list[Hold]], bool]:
-        """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
-        key, stake = bind.key, bind.stake
-        escrow = escrows[key.escrow_id]
-        if escrow.closed is not None:
-            raise Refused(
-                f"game {key} was {escrow.closed.value} already",
-                reason="GAME_CLOSED",
-                metadata=_game_metadata(key, state=escrow.closed.name),
-            )
-        for hold_id in bind.hold_ids:
-            if hold_id not in holds:
-                raise NotFound(
-                    f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-                )
-        chosen = [holds[hold_id] for hold_id in bind.hold_ids]
-        if len({hold.player_id for hold in chosen}) != len(chosen):
-            raise BadInput(
-                f"game {key} names two holds of one player, who takes one seat (P-2)",
-                metadata={"field": "hold_ids"},
-            )
-        total = sum(hold.amount for hold in chosen)
-        if escrow.pending_stakes:
-            # An open escrow's pending stakes are exactly its bound holds, so these are the
-            # same holds if they are all bound here and add up to them.
-            here = all(
-                hold.state is HoldState.BOUND
-                and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
-                for hold in chosen
-            )
-            same_terms = escrow.stake == stake and escrow.rule == bind.rule
-            if here and total == escrow.pending_stakes and same_terms:
-                return (escrow, chosen), False
-            raise Refused(
-                f"game {key} is bound to other holds or another stake",
-                reason="ESCROW_MISMATCH",
-                metadata=_game_metadata(key, stake=str(escrow.stake)),
-            )
-        for hold in chosen:
-            _check_bindable(hold, key, stake, bind.at)
-        bound = [
-            replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
-            for hold in chosen
-        ]
-        for hold in bound:
-            holds[hold.hold_id] = hold
-            writes.holds[hold.hold_id] = hold
-        escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=bind.rule)
-        writes.account(
-            key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule)
-        )
-        writes.event(self._encode(HoldsBound(key, stake, bind.hold_ids, bind.at)))
-        return (escrows[key.escrow_id], bound), True
 
     async def release_hold(self, hold_id: str, reason: str) -> Hold:
         """Void a hold that is not bound (a cancelled ticket); a released hold is returned as
         it is."""
         check_id("hold_id", hold_id)
         check_text("reason", reason)
-        now = self._clock()
-
-        async def work(tx: Tx) -> tuple[Hold, bool]:
-            hold = await self._existing_hold(tx, hold_id)
-            await tx.lock_accounts([hold.account_id])
-            hold = (await tx.holds([hold_id], lock=True))[hold_id]
-            if hold.state is HoldState.RELEASED:
-                return hold, False
-            if hold.state is not HoldState.HELD:
-                raise _not_held(hold)
-            released = replace(hold, state=HoldState.RELEASED, closed_at=now, reason=reason)
-            await tx.apply(
-                Change(
-                    now,
-                    holds=[released],
-                    accounts={hold.account_id: AccountChange(held=-hold.amount)},
-                    outbox=self._events([HoldVoided(released, HoldVoidCause.RELEASED)]),
-                )
-            )
-            return released, True
-
-        return await self._write("release", work)
+        return await self._writer.one("release", lambda unit: release_hold(unit, hold_id, reason))
 
     async def expire_due(self, limit: int = 500) -> int:
         """Void unbound holds past their expiry; returns how many. Run periodically."""
-        now = self._clock()
-        due = await self._store.due_holds(now, limit)
+        due = await self._store.due_holds(self._clock(), limit)
         if not due:
             return 0
-
-        async def work(tx: Tx) -> tuple[int, bool]:
-            await tx.lock_accounts({hold.account_id for hold in due})
-            locked = await tx.holds([hold.hold_id for hold in due], lock=True)
-            expired = [
-                replace(hold, state=HoldState.EXPIRED, closed_at=now, reason="expired")
-                for hold in locked.values()
-                if hold.state is HoldState.HELD and hold.expire_at <= now
-            ]
-            if not expired:
-                return 0, False
-            changes: dict[str, AccountChange] = {}
-            for hold in expired:
-                changes[hold.account_id] = changes.get(hold.account_id, AccountChange()).plus(
-                    AccountChange(held=-hold.amount)
-                )
-            await tx.apply(
-                Change(
-                    now,
-                    holds=expired,
-                    accounts=changes,
-                    outbox=self._events(
-                        [HoldVoided(hold, HoldVoidCause.EXPIRED) for hold in expired]
-                    ),
-                )
-            )
-            return len(expired), True
-
-        count = await self._write("expire", work)
+        count = await self._writer.one("expire", lambda unit: expire_holds(unit, due))
         if count:
             self._metrics.holds_expired(count)
         return count
@@ -466,109 +215,14 @@ class Ledger:
         match). A game settled or voided already is answered with that settlement and
         ``False``. ``from_event`` records the event in the inbox in the same transaction.
         """
-        _check_result(result)
+        check_result(result)
         started = time.perf_counter()
-        settled, applied = await self._settling.submit((result, from_event))
+        settled, applied = await self._settling.submit(
+            SettleRequest(result=result, from_event=from_event)
+        )
         if applied:
             self._metrics.settlement_seconds(time.perf_counter() - started)
         return settled, applied
-
-    async def _settle_batch(
-        self, batch: Sequence[tuple[GameResult, bool]]
-    ) -> list[Outcome[tuple[Settlement, bool]]]:
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
-            writes = _Writes(self._clock())
-            # The house may take a rake, or the prize when every staking seat forfeited: the
-            # terms say which, and they are read with the locks, so the house is locked too.
-            games, escrows = await self._lock_games(
-                tx, [result.key for result, _ in batch], writes, house=True
-            )
-            bound = await tx.holds_of_games(
-                [key for key, closed in games.items() if closed is None]
-            )
-            answers: list[tuple[Outcome[tuple[Settlement, bool]], bool]] = []
-            for result, from_event in batch:
-                try:
-                    terms = escrows.get(result.key.escrow_id)
-                    answers.append(self._settle(result, from_event, games, bound, terms, writes))
-                except LedgerError as error:
-                    answers.append((error, False))
-            await self._apply(tx, writes)
-            return answers
-
-        return await self._batch("settle", work)
-
-    def _settle(
-        self,
-        result: GameResult,
-        from_event: bool,
-        games: dict[GameKey, Settlement | None],
-        bound_by_game: dict[GameKey, list[Hold]],
-        terms: PayoutRule | None,
-        writes: _Writes,
-    ) -> tuple[tuple[Settlement, bool], bool]:
-        """One settlement of a batch; ``games`` follows the games earlier ones closed. The pot
-        is paid by ``terms``, the rule its stakes were bound under, never by the result."""
-        key, now = result.key, writes.at
-        closed = games[key]
-        if closed is not None:
-            if from_event:
-                writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.ALREADY_CLOSED))
-            return (closed, False), False
-        bound = [h for h in bound_by_game[key] if h.state is HoldState.BOUND]
-        _match(result, bound)
-        pot = sum(hold.amount for hold in bound)
-        # An escrow bound before the ledger recorded terms (a game that spans the upgrade) is
-        # paid as it was then, by the verified result's table; every other by its bound terms.
-        rule = terms or result.published_rule or WINNER_TAKES_ALL
-        split = split_pot(pot, result.standings, rule, teams=result.teams)
-        transfers = _settlement_transfers(key, bound, split.payouts, now)
-        for kind, amount in (
-            (TransferKind.RAKE, split.rake),
-            (TransferKind.FORFEIT, split.forfeited),
-        ):
-            if amount:
-                transfers.append(
-                    Transfer(
-                        f"{kind.value}:{key}",
-                        kind,
-                        key.escrow_id,
-                        HOUSE,
-                        amount,
-                        now,
-                        key.table_id,
-                        key.game_no,
-                    )
-                )
-        settlement = Settlement(
-            key,
-            SettlementState.SETTLED,
-            pot,
-            split.rake,
-            split.forfeited,
-            split.payouts,
-            tuple(hold.hold_id for hold in bound),
-            result.event_id,
-            "",
-            now,
-            rule,
-            tuple(transfers),
-        )
-        games[key] = settlement
-        writes.transfers.extend(transfers)
-        for account_id, change in _net(transfers).items():
-            writes.account(account_id, change)
-        for hold in bound:
-            writes.account(hold.account_id, AccountChange(held=-hold.amount))
-            writes.holds[hold.hold_id] = replace(hold, state=HoldState.POSTED, closed_at=now)
-        writes.account(
-            key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.SETTLED)
-        )
-        writes.settlements.append(settlement)
-        if from_event:
-            writes.inbox.append(InboxEntry(result.event_id, key, InboxOutcome.SETTLED))
-        writes.event(self._encode(GameSettled(settlement)))
-        return (settlement, True), True
 
     async def void(
         self, key: GameKey, reason: str, *, event_id: str = "", from_event: bool = False
@@ -584,57 +238,8 @@ class Ledger:
         """
         check_game(key.table_id, key.game_no)
         check_text("reason", reason)
-
-        async def work(tx: Tx) -> list[tuple[Outcome[tuple[Settlement, bool]], bool]]:
-            now = self._clock()
-            writes = _Writes(now)
-            closed = (await self._lock_games(tx, [key], writes))[0][key]
-            if closed is not None:
-                if from_event:
-                    writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.ALREADY_CLOSED))
-                    await self._apply(tx, writes)
-                return [((closed, False), False)]
-            if not event_id and writes.opens(key.escrow_id):
-                unknown = NotFound(
-                    f"the ledger knows no game {key}: no stake was ever bound to it",
-                    reason="NOT_FOUND",
-                    metadata=_game_metadata(key),
-                )
-                return [(unknown, False)]
-            bound = [h for h in (await tx.holds_of_games([key]))[key] if h.state is HoldState.BOUND]
-            pot = sum(hold.amount for hold in bound)
-            for hold in bound:
-                writes.account(hold.account_id, AccountChange(held=-hold.amount))
-                writes.holds[hold.hold_id] = replace(
-                    hold, state=HoldState.VOIDED, closed_at=now, reason=reason
-                )
-            writes.account(
-                key.escrow_id, AccountChange(pending_stakes=-pot, close=SettlementState.VOIDED)
-            )
-            settlement = Settlement(
-                key,
-                SettlementState.VOIDED,
-                pot,
-                0,
-                0,
-                (),
-                tuple(hold.hold_id for hold in bound),
-                event_id,
-                reason,
-                now,
-                PayoutRule(),
-            )
-            writes.settlements.append(settlement)
-            if from_event:
-                writes.inbox.append(InboxEntry(event_id, key, InboxOutcome.VOIDED))
-            writes.event(self._encode(GameVoided(settlement)))
-            await self._apply(tx, writes)
-            return [((settlement, True), True)]
-
-        (answer,) = await self._batch("void", work)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+        request = VoidRequest(key=key, reason=reason, event_id=event_id, from_event=from_event)
+        return await self._writer.one("void", lambda unit: void_game(unit, request))
 
     async def settle_from_log(self, key: GameKey) -> tuple[Settlement, bool]:
         """An admin's SettleGame: settle (or void) the game from what the table-engine
@@ -646,8 +251,8 @@ class Ledger:
         if result is None:
             raise Refused(
                 f"the table log has no result for game {key}",
-                reason="GAME_NOT_FINISHED",
-                metadata=_game_metadata(key),
+                reason=Reason.GAME_NOT_FINISHED,
+                metadata=game_metadata(key),
             )
         if isinstance(result, GameAbandonment):
             return await self.void(key, result.reason, event_id=result.event_id)
@@ -685,6 +290,9 @@ class Ledger:
             return InboxOutcome.VOIDED
         return InboxOutcome.SETTLED
 
+    async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
+        await self._writer.one("settle_rejected", lambda unit: reject_result(unit, result, error))
+
     async def drain(self) -> None:
         """Wait for the transactions under way, so that the store can close after them."""
         for group in (self._holding, self._binding, self._settling):
@@ -692,450 +300,30 @@ class Ledger:
 
     # --- reads -----------------------------------------------------------------------------
 
-    async def welcome(self, player_id: str) -> None:
-        """Development only (MASA_DEV_WELCOME_CHIPS): a player the ledger has no wallet of gets
-        the welcome chips, once. The grant's request id derives from the player id and the
-        ledger keeps it for ever, so no restart or second instance grants it twice."""
-        if self._welcome_chips <= 0 or player_id in self._welcomed:
-            return
-        check_player_id("player_id", player_id)
-        if await self._store.account(wallet_id(player_id)) is None:
-            digest = hashlib.sha256(player_id.encode()).hexdigest()[:32]
-            await self.grant(
-                f"welcome-{digest}", player_id, self._welcome_chips, "development welcome chips"
-            )
-        self._welcomed[player_id] = None
-        if len(self._welcomed) > _WELCOMED_KEPT:
-            self._welcomed.popitem(last=False)
-
     async def wallet(self, player_id: str) -> Account:
         """A player's wallet; a player never granted chips has an empty one (with the
         development welcome on, such a player is welcomed first)."""
-        check_player_id("player_id", player_id)
         await self.welcome(player_id)
-        account_id = wallet_id(player_id)
-        found = await self._store.account(account_id)
-        return found or Account(account_id, AccountKind.PLAYER, player_id=player_id)
+        return await queries.wallet(self._store, player_id)
 
     async def account(self, account_id: str) -> Account:
-        _check_account_id(account_id)
-        found = await self._store.account(account_id)
-        if found is None:
-            raise NotFound(
-                f"no account {account_id!r}",
-                reason="ACCOUNT_NOT_FOUND",
-                metadata={"account_id": account_id},
-            )
-        return found
+        return await queries.account(self._store, account_id)
 
     async def hold(self, hold_id: str) -> Hold:
-        check_id("hold_id", hold_id)
-        found = await self._store.hold(hold_id)
-        if found is None:
-            raise NotFound(
-                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-            )
-        return found
+        return await queries.hold(self._store, hold_id)
 
     async def settlement(self, key: GameKey) -> Settlement:
-        check_game(key.table_id, key.game_no)
-        found = await self._store.settlement(key)
-        if found is None:
-            raise NotFound(
-                f"game {key} was neither settled nor voided",
-                reason="SETTLEMENT_NOT_FOUND",
-                metadata=_game_metadata(key),
-            )
-        return found
+        return await queries.settlement(self._store, key)
 
     async def transfers(
         self, where: TransferFilter, *, size: int, before_seq: int | None = None
     ) -> Page[Transfer]:
         """A page of ``where``'s transfers, below ``before_seq`` (the previous page's
         ``next_before_seq``) if given."""
-        _check_game_filter(where.table_id, where.game_no)
-        limit = page_size(size)
-        rows = await self._store.list_transfers(where, before_seq=before_seq, limit=limit + 1)
-        return _page(rows, limit)
+        return await queries.transfers(self._store, where, size=size, before_seq=before_seq)
 
     async def holds(
         self, where: HoldFilter, *, size: int, before_seq: int | None = None
     ) -> Page[Hold]:
         """A page of ``where``'s holds, below ``before_seq`` if given."""
-        _check_game_filter(where.table_id, where.game_no)
-        limit = page_size(size)
-        rows = await self._store.list_holds(where, before_seq=before_seq, limit=limit + 1)
-        return _page(rows, limit)
-
-    # --- helpers ---------------------------------------------------------------------------
-
-    def _new_hold(self, stake: StakeRequest, now: float) -> Hold:
-        check_id("request_id", stake.hold_id)
-        check_player_id("player_id", stake.player_id)
-        check_amount("amount", stake.amount)
-        check_id("lobby_id", stake.lobby_id, required=False)
-        check_id("ticket_id", stake.ticket_id, required=False)
-        ttl = self._policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
-        if not 0 < ttl <= self._policy.max_ttl_seconds:
-            raise BadInput(
-                f"ttl must be more than 0 and at most {self._policy.max_ttl_seconds:g} s",
-                metadata={"field": "ttl"},
-            )
-        return Hold(
-            hold_id=stake.hold_id,
-            player_id=stake.player_id,
-            amount=stake.amount,
-            lobby_id=stake.lobby_id,
-            ticket_id=stake.ticket_id,
-            ttl_seconds=ttl,
-            state=HoldState.HELD,
-            created_at=now,
-            expire_at=now + ttl,
-        )
-
-    async def _existing_hold(self, tx: Tx, hold_id: str) -> Hold:
-        found = (await tx.holds([hold_id])).get(hold_id)
-        if found is None:
-            raise NotFound(
-                f"no hold {hold_id!r}", reason="HOLD_NOT_FOUND", metadata={"hold_id": hold_id}
-            )
-        return found
-
-    async def _lock_games(
-        self, tx: Tx, keys: Sequence[GameKey], writes: _Writes, *, house: bool = False
-    ) -> tuple[dict[GameKey, Settlement | None], dict[str, PayoutRule | None]]:
-        """Lock the games (their escrows, and the wallets of their holds and the house that
-        closing them changes, all at once in account-id order) and return each game's
-        settlement if it is closed already, and each escrow's terms (by escrow id). A game never
-        bound has no escrow yet: closing it opens one, with the change."""
-        locked = await tx.lock_games(keys, also=[HOUSE] if house else [])
-        terms = {
-            key.escrow_id: locked[key.escrow_id].rule for key in keys if key.escrow_id in locked
-        }
-        games: dict[GameKey, Settlement | None] = {}
-        for key in dict.fromkeys(keys):
-            escrow = locked.get(key.escrow_id)
-            if escrow is None:
-                writes.unopened(_escrow(key, writes.at))
-                games[key] = None
-            elif escrow.closed is None:
-                games[key] = None
-            else:
-                closed = await tx.settlement(key)
-                if closed is None:
-                    raise RuntimeError(f"escrow {key.escrow_id} is closed without a settlement")
-                games[key] = closed
-        return games, terms
-
-    async def _reject(self, result: GameResult | GameAbandonment, error: LedgerError) -> None:
-        now = self._clock()
-        detail = f"{error.reason}: {error.message}"
-
-        async def work(tx: Tx) -> tuple[None, bool]:
-            entry = InboxEntry(result.event_id, result.key, InboxOutcome.REJECTED, detail)
-            await tx.apply(Change(now, inbox=[entry]))
-            return None, False
-
-        await self._write("settle_rejected", work)
-
-    def _events(self, events: Sequence[LedgerEvent]) -> list[OutboxMessage]:
-        return [self._encode(event) for event in events]
-
-    async def _apply(self, tx: Tx, writes: _Writes) -> None:
-        change = writes.change()
-        if not change.empty:
-            await tx.apply(change)
-
-    async def _write(
-        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
-    ) -> ValueT:
-        """Run ``work`` (which returns its value and whether it changed anything) in one
-        transaction, and count it: ok, replayed (nothing to change), refused or error."""
-        value, _ = await self._write_applied(kind, work)
-        return value
-
-    async def _write_applied(
-        self, kind: str, work: Callable[[Tx], Awaitable[tuple[ValueT, bool]]]
-    ) -> tuple[ValueT, bool]:
-        """:meth:`_write`, with whether the transaction changed anything."""
-        try:
-            value, changed = await self._store.transact(work)
-        except LedgerError:
-            self._metrics.operation(kind, "refused")
-            raise
-        except Exception:
-            self._metrics.operation(kind, "error")
-            raise
-        self._metrics.operation(kind, "ok" if changed else "replayed")
-        if changed:
-            self._on_commit()
-        return value, changed
-
-    async def _batch(
-        self, kind: str, work: Callable[[Tx], Awaitable[list[tuple[Outcome[ValueT], bool]]]]
-    ) -> list[Outcome[ValueT]]:
-        """Run a batch's ``work`` in one transaction; count each request's outcome."""
-        try:
-            answers = await self._store.transact(work)
-        except Exception:
-            self._metrics.operation(kind, "error")
-            raise
-        for answer, changed in answers:
-            if isinstance(answer, LedgerError):
-                result = "refused"
-            else:
-                result = "ok" if changed else "replayed"
-            self._metrics.operation(kind, result)
-        if any(changed for _, changed in answers):
-            self._on_commit()
-        return [answer for answer, _ in answers]
-
-
-@dataclass(frozen=True, slots=True)
-class _Bind:
-    key: GameKey
-    stake: int
-    hold_ids: tuple[str, ...]
-    at: float
-    rule: PayoutRule
-
-
-class _Writes:
-    """What one transaction writes, gathered from the requests of a batch: each hold once,
-    the changes of an account summed."""
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-        # Accounts this transaction may open, as they are before any change.
-        self._unopened: dict[str, Account] = {}
-        self.placed: dict[str, Hold] = {}
-        self.holds: dict[str, Hold] = {}
-        self.transfers: list[Transfer] = []
-        self.accounts: dict[str, AccountChange] = {}
-        self.settlements: list[Settlement] = []
-        self.inbox: list[InboxEntry] = []
-        self.outbox: list[OutboxMessage] = []
-
-    def unopened(self, account: Account) -> Account:
-        """An account not in the database: opened with the change if a request changes it."""
-        return self._unopened.setdefault(account.account_id, account)
-
-    def opens(self, account_id: str) -> bool:
-        """Whether the account is not in the database (this transaction would open it)."""
-        return account_id in self._unopened
-
-    def account(self, account_id: str, change: AccountChange) -> None:
-        self.accounts[account_id] = self.accounts.get(account_id, AccountChange()).plus(change)
-
-    def event(self, message: OutboxMessage) -> None:
-        self.outbox.append(message)
-
-    def change(self) -> Change:
-        opened = [
-            _opened(account, self.accounts[account_id])
-            for account_id, account in self._unopened.items()
-            if account_id in self.accounts
-        ]
-        return Change(
-            self.at,
-            new_accounts=opened,
-            new_holds=list(self.placed.values()),
-            holds=list(self.holds.values()),
-            transfers=self.transfers,
-            accounts={k: v for k, v in self.accounts.items() if k not in self._unopened},
-            settlements=self.settlements,
-            inbox=self.inbox,
-            outbox=self.outbox,
-        )
-
-
-def _escrow(key: GameKey, at: float) -> Account:
-    return Account(
-        key.escrow_id, AccountKind.ESCROW, table_id=key.table_id, game_no=key.game_no, created_at=at
-    )
-
-
-def _opened(account: Account, change: AccountChange) -> Account:
-    """A new account as it is after ``change``."""
-    return replace(
-        account,
-        balance=account.balance + change.balance,
-        held=account.held + change.held,
-        pending_stakes=account.pending_stakes + change.pending_stakes,
-        stake=account.stake if change.stake is None else change.stake,
-        closed=change.close or account.closed,
-        rule=account.rule if change.rule is None else change.rule,
-    )
-
-
-def _page(rows: Sequence[tuple[int, ItemT]], limit: int) -> Page[ItemT]:
-    items = tuple(item for _, item in rows[:limit])
-    return Page(items, rows[limit - 1][0] if len(rows) > limit else None)
-
-
-def _insufficient(short: Sequence[Hold], available_chips: dict[str, int]) -> Refused:
-    first = short[0]
-    available = available_chips.get(first.account_id, 0)
-    names = ", ".join(hold.player_id for hold in short)
-    return Refused(
-        f"not enough chips to stake: {names}",
-        reason="INSUFFICIENT_FUNDS",
-        metadata={
-            "player_id": first.player_id,
-            "available": str(available),
-            "required": str(first.amount),
-            "short_player_ids": json.dumps([hold.player_id for hold in short]),
-        },
-    )
-
-
-def _not_held(hold: Hold) -> Refused:
-    metadata = {"hold_id": hold.hold_id, "state": hold.state.name}
-    if hold.table_id:
-        metadata |= {"table_id": hold.table_id, "game_no": str(hold.game_no)}
-    return Refused(
-        f"hold {hold.hold_id!r} is {hold.state.value}", reason="HOLD_NOT_HELD", metadata=metadata
-    )
-
-
-def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
-    if hold.state in (HoldState.BOUND, HoldState.POSTED):
-        raise Refused(
-            f"hold {hold.hold_id!r} is bound to game {hold.table_id}:{hold.game_no}",
-            reason="HOLD_ALREADY_BOUND",
-            metadata={
-                "hold_id": hold.hold_id,
-                "table_id": hold.table_id,
-                "game_no": str(hold.game_no),
-            },
-        )
-    if hold.state is not HoldState.HELD:
-        raise _not_held(hold)
-    if hold.expire_at <= now:
-        raise _not_held(replace(hold, state=HoldState.EXPIRED))
-    if hold.amount != stake:
-        raise Refused(
-            f"hold {hold.hold_id!r} holds {hold.amount}, the stake of game {key} is {stake}",
-            reason="STAKE_MISMATCH",
-            metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
-        )
-
-
-def _check_result(result: GameResult) -> None:
-    key = result.key
-    check_game(key.table_id, key.game_no)
-    check_id("event_id", result.event_id)
-    if result.stake < 0:
-        raise BadInput("the stake is negative", metadata={"field": "stake"})
-    seats = [standing.seat for standing in result.standings]
-    holds = [standing.hold_id for standing in result.standings if standing.hold_id]
-    if len(set(seats)) != len(seats) or len(set(holds)) != len(holds):
-        raise BadInput("the ranking names a seat or a hold twice", metadata={"field": "ranking"})
-    for standing in result.standings:
-        if standing.place < 1:
-            raise BadInput("places start at 1", metadata={"field": "ranking"})
-        if standing.hold_id and not standing.player_id:
-            raise BadInput("a seat with a hold has no player", metadata={"field": "ranking"})
-
-
-def _match(result: GameResult, bound: Sequence[Hold]) -> None:
-    """The result pays the game's bound holds exactly: the same holds, players and stake."""
-    by_id = {hold.hold_id: hold for hold in bound}
-    staked = {s.hold_id: s for s in result.standings if s.hold_id}
-    problems: list[str] = []
-    if set(staked) != set(by_id):
-        problems.append(
-            f"{len(set(staked) - set(by_id))} result holds are not bound to the game and "
-            f"{len(set(by_id) - set(staked))} bound holds are not in the result"
-        )
-    for hold_id, standing in staked.items():
-        hold = by_id.get(hold_id)
-        if hold is None:
-            continue
-        if hold.player_id != standing.player_id:
-            problems.append(f"hold {hold_id} is not seat {standing.seat}'s player's")
-        if hold.amount != result.stake:
-            problems.append(f"hold {hold_id} holds {hold.amount}, the stake is {result.stake}")
-    if problems:
-        raise Refused(
-            f"the result of game {result.key} does not match its holds: {'; '.join(problems)}",
-            reason="RESULT_MISMATCH",
-            metadata=_game_metadata(result.key),
-        )
-
-
-def _net(transfers: Sequence[Transfer]) -> dict[str, AccountChange]:
-    changes: dict[str, AccountChange] = {}
-    for transfer in transfers:
-        for account_id, delta in (
-            (transfer.debit_account_id, -transfer.amount),
-            (transfer.credit_account_id, transfer.amount),
-        ):
-            changes[account_id] = changes.get(account_id, AccountChange()).plus(
-                AccountChange(balance=delta)
-            )
-    return changes
-
-
-def _settlement_transfers(
-    key: GameKey, bound: Sequence[Hold], payouts: Sequence[SeatPayout], now: float
-) -> list[Transfer]:
-    """The stakes posted into the escrow, then the payouts out of it."""
-    stakes = [
-        Transfer(
-            f"stake:{hold.hold_id}",
-            TransferKind.STAKE,
-            hold.account_id,
-            key.escrow_id,
-            hold.amount,
-            now,
-            key.table_id,
-            key.game_no,
-            hold_id=hold.hold_id,
-        )
-        for hold in bound
-    ]
-    return stakes + [
-        Transfer(
-            f"payout:{key}:{payout.seat}",
-            TransferKind.PAYOUT,
-            key.escrow_id,
-            wallet_id(payout.player_id),
-            payout.amount,
-            now,
-            key.table_id,
-            key.game_no,
-        )
-        for payout in payouts
-    ]
-
-
-def _game_metadata(key: GameKey, **more: str) -> dict[str, str]:
-    return {"table_id": key.table_id, "game_no": str(key.game_no), **more}
-
-
-def _check_game_filter(table_id: str, game_no: int) -> None:
-    if table_id:
-        check_table_id("table_id", table_id)
-    if game_no and not table_id:
-        raise BadInput("game_no filters only with table_id", metadata={"field": "game_no"})
-    if game_no < 0:
-        raise BadInput("game_no must not be negative", metadata={"field": "game_no"})
-
-
-def _check_account_id(account_id: str) -> None:
-    if account_id in (HOUSE, ISSUER):
-        return
-    kind, _, rest = account_id.partition(":")
-    if kind == "player":
-        check_player_id("account_id", rest)
-        return
-    if kind == "escrow":
-        table_id, _, game = rest.rpartition(":")
-        if game.isdigit():
-            check_game(table_id, int(game))
-            return
-    raise BadInput(
-        "account_id is 'player:<player_id>', 'escrow:<table_id>:<game_no>', 'house' or 'issuer'",
-        metadata={"field": "account_id"},
-    )
+        return await queries.holds(self._store, where, size=size, before_seq=before_seq)

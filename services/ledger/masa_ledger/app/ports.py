@@ -5,6 +5,8 @@ suite runs against both. A transaction's work is a coroutine function that recei
 :class:`Tx`; the store commits when it returns and rolls back when it raises, and runs it again
 after a :class:`~masa_ledger.domain.errors.Conflict` (a deadlock, a serialization failure, a
 concurrent insert of the same id). Work must therefore have no effect outside the transaction.
+The use cases write only through :mod:`.unit_of_work`, which makes a fresh unit of work for
+each run.
 
 Locks are taken in one global order, so that two transactions never wait for each other in a
 circle: accounts first, in account-id order, then holds, in hold-id order. Every transaction
@@ -19,6 +21,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.domain.events import LedgerEvent
 from masa_ledger.domain.model import (
     Account,
@@ -27,7 +31,6 @@ from masa_ledger.domain.model import (
     GameResult,
     Hold,
     HoldState,
-    PayoutRule,
     Settlement,
     SettlementState,
     Transfer,
@@ -54,7 +57,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AccountChange:
     """Amounts added to an account's columns (negative to take away); for an escrow, also the
     stake and terms its holds were bound with and the state its game is closed in."""
@@ -68,23 +71,23 @@ class AccountChange:
 
     def plus(self, other: AccountChange) -> AccountChange:
         return AccountChange(
-            self.balance + other.balance,
-            self.held + other.held,
-            self.pending_stakes + other.pending_stakes,
-            self.stake if other.stake is None else other.stake,
-            other.close or self.close,
-            self.rule if other.rule is None else other.rule,
+            balance=self.balance + other.balance,
+            held=self.held + other.held,
+            pending_stakes=self.pending_stakes + other.pending_stakes,
+            stake=self.stake if other.stake is None else other.stake,
+            close=other.close or self.close,
+            rule=self.rule if other.rule is None else other.rule,
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxMessage:
     event_id: str
     subject: str
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxRow:
     seq: int
     event_id: str
@@ -93,7 +96,7 @@ class OutboxRow:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InboxEntry:
     """A consumed table result: recorded once per event id (a repeat changes nothing)."""
 
@@ -114,7 +117,7 @@ class InboxOutcome(enum.Enum):
     REJECTED = "rejected"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Change:
     """Everything one transaction writes, applied at once at its end (one statement where the
     database allows it)."""
@@ -145,7 +148,7 @@ class Change:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TransferFilter:
     account_id: str
     kind: TransferKind | None = None
@@ -153,7 +156,7 @@ class TransferFilter:
     game_no: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldFilter:
     player_id: str
     state: HoldState | None = None
@@ -161,7 +164,7 @@ class HoldFilter:
     game_no: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckFacts:
     """What the invariant check found: by check name, how many rows break it and a few of
     them; and totals of the ledger."""

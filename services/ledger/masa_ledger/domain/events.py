@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldPlaced:
     hold: Hold
 
@@ -37,7 +37,7 @@ class HoldVoidCause(enum.Enum):
     EXPIRED = "expired"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldVoided:
     hold: Hold
     cause: HoldVoidCause
@@ -47,7 +47,7 @@ class HoldVoided:
         return f"hold_voided:{self.hold.hold_id}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChipsGranted:
     transfer: Transfer
     player_id: str
@@ -57,7 +57,7 @@ class ChipsGranted:
         return f"chips_granted:{self.transfer.transfer_id}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HoldsBound:
     key: GameKey
     stake: int
@@ -69,7 +69,7 @@ class HoldsBound:
         return f"holds_bound:{self.key}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameSettled:
     settlement: Settlement
 
@@ -78,7 +78,7 @@ class GameSettled:
         return f"game_settled:{self.settlement.key}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameVoided:
     settlement: Settlement
 

@@ -14,6 +14,9 @@ Glossary:
   is its idempotency key. All balances together always sum to zero: only the issuer, which
   grants chips, is negative.
 
+A game's payout rule (P-30) is the table model's :class:`masa_rules.table_config.PayoutRule`,
+the one the lobby fixed and the table engine binds the stakes under.
+
 Times are seconds since the epoch (floats); the stores keep whole microseconds.
 """
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from masa_rules.table_config import PayoutRule
 
 __all__ = [
     "HOUSE",
@@ -32,7 +37,6 @@ __all__ = [
     "GameResult",
     "Hold",
     "HoldState",
-    "PayoutRule",
     "SeatPayout",
     "Settlement",
     "SettlementState",
@@ -62,7 +66,7 @@ class AccountKind(enum.Enum):
     ISSUER = "issuer"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameKey:
     """What settlement is keyed by: one game at one table."""
 
@@ -82,7 +86,7 @@ class SettlementState(enum.Enum):
     VOIDED = "voided"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Account:
     account_id: str
     kind: AccountKind
@@ -123,7 +127,7 @@ class HoldState(enum.Enum):
         return self in (HoldState.HELD, HoldState.BOUND)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hold:
     hold_id: str
     player_id: str
@@ -169,7 +173,7 @@ class TransferKind(enum.Enum):
     FORFEIT = "forfeit"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Transfer:
     transfer_id: str
     kind: TransferKind
@@ -183,15 +187,7 @@ class Transfer:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class PayoutRule:
-    """P-30: the rake and the shares of the prize by place, in basis points."""
-
-    rake_basis_points: int = 0
-    place_shares: tuple[int, ...] = (10_000,)
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Standing:
     """One seat of a game's final ranking, as the table-engine published it."""
 
@@ -203,7 +199,7 @@ class Standing:
     hold_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameResult:
     """A GameFinished: the authoritative ranking the ledger pays on (F-97, P-30)."""
 
@@ -217,7 +213,7 @@ class GameResult:
     published_rule: PayoutRule | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GameAbandonment:
     """A GameAbandoned: the game cannot be completed and is voided (P-30)."""
 
@@ -226,7 +222,7 @@ class GameAbandonment:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SeatPayout:
     seat: int
     player_id: str
@@ -234,7 +230,7 @@ class SeatPayout:
     amount: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settlement:
     """How a game was closed, exactly once per key: settled (paid) or voided."""
 

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import groupby
 
-from masa_ledger.domain.model import PayoutRule, SeatPayout, Standing
+from masa_rules.table_config import BASIS_POINTS, PayoutRule
+
+from masa_ledger.domain.model import SeatPayout, Standing
 
 __all__ = ["PotSplit", "split_pot"]
 
-_BASIS_POINTS = 10_000
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PotSplit:
     pot: int
     rake: int
@@ -39,7 +39,7 @@ class PotSplit:
     payouts: tuple[SeatPayout, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Unit:
     place: int
     members: tuple[Standing, ...]
@@ -48,11 +48,11 @@ class _Unit:
 def split_pot(
     pot: int, standings: Sequence[Standing], rule: PayoutRule, *, teams: bool
 ) -> PotSplit:
-    rake = pot * rule.rake_basis_points // _BASIS_POINTS
+    rake = pot * rule.rake_basis_points // BASIS_POINTS
     prize = pot - rake
     paid = [s for s in standings if s.hold_id and not s.forfeited]
     if not paid or prize == 0:
-        return PotSplit(pot, rake, prize if not paid else 0, ())
+        return PotSplit(pot=pot, rake=rake, forfeited=prize if not paid else 0, payouts=())
     units = _units(paid, teams=teams)
     # Positions each group of equal places occupies, and the shares of those positions.
     groups: list[tuple[int, list[_Unit], int]] = []
@@ -76,27 +76,30 @@ def split_pot(
     for index in [i for i, (_, _, value) in enumerate(exact) if value > 0][:left_over]:
         amounts[index] += 1
     payouts = tuple(
-        SeatPayout(seat.seat, seat.player_id, paid_place, amount)
+        SeatPayout(seat=seat.seat, player_id=seat.player_id, place=paid_place, amount=amount)
         for (paid_place, seat, _), amount in zip(exact, amounts, strict=True)
         if amount > 0
     )
-    return PotSplit(pot, rake, 0, payouts)
+    return PotSplit(pot=pot, rake=rake, forfeited=0, payouts=payouts)
 
 
 def _units(paid: Sequence[Standing], *, teams: bool) -> list[_Unit]:
     if not teams:
-        units = [_Unit(s.place, (s,)) for s in paid]
+        units = [_Unit(place=s.place, members=(s,)) for s in paid]
     else:
         by_team: dict[int, list[Standing]] = {}
         for standing in paid:
             by_team.setdefault(standing.team, []).append(standing)
         units = [
-            _Unit(min(s.place for s in members), tuple(sorted(members, key=lambda s: s.seat)))
+            _Unit(
+                place=min(s.place for s in members),
+                members=tuple(sorted(members, key=lambda s: s.seat)),
+            )
             for members in by_team.values()
         ]
     return sorted(units, key=lambda unit: (unit.place, unit.members[0].seat))
 
 
 def _share(rule: PayoutRule, position: int) -> int:
-    shares = rule.place_shares or (_BASIS_POINTS,)
+    shares = rule.shares
     return shares[position] if position < len(shares) else 0

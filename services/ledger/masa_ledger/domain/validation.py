@@ -6,13 +6,14 @@ ledger stays as it was.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 from typing import Final
 
+from masa_rules.errors import RuleViolation
+from masa_rules.table_config import PayoutRule, check_payout
+
 from masa_ledger.domain.errors import BadInput
-from masa_ledger.domain.model import PayoutRule
 
 __all__ = [
     "MAX_AMOUNT",
@@ -37,7 +38,6 @@ MAX_BALANCE: Final = 10**15
 MAX_GAME_NO: Final = 2**31 - 1
 # A table has at most 6 seats today; 16 leaves room without letting one call lock thousands.
 MAX_HOLDS_PER_GAME: Final = 16
-BASIS_POINTS: Final = 10_000
 
 # Table ids become NATS subject tokens and parts of account and transfer ids.
 _TABLE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -116,19 +116,11 @@ def check_hold_ids(hold_ids: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_rule(rule: PayoutRule) -> PayoutRule:
-    """P-30: a rake of 0..100%, and place shares that pay the whole prize, the winner first."""
-    if not 0 <= rule.rake_basis_points <= BASIS_POINTS:
-        raise BadInput("rake_basis_points must be 0 to 10000", metadata={"field": "payout"})
-    shares = rule.place_shares
-    if not 1 <= len(shares) <= MAX_HOLDS_PER_GAME:
-        raise BadInput(f"place_shares has 1 to {MAX_HOLDS_PER_GAME} places")
-    if any(share < 0 for share in shares) or sum(shares) != BASIS_POINTS or shares[0] == 0:
-        raise BadInput(
-            "place_shares must sum to 10000 basis points with a share for the winner",
-            metadata={"field": "payout"},
-        )
-    if any(worse > better for better, worse in itertools.pairwise(shares)):
-        raise BadInput(
-            "place_shares must not grow from one place to the next", metadata={"field": "payout"}
-        )
+    """P-30: the table model's payout rule check (``masa_rules.table_config.check_payout``: a
+    rake of 0..100%, place shares that pay the whole prize, the winner first and never growing;
+    none pays the winner all), with at most a game's holds as places."""
+    try:
+        check_payout(rule, places=MAX_HOLDS_PER_GAME)
+    except RuleViolation as violation:
+        raise BadInput(violation.message, metadata={"field": "payout"}) from None
     return rule

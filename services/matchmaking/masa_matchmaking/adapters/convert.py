@@ -1,4 +1,9 @@
-"""Matchmaking's domain to and from protobuf: lobbies, tickets, ratings and table configs."""
+"""Matchmaking's domain to and from protobuf: lobbies, tickets and ratings.
+
+A lobby's game, preset, mode, options, payout and bot levels, like the configuration of the
+tables it asks the engines for, are converted by ``masa_wire.table_config``, the mapping the
+table engine reads them with.
+"""
 
 from __future__ import annotations
 
@@ -8,44 +13,33 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa_rules.table_config import BotLevel, GameKind
+from masa_wire import WireError
+from masa_wire.table_config import (
+    bot_level_from_proto,
+    bot_level_to_proto,
+    game_to_proto,
+    mode_to_proto,
+    options_to_proto,
+    preset_to_proto,
+)
+from masa_wire.table_config import game_from_proto as wire_game_from_proto
 
-from masa_matchmaking.app.ports import SeatSpec
 from masa_matchmaking.app.tickets import NewTicket
 from masa_matchmaking.domain.errors import BadInput
-from masa_matchmaking.domain.lobby import BotLevel, Game, Lobby, Mode
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket, TicketState
 from masa_matchmaking.domain.waits import WaitSummary
 
 __all__ = [
-    "GAMES",
     "game_from_proto",
     "lobby_to_proto",
     "new_ticket_from_proto",
-    "options_to_proto",
     "rating_to_proto",
-    "seat_to_proto",
     "ticket_to_proto",
 ]
 
-GAMES: Final = {
-    Game.FIFTYONE: game_pb2.GAME_KIND_FIFTYONE,
-    Game.ELEVATOR: game_pb2.GAME_KIND_ELEVATOR,
-}
-_GAME_OF: Final[dict[int, Game]] = {value: key for key, value in GAMES.items()}
-MODES: Final = {
-    Mode.SINGLES: game_pb2.MODE_SINGLES,
-    Mode.TEAMS: game_pb2.MODE_TEAMS,
-    Mode.TRAINING: game_pb2.MODE_TRAINING,
-}
-PRESETS: Final = {
-    "": game_pb2.PRESET_UNSPECIFIED,
-    "classic": game_pb2.PRESET_CLASSIC,
-    "salon": game_pb2.PRESET_SALON,
-    "remi": game_pb2.PRESET_REMI,
-}
-LEVELS: Final = {BotLevel.EASY: game_pb2.BOT_LEVEL_EASY, BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL}
-_LEVEL_OF: Final[dict[int, BotLevel]] = {value: key for key, value in LEVELS.items()}
 _STATES: Final = {
     TicketState.SEARCHING: mm.Ticket.STATE_SEARCHING,
     TicketState.PLACING: mm.Ticket.STATE_PLACING,
@@ -69,18 +63,6 @@ def _timestamp(seconds: float) -> Timestamp:
     return stamp
 
 
-def options_to_proto(lobby: Lobby) -> game_pb2.GameOptions:
-    if lobby.game is Game.ELEVATOR:
-        return game_pb2.GameOptions(elevator=game_pb2.ElevatorOptions(decks=lobby.decks))
-    return game_pb2.GameOptions(
-        fiftyone=game_pb2.FiftyOneOptions(
-            open_threshold=lobby.open_threshold,
-            escalating_threshold=lobby.escalating_threshold,
-            hands_per_game=lobby.hands_per_game,
-        )
-    )
-
-
 def lobby_to_proto(
     lobby: Lobby,
     *,
@@ -98,12 +80,12 @@ def lobby_to_proto(
     return mm.Lobby(
         lobby_id=lobby.lobby_id,
         display_name=lobby.display_name,
-        game=GAMES[lobby.game],
-        preset=PRESETS[lobby.preset],
-        mode=MODES[lobby.mode],
+        game=game_to_proto(lobby.game),
+        preset=preset_to_proto(lobby.preset),
+        mode=mode_to_proto(lobby.mode),
         max_seats=lobby.max_seats,
         min_seats=lobby.min_seats,
-        options=options_to_proto(lobby),
+        options=options_to_proto(lobby.game, lobby.options),
         stake=lobby.stake,
         rake_basis_points=lobby.payout.rake_basis_points,
         place_shares=list(lobby.payout.place_shares),
@@ -112,7 +94,7 @@ def lobby_to_proto(
             enabled=fill.enabled or lobby.training,
             fill_after=_duration(0.0 if lobby.training else fill.fill_after_seconds),
             min_players=fill.min_players,
-            level=LEVELS[fill.level],
+            level=bot_level_to_proto(fill.level),
         ),
         short_table_after=_duration(lobby.short_table_after_seconds),
         ticket_ttl=_duration(lobby.ticket_ttl_seconds),
@@ -135,7 +117,11 @@ def ticket_to_proto(ticket: Ticket, *, players_needed: int = 0) -> mm.Ticket:
         update_time=_timestamp(ticket.updated_at),
         party_code=ticket.party_code,
         party_size=ticket.party_size,
-        bot_level=LEVELS[ticket.bot_level] if ticket.bot_level else game_pb2.BOT_LEVEL_UNSPECIFIED,
+        bot_level=(
+            bot_level_to_proto(ticket.bot_level)
+            if ticket.bot_level
+            else game_pb2.BOT_LEVEL_UNSPECIFIED
+        ),
         requeues=ticket.requeues,
         players_needed=players_needed,
     )
@@ -159,7 +145,7 @@ def ticket_to_proto(ticket: Ticket, *, players_needed: int = 0) -> mm.Ticket:
 def rating_to_proto(rating: PlayerRating) -> mm.Rating:
     message = mm.Rating(
         player_id=rating.player_id,
-        game=GAMES[rating.game],
+        game=game_to_proto(rating.game),
         mu=rating.mu,
         sigma=rating.sigma,
         ordinal=rating.ordinal,
@@ -170,19 +156,20 @@ def rating_to_proto(rating: PlayerRating) -> mm.Rating:
     return message
 
 
-def game_from_proto(game: int) -> Game:
-    found = _GAME_OF.get(game)
-    if found is None:
-        raise BadInput("name the game: GAME_KIND_FIFTYONE or GAME_KIND_ELEVATOR")
-    return found
+def game_from_proto(game: int) -> GameKind:
+    try:
+        return wire_game_from_proto(game)
+    except WireError:
+        raise BadInput("name the game: GAME_KIND_FIFTYONE or GAME_KIND_ELEVATOR") from None
 
 
 def new_ticket_from_proto(request: mm.CreateTicketRequest) -> NewTicket:
     level: BotLevel | None = None
     if request.bot_level:
-        level = _LEVEL_OF.get(request.bot_level)
-        if level is None:
-            raise BadInput(f"unknown bot level {request.bot_level}")
+        try:
+            level = bot_level_from_proto(request.bot_level)
+        except WireError as error:
+            raise BadInput(error.message) from None
     ttl = None
     if request.HasField("ttl"):
         ttl = request.ttl.ToNanoseconds() / 1e9
@@ -194,17 +181,4 @@ def new_ticket_from_proto(request: mm.CreateTicketRequest) -> NewTicket:
         bot_level=level,
         ttl_seconds=ttl,
         display_name=request.display_name,
-    )
-
-
-def seat_to_proto(seat: SeatSpec) -> game_pb2.SeatAssignment:
-    if not seat.player_id:
-        level = LEVELS[seat.bot_level] if seat.bot_level else game_pb2.BOT_LEVEL_NORMAL
-        return game_pb2.SeatAssignment(seat=seat.seat, kind=game_pb2.SEAT_KIND_BOT, bot_level=level)
-    return game_pb2.SeatAssignment(
-        seat=seat.seat,
-        kind=game_pb2.SEAT_KIND_HUMAN,
-        player_id=seat.player_id,
-        display_name=seat.display_name,
-        hold_id=seat.hold_id,
     )

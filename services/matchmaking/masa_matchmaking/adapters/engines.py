@@ -18,31 +18,20 @@ import grpc.aio
 import nats.errors
 import nats.js.errors
 from grpc_status import rpc_status
-from masa.common.v1 import error_pb2, game_pb2
+from masa.common.v1 import error_pb2
 from masa.events.v1 import engine_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
+from masa_rules.table_config import GameKind, TableConfig
+from masa_wire import WireError
+from masa_wire.table_config import config_to_proto, game_from_proto
 from nats.aio.client import Client
 
-from masa_matchmaking.adapters.convert import (
-    GAMES,
-    MODES,
-    PRESETS,
-    options_to_proto,
-    seat_to_proto,
-)
-from masa_matchmaking.app.ports import (
-    EngineFull,
-    EngineNode,
-    EngineRefused,
-    TableSpec,
-    Unreachable,
-)
-from masa_matchmaking.domain.lobby import Game
+from masa_matchmaking.app.ports import EngineFull, EngineNode, EngineRefused, Unreachable
 
-__all__ = ["ENGINE_NODES_BUCKET", "GrpcEngines", "KvEngineNodes", "table_config"]
+__all__ = ["ENGINE_NODES_BUCKET", "GrpcEngines", "KvEngineNodes"]
 
 ENGINE_NODES_BUCKET: Final = "masa_engine_nodes"
 # The engine's answers that a retry will not change.
@@ -60,7 +49,6 @@ _REFUSALS: Final = frozenset(
 _AT_CAPACITY: Final = error_pb2.ErrorReason.Name(
     error_pb2.ERROR_REASON_NODE_AT_CAPACITY
 ).removeprefix("ERROR_REASON_")
-_GAME_OF: Final = {value: key for key, value in GAMES.items()}
 
 
 class KvEngineNodes:
@@ -102,7 +90,7 @@ class KvEngineNodes:
                 EngineNode(
                     node_id=record.node_id,
                     address=record.address,
-                    games=frozenset(_GAME_OF[g] for g in record.games if g in _GAME_OF),
+                    games=frozenset(_games(record)),
                     tables=record.tables,
                     capacity=record.capacity,
                     load=record.load,
@@ -112,24 +100,15 @@ class KvEngineNodes:
         return nodes
 
 
-def table_config(table_id: str, spec: TableSpec) -> table_pb2.CreateTableRequest:
-    lobby = spec.lobby
-    turn = lobby.turn_seconds
-    config = table_pb2.CreateTableRequest(table_id=table_id, request_id=table_id)
-    tc = config.config
-    tc.game = GAMES[lobby.game]
-    tc.preset = (
-        PRESETS[lobby.preset] if lobby.game is Game.FIFTYONE else game_pb2.PRESET_UNSPECIFIED
-    )
-    tc.mode = MODES[lobby.mode]
-    tc.options.CopyFrom(options_to_proto(lobby))
-    tc.seats.extend(seat_to_proto(seat) for seat in spec.seats)
-    tc.stake = lobby.stake
-    tc.turn_time.FromNanoseconds(round(turn * 1e9))
-    tc.lobby_id = lobby.lobby_id
-    tc.payout.rake_basis_points = lobby.payout.rake_basis_points
-    tc.payout.place_shares.extend(lobby.payout.place_shares)
-    return config
+def _games(record: engine_pb2.EngineNode) -> list[GameKind]:
+    """The games a node hosts; one this instance does not know is left out."""
+    known = []
+    for game in record.games:
+        try:
+            known.append(game_from_proto(game))
+        except WireError:
+            continue
+    return known
 
 
 class GrpcEngines:
@@ -157,10 +136,11 @@ class GrpcEngines:
         return stub
 
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
-        request = table_config(table_id, spec)
-        request.request_id = request_id
+        request = table_pb2.CreateTableRequest(
+            table_id=table_id, request_id=request_id, config=config_to_proto(config)
+        )
         call = self._stub(address).CreateTable(
             request, metadata=self._token.metadata(), timeout=self._timeout
         )

@@ -16,8 +16,8 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
 from masa_platform.acks import AckedPublisher, AckRefused, publish_headers
+from masa_wire.table_config import game_to_proto, mode_to_proto, preset_to_proto, seat_to_proto
 
-from masa_matchmaking.adapters.convert import GAMES, MODES, PRESETS, seat_to_proto
 from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
@@ -83,8 +83,8 @@ class JetStreamEvents:
         )
 
     async def game_started(self, started: GameStarted, now: float) -> None:
-        lobby = started.lobby
-        await self._on_started(started.table_id, lobby.lobby_id)
+        config = started.config
+        await self._on_started(started.table_id, config.lobby_id)
         event_id = f"started-{started.table_id}"
         await self._publish(
             f"masa.matchmaking.v1.{started.table_id}.game_started",
@@ -94,12 +94,12 @@ class JetStreamEvents:
                     event_id=event_id,
                     occurred_at=_stamp(now),
                     table_id=started.table_id,
-                    lobby_id=lobby.lobby_id,
-                    game=GAMES[lobby.game],
-                    preset=PRESETS[lobby.preset],
-                    mode=MODES[lobby.mode],
-                    seats=[seat_to_proto(seat) for seat in started.seats],
-                    stake=lobby.stake,
+                    lobby_id=config.lobby_id,
+                    game=game_to_proto(config.game),
+                    preset=preset_to_proto(config.preset),
+                    mode=mode_to_proto(config.mode),
+                    seats=[seat_to_proto(seat) for seat in config.seats],
+                    stake=config.stake,
                     node_id=started.node_id,
                     address=started.address,
                 )
@@ -126,7 +126,7 @@ class JetStreamEvents:
                     event_id=event_id,
                     occurred_at=_stamp(now),
                     player_id=before.player_id,
-                    game=GAMES[before.game],
+                    game=game_to_proto(before.game),
                     table_id=table_id,
                     game_no=game_no,
                     place=place,

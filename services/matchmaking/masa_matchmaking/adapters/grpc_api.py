@@ -19,7 +19,7 @@ import grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_platform.auth import AuthPolicy, Role, require_principal, until_token_expires
-from masa_platform.errors import BadRequest, MasaError, NotFound, PreconditionFailed
+from masa_platform.errors import BadRequest
 from masa_platform.page_tokens import PageTokens
 from masa_platform.server import ServiceRegistration
 
@@ -32,7 +32,6 @@ from masa_matchmaking.adapters.convert import (
 )
 from masa_matchmaking.app.ratings import Ratings
 from masa_matchmaking.app.tickets import TicketDesk
-from masa_matchmaking.domain import errors
 from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.lobby_filter import parse_filter
 from masa_matchmaking.domain.ticket import Ticket
@@ -43,16 +42,6 @@ SERVICE_NAME: Final = "masa.matchmaking.v1.MatchmakingService"
 _DEFAULT_PAGE: Final = 50
 _MAX_PAGE: Final = 200
 _T = TypeVar("_T")
-
-
-class Unavailable(MasaError):
-    code = grpc.StatusCode.UNAVAILABLE
-    default_reason = "UNAVAILABLE"
-
-
-class AlreadyExists(MasaError):
-    code = grpc.StatusCode.ALREADY_EXISTS
-    default_reason = "REQUEST_ID_REUSED"
 
 
 def auth_policy() -> AuthPolicy:
@@ -73,22 +62,6 @@ def auth_policy() -> AuthPolicy:
     return AuthPolicy(
         allowed={f"/{SERVICE_NAME}/{method}": roles for method, roles in allowed.items()}
     )
-
-
-def _platform_error(error: errors.MatchmakingError) -> MasaError:
-    metadata = {"message": error.message, **error.metadata}
-    kind: type[MasaError]
-    if isinstance(error, errors.BadInput):
-        kind = BadRequest
-    elif isinstance(error, errors.NotFound | errors.NotYours):
-        kind = NotFound
-    elif isinstance(error, errors.Unavailable):
-        kind = Unavailable
-    elif error.reason == "REQUEST_ID_REUSED":
-        kind = AlreadyExists
-    else:
-        kind = PreconditionFailed
-    return kind(error.message, reason=error.reason, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +138,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         context: grpc.aio.ServicerContext[mm.ListLobbiesRequest, mm.ListLobbiesResponse],
     ) -> mm.ListLobbiesResponse:
         player = await self._player()
-        try:
-            matches = parse_filter(request.filter)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        matches = parse_filter(request.filter)
         found = [lobby for lobby in self._lobbies if matches(lobby)]
         page, token = self._lobby_pages.page(
             found, request.page_size, request.page_token, player=player, filter_=request.filter
@@ -182,10 +152,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         request: mm.GetLobbyRequest,
         context: grpc.aio.ServicerContext[mm.GetLobbyRequest, mm.GetLobbyResponse],
     ) -> mm.GetLobbyResponse:
-        try:
-            lobby = self._desk.lobby(request.lobby_id)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        lobby = self._desk.lobby(request.lobby_id)
         return mm.GetLobbyResponse(lobby=self._lobby(lobby))
 
     async def CreateTicket(  # noqa: N802
@@ -194,10 +161,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         context: grpc.aio.ServicerContext[mm.CreateTicketRequest, mm.CreateTicketResponse],
     ) -> mm.CreateTicketResponse:
         player = await self._player()
-        try:
-            ticket = await self._desk.create(player, new_ticket_from_proto(request))
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        ticket = await self._desk.create(player, new_ticket_from_proto(request))
         return mm.CreateTicketResponse(ticket=self._ticket(ticket))
 
     async def GetTicket(  # noqa: N802
@@ -206,10 +170,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         context: grpc.aio.ServicerContext[mm.GetTicketRequest, mm.GetTicketResponse],
     ) -> mm.GetTicketResponse:
         player = require_principal().subject
-        try:
-            ticket = await self._desk.get(player, request.ticket_id)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        ticket = await self._desk.get(player, request.ticket_id)
         return mm.GetTicketResponse(ticket=self._ticket(ticket))
 
     async def ListTickets(  # noqa: N802
@@ -218,10 +179,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         context: grpc.aio.ServicerContext[mm.ListTicketsRequest, mm.ListTicketsResponse],
     ) -> mm.ListTicketsResponse:
         player = require_principal().subject
-        try:
-            tickets = await self._desk.list(player)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        tickets = await self._desk.list(player)
         page, token = self._ticket_pages.page(
             tickets, request.page_size, request.page_token, player=player, filter_=""
         )
@@ -237,10 +195,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         player = require_principal().subject
         if not request.request_id:
             raise BadRequest("request_id is required")
-        try:
-            ticket = await self._desk.cancel(player, request.ticket_id)
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        ticket = await self._desk.cancel(player, request.ticket_id)
         return mm.CancelTicketResponse(ticket=self._ticket(ticket))
 
     async def WatchTicket(  # noqa: N802
@@ -250,15 +205,10 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
     ) -> AsyncIterator[mm.WatchTicketResponse]:
         player = require_principal().subject
         watched = self._desk.watch(player, request.ticket_id)
-        try:
-            # The stream ends when the caller's token does: it resumes with a new one.
-            async with aclosing(watched):
-                async for ticket, needed in until_token_expires(watched):
-                    yield mm.WatchTicketResponse(
-                        ticket=ticket_to_proto(ticket, players_needed=needed)
-                    )
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        # The stream ends when the caller's token does: it resumes with a new one.
+        async with aclosing(watched):
+            async for ticket, needed in until_token_expires(watched):
+                yield mm.WatchTicketResponse(ticket=ticket_to_proto(ticket, players_needed=needed))
 
     async def GetRating(  # noqa: N802
         self,
@@ -268,10 +218,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         player = request.player_id or require_principal().subject
         if len(player) > 128:
             raise BadRequest("a player id is at most 128 characters")
-        try:
-            rating = await self._ratings.get(player, game_from_proto(request.game))
-        except errors.MatchmakingError as error:
-            raise _platform_error(error) from None
+        rating = await self._ratings.get(player, game_from_proto(request.game))
         return mm.GetRatingResponse(rating=rating_to_proto(rating))
 
 

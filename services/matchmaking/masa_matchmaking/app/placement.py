@@ -37,6 +37,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Final
 
+from masa_rules.table_config import SeatConfig, SeatKind, TableConfig
+
 from masa_matchmaking.app.ports import (
     EngineFull,
     EngineNode,
@@ -51,8 +53,6 @@ from masa_matchmaking.app.ports import (
     Ledger,
     LedgerRefused,
     Metrics,
-    SeatSpec,
-    TableSpec,
     TicketStore,
     Unreachable,
 )
@@ -210,14 +210,14 @@ class Placer:
     async def _complete(self, lobby: Lobby, tickets: list[Ticket]) -> Outcome:
         first = _placement(tickets[0])
         table_id = first.table_id
-        seats = _seats(lobby, tickets)
-        holds = [seat.hold_id for seat in seats if seat.hold_id]
+        config = lobby.table_config(_seats(lobby, tickets))
+        holds = [seat.hold_id for seat in config.seats if seat.hold_id]
         if lobby.chips:
             unheld = await self._hold(lobby, table_id, tickets)
             if unheld is not None:
                 return unheld
         try:
-            node_id, address = await self._create(lobby, table_id, seats)
+            node_id, address = await self._create(config, table_id)
         except _Failed as failed:
             await self._fail_placement(tickets, holds, failed.reason, failed.message)
             return Outcome.NOT_SEATED
@@ -243,7 +243,7 @@ class Placer:
             return Outcome.UNAVAILABLE
         except _Unknown:
             return await self._fence(tickets, holds)
-        await self._seat(lobby, tickets, seats, node_id, address)
+        await self._seat(lobby, tickets, config, node_id, address)
         return Outcome.SEATED
 
     async def _hold(self, lobby: Lobby, table_id: str, tickets: list[Ticket]) -> Outcome | None:
@@ -285,22 +285,19 @@ class Placer:
             return Outcome.UNAVAILABLE
         return None
 
-    async def _create(
-        self, lobby: Lobby, table_id: str, seats: tuple[SeatSpec, ...]
-    ) -> tuple[str, str]:
+    async def _create(self, config: TableConfig, table_id: str) -> tuple[str, str]:
         """CreateTable on the least-loaded node with room, another when one is full or does
         not answer; raises _Full when every node said it is full, _Unknown when some did not
         answer (the table may exist there)."""
         nodes = [
             node
             for node in await self._nodes.live()
-            if lobby.game in node.games and not node.draining
+            if config.game in node.games and not node.draining
         ]
         if not nodes:
             raise _NoEngine
         # The registry's counts lag: a node it shows full is still asked, last.
         nodes.sort(key=lambda node: (not _has_room(node), node.load, node.tables, node.node_id))
-        spec = TableSpec(lobby, seats)
         full: set[str] = set()
         unanswered = 0
         turn = 0
@@ -310,7 +307,7 @@ class Placer:
             if node.node_id in full:
                 continue
             try:
-                address = await self._engines.create_table(node.address, table_id, table_id, spec)
+                address = await self._engines.create_table(node.address, table_id, table_id, config)
             except EngineFull:
                 # Refused before anything was written there: the next node may take it.
                 full.add(node.node_id)
@@ -409,13 +406,13 @@ class Placer:
         self,
         lobby: Lobby,
         tickets: list[Ticket],
-        seats: tuple[SeatSpec, ...],
+        config: TableConfig,
         node_id: str,
         address: str,
     ) -> None:
         now = self._clock()
         table_id = _placement(tickets[0]).table_id
-        await self._events.game_started(GameStarted(table_id, lobby, seats, node_id, address), now)
+        await self._events.game_started(GameStarted(table_id, config, node_id, address), now)
 
         def matched(t: Ticket) -> Ticket:
             if t.state is TicketState.MATCHED:
@@ -496,15 +493,21 @@ def _hold_id(ticket: Ticket) -> str:
     return f"{placement.table_id}-s{placement.seat}"
 
 
-def _seats(lobby: Lobby, tickets: Sequence[Ticket]) -> tuple[SeatSpec, ...]:
+def _seats(lobby: Lobby, tickets: Sequence[Ticket]) -> tuple[SeatConfig, ...]:
+    """The placement's seats: its players, each with the hold of the stake at a chip table,
+    and bots of the placement's level on the seats nobody took."""
     first = _placement(tickets[0])
     humans = {_placement(t).seat: t for t in tickets}
-    seats: list[SeatSpec] = []
+    seats: list[SeatConfig] = []
     for seat in range(first.table_seats):
         ticket = humans.get(seat)
         if ticket is None:
-            seats.append(SeatSpec(seat, "", "", first.bot_level, ""))
+            seats.append(SeatConfig(seat, SeatKind.BOT, bot_level=first.bot_level))
         else:
             hold = _hold_id(ticket) if lobby.chips else ""
-            seats.append(SeatSpec(seat, ticket.player_id, ticket.display_name, None, hold))
+            seats.append(
+                SeatConfig(
+                    seat, SeatKind.HUMAN, ticket.player_id, ticket.display_name, hold_id=hold
+                )
+            )
     return tuple(seats)

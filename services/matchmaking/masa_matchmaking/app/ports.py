@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from masa_matchmaking.domain.lobby import BotLevel, Game, Lobby
+from masa_rules.table_config import GameKind, TableConfig
+
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
 
@@ -31,8 +32,6 @@ __all__ = [
     "Metrics",
     "PlayerTickets",
     "RatingStore",
-    "SeatSpec",
-    "TableSpec",
     "TicketStore",
     "Unreachable",
 ]
@@ -164,7 +163,7 @@ class Ledger(Protocol):
 class EngineNode:
     node_id: str
     address: str
-    games: frozenset[Game]
+    games: frozenset[GameKind]
     tables: int
     capacity: int
     load: float
@@ -177,28 +176,12 @@ class EngineNodes(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class SeatSpec:
-    seat: int
-    player_id: str
-    display_name: str
-    bot_level: BotLevel | None
-    hold_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """What CreateTable is asked for: the lobby's table with these seats."""
-
-    lobby: Lobby
-    seats: tuple[SeatSpec, ...]
-
-
 class Engines(Protocol):
     async def create_table(
-        self, address: str, table_id: str, request_id: str, spec: TableSpec
+        self, address: str, table_id: str, request_id: str, config: TableConfig
     ) -> str:
-        """Create (or find, for the same request) the table; returns its owner's address.
+        """Create (or find, for the same request) the table of ``config`` (its lobby's
+        :meth:`~masa_matchmaking.domain.lobby.Lobby.table_config`); returns its owner's address.
 
         Raises :class:`EngineFull`, :class:`EngineRefused` or :class:`Unreachable`."""
         ...
@@ -219,8 +202,7 @@ class LeaseStore(Protocol):
 @dataclass(frozen=True, slots=True)
 class GameStarted:
     table_id: str
-    lobby: Lobby
-    seats: tuple[SeatSpec, ...]
+    config: TableConfig
     node_id: str
     address: str
 
@@ -246,7 +228,7 @@ class Events(Protocol):
 
 
 class RatingStore(Protocol):
-    async def read(self, player_id: str, game: Game) -> tuple[PlayerRating, int]:
+    async def read(self, player_id: str, game: GameKind) -> tuple[PlayerRating, int]:
         """The rating and its revision; a player never rated gets the initial one at 0."""
         ...
 

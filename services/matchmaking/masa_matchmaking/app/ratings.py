@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from masa_rules.table_config import GameKind
+
 from masa_matchmaking.app.ports import Conflict, Events, RatingStore
 from masa_matchmaking.domain.errors import Unavailable
-from masa_matchmaking.domain.lobby import Game
 from masa_matchmaking.domain.rating import GameOutcome, PlayerRating, Result, rate_game
 
 __all__ = ["FinishedGame", "Ratings"]
@@ -35,7 +36,7 @@ _WRITE_ATTEMPTS: Final = 8
 class FinishedGame:
     table_id: str
     game_no: int
-    game: Game
+    game: GameKind
     training: bool
     teams: bool
     # The human seats: bots are never rated.
@@ -52,7 +53,7 @@ class Ratings:
         self._events = events
         self._clock = clock
 
-    async def get(self, player_id: str, game: Game) -> PlayerRating:
+    async def get(self, player_id: str, game: GameKind) -> PlayerRating:
         rating, _ = await self._store.read(player_id, game)
         return rating
 

@@ -27,9 +27,18 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
+from masa_rules.refusals import Reason
+from masa_rules.table_config import BotLevel
+
 from masa_matchmaking.app.ports import Conflict, PlayerTickets, RatingStore, TicketStore
-from masa_matchmaking.domain.errors import BadInput, NotFound, Refused, Unavailable
-from masa_matchmaking.domain.lobby import BotLevel, Lobby
+from masa_matchmaking.domain.errors import (
+    BadInput,
+    NotFound,
+    Refused,
+    RequestIdReused,
+    Unavailable,
+)
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.matching import players_needed
 from masa_matchmaking.domain.ticket import PARTY_CODE, Ticket, TicketState
 from masa_matchmaking.domain.waits import RecentWaits, WaitSummary, seats_now
@@ -73,7 +82,7 @@ async def mutate(
         if ticket is None:
             if attempt == 0 and cached is not None:
                 continue
-            raise NotFound(f"no ticket {ticket_id}", reason="TICKET_NOT_FOUND")
+            raise NotFound(f"no ticket {ticket_id}", reason=Reason.TICKET_NOT_FOUND)
         changed = change(ticket)
         if changed == ticket:
             return ticket
@@ -148,7 +157,7 @@ class TicketDesk:
             known = ", ".join(self._lobbies)
             raise NotFound(
                 f"no lobby {lobby_id!r}; the lobbies are: {known}",
-                reason="LOBBY_NOT_FOUND",
+                reason=Reason.LOBBY_NOT_FOUND,
                 metadata={"lobbies": ",".join(self._lobbies)},
             )
         return lobby
@@ -199,9 +208,8 @@ class TicketDesk:
         for ticket in record.tickets:
             if ticket.request_id == request.request_id:
                 if ticket.lobby_id != request.lobby_id:
-                    raise Refused(
-                        f"request_id {request.request_id!r} made a ticket for another lobby",
-                        reason="REQUEST_ID_REUSED",
+                    raise RequestIdReused(
+                        f"request_id {request.request_id!r} made a ticket for another lobby"
                     )
                 return ticket
         current = record.open_ticket
@@ -209,7 +217,7 @@ class TicketDesk:
             raise Refused(
                 f"you already have an open ticket in {current.lobby_id} "
                 f"({current.ticket_id}); cancel it first (CancelTicket)",
-                reason="TICKET_OPEN",
+                reason=Reason.TICKET_OPEN,
                 metadata={"ticket_id": current.ticket_id, "lobby_id": current.lobby_id},
             )
         party_code = request.party_code
@@ -247,15 +255,15 @@ class TicketDesk:
         if not members:
             raise NotFound(
                 f"no party {request.party_code} is searching in {lobby.lobby_id}",
-                reason="PARTY_NOT_FOUND",
+                reason=Reason.PARTY_NOT_FOUND,
             )
         if members[0].party_size != request.party_size:
             raise Refused(
                 f"party {request.party_code} is of {members[0].party_size} players",
-                reason="PARTY_MISMATCH",
+                reason=Reason.PARTY_MISMATCH,
             )
         if len(members) >= request.party_size or any(m.player_id == player_id for m in members):
-            raise Refused(f"party {request.party_code} is complete", reason="PARTY_FULL")
+            raise Refused(f"party {request.party_code} is complete", reason=Reason.PARTY_FULL)
 
     async def get(self, player_id: str, ticket_id: str) -> Ticket:
         record, _ = self._store.cached(player_id) or await self._store.read(player_id)
@@ -265,7 +273,7 @@ class TicketDesk:
             ticket = record.find(ticket_id)
         if ticket is None:
             # Another player's ticket answers as an unknown one: ids reveal nothing.
-            raise NotFound(f"no ticket {ticket_id} of yours", reason="TICKET_NOT_FOUND")
+            raise NotFound(f"no ticket {ticket_id} of yours", reason=Reason.TICKET_NOT_FOUND)
         return ticket
 
     async def list(self, player_id: str) -> list[Ticket]:

@@ -22,22 +22,24 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any, Final, TypeVar
 
-from masa_matchmaking.domain.errors import InvalidLobby
-from masa_matchmaking.domain.lobby import (
-    BotFill,
+from masa_rules.table_config import (
+    DEFAULT_PRESET,
     BotLevel,
-    Game,
-    Lobby,
-    MatchingPolicy,
+    GameKind,
+    GameOptions,
     Mode,
-    Payout,
+    PayoutRule,
 )
+
+from masa_matchmaking.domain.errors import InvalidLobby
+from masa_matchmaking.domain.lobby import BotFill, Lobby, MatchingPolicy
 
 __all__ = ["MAX_LOBBIES", "parse_lobbies"]
 
-_E = TypeVar("_E", Game, Mode, BotLevel)
+_E = TypeVar("_E", GameKind, Mode, BotLevel)
 
 MAX_LOBBIES: Final = 200
 
@@ -70,6 +72,8 @@ _DEFAULT_KEYS: Final = frozenset(
 )
 _BOT_FILL_KEYS: Final = frozenset({"enabled", "fill_after_seconds", "min_players", "level"})
 _MATCHING_KEYS: Final = frozenset({"base_spread", "spread_per_second", "open_after_seconds"})
+# What a lobby is when the file does not say: the defaults :class:`Lobby` declares.
+_LOBBY_DEFAULTS: Final[dict[str, Any]] = {field.name: field.default for field in fields(Lobby)}
 
 
 def parse_lobbies(text: str) -> tuple[Lobby, ...]:
@@ -105,30 +109,34 @@ def _lobby(entry: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lobby:
     seats = merged.get("seats")
     if seats is not None and ("min_seats" in merged or "max_seats" in merged):
         raise InvalidLobby(f"{where}: give seats, or min_seats and max_seats, not both")
-    game = _enum(Game, _get(merged, "game", str, where), where, "game")
+    game = _enum(GameKind, _get(merged, "game", str, where), where, "game")
     max_seats = _get(merged, "max_seats", int, where, seats)
     min_seats = _get(merged, "min_seats", int, where, seats if seats is not None else max_seats)
     return Lobby(
         lobby_id=lobby_id,
         display_name=_get(merged, "name", str, where),
         game=game,
-        mode=_enum(Mode, _get(merged, "mode", str, where, "singles"), where, "mode"),
+        mode=_enum(Mode, _get(merged, "mode", str, where, Mode.SINGLES.value), where, "mode"),
         max_seats=max_seats,
         min_seats=min_seats,
         # 51 without a preset is salon, the platform default (Preset in game.proto).
-        preset=_get(merged, "preset", str, where, "salon" if game is Game.FIFTYONE else ""),
-        open_threshold=_optional(merged, "open_threshold", int, where),
-        escalating_threshold=_optional(merged, "escalating_threshold", bool, where),
-        hands_per_game=_optional(merged, "hands_per_game", int, where),
-        decks=_optional(merged, "decks", int, where),
+        preset=_get(
+            merged, "preset", str, where, DEFAULT_PRESET if game is GameKind.FIFTYONE else ""
+        ),
+        options=GameOptions(
+            decks=_optional(merged, "decks", int, where),
+            open_threshold=_optional(merged, "open_threshold", int, where),
+            escalating_threshold=_optional(merged, "escalating_threshold", bool, where),
+            hands_per_game=_optional(merged, "hands_per_game", int, where),
+        ),
         stake=_get(merged, "stake", int, where, 0),
-        payout=Payout(
+        payout=PayoutRule(
             rake_basis_points=_get(merged, "rake_basis_points", int, where, 0),
             place_shares=tuple(_ints(merged.get("place_shares", []), where, "place_shares")),
         ),
-        turn_seconds=_number(merged, "turn_seconds", where, 20.0),
-        short_table_after_seconds=_number(merged, "short_table_after_seconds", where, 15.0),
-        ticket_ttl_seconds=_number(merged, "ticket_ttl_seconds", where, 300.0),
+        turn_seconds=_lobby_number(merged, "turn_seconds", where),
+        short_table_after_seconds=_lobby_number(merged, "short_table_after_seconds", where),
+        ticket_ttl_seconds=_lobby_number(merged, "ticket_ttl_seconds", where),
         bot_fill=_bot_fill(
             {**_table(defaults.get("bot_fill", {}), where), **_sub(entry, "bot_fill", where)},
             where,
@@ -140,22 +148,31 @@ def _lobby(entry: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lobby:
     )
 
 
+def _lobby_number(table: Mapping[str, Any], key: str, where: str) -> float:
+    """A lobby's number, or when the file leaves it out the default :class:`Lobby` declares."""
+    return _number(table, key, where, _LOBBY_DEFAULTS[key])
+
+
 def _bot_fill(table: Mapping[str, Any], where: str) -> BotFill:
     _known(table, _BOT_FILL_KEYS, f"{where} bot_fill")
+    default = BotFill()
     return BotFill(
-        enabled=_get(table, "enabled", bool, where, False),
-        fill_after_seconds=_number(table, "fill_after_seconds", where, 30.0),
-        min_players=_get(table, "min_players", int, where, 1),
-        level=_enum(BotLevel, _get(table, "level", str, where, "normal"), where, "bot level"),
+        enabled=_get(table, "enabled", bool, where, default.enabled),
+        fill_after_seconds=_number(table, "fill_after_seconds", where, default.fill_after_seconds),
+        min_players=_get(table, "min_players", int, where, default.min_players),
+        level=_enum(
+            BotLevel, _get(table, "level", str, where, default.level.value), where, "bot level"
+        ),
     )
 
 
 def _matching(table: Mapping[str, Any], where: str) -> MatchingPolicy:
     _known(table, _MATCHING_KEYS, f"{where} matching")
+    default = MatchingPolicy()
     return MatchingPolicy(
-        base_spread=_number(table, "base_spread", where, 5.0),
-        spread_per_second=_number(table, "spread_per_second", where, 0.5),
-        open_after_seconds=_number(table, "open_after_seconds", where, 30.0),
+        base_spread=_number(table, "base_spread", where, default.base_spread),
+        spread_per_second=_number(table, "spread_per_second", where, default.spread_per_second),
+        open_after_seconds=_number(table, "open_after_seconds", where, default.open_after_seconds),
     )
 
 

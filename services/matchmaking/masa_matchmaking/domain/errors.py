@@ -1,12 +1,18 @@
-"""What matchmaking refuses, and why: each error names its masa.common.v1 ErrorReason.
+"""What matchmaking refuses, and why: the shared refusals of ``masa_rules.refusals``, under
+matchmaking's names.
 
-The adapters map each class to a gRPC status code; the reason and the metadata travel in the
-status's ErrorInfo. A refused request changes nothing.
+Each kind has one gRPC status code (``masa_platform.errors``); the reason, a
+masa.common.v1 ErrorReason, and the metadata travel in the status's ErrorInfo. Matchmaking's
+metadata also carries the error's message under "message", as a ticket's error does. A refused
+request changes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from masa_rules import refusals
+from masa_rules.refusals import DomainError, Reason
 
 __all__ = [
     "BadInput",
@@ -15,52 +21,49 @@ __all__ = [
     "NotFound",
     "NotYours",
     "Refused",
+    "RequestIdReused",
     "Unavailable",
 ]
 
 
-class MatchmakingError(Exception):
-    """A refusal with an ErrorInfo reason and string metadata."""
-
-    reason: str = "FAILED_PRECONDITION"
+class MatchmakingError(DomainError):
+    """Any refusal of matchmaking; its metadata holds its message too."""
 
     def __init__(
-        self, message: str, *, reason: str | None = None, metadata: Mapping[str, str] | None = None
+        self,
+        message: str,
+        *,
+        reason: Reason | str | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        if reason is not None:
-            self.reason = reason
-        self.metadata: dict[str, str] = dict(metadata or {})
+        super().__init__(message, reason=reason, metadata={"message": message, **(metadata or {})})
 
 
-class BadInput(MatchmakingError):
+class BadInput(MatchmakingError, refusals.BadInput):
     """Malformed whatever the state: an unknown enum, a party too large (INVALID_ARGUMENT)."""
 
-    reason = "BAD_REQUEST"
 
-
-class Refused(MatchmakingError):
+class Refused(MatchmakingError, refusals.Refused):
     """Well formed but not allowed now: a second open ticket, cancelling a matched ticket
     (FAILED_PRECONDITION)."""
 
 
-class NotFound(MatchmakingError):
+class NotFound(MatchmakingError, refusals.NotFound):
     """An unknown lobby or ticket (NOT_FOUND)."""
 
-    reason = "NOT_FOUND"
 
-
-class NotYours(MatchmakingError):
+class NotYours(MatchmakingError, refusals.NotFound):
     """Another player's ticket; answered as NOT_FOUND, so ticket ids reveal nothing."""
 
-    reason = "TICKET_NOT_FOUND"
+    default_reason = Reason.TICKET_NOT_FOUND
 
 
-class Unavailable(MatchmakingError):
+class RequestIdReused(MatchmakingError, refusals.AlreadyExists):
+    """A request_id used before for another ticket (ALREADY_EXISTS, REQUEST_ID_REUSED)."""
+
+
+class Unavailable(MatchmakingError, refusals.Unavailable):
     """A dependency (NATS, the ledger, every engine node) cannot be reached now (UNAVAILABLE)."""
-
-    reason = "UNAVAILABLE"
 
 
 class InvalidLobby(ValueError):

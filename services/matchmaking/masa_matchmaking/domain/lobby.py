@@ -1,68 +1,53 @@
 """A lobby (salon, P-2): what every table it places is, and how its queue is matched.
 
 A lobby fixes the game, preset, mode (P-1), table size, options (rules.md §2.9 and §3), stake,
-rake, payout table, turn time and bot fill. Its options are checked where the engine checks
-them, by :func:`masa_rules.lobby.lobby_rules` (51),
-:meth:`masa_rules.elevator.rules.ElevatorRules.check_players` and
-:func:`masa_rules.lobby.check_chip_seating` (P-13: a lobby with a stake seats players only,
-so it never fills with bots), so a lobby the engine would refuse never loads.
+payout rule (P-30), turn time (P-10) and bot fill: the table model of
+:mod:`masa_rules.table_config`, which it fills with seats to make each table's
+:meth:`Lobby.table_config`. Loading a lobby checks the configuration of a table of its
+``min_seats`` and of its ``max_seats``, seated as it seats them (bots beside the first player
+when it fills with bots, a ledger hold for each player when it has a stake), with
+:func:`masa_rules.table_config.check_table_config`, the check the table engine creates tables
+by: a lobby that loads is a lobby whose tables the engine accepts.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Final
 
-from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.errors import RuleViolation
-from masa_rules.lobby import LobbyOptions, check_chip_seating, lobby_rules
+from masa_rules.table_config import (
+    DEFAULT_TURN_SECONDS,
+    BotLevel,
+    GameKind,
+    GameOptions,
+    Mode,
+    PayoutRule,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+    check_table_config,
+)
 
 from masa_matchmaking.domain.errors import InvalidLobby
 
 __all__ = [
     "LOBBY_ID",
+    "MAX_LOBBY_STAKE",
+    "MAX_LOBBY_TURN_SECONDS",
     "BotFill",
-    "BotLevel",
-    "Game",
     "Lobby",
     "MatchingPolicy",
-    "Mode",
-    "Payout",
 ]
 
 LOBBY_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
-BASIS_POINTS: Final = 10_000
-# A lobby's limits: long enough for any real table, short enough that nothing waits for ever.
-MAX_TURN_SECONDS: Final = 600.0
+# A lobby's limits, within the table model's: long enough for any real table, short enough
+# that nothing waits for ever.
+MAX_LOBBY_TURN_SECONDS: Final = 600.0
 MAX_TICKET_TTL_SECONDS: Final = 3_600.0
-MAX_STAKE: Final = 1_000_000_000
-
-
-class Game(StrEnum):
-    FIFTYONE = "fiftyone"
-    ELEVATOR = "elevator"
-
-
-class Mode(StrEnum):
-    SINGLES = "singles"
-    TEAMS = "teams"
-    TRAINING = "training"
-
-
-class BotLevel(StrEnum):
-    EASY = "easy"
-    NORMAL = "normal"
-
-
-@dataclass(frozen=True, slots=True)
-class Payout:
-    """The house rake and the prize's shares by place, in basis points (P-30)."""
-
-    rake_basis_points: int = 0
-    # Place 1 first; empty means the winner takes all.
-    place_shares: tuple[int, ...] = ()
+MAX_LOBBY_STAKE: Final = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +87,16 @@ class MatchingPolicy:
 class Lobby:
     lobby_id: str
     display_name: str
-    game: Game
+    game: GameKind
     mode: Mode
     max_seats: int
     min_seats: int
+    # A 51 preset; empty is salon (the catalog names it), and Elevator has none.
     preset: str = ""
-    open_threshold: int | None = None
-    escalating_threshold: bool | None = None
-    hands_per_game: int | None = None
-    decks: int | None = None
+    options: GameOptions = field(default_factory=GameOptions)
     stake: int = 0
-    payout: Payout = field(default_factory=Payout)
-    turn_seconds: float = 20.0
+    payout: PayoutRule = field(default_factory=PayoutRule)
+    turn_seconds: float = DEFAULT_TURN_SECONDS
     bot_fill: BotFill = field(default_factory=BotFill)
     short_table_after_seconds: float = 15.0
     ticket_ttl_seconds: float = 300.0
@@ -136,6 +119,20 @@ class Lobby:
         """The most players one party may bring: partners in teams, a full table otherwise."""
         return 2 if self.mode is Mode.TEAMS else self.max_seats
 
+    def table_config(self, seats: Sequence[SeatConfig]) -> TableConfig:
+        """The configuration of this lobby's table with these seats, as CreateTable asks for."""
+        return TableConfig(
+            game=self.game,
+            seats=tuple(seats),
+            turn_seconds=self.turn_seconds,
+            preset=self.preset,
+            mode=self.mode,
+            options=self.options,
+            stake=self.stake,
+            lobby_id=self.lobby_id,
+            payout=self.payout,
+        )
+
 
 def _check_lobby(lobby: Lobby) -> None:
     where = f"lobby {lobby.lobby_id!r}"
@@ -146,25 +143,36 @@ def _check_lobby(lobby: Lobby) -> None:
     if not 1 <= lobby.min_seats <= lobby.max_seats:
         raise InvalidLobby(f"{where}: min_seats must be 1 to max_seats")
     try:
-        if lobby.game is Game.FIFTYONE:
-            _check_fiftyone(lobby)
-        else:
-            _check_elevator(lobby)
-        check_chip_seating(lobby.stake, bots=lobby.bot_fill.enabled)
+        for seats in sorted({lobby.min_seats, lobby.max_seats}):
+            check_table_config(lobby.table_config(_seated(lobby, seats)))
     except RuleViolation as violation:
         raise InvalidLobby(f"{where}: {violation}", rule=violation.rule) from None
-    if lobby.training and lobby.stake != 0:
-        raise InvalidLobby(f"{where}: training moves no chips (P-1), so its stake is 0")
-    if not 0 <= lobby.stake <= MAX_STAKE:
-        raise InvalidLobby(f"{where}: the stake must be 0 to {MAX_STAKE}")
-    _check_payout(where, lobby)
+    if lobby.stake > MAX_LOBBY_STAKE:
+        raise InvalidLobby(f"{where}: a lobby's stake is at most {MAX_LOBBY_STAKE}", rule="P-30")
+    if lobby.turn_seconds > MAX_LOBBY_TURN_SECONDS:
+        raise InvalidLobby(
+            f"{where}: a lobby's turn_seconds is at most {MAX_LOBBY_TURN_SECONDS}", rule="P-10"
+        )
     _check_waiting(where, lobby)
 
 
+def _seated(lobby: Lobby, count: int) -> tuple[SeatConfig, ...]:
+    """A table of ``count`` seats as the lobby seats it: a player first, then bots if it fills
+    with bots (training, or a bot fill) and players otherwise, each player with the hold of
+    the stake at a chip lobby."""
+    bots = lobby.training or lobby.bot_fill.enabled
+    return tuple(
+        SeatConfig(seat, SeatKind.BOT, bot_level=lobby.bot_fill.level)
+        if seat and bots
+        else SeatConfig(
+            seat, SeatKind.HUMAN, f"player-{seat}", hold_id=f"hold-{seat}" if lobby.chips else ""
+        )
+        for seat in range(count)
+    )
+
+
 def _check_waiting(where: str, lobby: Lobby) -> None:
-    """The lobby's timers, bot fill and matching spread are within their bounds."""
-    if not 0 < lobby.turn_seconds <= MAX_TURN_SECONDS:
-        raise InvalidLobby(f"{where}: turn_seconds must be above 0 and at most {MAX_TURN_SECONDS}")
+    """The lobby's ticket lifetime, bot fill and matching spread are within their bounds."""
     if not 0 < lobby.ticket_ttl_seconds <= MAX_TICKET_TTL_SECONDS:
         raise InvalidLobby(f"{where}: ticket_ttl_seconds must be above 0, at most 3600")
     if lobby.short_table_after_seconds < 0 or lobby.bot_fill.fill_after_seconds < 0:
@@ -174,46 +182,3 @@ def _check_waiting(where: str, lobby: Lobby) -> None:
     policy = lobby.matching
     if policy.base_spread < 0 or policy.spread_per_second < 0 or policy.open_after_seconds < 0:
         raise InvalidLobby(f"{where}: the matching spread must not be negative")
-
-
-def _check_fiftyone(lobby: Lobby) -> None:
-    rules, _ = lobby_rules(
-        LobbyOptions(
-            preset=lobby.preset or "salon",
-            open_threshold=lobby.open_threshold,
-            escalating_threshold=lobby.escalating_threshold,
-            hands_per_game=lobby.hands_per_game,
-        )
-    )
-    for seats in {lobby.min_seats, lobby.max_seats}:
-        if seats not in rules.player_counts:
-            raise RuleViolation(
-                "F-2", f"{rules.preset} is for {rules.player_counts} players, not {seats}"
-            )
-    if lobby.mode is Mode.TEAMS and not (rules.teams_allowed and lobby.min_seats == 4):
-        raise RuleViolation("F-2", "team mode needs 4 seats and a preset with teams")
-    if lobby.decks is not None:
-        raise RuleViolation("F-2", "decks is an Elevator option")
-
-
-def _check_elevator(lobby: Lobby) -> None:
-    if lobby.mode is Mode.TEAMS:
-        raise RuleViolation("P-1", "team mode is for 51 only")
-    if lobby.preset or lobby.open_threshold is not None or lobby.hands_per_game is not None:
-        raise RuleViolation("E-1", "Elevator has no preset, threshold or number of hands")
-    if lobby.escalating_threshold is not None:
-        raise RuleViolation("E-1", "Elevator has no opening threshold")
-    rules = ElevatorRules(decks=lobby.decks)
-    for seats in {lobby.min_seats, lobby.max_seats}:
-        rules.check_players(seats)
-
-
-def _check_payout(where: str, lobby: Lobby) -> None:
-    payout = lobby.payout
-    if not 0 <= payout.rake_basis_points <= BASIS_POINTS:
-        raise InvalidLobby(f"{where}: the rake is 0 to {BASIS_POINTS} basis points")
-    shares = payout.place_shares
-    if shares and (sum(shares) != BASIS_POINTS or any(share < 0 for share in shares)):
-        raise InvalidLobby(f"{where}: the place shares must sum to {BASIS_POINTS} basis points")
-    if len(shares) > lobby.max_seats:
-        raise InvalidLobby(f"{where}: more place shares than seats")

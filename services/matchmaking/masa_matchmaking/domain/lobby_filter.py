@@ -1,8 +1,9 @@
 """The AIP-160 filter of ListLobbies: comparisons of game, preset, mode and stake, joined by AND.
 
 >>> matches = parse_filter('game = ELEVATOR AND stake <= 50')
->>> from masa_matchmaking.domain.lobby import Game, Lobby, Mode
->>> matches(Lobby("e", "E", Game.ELEVATOR, Mode.SINGLES, 6, 3, stake=20))
+>>> from masa_matchmaking.domain.lobby import Lobby
+>>> from masa_rules.table_config import GameKind, Mode
+>>> matches(Lobby("e", "E", GameKind.ELEVATOR, Mode.SINGLES, 6, 3, stake=20))
 True
 
 Enum values may be written bare (``ELEVATOR``), with the proto prefix (``GAME_KIND_ELEVATOR``),

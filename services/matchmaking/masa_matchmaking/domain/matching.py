@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from masa_matchmaking.domain.lobby import BotLevel, Lobby, Mode
+from masa_rules.table_config import BotLevel, Mode
+
+from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.ticket import Ticket, TicketState
 
 __all__ = ["SeatPlan", "TablePlan", "match_round", "players_needed", "units"]

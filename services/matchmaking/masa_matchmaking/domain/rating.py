@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from masa_rules.table_config import GameKind
 from openskill.models import PlackettLuce
-
-from masa_matchmaking.domain.lobby import Game
 
 __all__ = [
     "INITIAL_MU",
@@ -42,7 +41,7 @@ _MODEL: Final = PlackettLuce(mu=INITIAL_MU, sigma=INITIAL_SIGMA)
 @dataclass(frozen=True, slots=True)
 class PlayerRating:
     player_id: str
-    game: Game
+    game: GameKind
     mu: float = INITIAL_MU
     sigma: float = INITIAL_SIGMA
     games: int = 0

@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
+from masa_rules.refusals import Reason
+from masa_rules.table_config import BotLevel
+
 from masa_matchmaking.domain.errors import Refused
-from masa_matchmaking.domain.lobby import BotLevel
 
 __all__ = [
     "CLOSED",
@@ -145,7 +147,7 @@ class Ticket:
         if self.state is TicketState.PLACING:
             raise Refused(
                 f"ticket {self.ticket_id} is being seated and cannot be cancelled now",
-                reason="TICKET_PLACING",
+                reason=Reason.TICKET_PLACING,
             )
         self._require(TicketState.SEARCHING, "cancelled")
         return replace(self, state=TicketState.CANCELLED, updated_at=now)
@@ -167,6 +169,6 @@ class Ticket:
     def _closed(self, verb: str) -> Refused:
         return Refused(
             f"ticket {self.ticket_id} is {self.state.value} and cannot be {verb}",
-            reason="TICKET_CLOSED",
+            reason=Reason.TICKET_CLOSED,
             metadata={"state": self.state.value},
         )

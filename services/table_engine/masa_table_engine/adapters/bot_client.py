@@ -16,18 +16,16 @@ import time
 import grpc
 import grpc.aio
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
-from masa.common.v1 import game_pb2
 from masa_platform.auth import ServiceTokens
+from masa_rules.table_config import BotLevel, SeatKind
+from masa_wire.table_config import bot_level_to_proto
 
 from masa_table_engine.adapters.convert import action_from_proto, seat_view
-from masa_table_engine.domain.model import BotLevel, SeatKind
 from masa_table_engine.domain.table import Table
 
 __all__ = ["GrpcDecider", "decide_request"]
 
 _log = logging.getLogger(__name__)
-
-_LEVEL = {BotLevel.EASY: game_pb2.BOT_LEVEL_EASY, BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL}
 
 
 class GrpcDecider:
@@ -70,6 +68,6 @@ def decide_request(table: Table, seat: int, owner_address: str) -> bot_pb2.Decid
     level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
     return bot_pb2.DecideRequest(
         observation=bot_pb2.Observation(view=seat_view(table, seat, owner_address)),
-        level=_LEVEL[level],
+        level=bot_level_to_proto(level),
         seed=int.from_bytes(table.seed[:4], "big") + table.sequence,
     )

@@ -1,50 +1,45 @@
-"""The table's own values (config, seats, entries, views) to and from protobuf.
+"""The table's own values (seats, entries, views) to and from protobuf.
 
-Game objects (cards, actions, engine events, game views) are converted by ``masa_wire`` only;
-this module adds what belongs to the table: the resource, the seats, the platform events and
-the log entry envelope. Hidden information (P-20) is filtered by ``masa_wire`` per viewer.
+Game objects (cards, actions, engine events, game views) and the table's configuration are
+converted by ``masa_wire`` only; this module adds what belongs to the table: the resource, the
+seats, the platform events and the log entry envelope. Hidden information (P-20) is filtered by ``masa_wire`` per viewer.
 """
 
 from __future__ import annotations
 
 from typing import Final, assert_never
 
-from google.protobuf import duration_pb2, timestamp_pb2
-from masa.common.v1 import chips_pb2, game_pb2
+from google.protobuf import timestamp_pb2
+from masa.common.v1 import game_pb2
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_platform.errors import BadRequest
 from masa_rules import elevator as elevator_engine
 from masa_rules import fiftyone as fiftyone_engine
+from masa_rules.table_config import Mode, SeatKind, TableConfig
 from masa_wire import WireError
 from masa_wire import elevator as elevator_wire
 from masa_wire import fiftyone as fiftyone_wire
+from masa_wire import table_config as table_config_wire
+from masa_wire.table_config import bot_level_to_proto, config_to_proto, seat_kind_to_proto
 
 from masa_table_engine.domain.model import (
     AbandonReason,
     AutopilotChanged,
     AutopilotReason,
-    BotLevel,
     Created,
     Entry,
     GameAbandoned,
     GameEvents,
     GameFinished,
-    GameKind,
-    GameOptions,
     Input,
-    Mode,
-    PayoutRule,
     PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatConfig,
     SeatConnectionChanged,
     SeatForfeited,
-    SeatKind,
     Source,
     Standing,
-    TableConfig,
     TableVoided,
     TimerFired,
     TimerKind,
@@ -58,7 +53,6 @@ __all__ = [
     "Viewer",
     "action_from_proto",
     "config_from_proto",
-    "config_to_proto",
     "entry_to_log",
     "input_from_log",
     "same_action",
@@ -73,39 +67,6 @@ __all__ = [
 LOG: Final = elevator_wire.LOG
 Viewer = int | None
 
-_GAME: Final = {
-    game_pb2.GAME_KIND_FIFTYONE: GameKind.FIFTYONE,
-    game_pb2.GAME_KIND_ELEVATOR: GameKind.ELEVATOR,
-}
-_GAME_BACK: Final = {value: key for key, value in _GAME.items()}
-_PRESET: Final = {
-    game_pb2.PRESET_UNSPECIFIED: "",
-    game_pb2.PRESET_CLASSIC: "classic",
-    game_pb2.PRESET_SALON: "salon",
-    game_pb2.PRESET_REMI: "remi",
-}
-_PRESET_BACK: Final = {value: key for key, value in _PRESET.items()}
-_MODE: Final = {
-    game_pb2.MODE_UNSPECIFIED: Mode.SINGLES,
-    game_pb2.MODE_SINGLES: Mode.SINGLES,
-    game_pb2.MODE_TEAMS: Mode.TEAMS,
-    game_pb2.MODE_TRAINING: Mode.TRAINING,
-}
-_MODE_BACK: Final = {
-    Mode.SINGLES: game_pb2.MODE_SINGLES,
-    Mode.TEAMS: game_pb2.MODE_TEAMS,
-    Mode.TRAINING: game_pb2.MODE_TRAINING,
-}
-_LEVEL: Final = {
-    game_pb2.BOT_LEVEL_UNSPECIFIED: BotLevel.NORMAL,
-    game_pb2.BOT_LEVEL_EASY: BotLevel.EASY,
-    game_pb2.BOT_LEVEL_NORMAL: BotLevel.NORMAL,
-}
-_LEVEL_BACK: Final = {
-    BotLevel.EASY: game_pb2.BOT_LEVEL_EASY,
-    BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL,
-}
-_KIND_BACK: Final = {SeatKind.HUMAN: game_pb2.SEAT_KIND_HUMAN, SeatKind.BOT: game_pb2.SEAT_KIND_BOT}
 _PHASE: Final = {
     "draw": view_pb2.TURN_PHASE_DRAW,
     "meld": view_pb2.TURN_PHASE_MELD,
@@ -158,126 +119,13 @@ def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
 # --- configuration and the table resource ---------------------------------------------------
 
 
-def _seat_from_proto(seat: game_pb2.SeatAssignment) -> SeatConfig:
-    if seat.kind == game_pb2.SEAT_KIND_HUMAN:
-        kind = SeatKind.HUMAN
-    elif seat.kind == game_pb2.SEAT_KIND_BOT:
-        kind = SeatKind.BOT
-    else:
-        raise BadRequest(f"seat {seat.seat} needs a kind, human or bot")
-    level = _LEVEL.get(seat.bot_level)
-    if level is None:
-        raise BadRequest(f"seat {seat.seat}: unknown bot level {seat.bot_level}")
-    return SeatConfig(
-        seat=seat.seat,
-        kind=kind,
-        player_id=seat.player_id if kind is SeatKind.HUMAN else "",
-        display_name=seat.display_name,
-        bot_level=level,
-        hold_id=seat.hold_id,
-    )
-
-
-def _options_from_proto(message: game_pb2.GameOptions, game: GameKind) -> GameOptions:
-    which = message.WhichOneof("game")
-    if which == "elevator" and game is GameKind.ELEVATOR:
-        elevator = message.elevator
-        return GameOptions(decks=elevator.decks if elevator.HasField("decks") else None)
-    if which == "fiftyone" and game is GameKind.FIFTYONE:
-        fiftyone = message.fiftyone
-        return GameOptions(
-            open_threshold=(
-                fiftyone.open_threshold if fiftyone.HasField("open_threshold") else None
-            ),
-            escalating_threshold=(
-                fiftyone.escalating_threshold if fiftyone.HasField("escalating_threshold") else None
-            ),
-            hands_per_game=(
-                fiftyone.hands_per_game if fiftyone.HasField("hands_per_game") else None
-            ),
-        )
-    if which is not None:
-        raise BadRequest(f"{which} options do not fit a {game.value} table")
-    return GameOptions()
-
-
 def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float) -> TableConfig:
-    """A lobby configuration; raises ``BadRequest`` for one that is malformed."""
-    game = _GAME.get(message.game)
-    if game is None:
-        raise BadRequest("config.game must be fiftyone or elevator")
-    preset = _PRESET.get(message.preset)
-    if preset is None:
-        raise BadRequest(f"unknown preset {message.preset}")
-    if game is GameKind.ELEVATOR and preset:
-        raise BadRequest("Elevator has no presets", reason="P-2")
-    if game is GameKind.FIFTYONE and not preset:
-        preset = "salon"
-    mode = _MODE.get(message.mode)
-    if mode is None:
-        raise BadRequest(f"unknown mode {message.mode}")
-    seats = [_seat_from_proto(seat) for seat in message.seats]
-    if not seats:
-        raise BadRequest("config.seats must list the seats")
-    turn_seconds = default_turn_seconds
-    if message.HasField("turn_time"):
-        turn_seconds = message.turn_time.ToNanoseconds() / 1e9
-    return TableConfig(
-        game=game,
-        seats=tuple(seats),
-        turn_seconds=turn_seconds,
-        preset=preset,
-        mode=mode,
-        options=_options_from_proto(message.options, game),
-        stake=message.stake,
-        lobby_id=message.lobby_id,
-        payout=PayoutRule(message.payout.rake_basis_points, tuple(message.payout.place_shares)),
-    )
-
-
-def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
-    options = game_pb2.GameOptions()
-    if config.game is GameKind.ELEVATOR:
-        options.elevator.SetInParent()
-        if config.options.decks is not None:
-            options.elevator.decks = config.options.decks
-    else:
-        options.fiftyone.SetInParent()
-        if config.options.open_threshold is not None:
-            options.fiftyone.open_threshold = config.options.open_threshold
-        if config.options.escalating_threshold is not None:
-            options.fiftyone.escalating_threshold = config.options.escalating_threshold
-        if config.options.hands_per_game is not None:
-            options.fiftyone.hands_per_game = config.options.hands_per_game
-    turn_time = duration_pb2.Duration()
-    turn_time.FromNanoseconds(round(config.turn_seconds * 1e9))
-    return game_pb2.TableConfig(
-        game=_GAME_BACK[config.game],
-        preset=_PRESET_BACK[config.preset],
-        mode=_MODE_BACK[config.mode],
-        options=options,
-        seats=[
-            game_pb2.SeatAssignment(
-                seat=seat.seat,
-                kind=_KIND_BACK[seat.kind],
-                player_id=seat.player_id,
-                display_name=seat.display_name,
-                bot_level=_LEVEL_BACK[seat.bot_level],
-                hold_id=seat.hold_id,
-            )
-            for seat in config.seats
-        ],
-        stake=config.stake,
-        turn_time=turn_time,
-        lobby_id=config.lobby_id,
-        payout=payout_to_proto(config.payout),
-    )
-
-
-def payout_to_proto(payout: PayoutRule) -> chips_pb2.PayoutRule:
-    return chips_pb2.PayoutRule(
-        rake_basis_points=payout.rake_basis_points, place_shares=list(payout.place_shares)
-    )
+    """A lobby configuration (``masa_wire.table_config``); raises ``BadRequest`` for one that is
+    malformed. The rules judge it when the table is created."""
+    try:
+        return table_config_wire.config_from_proto(message, default_turn_seconds)
+    except WireError as error:
+        raise BadRequest(error.message, reason=error.reason) from None
 
 
 class _ConfigMessages:
@@ -382,10 +230,10 @@ def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
     config, status = table.config.seats[seat], table.seats[seat]
     state = view_pb2.SeatState(
         seat=seat,
-        kind=_KIND_BACK[config.kind],
+        kind=seat_kind_to_proto(config.kind),
         player_id=config.player_id,
         display_name=config.display_name,
-        bot_level=_LEVEL_BACK[config.bot_level],
+        bot_level=bot_level_to_proto(config.bot_level),
         connected=status.connected or config.kind is SeatKind.BOT,
         autopilot=status.autopilot,
         forfeited=status.forfeited,
@@ -542,7 +390,7 @@ def _table_event(
         case SeatForfeited():
             message = event_pb2.TableEvent(
                 seat_forfeited=event_pb2.SeatForfeited(
-                    seat=event.seat, bot_level=_LEVEL_BACK[event.bot_level]
+                    seat=event.seat, bot_level=bot_level_to_proto(event.bot_level)
                 )
             )
         case GameAbandoned():

@@ -58,6 +58,7 @@ from masa_platform.errors import (
 from masa_platform.handlers import Context
 from masa_platform.quotas import QuotaExceeded, held_to_quotas
 from masa_rules.errors import RuleViolation
+from masa_rules.table_config import TableConfig
 
 from masa_table_engine.adapters.convert import (
     action_from_proto,
@@ -79,13 +80,7 @@ from masa_table_engine.app.runtime import (
 )
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable, TableExists
 from masa_table_engine.app.tables import Draining, TableNotFound, Tables, TableUnserved
-from masa_table_engine.domain.model import (
-    PlayerAction,
-    SeatChange,
-    SeatChanged,
-    Source,
-    TableConfig,
-)
+from masa_table_engine.domain.model import PlayerAction, SeatChange, SeatChanged, Source
 from masa_table_engine.domain.table import Table
 
 __all__ = [

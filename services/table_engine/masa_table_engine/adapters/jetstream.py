@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib.metadata import version
@@ -366,7 +367,17 @@ def _same_value(descriptor: FieldDescriptor, mine: Any, theirs: Any) -> bool:
 
 class JetStreamDirectory:
     """The :class:`~masa_table_engine.app.ports.Directory` over the index, the leases and the
-    engine-node registry: two filtered listings find the unserved tables."""
+    engine-node registry: two filtered listings find the unserved tables.
+
+    Those listings read every node's index entries and every lease, which grows with tables
+    times nodes, so the periodic scan makes them only when the registry gives a reason
+    (:meth:`worth_scanning`): a node silent (it missed two rewrites of its record), draining
+    or gone since the last look, and for a lease's life after that (its leases run out within
+    it), or when the last listing found tables left to take; otherwise once every
+    ``_FULL_SCAN_SECONDS``, for tables left unserved with every node well (a lease given up
+    after a failed recovery). A node that starts scans for a lease's life too: it has not
+    seen who was there before.
+    """
 
     def __init__(
         self, index: KvBucket, leases: KvBucket, nodes: KvBucket, *, node_ttl_seconds: float
@@ -380,6 +391,28 @@ class JetStreamDirectory:
         self._silent_after = node_ttl_seconds * 2 / 3
         # The registry changes every few seconds; a scan every second need not read it anew.
         self._records: tuple[float, dict[str, engine_pb2.EngineNode]] = (0.0, {})
+        # How long to keep listing after a node went silent, drained or vanished: until the
+        # leases it held have run out, and a little more.
+        self._alert_seconds = (leases.ttl_seconds or node_ttl_seconds) + _ALERT_MARGIN_SECONDS
+        self._alert_until = time.monotonic() + self._alert_seconds
+        self._known: set[str] = set()
+        self._listed_at = -math.inf
+        self._found = False
+
+    async def worth_scanning(self) -> bool:
+        now = time.monotonic()
+        with _answering("the engine-node registry"):
+            records = await self._read_nodes()
+        wall = time.time()
+        troubled = any(
+            record.draining or wall - record.update_time.ToNanoseconds() / 1e9 >= self._silent_after
+            for record in records.values()
+        )
+        vanished = not self._known <= records.keys()
+        self._known = set(records)
+        if troubled or vanished:
+            self._alert_until = now + self._alert_seconds
+        return self._found or now < self._alert_until or now - self._listed_at >= _FULL_SCAN_SECONDS
 
     async def unserved(self) -> list[Unserved]:
         with _answering("the index and the leases"):
@@ -390,6 +423,8 @@ class JetStreamDirectory:
             node, _, table_id = key.partition(".")
             if table_id and table_id not in leased:
                 found.append(Unserved(table_id, node))
+        self._listed_at = time.monotonic()
+        self._found = bool(found)
         return found
 
     async def live_nodes(self) -> list[str]:
@@ -414,11 +449,11 @@ class JetStreamDirectory:
         read_at, records = self._records
         if time.monotonic() - read_at < _NODES_FRESH_SECONDS:
             return records
-        records = {}
-        for node in await self._nodes.keys():
-            record = await self._read_node(node)
-            if record is not None:
-                records[node] = record
+        # One listing of the records with their values, not a read per node.
+        records = {
+            entry.key: engine_pb2.EngineNode.FromString(entry.value)
+            for entry in await self._nodes.entries()
+        }
         self._records = (time.monotonic(), records)
         return records
 
@@ -428,6 +463,11 @@ class JetStreamDirectory:
 
 
 _NODES_FRESH_SECONDS: Final = 1.0
+# With every node well, the tables are still listed this often (see JetStreamDirectory).
+_FULL_SCAN_SECONDS: Final = 30.0
+_ALERT_MARGIN_SECONDS: Final = 5.0
+# Lease renewals in flight at once.
+_RENEWALS_AT_ONCE: Final = 64
 
 
 class JetStreamResults:
@@ -526,38 +566,51 @@ class KvOwnership:
                 _log.warning("could not renew %d leases; trying again next pass", failed.count)
 
     async def _renew_all(self) -> None:
-        """Renew every lease held; raises :class:`_RenewalsFailed` after the pass when some
-        renewals failed (the others are renewed all the same)."""
+        """Renew every lease held, ``_RENEWALS_AT_ONCE`` at a time (their writes leave
+        together and their acks come back together, so a pass over a thousand leases takes a
+        few round trips, not a thousand); raises :class:`_RenewalsFailed` after the pass when
+        some renewals failed (the others are renewed all the same)."""
+        held = iter(list(self._held.items()))
         failures = 0
-        for table_id, lease in list(self._held.items()):
-            # Tables finish (and release their lease) while this loop awaits each renewal:
-            # a released lease is neither renewed, nor put back, nor reported lost.
-            if self._held.get(table_id) is not lease:
-                continue
-            renewed: Lease | None
-            try:
-                renewed = await self._leases.renew(lease)
-            except LeaseLost:
-                renewed = await self._take_back(table_id, lease)
-            except Exception:
-                _log.warning(
-                    "could not renew the lease of table %s",
-                    table_id,
-                    exc_info=True,
-                    extra={"table_id": table_id},
-                )
-                failures += 1
-                continue
-            if renewed is None:
-                continue
-            if self._held.get(table_id) is lease:
-                self._held[table_id] = renewed
-            else:
-                # Released during the renewal, whose new revision the release's delete
-                # missed: give the renewed lease up too.
-                await self._leases.release(renewed)
+
+        async def renewing() -> None:
+            nonlocal failures
+            for table_id, lease in held:
+                if not await self._renew_one(table_id, lease):
+                    failures += 1
+
+        await asyncio.gather(*(renewing() for _ in range(_RENEWALS_AT_ONCE)))
         if failures:
             raise _RenewalsFailed(failures)
+
+    async def _renew_one(self, table_id: str, lease: Lease) -> bool:
+        """Renew one lease; False when the renewal failed (to be tried again next pass)."""
+        # Tables finish (and release their lease) while renewals are awaited: a released
+        # lease is neither renewed, nor put back, nor reported lost.
+        if self._held.get(table_id) is not lease:
+            return True
+        renewed: Lease | None
+        try:
+            renewed = await self._leases.renew(lease)
+        except LeaseLost:
+            renewed = await self._take_back(table_id, lease)
+        except Exception:
+            _log.warning(
+                "could not renew the lease of table %s",
+                table_id,
+                exc_info=True,
+                extra={"table_id": table_id},
+            )
+            return False
+        if renewed is None:
+            return True
+        if self._held.get(table_id) is lease:
+            self._held[table_id] = renewed
+        else:
+            # Released during the renewal, whose new revision the release's delete missed:
+            # give the renewed lease up too.
+            await self._leases.release(renewed)
+        return True
 
     async def _take_back(self, table_id: str, lease: Lease) -> Lease | None:
         """A lease that is no longer at our revision: ours again if it expired meanwhile."""

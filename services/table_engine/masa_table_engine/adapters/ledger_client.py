@@ -10,10 +10,10 @@ from grpc_status import rpc_status
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.errors import error_info
+from masa_rules.table_config import PayoutRule
+from masa_wire.table_config import payout_to_proto
 
-from masa_table_engine.adapters.convert import payout_to_proto
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable
-from masa_table_engine.domain.model import PayoutRule
 
 __all__ = ["GrpcStakeBinder"]
 

@@ -20,9 +20,14 @@ than a move's worth of work, or write anything it could not read back.
 | cards in an action | the seat's hand plus one (the card a take brings) |
 | melds in an action | half of that (a pair is the smallest meld) |
 
-The game options (``hands_per_game``, thresholds, ``decks`` ...) are checked by the rules
-library in one place (:func:`masa_rules.lobby.lobby_rules`, ``ElevatorRules``), when the pure
-``accept`` of the table's creation runs, which is before anything is written.
+The bounds of the seats, the turn time and the stake are the table model's
+(``masa_rules.table_config``), which refuses them again, with the rule id, when the table is
+created.
+
+The game options (``hands_per_game``, thresholds, ``decks`` ...), the chips and the payout
+rule are checked by the rules library in one place
+(:func:`masa_rules.table_config.check_table_config`), when the pure ``accept`` of the table's
+creation runs, which is before anything is written.
 """
 
 from __future__ import annotations
@@ -34,13 +39,10 @@ from typing import Any, Final
 from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2
 from masa_platform.errors import BadRequest, preview
+from masa_rules.table_config import MAX_SEATS, MAX_STAKE, MAX_TURN_SECONDS, MIN_TURN_SECONDS
 
 __all__ = [
     "MAX_DISPLAY_NAME",
-    "MAX_SEATS",
-    "MAX_STAKE",
-    "MAX_TURN_SECONDS",
-    "MIN_TURN_SECONDS",
     "TABLE_ID",
     "check_action",
     "check_config",
@@ -53,10 +55,6 @@ TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 PLAYER_ID: Final = re.compile(r"[A-Za-z0-9_.:@+-]{1,128}")
 REFERENCE_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 MAX_DISPLAY_NAME: Final = 32
-MAX_SEATS: Final = 6
-MIN_TURN_SECONDS: Final = 0.1
-MAX_TURN_SECONDS: Final = 3600.0
-MAX_STAKE: Final = 10**12
 # What a TableVoided entry keeps of an operator's reason.
 MAX_VOID_REASON: Final = 256
 

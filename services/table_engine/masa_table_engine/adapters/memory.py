@@ -274,6 +274,10 @@ class MemoryDirectory:
     def __init__(self, bus: MemoryBus) -> None:
         self._bus = bus
 
+    async def worth_scanning(self) -> bool:
+        # In memory a listing costs nothing: every scan lists.
+        return True
+
     async def unserved(self) -> list[Unserved]:
         bus = self._bus
         bus.check()

@@ -13,9 +13,8 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from masa_platform.metrics import LoopMetrics
+from masa_rules.table_config import GameKind
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-
-from masa_table_engine.domain.model import GameKind
 
 __all__ = ["OVERDUE_SLACK_SECONDS", "PrometheusMetrics"]
 

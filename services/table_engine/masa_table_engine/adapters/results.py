@@ -7,14 +7,9 @@ from __future__ import annotations
 from typing import Final
 
 from masa.events.v1 import result_pb2
+from masa_wire.table_config import config_to_proto, payout_to_proto
 
-from masa_table_engine.adapters.convert import (
-    config_to_proto,
-    game_finished_to_proto,
-    payout_to_proto,
-    timestamp,
-    update_for,
-)
+from masa_table_engine.adapters.convert import game_finished_to_proto, timestamp, update_for
 from masa_table_engine.domain.model import AbandonReason, Entry, GameAbandoned, GameFinished
 from masa_table_engine.domain.table import Table
 

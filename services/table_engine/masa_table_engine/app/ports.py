@@ -176,6 +176,13 @@ class Directory(Protocol):
 
     async def unserved(self) -> list[Unserved]: ...
 
+    async def worth_scanning(self) -> bool:
+        """Whether a table may have become unserved since the last listing: a node went
+        silent, drained or vanished, the last listing found some, or the last one is old.
+        The periodic scan lists the tables only then, since a listing reads every node's
+        index and every lease."""
+        ...
+
     async def live_nodes(self) -> list[str]:
         """The ids of the nodes that take tables now (alive, not draining)."""
         ...

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from masa_rules.errors import RuleViolation
+from masa_rules.table_config import BotLevel, SeatKind
 
 from masa_table_engine.app.outbox import Outbox
 from masa_table_engine.app.ports import (
@@ -50,7 +51,6 @@ from masa_table_engine.app.presence import Presence
 from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
-    BotLevel,
     Entry,
     GameAbandoned,
     GameEvents,
@@ -59,7 +59,6 @@ from masa_table_engine.domain.model import (
     PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatKind,
     Source,
     TurnTimedOut,
 )
@@ -571,10 +570,14 @@ class TableRuntime:
         table = self.table
         if table.finished:
             return []
+        # A seat whose player left on purpose stays left while an old stream of theirs is still
+        # open: only a stream opened after the leave brings them back (:meth:`connect`).
         return [
             seat
             for seat in self._presence.watched()
-            if table.config.seats[seat].kind is SeatKind.HUMAN and not table.seats[seat].connected
+            if table.config.seats[seat].kind is SeatKind.HUMAN
+            and not table.seats[seat].connected
+            and not table.seats[seat].left
         ]
 
     # --- watching --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from masa_table_engine.domain.model import PayoutRule
+from masa_rules.table_config import PayoutRule
 
 __all__ = ["StakeBinder", "StakesRefused", "StakesUnavailable", "TableExists"]
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from masa_rules.errors import RuleViolation
+from masa_rules.table_config import SeatKind, TableConfig
 
 from masa_table_engine.app.driver import TableDriver
 from masa_table_engine.app.outbox import Outbox
@@ -68,8 +69,6 @@ from masa_table_engine.domain.model import (
     Entry,
     SeatChange,
     SeatChanged,
-    SeatKind,
-    TableConfig,
     TableVoided,
 )
 from masa_table_engine.domain.table import Table, accept, next_deadline, void_entry
@@ -575,7 +574,8 @@ class Tables:
             await asyncio.sleep(self._scan_seconds * random.uniform(0.75, 1.25))
             try:
                 with self._deps.metrics.loop("takeover_scan"):
-                    await self.take_over_unserved()
+                    if self._directory is not None and await self._directory.worth_scanning():
+                        await self.take_over_unserved()
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
 

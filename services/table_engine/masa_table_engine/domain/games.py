@@ -18,13 +18,10 @@ from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
 from masa_rules.elevator.ranking import rank_seats
 from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
-from masa_rules.lobby import LobbyOptions, lobby_rules
-from masa_rules.ruleset import RuleSet
 from masa_rules.shuffle import DrawStream
+from masa_rules.table_config import BotLevel, GameKind, Mode, TableConfig, fiftyone_rules
 
-from masa_table_engine.domain.model import BotLevel, GameKind, Mode, TableConfig
-
-__all__ = ["ElevatorGame", "FiftyOneGame", "Game", "HandOutcome", "fiftyone_rules", "game_for"]
+__all__ = ["ElevatorGame", "FiftyOneGame", "Game", "HandOutcome", "game_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,28 +228,13 @@ _FIFTYONE_PHASES: Final = {
 }
 
 
-def fiftyone_rules(config: TableConfig) -> tuple[RuleSet, int | None]:
-    """The lobby's 51 rule set and the hands it plays (F-95) or caps (F-96): the table's
-    options read by :func:`masa_rules.lobby.lobby_rules`, which raises ``RuleViolation`` with
-    the rule id for an option the preset does not allow."""
-    options = config.options
-    return lobby_rules(
-        LobbyOptions(
-            preset=config.preset or "salon",
-            open_threshold=options.open_threshold,
-            escalating_threshold=options.escalating_threshold,
-            hands_per_game=options.hands_per_game,
-        )
-    )
-
-
 class FiftyOneGame:
     """51 (rules.md §2) in every preset, 2-4 players and team mode (P-1)."""
 
     kind = GameKind.FIFTYONE
 
     def start(self, config: TableConfig, seed: bytes) -> tuple[object, list[object]]:
-        rules, hands = fiftyone_rules(config)
+        rules, hands = fiftyone_rules(config.preset, config.options)
         teams = config.mode is Mode.TEAMS
         state, events = fiftyone.start(rules, len(config.seats), seed, teams=teams, hands=hands)
         return state, list(events)

@@ -1,4 +1,8 @@
-"""The table model: configuration, seats, inputs, events and log entries, as frozen values.
+"""The table model: seats, inputs, events and log entries, as frozen values.
+
+A table's configuration (its game, seats, mode, options, stake and payout rule) is the rules
+library's :mod:`masa_rules.table_config`, which matchmaking's lobbies build and the ledger
+pays by.
 
 Glossary:
 
@@ -15,32 +19,26 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from masa_rules.table_config import BotLevel, TableConfig
+
 __all__ = [
     "AbandonReason",
     "AutopilotChanged",
     "AutopilotReason",
-    "BotLevel",
     "Created",
     "Entry",
     "GameAbandoned",
     "GameEvents",
     "GameFinished",
-    "GameKind",
-    "GameOptions",
     "Input",
-    "Mode",
-    "PayoutRule",
     "PlayerAction",
     "SeatChange",
     "SeatChanged",
-    "SeatConfig",
     "SeatConnectionChanged",
     "SeatForfeited",
-    "SeatKind",
     "SeatStatus",
     "Source",
     "Standing",
-    "TableConfig",
     "TableEvent",
     "TableVoided",
     "TimerFired",
@@ -48,84 +46,6 @@ __all__ = [
     "TurnStarted",
     "TurnTimedOut",
 ]
-
-
-class GameKind(enum.Enum):
-    FIFTYONE = "fiftyone"
-    ELEVATOR = "elevator"
-
-
-class Mode(enum.Enum):
-    """P-1."""
-
-    SINGLES = "singles"
-    TEAMS = "teams"
-    TRAINING = "training"
-
-
-class SeatKind(enum.Enum):
-    HUMAN = "human"
-    BOT = "bot"
-
-
-class BotLevel(enum.Enum):
-    EASY = "easy"
-    NORMAL = "normal"
-
-
-@dataclass(frozen=True, slots=True)
-class SeatConfig:
-    """Who sits on a seat when the table is created."""
-
-    seat: int
-    kind: SeatKind
-    player_id: str = ""
-    display_name: str = ""
-    bot_level: BotLevel = BotLevel.NORMAL
-    hold_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GameOptions:
-    """The lobby options (rules.md §2.9, E-1); None takes the preset's default."""
-
-    decks: int | None = None
-    open_threshold: int | None = None
-    escalating_threshold: bool | None = None
-    hands_per_game: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PayoutRule:
-    """P-30: the house rake and the prize's shares by place, in basis points (10000 = all).
-
-    No shares pays the winner all. The engine only checks and forwards it: the ledger pays.
-    """
-
-    rake_basis_points: int = 0
-    place_shares: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TableConfig:
-    """What a lobby fixes for a table (P-2)."""
-
-    game: GameKind
-    seats: tuple[SeatConfig, ...]
-    turn_seconds: float
-    preset: str = ""
-    mode: Mode = Mode.SINGLES
-    options: GameOptions = GameOptions()
-    stake: int = 0
-    lobby_id: str = ""
-    payout: PayoutRule = PayoutRule()
-
-    def seat_of(self, player_id: str) -> int | None:
-        """The seat of a human player, or None when the player has no seat here."""
-        for seat in self.seats:
-            if seat.kind is SeatKind.HUMAN and seat.player_id == player_id:
-                return seat.seat
-        return None
 
 
 @dataclass(frozen=True, slots=True)

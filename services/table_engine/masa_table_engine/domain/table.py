@@ -33,41 +33,42 @@ whose state could not be rebuilt (:class:`TableVoided`); its stakes go back (P-3
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
 from masa_rules.errors import IllegalAction, RuleViolation
-from masa_rules.lobby import check_chip_seating
+from masa_rules.table_config import (
+    BotLevel,
+    GameKind,
+    GameOptions,
+    Mode,
+    PayoutRule,
+    SeatConfig,
+    SeatKind,
+    TableConfig,
+    check_table_config,
+)
 
 from masa_table_engine.domain.games import Game, game_for
 from masa_table_engine.domain.model import (
     AutopilotChanged,
     AutopilotReason,
-    BotLevel,
     Created,
     Entry,
     GameAbandoned,
     GameEvents,
     GameFinished,
-    GameKind,
-    GameOptions,
     Input,
-    Mode,
-    PayoutRule,
     PlayerAction,
     SeatChange,
     SeatChanged,
-    SeatConfig,
     SeatConnectionChanged,
     SeatForfeited,
-    SeatKind,
     SeatStatus,
     Source,
     Standing,
-    TableConfig,
     TableEvent,
     TableVoided,
     TimerFired,
@@ -167,7 +168,7 @@ def accept(table: Table | None, item: Input, at: float, timers: TimerPolicy) -> 
 
 def _create(item: Created, at: float, timers: TimerPolicy) -> tuple[Table, Entry]:
     config = item.config
-    _check_config(config)
+    check_table_config(config)
     engine = game_for(config.game)
     game, dealt = engine.start(config, item.seed)
     seats = tuple(
@@ -197,56 +198,6 @@ def _create(item: Created, at: float, timers: TimerPolicy) -> tuple[Table, Entry
     table, more = _after_game_change(table, at, timers)
     events.extend(more)
     return table, Entry(item.table_id, 1, at, item, tuple(events))
-
-
-def _check_config(config: TableConfig) -> None:
-    if [seat.seat for seat in config.seats] != list(range(len(config.seats))):
-        raise RuleViolation("P-2", "seats must be numbered 0, 1, 2 ... in play order")
-    for seat in config.seats:
-        if seat.kind is SeatKind.HUMAN and not seat.player_id:
-            raise RuleViolation("P-2", f"human seat {seat.seat} needs a player id")
-    players = [seat.player_id for seat in config.seats if seat.kind is SeatKind.HUMAN]
-    if len(set(players)) != len(players):
-        raise RuleViolation("P-2", "a player can take only one seat at a table")
-    if config.turn_seconds <= 0:
-        raise RuleViolation("P-10", "the turn time must be positive")
-    _check_chips(config)
-
-
-def _check_chips(config: TableConfig) -> None:
-    """P-30, P-1, P-13: a chip table seats players only, each with a ledger hold; nothing else
-    carries one."""
-    if config.stake < 0:
-        raise RuleViolation("P-30", "the stake cannot be negative")
-    if config.stake and config.mode is Mode.TRAINING:
-        raise RuleViolation("P-1", "a training table moves no chips: its stake is 0")
-    check_chip_seating(config.stake, bots=any(s.kind is SeatKind.BOT for s in config.seats))
-    holds = [seat.hold_id for seat in config.seats if seat.hold_id]
-    for seat in config.seats:
-        if seat.kind is SeatKind.BOT and seat.hold_id:
-            raise RuleViolation("P-30", f"bot seat {seat.seat} stakes nothing")
-        if config.stake and seat.kind is SeatKind.HUMAN and not seat.hold_id:
-            raise RuleViolation("P-30", f"seat {seat.seat} needs the ledger hold of its stake")
-    if holds and not config.stake:
-        raise RuleViolation("P-30", "a table without a stake holds no chips")
-    if len(set(holds)) != len(holds):
-        raise RuleViolation("P-30", "each seat's stake has a hold of its own")
-    rule = config.payout
-    if not 0 <= rule.rake_basis_points <= 10_000:
-        raise RuleViolation("P-30", "the rake is 0 to 10000 basis points")
-    shares = rule.place_shares
-    if shares and (
-        len(shares) > len(config.seats)
-        or sum(shares) != 10_000
-        or shares[0] <= 0
-        or any(later > earlier for earlier, later in itertools.pairwise(shares))
-        or min(shares) < 0
-    ):
-        raise RuleViolation(
-            "P-30",
-            "the payout table gives the winner a share, never grows by place, sums to 10000 "
-            "basis points and has no more places than seats",
-        )
 
 
 def _act(
