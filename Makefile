@@ -43,11 +43,17 @@ proto: libs/proto/.stamp ## Generate the Python stubs of protos/ into libs/proto
 
 setup: .venv/.synced proto ## Install uv when missing, then every package and tool into .venv.
 
-lint: setup ## ruff, ruff format --check, mypy --strict, the import contracts, buf lint and breaking.
+# The tests are type-checked as strictly as the packages, one directory at a time: a test
+# directory has no __init__.py, so its modules (conftest.py, *_support.py) are top-level
+# modules whose names recur from one directory to the next.
+TEST_DIRS := $(wildcard libs/*/tests services/*/tests) tests
+
+lint: setup ## ruff, ruff format --check, mypy --strict (packages, benches, tests), the import contracts, buf lint and breaking.
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
 	$(RUN) mypy bench  # the benchmarks are scripts, as strict as the packages they drive
+	@for target in conftest.py $(TEST_DIRS); do echo "mypy $$target"; $(RUN) mypy "$$target"; done
 	$(RUN) lint-imports
 	$(RUN) buf lint
 	$(RUN) scripts/buf_breaking.sh buf

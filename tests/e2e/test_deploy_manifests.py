@@ -237,7 +237,9 @@ def dockerfile_env() -> dict[str, str]:
     env: dict[str, str] = {}
     for instruction in instructions:
         if instruction.stage == last and instruction.keyword == "ENV":
-            env.update(pair.split("=", 1) for pair in instruction.arguments.split())
+            for pair in instruction.arguments.split():
+                key, value = pair.split("=", 1)
+                env[key] = value
     return {key: value for key, value in env.items() if key.startswith(ENV_PREFIX)}
 
 

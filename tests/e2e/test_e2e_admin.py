@@ -22,7 +22,7 @@ import pytest
 from e2e_stack import Stack
 from e2e_terminal import masa, without_uv
 from google.protobuf.duration_pb2 import Duration
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_client.accounts import grant
@@ -36,7 +36,7 @@ from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
 from masa_platform.keys import ISSUER
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_platform.testing import HealthStub, NatsServer, auth_settings, keyring, token
 from masa_rules import elevator
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.shuffle import DrawStream
@@ -433,7 +433,7 @@ async def _drain_the_first(
 
     # The node is up, not serving, makes no table, and sends players to the other node.
     async with grpc.aio.insecure_channel(leaving.address) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
+        health = HealthStub(channel)
         answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
     service = TableClient(leaving.address, token("matchmaking", "matchmaking"))
@@ -463,7 +463,7 @@ async def _resume_the_first(nats_url: str, env: dict[str, str], leaving: Node) -
         "again, and answers health SERVING\n"
     )
     async with grpc.aio.insecure_channel(leaving.address) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
+        health = HealthStub(channel)
         answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
     service = TableClient(leaving.address, token("matchmaking", "matchmaking"))

@@ -53,6 +53,8 @@ class RequestSizes(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method != DECIDE:
             return handler
         decode = handler.request_deserializer
+        behaviour = handler.unary_unary
+        assert behaviour is not None, "Decide is a unary call"
         sizes = self.sizes
 
         def measured(data: bytes) -> Any:
@@ -60,7 +62,7 @@ class RequestSizes(grpc.aio.ServerInterceptor):
             return decode(data) if decode is not None else data
 
         return grpc.unary_unary_rpc_method_handler(
-            handler.unary_unary,
+            behaviour,
             request_deserializer=measured,
             response_serializer=handler.response_serializer,
         )

@@ -23,7 +23,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
-from masa.table.v1 import table_pb2
+from masa.table.v1 import event_pb2
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_platform.testing import token
@@ -149,7 +149,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
     assert report["ok"], report
 
 
-async def _balance(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> int:
+async def _balance(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str) -> int:
     answer = await ledger.GetBalance(
         ledger_pb2.GetBalanceRequest(player_id=player), metadata=AS_OPERATOR
     )
@@ -157,7 +157,7 @@ async def _balance(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> in
 
 
 async def _settled(
-    ledger: ledger_pb2_grpc.LedgerServiceStub, table_id: str
+    ledger: ledger_pb2_grpc.LedgerServiceAsyncStub, table_id: str
 ) -> ledger_pb2.Settlement:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -175,7 +175,7 @@ async def _settled(
     raise AssertionError("the ledger never settled the game")
 
 
-async def _play_out(client: TableClient, table_id: str) -> table_pb2.TableEvent:
+async def _play_out(client: TableClient, table_id: str) -> event_pb2.TableEvent:
     rng = DrawStream(b"e2e-chips")
     async for message in client.watch(table_id):
         if message.WhichOneof("payload") == "update":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from masa.table.v1 import action_pb2, table_pb2
+from masa.table.v1 import action_pb2, event_pb2
 from masa_client.cli import table_config
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
@@ -35,7 +35,7 @@ async def test_a_human_seat_plays_a_whole_elevator_game_through_the_sdk(
     assert sorted(standing.seat for standing in finished.game_finished.ranking) == [0, 1, 2, 3]
 
 
-async def _play_out(client: TableClient, table_id: str) -> table_pb2.TableEvent:
+async def _play_out(client: TableClient, table_id: str) -> event_pb2.TableEvent:
     rng = DrawStream(b"e2e")
     refused_once = False
     async for message in client.watch(table_id):

@@ -34,7 +34,7 @@ from masa.events.v1 import engine_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
-from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc
 from masa_client.client import TableClient
 from masa_platform.bus_access import ADMIN as ADMIN_USER
 from masa_platform.testing import token
@@ -101,10 +101,10 @@ def _player(name: str) -> tuple[tuple[str, str]]:
 
 
 async def _queue_and_play(
-    stub: matchmaking_pb2_grpc.MatchmakingServiceStub,
+    stub: matchmaking_pb2_grpc.MatchmakingServiceAsyncStub,
     player: str,
     request: mm.CreateTicketRequest,
-) -> tuple[mm.Ticket, game_pb2.Standing | None, object]:
+) -> tuple[mm.Ticket, game_pb2.Standing | None, event_pb2.GameFinished]:
     """Queue, wait to be seated, play the seat to the end; the matched ticket and the result."""
     who = _player(player)
     ticket = (await stub.CreateTicket(request, metadata=who)).ticket
@@ -116,7 +116,7 @@ async def _queue_and_play(
 
 
 async def _final(
-    stub: matchmaking_pb2_grpc.MatchmakingServiceStub, player: str, ticket_id: str
+    stub: matchmaking_pb2_grpc.MatchmakingServiceAsyncStub, player: str, ticket_id: str
 ) -> mm.Ticket:
     last = mm.Ticket()
     async for message in stub.WatchTicket(
@@ -126,12 +126,12 @@ async def _final(
     return last
 
 
-async def _balance(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> int:
+async def _balance(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str) -> int:
     answer = await ledger.GetBalance(ledger_pb2.GetBalanceRequest(player_id=player), metadata=ADMIN)
     return answer.account.balance
 
 
-async def _house(ledger: ledger_pb2_grpc.LedgerServiceStub) -> int:
+async def _house(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub) -> int:
     try:
         answer = await ledger.GetAccount(
             ledger_pb2.GetAccountRequest(account_id="house"), metadata=ADMIN
@@ -143,7 +143,7 @@ async def _house(ledger: ledger_pb2_grpc.LedgerServiceStub) -> int:
     return answer.account.balance
 
 
-async def _held(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> list[str]:
+async def _held(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str) -> list[str]:
     answer = await ledger.ListHolds(
         ledger_pb2.ListHoldsRequest(player_id=player, state=ledger_pb2.StakeHold.STATE_HELD),
         metadata=ADMIN,
@@ -152,7 +152,7 @@ async def _held(ledger: ledger_pb2_grpc.LedgerServiceStub, player: str) -> list[
 
 
 async def _settled(
-    ledger: ledger_pb2_grpc.LedgerServiceStub, table_id: str
+    ledger: ledger_pb2_grpc.LedgerServiceAsyncStub, table_id: str
 ) -> ledger_pb2.Settlement:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -311,7 +311,11 @@ class _RefusingEngine(table_pb2_grpc.TableServiceServicer):
         self.calls = 0
 
     async def CreateTable(
-        self, request: table_pb2.CreateTableRequest, context: grpc.aio.ServicerContext
+        self,
+        request: table_pb2.CreateTableRequest,
+        context: grpc.aio.ServicerContext[
+            table_pb2.CreateTableRequest, table_pb2.CreateTableResponse
+        ],
     ) -> table_pb2.CreateTableResponse:
         self.calls += 1
         await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node refuses tables")
@@ -394,7 +398,9 @@ async def test_p30_no_hold_is_left_by_a_cancelled_or_expired_ticket_a_short_play
 
         # An engine node that refuses every table: each placement releases its holds and
         # requeues, until the tickets fail with the engine's reason.
-        refusing = _RefusingEngine()
+        # The generated servicer answers UNIMPLEMENTED for every method the fake leaves out;
+        # only mypy-protobuf's stub declares them abstract.
+        refusing = _RefusingEngine()  # type: ignore[abstract]
         server = grpc.aio.server()
         table_pb2_grpc.add_TableServiceServicer_to_server(refusing, server)
         port = server.add_insecure_port("127.0.0.1:0")

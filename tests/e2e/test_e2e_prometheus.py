@@ -96,7 +96,7 @@ def prometheus_url(running_stack: Stack, tmp_path_factory: pytest.TempPathFactor
 def make_one_error_each(stack: dict[str, str]) -> None:
     for service, method in UNAUTHENTICATED_CALLS.items():
         with grpc.insecure_channel(stack[service]) as channel:
-            call = channel.unary_unary(method)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
             with pytest.raises(grpc.RpcError) as refused:
                 call(b"", timeout=5)
             assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED

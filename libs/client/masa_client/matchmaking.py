@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 import grpc.aio
@@ -64,7 +64,7 @@ class _Client:
         else:
             self._channel = grpc.aio.insecure_channel(address)
 
-    async def __aenter__(self: Any) -> Any:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -3,6 +3,7 @@ board shows what a seat may see in colour or plain, and rejected moves name thei
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,8 @@ from masa_rules.cards import PhysicalCard
 from masa_wire.cards import card_to_proto, face_from_proto
 
 
-def codes(cards: object) -> list[str]:
-    return [face_from_proto(card).code for card in cards]  # type: ignore[attr-defined]
+def codes(cards: Iterable[card_pb2.Card]) -> list[str]:
+    return [face_from_proto(card).code for card in cards]
 
 
 def test_an_opening_splits_melds_on_slashes_and_reads_joker_annotations() -> None:

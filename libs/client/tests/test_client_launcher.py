@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict
 
 import grpc
 import nats
@@ -217,6 +217,16 @@ def test_services_stop_when_the_launcher_is_killed(tmp_path: Path) -> None:
         assert {int(entry["pid"]) for entry in again.services().values()}.isdisjoint(pids)
 
 
+class Service(TypedDict):
+    """One service's entry in run.json, as the launcher writes it."""
+
+    pid: int
+    grpc: str | None
+    nats: str | None
+    metrics_port: int | None
+    log: str
+
+
 class Launched:
     """A launcher started as ``make run`` would start it, its output in files."""
 
@@ -254,7 +264,7 @@ class Launched:
             assert time.monotonic() < deadline, f"{path} never appeared"
             time.sleep(0.05)
 
-    def services(self) -> dict[str, dict[str, object]]:
+    def services(self) -> dict[str, Service]:
         services = self.state()["services"]
         assert isinstance(services, dict)
         self.pids |= {int(entry["pid"]) for entry in services.values()}

@@ -103,7 +103,7 @@ async def test_P13_a_player_waiting_alone_is_told_how_many_more_until_practice_p
         assert ticket.state == mm.Ticket.STATE_MATCHED and ticket.hold_id
         async with TableClient(ticket.table_address, ayse) as client:
             final = await asyncio.wait_for(play_seat(client, ticket.table_id, 0.0), 120)
-        assert await asyncio.wait_for(asyncio.gather(first, second), 60) == [0, 0]
+        assert list(await asyncio.wait_for(asyncio.gather(first, second), 60)) == [0, 0]
         # Three players, no bot: bots never sit at a chip table (P-13).
         assert [seat.kind for seat in final.table.seats] == [game_pb2.SEAT_KIND_HUMAN] * 3
         shown = said.getvalue().splitlines()

@@ -19,6 +19,9 @@ plan later (a test's own lease TTL, say).
 
 :class:`NatsCluster` runs three of them as one JetStream cluster (streams can then keep 3
 replicas, as production does); each server can be killed and started again on its own.
+
+For gRPC calls, :class:`HealthStub` and :func:`next_message` are typed where types-grpcio is
+not (the generated health stub's methods, a stream's ``read()``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc.aio
+from grpc_health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from masa_platform.auth import Role, TokenSigner
 from masa_platform.bus import connect
@@ -53,12 +60,14 @@ from masa_platform.settings import AuthSettings
 from masa_platform.signing import RESULT_SIGNATURE, ResultSigner
 
 __all__ = [
+    "HealthStub",
     "NatsCluster",
     "NatsServer",
     "auth_settings",
     "free_port",
     "keyring",
     "nats_server_binary",
+    "next_message",
     "provision_bus",
     "sigint_as_in_a_terminal",
     "signed_result",
@@ -184,6 +193,41 @@ def _bound(host: str, port: int) -> int:
         probe.bind((host, port))
         bound: int = probe.getsockname()[1]
         return bound
+
+
+class HealthStub:
+    """The standard health service (``grpc.health.v1.Health``) over an aio channel: the calls of
+    the generated ``grpc_health.v1.health_pb2_grpc.HealthStub``, typed, as types-grpcio declares
+    that stub with neither ``Check`` nor ``Watch``."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.Check: grpc.aio.UnaryUnaryMultiCallable[HealthCheckRequest, HealthCheckResponse]
+        self.Check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+        self.Watch: grpc.aio.UnaryStreamMultiCallable[HealthCheckRequest, HealthCheckResponse]
+        self.Watch = channel.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString,
+        )
+
+
+Reply = TypeVar("Reply")
+
+
+async def next_message(
+    call: grpc.aio.UnaryStreamCall[Any, Reply] | grpc.aio.StreamStreamCall[Any, Reply],
+    kind: type[Reply],
+) -> Reply:
+    """The next message of a stream the test expects one from: the stream ending first fails
+    (types-grpcio types ``read()`` as ``object``, its end marker being any object)."""
+    message = await call.read()
+    if not isinstance(message, kind):
+        raise AssertionError(f"the stream ended before its next {kind.__name__}")
+    return message
 
 
 def nats_server_binary() -> Path:

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
+import grpc.aio
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from masa_platform.auth import AuthPolicy, Role
 from masa_platform.server import GrpcServer
 
@@ -23,6 +25,30 @@ TEST_SERVICE = "masa.test.v1.TestService"
 PLAYERS_POLICY = AuthPolicy(allowed={TEST_SERVICE: frozenset({Role.PLAYER})})
 
 ServeFactory = Callable[..., AbstractAsyncContextManager[GrpcServer]]
+
+
+# The test service's methods by name, served with no serializers: raw bytes both ways.
+Handlers: TypeAlias = "dict[str, grpc.RpcMethodHandler[bytes, bytes]]"
+
+
+# The test service's methods, as a client calls them: raw bytes both ways, as they are served
+# with no serializers.
+def unary_unary(
+    channel: grpc.aio.Channel, name: str
+) -> grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]:
+    return channel.unary_unary(f"/{TEST_SERVICE}/{name}")
+
+
+def unary_stream(
+    channel: grpc.aio.Channel, name: str
+) -> grpc.aio.UnaryStreamMultiCallable[bytes, bytes]:
+    return channel.unary_stream(f"/{TEST_SERVICE}/{name}")
+
+
+def stream_stream(
+    channel: grpc.aio.Channel, name: str
+) -> grpc.aio.StreamStreamMultiCallable[bytes, bytes]:
+    return channel.stream_stream(f"/{TEST_SERVICE}/{name}")
 
 
 @dataclass(frozen=True)
@@ -98,7 +124,7 @@ def _issued(
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
-    usage = x509.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.ExtendedKeyUsageOID.CLIENT_AUTH
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))

@@ -22,7 +22,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
 from masa_platform.auth import (
@@ -39,7 +39,8 @@ from masa_platform.errors import TokenExpired, Unauthenticated, error_info
 from masa_platform.keys import ISSUER, Keyring, SigningKey, jwks_document, key_id
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings, SettingsError
-from platform_support import TEST_SERVICE, ServeFactory
+from masa_platform.testing import HealthStub
+from platform_support import TEST_SERVICE, Handlers, ServeFactory, unary_stream, unary_unary
 
 POLICY = AuthPolicy(
     allowed={
@@ -93,7 +94,7 @@ async def always_ready(
         yield item
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     "WhoAmI": grpc.unary_unary_rpc_method_handler(whoami),
     "Updates": grpc.unary_stream_rpc_method_handler(always_ready),
     "CreateTable": grpc.unary_unary_rpc_method_handler(whoami),
@@ -109,7 +110,7 @@ async def call(
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        rpc = channel.unary_unary(f"/{TEST_SERVICE}/{name}")(b"", metadata=metadata)
+        rpc = unary_unary(channel, name)(b"", metadata=metadata)
         try:
             return grpc.StatusCode.OK, await rpc
         except grpc.aio.AioRpcError as error:
@@ -160,7 +161,7 @@ def _bad_tokens(keys: Keyring, auth: AuthSettings) -> list[tuple[str | None, str
         algorithm="HS256",
         headers={"kid": issuer.kid},
     )
-    none = jwt.encode(claims(auth), None, algorithm="none", headers={"kid": issuer.kid})
+    none = jwt.encode(claims(auth), "", algorithm="none", headers={"kid": issuer.kid})
     return [
         (None, "missing header"),
         ("Basic dXNlcjpwYXNz", "wrong scheme"),
@@ -204,7 +205,7 @@ async def test_every_kind_of_bad_token_is_unauthenticated(
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        who = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")
+        who = unary_unary(channel, "WhoAmI")
         for authorization, why in _bad_tokens(keys, auth):
             metadata = () if authorization is None else (("authorization", authorization),)
             rpc = who(b"", metadata=metadata)
@@ -255,7 +256,7 @@ def test_a_signing_key_mints_only_its_own_identity(keys: Keyring, auth: AuthSett
         with pytest.raises(ValueError, match="signs the table-engine identity only"):
             engine.mint(subject, roles)
     verified = TokenVerifier(auth).verify(engine.mint("table-engine", [Role.TABLE_ENGINE]))
-    assert (verified.subject, verified.roles) == ("table-engine", {Role.TABLE_ENGINE})
+    assert (verified.subject, verified.roles) == ("table-engine", frozenset({Role.TABLE_ENGINE}))
 
 
 async def test_a_server_without_public_keys_accepts_no_token(
@@ -274,7 +275,7 @@ async def test_health_needs_no_token(serve: ServeFactory, auth: AuthSettings) ->
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -296,7 +297,7 @@ async def test_an_expired_token_is_refused_as_expired(
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        rpc = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")(
+        rpc = unary_unary(channel, "WhoAmI")(
             b"", metadata=(("authorization", f"Bearer {expired}"),)
         )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -317,7 +318,7 @@ async def test_a_token_verified_once_is_refused_once_it_expires(
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        who = channel.unary_unary(f"/{TEST_SERVICE}/WhoAmI")
+        who = unary_unary(channel, "WhoAmI")
         assert await who(b"", metadata=metadata) == b"ayse:player"
         assert await who(b"", metadata=metadata) == b"ayse:player"
         await asyncio.sleep(max(0.0, expires - time.time()) + 0.1)
@@ -336,7 +337,7 @@ async def test_a_stream_whose_items_never_wait_still_ends_when_its_token_does(
         serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        stream = channel.unary_stream(f"/{TEST_SERVICE}/Updates")(
+        stream = unary_stream(channel, "Updates")(
             b"", metadata=(("authorization", f"Bearer {token}"),)
         )
         received: list[bytes] = []

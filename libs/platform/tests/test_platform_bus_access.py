@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -239,7 +239,7 @@ async def test_the_retention_user_reads_results_only_and_writes_nothing(bus: Nat
     api = f"$JS.API.CONSUMER.CREATE.{TABLES_STREAM}.{RETENTION_READER}"
     results = "masa.table.v1.*.result"
 
-    def create(config: dict[str, object]) -> bytes:
+    def create(config: Mapping[str, object]) -> bytes:
         return json.dumps(
             {"stream_name": TABLES_STREAM, "config": {"name": RETENTION_READER, **config}}
         ).encode()

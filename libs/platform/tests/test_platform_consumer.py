@@ -338,8 +338,11 @@ async def test_messages_another_consumer_pushes_into_the_inbox_are_dropped_unans
         async with asyncio.timeout(10):
             while (
                 not handled
-                or registry.get_sample_value(
-                    "masa_bus_messages_total", {"consumer": durable, "outcome": "foreign"}
+                or (
+                    registry.get_sample_value(
+                        "masa_bus_messages_total", {"consumer": durable, "outcome": "foreign"}
+                    )
+                    or 0
                 )
                 < 1
             ):

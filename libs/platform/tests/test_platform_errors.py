@@ -28,7 +28,13 @@ from masa_platform.testing import auth_settings, token
 from masa_rules import refusals
 from masa_rules.errors import IllegalAction
 from masa_rules.refusals import DomainError, Kind, Reason
-from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
+from platform_support import (
+    PLAYERS_POLICY,
+    Handlers,
+    ServeFactory,
+    unary_stream,
+    unary_unary,
+)
 
 AUTH = auth_settings()
 TOKEN = (("authorization", f"Bearer {token('ayse')}"),)
@@ -153,7 +159,7 @@ async def test_errors_map_to_status_with_error_info(
         serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        rpc = channel.unary_unary(f"/{TEST_SERVICE}/{name}")(b"", metadata=TOKEN)
+        rpc = unary_unary(channel, name)(b"", metadata=TOKEN)
         with caplog.at_level(logging.ERROR), pytest.raises(grpc.aio.AioRpcError) as raised:
             await rpc
         status = await rpc_status.aio.from_call(rpc)
@@ -175,7 +181,7 @@ async def test_a_stream_that_fails_midway_ends_with_the_mapped_status(
         serve(handlers, interceptors=standard_interceptors(AUTH, policy=PLAYERS_POLICY)) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        rpc = channel.unary_stream(f"/{TEST_SERVICE}/Stream")(b"", metadata=TOKEN)
+        rpc = unary_stream(channel, "Stream")(b"", metadata=TOKEN)
         received = [await rpc.read()]
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await rpc.read()
@@ -196,6 +202,7 @@ async def test_request_bytes_that_are_not_the_message_are_invalid_argument_not_u
     ) -> bytes:
         return request.service.encode()
 
+    handler: grpc.RpcMethodHandler[health_pb2.HealthCheckRequest, bytes]
     handler = grpc.unary_unary_rpc_method_handler(
         check, request_deserializer=health_pb2.HealthCheckRequest.FromString
     )
@@ -205,7 +212,7 @@ async def test_request_bytes_that_are_not_the_message_are_invalid_argument_not_u
         ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        call = channel.unary_unary(f"/{TEST_SERVICE}/Check")
+        call = unary_unary(channel, "Check")
         good = health_pb2.HealthCheckRequest(service="masa").SerializeToString()
         assert await call(good, metadata=TOKEN) == b"masa"
         # A length-delimited field whose length runs past the end of the message.
@@ -236,7 +243,7 @@ async def test_a_mapped_error_lets_go_of_the_frames_that_hold_the_request(
             kept.append(error)
             raise error from None
 
-    handlers = {"Refuse": grpc.unary_unary_rpc_method_handler(refuse)}
+    handlers: Handlers = {"Refuse": grpc.unary_unary_rpc_method_handler(refuse)}
     gc.disable()
     try:
         async with (
@@ -246,7 +253,7 @@ async def test_a_mapped_error_lets_go_of_the_frames_that_hold_the_request(
             grpc.aio.insecure_channel(server.address) as channel,
         ):
             with pytest.raises(grpc.aio.AioRpcError):
-                await channel.unary_unary(f"/{TEST_SERVICE}/Refuse")(b"x" * 50_000, metadata=TOKEN)
+                await unary_unary(channel, "Refuse")(b"x" * 50_000, metadata=TOKEN)
         assert kept[0].__traceback__ is None
         assert kept[0].__context__ is not None and kept[0].__context__.__traceback__ is None
         assert len(big) == 0

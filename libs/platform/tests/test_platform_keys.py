@@ -28,7 +28,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str,
 def ring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Keyring:
     code, done = _run(capsys, "generate", str(tmp_path / "keys"))
     assert code == 0
-    assert set(done["kids"]) == {ISSUER, "table-engine", "matchmaking", RESULTS}  # type: ignore[arg-type]
+    kids = done["kids"]
+    assert isinstance(kids, dict) and set(kids) == {ISSUER, "table-engine", "matchmaking", RESULTS}
     return Keyring(tmp_path / "keys")
 
 

@@ -18,7 +18,7 @@ from masa_platform.logs import bound_context, configure_logging
 from masa_platform.runner import run
 from masa_platform.server import standard_interceptors
 from masa_platform.testing import auth_settings, token
-from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
+from platform_support import PLAYERS_POLICY, ServeFactory, unary_stream, unary_unary
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ async def test_a_call_logs_its_method_request_table_game_and_seat(
         logging.getLogger("masa.test").warning("move refused")
         return b"ok"
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Message, bytes]] = {
         "SubmitAction": grpc.unary_unary_rpc_method_handler(
             submit, request_deserializer=request_class.FromString
         )
@@ -133,7 +133,7 @@ async def test_a_call_logs_its_method_request_table_game_and_seat(
         ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        call = channel.unary_unary(f"/{TEST_SERVICE}/SubmitAction")
+        call = unary_unary(channel, "SubmitAction")
         sent = request_class(request_id="r-1", table_id="t-9", seat=0, secret="hidden")
         await call(sent.SerializeToString(), metadata=authorization)
     (line,) = [line for line in lines(stream) if line["msg"] == "move refused"]
@@ -177,7 +177,7 @@ async def _cancel_streams(stream: io.StringIO, serve: ServeFactory, *, streams: 
         finally:
             log.info("watch closed")
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Message, bytes]] = {
         "WatchTable": grpc.unary_stream_rpc_method_handler(
             watch, request_deserializer=request_class.FromString
         )
@@ -189,7 +189,7 @@ async def _cancel_streams(stream: io.StringIO, serve: ServeFactory, *, streams: 
         ) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        open_stream = channel.unary_stream(f"/{TEST_SERVICE}/WatchTable")
+        open_stream = unary_stream(channel, "WatchTable")
         for number in range(streams):
             sent = request_class(table_id=f"t-{number}")
             call = open_stream(sent.SerializeToString(), metadata=authorization)

@@ -18,7 +18,14 @@ from masa_platform.metrics import (
 )
 from masa_platform.server import standard_interceptors
 from masa_platform.testing import auth_settings, token
-from platform_support import PLAYERS_POLICY, TEST_SERVICE, ServeFactory
+from platform_support import (
+    PLAYERS_POLICY,
+    TEST_SERVICE,
+    Handlers,
+    ServeFactory,
+    unary_stream,
+    unary_unary,
+)
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,7 +46,7 @@ async def watch(
         yield str(n).encode()
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     "SubmitAction": grpc.unary_unary_rpc_method_handler(submit),
     "WatchTable": grpc.unary_stream_rpc_method_handler(watch),
 }
@@ -74,13 +81,13 @@ async def test_grpc_metrics_are_exposed_over_http_with_go_grpc_prometheus_names(
             serve(HANDLERS, interceptors=interceptors) as server,
             grpc.aio.insecure_channel(server.address) as channel,
         ):
-            submit_call = channel.unary_unary(f"/{TEST_SERVICE}/SubmitAction")
+            submit_call = unary_unary(channel, "SubmitAction")
             await submit_call(b"good", metadata=TOKEN)
             with pytest.raises(grpc.aio.AioRpcError):
                 await submit_call(b"bad", metadata=TOKEN)
             with pytest.raises(grpc.aio.AioRpcError):
                 await submit_call(b"good")
-            stream = channel.unary_stream(f"/{TEST_SERVICE}/WatchTable")(b"", metadata=TOKEN)
+            stream = unary_stream(channel, "WatchTable")(b"", metadata=TOKEN)
             assert [m async for m in stream] == [b"0", b"1", b"2"]
         samples = await asyncio.to_thread(scrape, endpoint.port)
     finally:

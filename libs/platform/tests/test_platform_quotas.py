@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import grpc
 import grpc.aio
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
 from masa_platform.auth import AuthPolicy, Principal, Role
@@ -37,8 +37,8 @@ from masa_platform.settings import (
     SettingsError,
     load_settings,
 )
-from masa_platform.testing import auth_settings, token
-from platform_support import TEST_SERVICE
+from masa_platform.testing import HealthStub, auth_settings, next_message, token
+from platform_support import TEST_SERVICE, Handlers, stream_stream, unary_stream, unary_unary
 from prometheus_client import CollectorRegistry
 
 AUTH = auth_settings()
@@ -70,7 +70,7 @@ async def chat(requests: AsyncIterator[bytes], context: Context) -> AsyncIterato
         yield request
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     "Echo": grpc.unary_unary_rpc_method_handler(echo),
     "Hold": grpc.unary_stream_rpc_method_handler(hold),
     "Chat": grpc.stream_stream_rpc_method_handler(chat),
@@ -102,18 +102,16 @@ class Served:
 
     def hold(self, who: tuple[tuple[str, str], ...]) -> grpc.aio.UnaryStreamCall[bytes, bytes]:
         assert self.channel is not None
-        return self.channel.unary_stream(f"/{TEST_SERVICE}/Hold")(b"", metadata=who)
+        return unary_stream(self.channel, "Hold")(b"", metadata=who)
 
     async def echo(self, who: tuple[tuple[str, str], ...]) -> bytes:
         assert self.channel is not None
-        reply: bytes = await self.channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", metadata=who)
+        reply: bytes = await unary_unary(self.channel, "Echo")(b"hi", metadata=who)
         return reply
 
     async def health(self) -> int:
         assert self.channel is not None
-        reply = await health_pb2_grpc.HealthStub(self.channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=5
-        )
+        reply = await HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         return int(reply.status)
 
     def refusals(self, quota: str) -> float:
@@ -123,7 +121,7 @@ class Served:
 
 async def refusal(call: grpc.aio.Call) -> tuple[grpc.StatusCode, str, dict[str, str]]:
     """The code, ErrorInfo reason and metadata a refused call ended with."""
-    info = error_info(await rpc_status.aio.from_call(call))  # type: ignore[arg-type]
+    info = error_info(await rpc_status.aio.from_call(call))
     assert info is not None
     return await call.code(), info.reason, dict(info.metadata)
 
@@ -199,9 +197,10 @@ async def test_health_and_reflection_streams_have_a_cap_of_their_own() -> None:
     health check still answers with every one of them open."""
     async with Served(QuotaSettings()) as served:
         assert served.channel is not None
-        stub = health_pb2_grpc.HealthStub(served.channel)
+        stub = HealthStub(served.channel)
         watches = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(PUBLIC_STREAMS)]
-        assert all([(await watch.read()).status == SERVING for watch in watches])
+        replies = [await next_message(watch, health_pb2.HealthCheckResponse) for watch in watches]
+        assert all(reply.status == SERVING for reply in replies)
         extra = stub.Watch(health_pb2.HealthCheckRequest())
         with pytest.raises(grpc.aio.AioRpcError):
             await extra.read()
@@ -222,7 +221,7 @@ async def test_a_burst_past_the_rate_is_refused_with_a_retry_hint_and_served_aft
         ayse = bearer("ayse")
         assert [await served.echo(ayse) for _ in range(5)] == [b"hi"] * 5
         assert served.channel is not None
-        rpc = served.channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", metadata=ayse)
+        rpc = unary_unary(served.channel, "Echo")(b"hi", metadata=ayse)
         with pytest.raises(grpc.aio.AioRpcError):
             await rpc
         code, reason, metadata = await refusal(rpc)
@@ -244,7 +243,7 @@ async def test_messages_inside_a_bidi_stream_are_paced_not_refused() -> None:
     settings = QuotaSettings(caller_rate=50.0, caller_burst=10)
     async with Served(settings) as served:
         assert served.channel is not None
-        call = served.channel.stream_stream(f"/{TEST_SERVICE}/Chat")(metadata=bearer("ayse"))
+        call = stream_stream(served.channel, "Chat")(metadata=bearer("ayse"))
         started = time.monotonic()
         for n in range(30):
             await call.write(b"%d" % n)

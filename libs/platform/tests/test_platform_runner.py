@@ -39,6 +39,7 @@ async def _echo_over_grpc() -> list[bytes]:
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
             call = channel.unary_unary("/runner.Echo/Echo")
             return list(await asyncio.gather(*(call(bytes([n, 1])) for n in range(50))))
     finally:

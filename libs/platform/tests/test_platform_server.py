@@ -7,8 +7,8 @@ import signal
 import grpc
 import grpc.aio
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2
 from masa_platform.server import create_server, generic_service, serve_until_signalled
 from masa_platform.settings import (
     PUBLIC_CALL_ROOM,
@@ -17,7 +17,8 @@ from masa_platform.settings import (
     QuotaSettings,
     ServerSettings,
 )
-from platform_support import TEST_SERVICE, ServeFactory
+from masa_platform.testing import HealthStub, next_message
+from platform_support import TEST_SERVICE, Handlers, ServeFactory, unary_unary
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -27,13 +28,13 @@ async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) 
     return request
 
 
-def handlers(**extra: grpc.RpcMethodHandler[bytes, bytes]) -> dict[str, grpc.RpcMethodHandler]:
+def handlers(**extra: grpc.RpcMethodHandler[bytes, bytes]) -> Handlers:
     return {"Echo": grpc.unary_unary_rpc_method_handler(echo), **extra}
 
 
 async def test_health_reports_the_server_and_each_service_serving(serve: ServeFactory) -> None:
     async with serve(handlers()) as server, grpc.aio.insecure_channel(server.address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
+        stub = HealthStub(channel)
         for name in ("", TEST_SERVICE):
             reply = await stub.Check(health_pb2.HealthCheckRequest(service=name))
             assert reply.status == SERVING
@@ -44,9 +45,15 @@ async def test_health_reports_the_server_and_each_service_serving(serve: ServeFa
 
 async def test_reflection_lists_the_registered_services(serve: ServeFactory) -> None:
     async with serve(handlers()) as server, grpc.aio.insecure_channel(server.address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        # What the generated ServerReflectionStub calls, which types-grpcio types for sync
+        # channels only.
+        info = channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
         request = reflection_pb2.ServerReflectionRequest(list_services="")
-        responses = [reply async for reply in stub.ServerReflectionInfo(iter([request]))]
+        responses = [reply async for reply in info(iter([request]))]
         names = {s.name for s in responses[0].list_services_response.service}
         assert names == {
             TEST_SERVICE,
@@ -81,13 +88,10 @@ async def test_grpcs_own_limit_is_the_last_resort_above_the_quotas(serve: ServeF
         serve(extra, settings=settings) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        held = [
-            asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
-            for _ in range(limit)
-        ]
+        held = [asyncio.ensure_future(unary_unary(channel, "Slow")(b"")) for _ in range(limit)]
         await asyncio.wait_for(started.wait(), 30)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x")
+            await unary_unary(channel, "Echo")(b"x")
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         release.set()
         assert await asyncio.gather(*held) == [b"done"] * limit
@@ -99,7 +103,7 @@ async def test_messages_over_the_size_limit_are_refused(serve: ServeFactory) -> 
         serve(handlers(), settings=settings) as server,
         grpc.aio.insecure_channel(server.address) as channel,
     ):
-        echo_call = channel.unary_unary(f"/{TEST_SERVICE}/Echo")
+        echo_call = unary_unary(channel, "Echo")
         assert await echo_call(b"x" * 512) == b"x" * 512
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await echo_call(b"x" * 4096)
@@ -120,14 +124,12 @@ async def test_shutdown_goes_not_serving_then_drains_running_calls() -> None:
     )
     await server.start()
     async with grpc.aio.insecure_channel(server.address) as channel:
-        watch = health_pb2_grpc.HealthStub(channel).Watch(
-            health_pb2.HealthCheckRequest(service=TEST_SERVICE)
-        )
-        assert (await watch.read()).status == SERVING
-        running = asyncio.ensure_future(channel.unary_unary(f"/{TEST_SERVICE}/Slow")(b""))
+        watch = HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=TEST_SERVICE))
+        assert (await next_message(watch, health_pb2.HealthCheckResponse)).status == SERVING
+        running = asyncio.ensure_future(unary_unary(channel, "Slow")(b""))
         await asyncio.wait_for(started.wait(), 10)
         stopping = asyncio.ensure_future(server.stop())
-        assert (await watch.read()).status == NOT_SERVING
+        assert (await next_message(watch, health_pb2.HealthCheckResponse)).status == NOT_SERVING
         assert not stopping.done()
         release.set()
         assert await running == b"finished"
@@ -145,5 +147,5 @@ async def test_serve_until_signalled_stops_gracefully_on_sigterm() -> None:
     assert received == signal.SIGTERM
     async with grpc.aio.insecure_channel(server.address) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as gone:
-            await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"x", timeout=1)
+            await unary_unary(channel, "Echo")(b"x", timeout=1)
         assert gone.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)

@@ -125,6 +125,7 @@ def test_a_setting_without_default_is_required() -> None:
 def test_settings_are_frozen() -> None:
     settings = PlatformSettings()
     with pytest.raises(AttributeError):
+        # mypy refuses the assignment already; the test is that Python refuses it too.
         settings.service_name = "other"  # type: ignore[misc]
 
 

@@ -5,14 +5,14 @@ import grpc.aio
 import pytest
 from masa_platform.settings import TlsSettings
 from masa_platform.tls import open_channel
-from platform_support import TEST_SERVICE, Certificates, ServeFactory
+from platform_support import Certificates, Handlers, ServeFactory, unary_unary
 
 
 async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
     return request
 
 
-HANDLERS = {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+HANDLERS: Handlers = {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
 
 
 async def test_tls_serves_clients_that_trust_the_ca(
@@ -21,10 +21,10 @@ async def test_tls_serves_clients_that_trust_the_ca(
     server_tls = TlsSettings(certificates.server_cert, certificates.server_key)
     async with serve(HANDLERS, tls=server_tls) as server:
         async with open_channel(server.address, TlsSettings(tls_ca=certificates.ca)) as channel:
-            assert await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", timeout=5) == b"hi"
+            assert await unary_unary(channel, "Echo")(b"hi", timeout=5) == b"hi"
         async with grpc.aio.insecure_channel(server.address) as plain:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await plain.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", timeout=2)
+                await unary_unary(plain, "Echo")(b"hi", timeout=2)
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
@@ -42,9 +42,9 @@ async def test_mtls_requires_a_client_certificate_signed_by_the_ca(
     rogue = TlsSettings(certificates.rogue_cert, certificates.rogue_key, certificates.ca)
     async with serve(HANDLERS, tls=server_tls) as server:
         async with open_channel(server.address, client) as channel:
-            assert await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", timeout=5) == b"hi"
+            assert await unary_unary(channel, "Echo")(b"hi", timeout=5) == b"hi"
         for refused_client in (no_cert, rogue):
             async with open_channel(server.address, refused_client) as channel:
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await channel.unary_unary(f"/{TEST_SERVICE}/Echo")(b"hi", timeout=2)
+                    await unary_unary(channel, "Echo")(b"hi", timeout=2)
                 assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

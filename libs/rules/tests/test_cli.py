@@ -35,7 +35,9 @@ def test_meld_answers_valid_and_invalid_with_exit_zero() -> None:
 def test_meld_annotates_jokers_and_lists_readings_on_request() -> None:
     _, [answer], _ = run("meld", "--readings", "8H", "9H", "XR")
     assert answer["cards"] == ["8H", "9H", "XR=10H"]
-    assert [r["cards"] for r in answer["readings"]] == [
+    readings = answer["readings"]
+    assert isinstance(readings, list)
+    assert [r["cards"] for r in readings] == [
         ["8H", "9H", "XR=10H"],
         ["XR=7H", "8H", "9H"],
     ]

@@ -101,9 +101,9 @@ class RandomPlay(RuleBasedStateMachine):
     @initialize(table=st.sampled_from(TABLES), seed=st.integers(0, 10**6))
     def deal(self, table: tuple[str, int, bool], seed: int) -> None:
         preset, players, teams = table
-        self.rules = RuleSet.preset_named(preset)
+        self.ruleset = RuleSet.preset_named(preset)
         self.setup = (players, f"property-{seed}".encode(), teams)
-        self.state = new_game(self.rules, players, self.setup[1], teams=teams, hands=1)
+        self.state = new_game(self.ruleset, players, self.setup[1], teams=teams, hands=1)
         self.actions = []
 
     @precondition(lambda self: self.state.phase is not Phase.OVER)
@@ -153,7 +153,7 @@ class RandomPlay(RuleBasedStateMachine):
     @invariant()
     def replay_and_snapshot_reproduce_the_state(self) -> None:
         players, seed, teams = self.setup
-        log = game_log(self.rules, players, seed, self.actions, teams=teams, hands=1)
+        log = game_log(self.ruleset, players, seed, self.actions, teams=teams, hands=1)
         assert replay(json.loads(json.dumps(log))) == self.state
         assert state_from_json(json.loads(json.dumps(state_to_json(self.state)))) == self.state
 

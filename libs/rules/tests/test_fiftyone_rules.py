@@ -1397,7 +1397,10 @@ def test_F61_a_joker_is_never_islek_unless_the_table_says_so() -> None:
 def test_F61_F90_islek_fines_are_charged_to_the_finisher_too() -> None:
     """F-61, F-90 (reading in the book): a fine is for the act, so the finisher pays its own;
     ``islek_penalty_for_finisher`` lets a table choose otherwise."""
-    seats = {0: {"opened": True, "islek_penalty": 51}, 1: {"opened": True}}
+    seats: dict[int, dict[str, object]] = {
+        0: {"opened": True, "islek_penalty": 51},
+        1: {"opened": True},
+    }
     hands = {0: "2C", 1: "KD", 2: "5C", 3: "6C"}
     paid = hand_end(apply(build("salon", hands=hands, seats=seats), Discard(0, pc("2C")))[1])
     assert paid["scores"][0] == 51
@@ -1415,7 +1418,7 @@ def test_F5_a_third_party_recomputes_a_cut_deal_from_the_revealed_seed() -> None
     deck = stream.shuffle(fiftyone_pack())
     k = 2 + stream.below(len(deck) - 3)
     deck = deck[k:] + deck[:k]
-    kept = []
+    kept: list[PhysicalCard] = []
     while deck[0].card.is_joker and len(kept) < 2:
         kept.append(deck.pop(0))
     bottom = None if kept else deck.pop(0)

@@ -25,8 +25,8 @@ HAND_END_KEYS = [
 ]
 
 
-def lines(*args: object, **kwargs: object) -> list[str]:
-    return [json.dumps(e) for e in simulate(*args, **kwargs)]  # type: ignore[arg-type]
+def lines(preset: str, players: int, seed: str, *, hands: int) -> list[str]:
+    return [json.dumps(e) for e in simulate(preset, players, seed, hands=hands)]
 
 
 @pytest.mark.parametrize(
@@ -40,11 +40,15 @@ def test_simulate_prints_hand_end_objects_and_a_final_ranking(
     ends = [e for e in events if e["type"] == "hand_end"]
     assert ends and all(list(e) == HAND_END_KEYS for e in ends)
     for end in ends:
-        assert list(end["finish"]) == ["by_hand", "joker", "pairs", "bottom_card"]  # type: ignore[arg-type]
-        assert len(end["hands_left"]) == players  # type: ignore[arg-type]
+        finish, hands_left = end["finish"], end["hands_left"]
+        assert isinstance(finish, dict) and isinstance(hands_left, list)
+        assert list(finish) == ["by_hand", "joker", "pairs", "bottom_card"]
+        assert len(hands_left) == players
     last = events[-1]
     assert list(last) == ["type", "totals", "ranking"] and last["type"] == "game_end"
-    seats = sorted(s for place in last["ranking"] for s in place)  # type: ignore[attr-defined]
+    ranking = last["ranking"]
+    assert isinstance(ranking, list)
+    seats = sorted(s for place in ranking for s in place)
     assert seats == list(range(players))
     assert last["totals"] == ends[-1]["totals"]
 

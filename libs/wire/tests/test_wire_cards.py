@@ -32,10 +32,10 @@ def test_suits_and_ranks_use_the_proto_numbers() -> None:
         (card_pb2.Card(), "C-1"),
         (card_pb2.Card(rank=card_pb2.RANK_ACE), "C-1"),
         (card_pb2.Card(suit=card_pb2.SUIT_CLUBS), "C-1"),
-        (card_pb2.Card(rank=1, suit=card_pb2.SUIT_CLUBS), "C-1"),
-        (card_pb2.Card(rank=card_pb2.RANK_ACE, suit=9), "C-1"),
+        (card_pb2.Card(rank=card_pb2.Rank.ValueType(1), suit=card_pb2.SUIT_CLUBS), "C-1"),
+        (card_pb2.Card(rank=card_pb2.RANK_ACE, suit=card_pb2.Suit.ValueType(9)), "C-1"),
         (card_pb2.Card(rank=card_pb2.RANK_ACE, joker_colour=card_pb2.COLOUR_RED), "C-1"),
-        (card_pb2.Card(joker_colour=7), "C-1"),
+        (card_pb2.Card(joker_colour=card_pb2.Colour.ValueType(7)), "C-1"),
         (card_pb2.Card(rank=card_pb2.RANK_ACE, suit=card_pb2.SUIT_CLUBS, copy=2), "C-4"),
     ],
 )

@@ -204,7 +204,9 @@ def test_copies_are_read_as_the_ones_the_hand_holds() -> None:
         action_pb2.Action(show_gosterge=action_pb2.ShowGosterge(cards=[_card("7H")])),
         action_pb2.Action(lay_off=action_pb2.LayOff(meld_id=0)),
         action_pb2.Action(retrieve_joker=action_pb2.RetrieveJoker(natural=_card("XR"))),
-        action_pb2.Action(discard=action_pb2.Discard(card=card_pb2.Card(rank=3))),
+        action_pb2.Action(
+            discard=action_pb2.Discard(card=card_pb2.Card(rank=card_pb2.Rank.ValueType(3)))
+        ),
     ],
 )
 def test_malformed_actions_are_bad_requests(message: action_pb2.Action) -> None:

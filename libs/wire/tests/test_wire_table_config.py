@@ -133,7 +133,13 @@ def _elevator(**fields: object) -> game_pb2.TableConfig:
         (
             game_pb2.TableConfig(
                 game=game_pb2.GAME_KIND_ELEVATOR,
-                seats=[game_pb2.SeatAssignment(seat=0, kind=game_pb2.SEAT_KIND_BOT, bot_level=7)],
+                seats=[
+                    game_pb2.SeatAssignment(
+                        seat=0,
+                        kind=game_pb2.SEAT_KIND_BOT,
+                        bot_level=game_pb2.BotLevel.ValueType(7),
+                    )
+                ],
             ),
             "BAD_REQUEST",
         ),

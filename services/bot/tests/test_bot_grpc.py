@@ -34,7 +34,7 @@ def registry() -> CollectorRegistry:
 
 
 @pytest.fixture
-async def bot(registry: CollectorRegistry) -> AsyncIterator[bot_pb2_grpc.BotServiceStub]:
+async def bot(registry: CollectorRegistry) -> AsyncIterator[bot_pb2_grpc.BotServiceAsyncStub]:
     server = bootstrap(BotSettings(platform=PlatformSettings(auth=auth_settings("bot"))), registry)
     await server.start()
     try:
@@ -70,7 +70,7 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
     [(3, game_pb2.BOT_LEVEL_EASY), (4, game_pb2.BOT_LEVEL_NORMAL), (6, game_pb2.BOT_LEVEL_NORMAL)],
 )
 async def test_the_bot_plays_whole_elevator_games_over_grpc_with_legal_actions(
-    bot: bot_pb2_grpc.BotServiceStub, registry: CollectorRegistry, players: int, level: int
+    bot: bot_pb2_grpc.BotServiceAsyncStub, registry: CollectorRegistry, players: int, level: int
 ) -> None:
     state = new_game(ElevatorRules(), players, f"grpc-{players}")
     decisions = 0
@@ -89,7 +89,7 @@ async def test_the_bot_plays_whole_elevator_games_over_grpc_with_legal_actions(
 
 
 async def test_decide_without_a_token_is_unauthenticated(
-    bot: bot_pb2_grpc.BotServiceStub,
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
 ) -> None:
     state = new_game(ElevatorRules(), 3, "no-token")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -102,7 +102,7 @@ async def test_decide_without_a_token_is_unauthenticated(
     [("alice", "player"), ("ops", "admin"), ("matchmaking", "matchmaking")],
 )
 async def test_no_one_but_the_table_engine_may_ask_the_bot(
-    bot: bot_pb2_grpc.BotServiceStub, caller: tuple[str, str]
+    bot: bot_pb2_grpc.BotServiceAsyncStub, caller: tuple[str, str]
 ) -> None:
     state = new_game(ElevatorRules(), 3, "player")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -111,7 +111,7 @@ async def test_no_one_but_the_table_engine_may_ask_the_bot(
 
 
 async def test_a_seat_not_on_turn_gets_failed_precondition(
-    bot: bot_pb2_grpc.BotServiceStub,
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
 ) -> None:
     state = new_game(ElevatorRules(), 3, "off-turn")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -120,7 +120,7 @@ async def test_a_seat_not_on_turn_gets_failed_precondition(
 
 
 async def test_an_observation_without_a_table_is_a_bad_request(
-    bot: bot_pb2_grpc.BotServiceStub,
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await bot.Decide(bot_pb2.DecideRequest(), metadata=auth(SERVICE_TOKEN))
@@ -150,7 +150,7 @@ def fiftyone_view(state: fiftyone.State, seat: int, preset: int) -> view_pb2.Sea
     ],
 )
 async def test_the_bot_plays_a_51_hand_over_grpc_with_legal_actions(
-    bot: bot_pb2_grpc.BotServiceStub, preset: int, rules: Callable[[], RuleSet], level: int
+    bot: bot_pb2_grpc.BotServiceAsyncStub, preset: int, rules: Callable[[], RuleSet], level: int
 ) -> None:
     state = fiftyone.new_game(rules(), 4, f"grpc-51-{preset}")
     for _ in range(120):

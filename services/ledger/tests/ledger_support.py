@@ -107,9 +107,9 @@ async def open_store(
             await pg.close()
 
 
-def make_ledger(store: SqlStore, clock: Clock, **kwargs: object) -> tuple[Ledger, RecordedMetrics]:
+def make_ledger(store: SqlStore, clock: Clock) -> tuple[Ledger, RecordedMetrics]:
     metrics = RecordedMetrics()
-    ledger = Ledger(store, encode_event, metrics, clock=clock, policy=HoldPolicy(), **kwargs)  # type: ignore[arg-type]
+    ledger = Ledger(store, encode_event, metrics, clock=clock, policy=HoldPolicy())
     return ledger, metrics
 
 
@@ -245,7 +245,7 @@ def game_finished(
     ranking: Sequence[tuple[int, str, int, str]],
     *,
     game_no: int = 1,
-    mode: int = game_pb2.MODE_SINGLES,
+    mode: game_pb2.Mode.ValueType = game_pb2.MODE_SINGLES,
     rule: chips_pb2.PayoutRule | None = None,
     event_id: str | None = None,
 ) -> result_pb2.TableResult:

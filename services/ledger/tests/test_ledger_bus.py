@@ -24,16 +24,23 @@ from ledger_support import (
 from masa.common.v1 import chips_pb2
 from masa.events.v1 import result_pb2
 from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.settlement import WINNER_TAKES_ALL
 from masa_ledger.bootstrap import start_ledger
 from masa_ledger.domain.model import GameKey, HoldState, SettlementState
 from masa_platform.testing import NatsServer
 from masa_rules.table_config import PayoutRule
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
 from prometheus_client import CollectorRegistry
 
 
-async def _staked_game(  # type: ignore[no-untyped-def]
-    ledger, table_id: str, players: list[str], stake: int, terms: PayoutRule = WINNER_TAKES_ALL
+async def _staked_game(
+    ledger: Ledger,
+    table_id: str,
+    players: list[str],
+    stake: int,
+    terms: PayoutRule = WINNER_TAKES_ALL,
 ) -> list[str]:
     for player in players:
         await ledger.grant(f"grant-{table_id}-{player}", player, 1000, "welcome")
@@ -104,8 +111,8 @@ async def test_game_finished_on_the_bus_is_paid_once_and_announced_p30(
         await nc.close()
 
 
-async def _consumer_done(js) -> bool:  # type: ignore[no-untyped-def]
-    info = await js.consumer_info("MASA_TABLES", "ledger-settlement")
+async def _consumer_done(js: JetStreamContext) -> bool:
+    info: ConsumerInfo = await js.consumer_info("MASA_TABLES", "ledger-settlement")
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 

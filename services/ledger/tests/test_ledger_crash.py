@@ -36,6 +36,7 @@ from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.model import GameKey
 from masa_platform.bus_plan import BusSettings
 from masa_platform.testing import NatsServer, free_port
+from nats.js.api import ConsumerInfo
 from test_ledger_cli import _open
 
 
@@ -132,7 +133,9 @@ async def test_p31_kill_9_between_commit_and_ack_settles_once_and_the_outbox_del
                     async with _ledger_process(url, server, log):
 
                         async def redelivered_and_acked() -> bool:
-                            info = await js.consumer_info("MASA_TABLES", "ledger-settlement")
+                            info: ConsumerInfo = await js.consumer_info(
+                                "MASA_TABLES", "ledger-settlement"
+                            )
                             return info.num_ack_pending == 0 and info.num_pending == 0
 
                         await eventually(

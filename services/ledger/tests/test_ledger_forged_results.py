@@ -29,6 +29,7 @@ from ledger_support import (
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ledger import Ledger
 from masa_ledger.domain.model import GameKey
 from masa_platform.bus import publish
 from masa_platform.bus_access import (
@@ -42,6 +43,7 @@ from masa_platform.errors import error_info
 from masa_platform.signing import RESULT_SIGNATURE
 from masa_platform.testing import NatsServer, signed_result
 from masa_rules.table_config import PayoutRule
+from nats.js.api import ConsumerInfo
 from prometheus_client import CollectorRegistry
 
 RESULT_UNVERIFIED = error_pb2.ErrorReason.Name(
@@ -50,7 +52,7 @@ RESULT_UNVERIFIED = error_pb2.ErrorReason.Name(
 TERMS = PayoutRule(rake_basis_points=1000)
 
 
-async def _stake(ledger, table_id: str) -> list[str]:  # type: ignore[no-untyped-def]
+async def _stake(ledger: Ledger, table_id: str) -> list[str]:
     for player in ("ayse", "mehmet", "mallory"):
         await ledger.grant(f"g-{table_id}-{player}", player, 1000, "welcome")
     holds = await ledger.hold_stakes(
@@ -136,8 +138,8 @@ async def test_p30_forged_moved_and_reranked_results_move_no_chip_and_the_real_o
             assert counted == 3
 
             async def retried() -> bool:
-                info = await js.consumer_info(TABLES_STREAM, LEDGER_RESULTS_CONSUMER)
-                return info.num_redelivered >= 1
+                info: ConsumerInfo = await js.consumer_info(TABLES_STREAM, LEDGER_RESULTS_CONSUMER)
+                return (info.num_redelivered or 0) >= 1
 
             await eventually(retried, what="the result by an unknown key retried")
 

@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -41,12 +42,14 @@ MEHMET = token_metadata("mehmet")
 
 
 @asynccontextmanager
-async def _client(service: LedgerService) -> AsyncIterator[ledger_pb2_grpc.LedgerServiceStub]:
+async def _client(service: LedgerService) -> AsyncIterator[ledger_pb2_grpc.LedgerServiceAsyncStub]:
     async with grpc.aio.insecure_channel(service.server.address) as channel:
         yield ledger_pb2_grpc.LedgerServiceStub(channel)
 
 
-async def _refusal(call) -> tuple[grpc.StatusCode, str, dict[str, str]]:  # type: ignore[no-untyped-def]
+async def _refusal(
+    call: grpc.aio.UnaryUnaryCall[Any, Any],
+) -> tuple[grpc.StatusCode, str, dict[str, str]]:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call
     info = error_info(await rpc_status.aio.from_call(call))
@@ -54,7 +57,7 @@ async def _refusal(call) -> tuple[grpc.StatusCode, str, dict[str, str]]:  # type
     return refused.value.code(), info.reason, dict(info.metadata)
 
 
-async def _grant(stub: ledger_pb2_grpc.LedgerServiceStub, player: str, amount: int) -> None:
+async def _grant(stub: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str, amount: int) -> None:
     await stub.GrantChips(
         ledger_pb2.GrantChipsRequest(
             request_id=f"grant-{player}-{uuid.uuid4().hex[:6]}", player_id=player, amount=amount
@@ -242,7 +245,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
                 grpc.StatusCode.PERMISSION_DENIED,
                 "NOT_YOUR_ACCOUNT",
             )
-        for call in (
+        for denied in (
             stub.GrantChips(
                 ledger_pb2.GrantChipsRequest(request_id="x", player_id="mehmet", amount=5),
                 metadata=MEHMET,
@@ -254,7 +257,7 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
                 ledger_pb2.ReleaseHoldRequest(request_id="y", hold_id="h-a"), metadata=MEHMET
             ),
         ):
-            assert (await _refusal(call))[0] == grpc.StatusCode.PERMISSION_DENIED
+            assert (await _refusal(denied))[0] == grpc.StatusCode.PERMISSION_DENIED
         assert (await _refusal(stub.GetBalance(ledger_pb2.GetBalanceRequest())))[
             0
         ] == grpc.StatusCode.UNAUTHENTICATED

@@ -5,7 +5,7 @@ embedded SQLite file cannot go away, so the test exists when PostgreSQL is confi
 from __future__ import annotations
 
 import grpc.aio
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from ledger_support import (
     POSTGRES_DSN,
     TcpProxy,
@@ -15,7 +15,7 @@ from ledger_support import (
     postgres_schema,
     running_ledger,
 )
-from masa_platform.testing import NatsServer
+from masa_platform.testing import HealthStub, NatsServer
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -34,7 +34,7 @@ if POSTGRES_DSN:
                     running_ledger(settings) as service,
                     grpc.aio.insecure_channel(service.server.address) as channel,
                 ):
-                    health = health_pb2_grpc.HealthStub(channel)
+                    health = HealthStub(channel)
 
                     async def status() -> int:
                         answer = await health.Check(health_pb2.HealthCheckRequest(), timeout=10)

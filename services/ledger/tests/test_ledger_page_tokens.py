@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
@@ -38,7 +38,7 @@ from masa_platform.testing import NatsServer
 
 AYSE = token_metadata("ayse")
 MEHMET = token_metadata("mehmet")
-Stub = ledger_pb2_grpc.LedgerServiceStub
+Stub: TypeAlias = "ledger_pb2_grpc.LedgerServiceAsyncStub"
 Metadata = tuple[tuple[str, str], ...]
 GRANTS = 7
 HOLDS = 3
@@ -116,7 +116,7 @@ async def ledger_with_history(
         running_ledger(ledger_settings(nats_server, database)) as service,
         grpc.aio.insecure_channel(service.server.address) as channel,
     ):
-        stub = Stub(channel)
+        stub = ledger_pb2_grpc.LedgerServiceStub(channel)
         for player, grants in (("ayse", GRANTS), ("mehmet", 1)):
             for _ in range(grants):
                 await stub.GrantChips(

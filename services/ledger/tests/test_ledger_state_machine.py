@@ -5,16 +5,20 @@ invariant check is clean."""
 from __future__ import annotations
 
 import asyncio
+import random
 import shutil
 import tempfile
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Literal, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
+    MultipleResults,
     RuleBasedStateMachine,
     consumes,
     initialize,
@@ -31,6 +35,17 @@ from masa_rules.table_config import PayoutRule
 
 PLAYERS = ("ayse", "mehmet", "zeynep", "ali")
 STAKES = (10, 25, 100)
+
+T = TypeVar("T")
+# A hold's id and amount; a game's table and hold ids.
+HeldStake = tuple[str, int]
+Game = tuple[str, tuple[str, ...]]
+# A request sent, with its arguments, to be sent again.
+Request = (
+    tuple[Literal["grant"], tuple[str, str, int, str]]
+    | tuple[Literal["hold"], tuple[StakeRequest, ...]]
+    | tuple[Literal["bind"], tuple[str, int, int, list[str], PayoutRule]]
+)
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -55,15 +70,15 @@ class LedgerMachine(RuleBasedStateMachine):
         self.issued = 0
         # hold id -> (player, amount, state, expire_at)
         self.hold_state: dict[str, tuple[str, int, HoldState, float]] = {}
-        self.requests: list[tuple[str, tuple[object, ...]]] = []
+        self.requests: list[Request] = []
         self.counter = 0
         # table id -> the terms its stakes were bound under
         self.terms: dict[str, PayoutRule] = {}
 
-    def run(self, awaitable):  # type: ignore[no-untyped-def]
+    def run(self, awaitable: Awaitable[T]) -> T:
         return self.loop.run_until_complete(awaitable)
 
-    def attempt(self, awaitable):  # type: ignore[no-untyped-def]
+    def attempt(self, awaitable: Awaitable[T]) -> tuple[T | None, LedgerError | None]:
         """(answer, None), or (None, the ledger's refusal)."""
         try:
             return self.run(awaitable), None
@@ -101,7 +116,7 @@ class LedgerMachine(RuleBasedStateMachine):
         amount=st.sampled_from(STAKES),
         ttl=st.sampled_from((5.0, 60.0)),
     )
-    def hold(self, players: list[str], amount: int, ttl: float):  # type: ignore[no-untyped-def]
+    def hold(self, players: list[str], amount: int, ttl: float) -> MultipleResults[HeldStake]:
         stakes = [
             StakeRequest(
                 hold_id=self.next_id("h"),
@@ -119,7 +134,7 @@ class LedgerMachine(RuleBasedStateMachine):
             assert short, error
             assert error.reason == "INSUFFICIENT_FUNDS"
             return multiple()
-        assert not short
+        assert not short and placed is not None
         self.requests.append(("hold", tuple(stakes)))
         for hold in placed:
             self.held[hold.player_id] += amount
@@ -132,7 +147,9 @@ class LedgerMachine(RuleBasedStateMachine):
         rake=st.sampled_from((0, 500)),
         shares=st.sampled_from(((10_000,), (7000, 3000))),
     )
-    def bind(self, chosen: list[tuple[str, int]], rake: int, shares):  # type: ignore[no-untyped-def]
+    def bind(
+        self, chosen: list[HeldStake], rake: int, shares: tuple[int, ...]
+    ) -> MultipleResults[Game] | Game:
         table_id = self.next_id("t")
         terms = PayoutRule(rake, shares)
         stake = chosen[0][1]
@@ -158,7 +175,7 @@ class LedgerMachine(RuleBasedStateMachine):
         return (table_id, tuple(hold_id for hold_id, _ in chosen))
 
     @rule(chosen=holds)
-    def release(self, chosen: tuple[str, int]) -> None:
+    def release(self, chosen: HeldStake) -> None:
         hold_id, _ = chosen
         player, amount, state, expire = self.hold_state[hold_id]
         _, error = self.attempt(self.ledger.release_hold(hold_id, "cancelled"))
@@ -185,7 +202,7 @@ class LedgerMachine(RuleBasedStateMachine):
         order=st.randoms(use_true_random=False),
         forfeits=st.sets(st.integers(0, 3)),
     )
-    def settle(self, game, order, forfeits) -> None:  # type: ignore[no-untyped-def]
+    def settle(self, game: Game, order: random.Random, forfeits: set[int]) -> None:
         table_id, hold_ids = game
         places = list(range(1, len(hold_ids) + 1))
         order.shuffle(places)
@@ -216,7 +233,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert self.run(self.ledger.void(GameKey(table_id=table_id, game_no=1), "late"))[1] is False
 
     @rule(game=consumes(games))
-    def void(self, game) -> None:  # type: ignore[no-untyped-def]
+    def void(self, game: Game) -> None:
         table_id, hold_ids = game
         _, applied = self.run(self.ledger.void(GameKey(table_id=table_id, game_no=1), "lost"))
         assert applied
@@ -230,25 +247,25 @@ class LedgerMachine(RuleBasedStateMachine):
         """A request sent again answers as the first time and moves nothing."""
         if not self.requests:
             return
-        kind, args = data.draw(st.sampled_from(self.requests))
-        if kind == "grant":
-            self.run(self.ledger.grant(*args))  # type: ignore[arg-type]
-        elif kind == "hold":
-            self.run(self.ledger.hold_stakes(list(args)))  # type: ignore[arg-type]
+        request = data.draw(st.sampled_from(self.requests))
+        if request[0] == "grant":
+            self.run(self.ledger.grant(*request[1]))
+        elif request[0] == "hold":
+            self.run(self.ledger.hold_stakes(list(request[1])))
         else:
-            _, error = self.attempt(self.ledger.bind_holds(*args))  # type: ignore[arg-type]
+            _, error = self.attempt(self.ledger.bind_holds(*request[1]))
             # Bound again after the game closed: refused, and nothing moves.
             assert error is None or error.reason == "GAME_CLOSED", error
 
     @rule(data=st.data())
     def reuse(self, data: st.DataObject) -> None:
         """A request id sent again with other content is refused."""
-        grants = [args for kind, args in self.requests if kind == "grant"]
+        grants = [request[1] for request in self.requests if request[0] == "grant"]
         if not grants:
             return
         request_id, player, amount, reason = data.draw(st.sampled_from(grants))
         try:
-            self.run(self.ledger.grant(request_id, player, amount + 1, reason))  # type: ignore[arg-type]
+            self.run(self.ledger.grant(request_id, player, amount + 1, reason))
         except RequestIdReused:
             return
         raise AssertionError("a reused request id was accepted")
@@ -267,6 +284,7 @@ class LedgerMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_p31_the_ledger_keeps_every_invariant_through_any_history(backend: str) -> None:
     machine = type(f"LedgerMachine_{backend}", (LedgerMachine,), {"backend": backend})
+    assert issubclass(machine, LedgerMachine)
     machine.TestCase.settings = settings(
         max_examples=25 if backend == "sqlite" else 10,
         stateful_step_count=30,

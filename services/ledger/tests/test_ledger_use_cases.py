@@ -6,7 +6,9 @@ P-31): a snapshot of every table before and after shows it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import replace
+from typing import TypeVar
 
 import pytest
 from ledger_support import (
@@ -23,7 +25,7 @@ from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.app.holds import StakeRequest
 from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, InboxOutcome, TransferFilter
-from masa_ledger.domain.errors import BadInput, NotFound, Refused, RequestIdReused
+from masa_ledger.domain.errors import BadInput, LedgerError, NotFound, Refused, RequestIdReused
 from masa_ledger.domain.model import (
     HOUSE,
     ISSUER,
@@ -46,12 +48,17 @@ async def _funded(store: SqlStore, *players: str, chips: int = 1000) -> tuple[Le
     return ledger, clock
 
 
-async def _refused(store: SqlStore, call, error: type[Exception], reason: str | None = None):  # type: ignore[no-untyped-def]
+Error = TypeVar("Error", bound=LedgerError)
+
+
+async def _refused(
+    store: SqlStore, call: Awaitable[object], error: type[Error], reason: str | None = None
+) -> Error:
     before = await snapshot(store)
     with pytest.raises(error) as refused:
         await call
     if reason is not None:
-        assert refused.value.reason == reason  # type: ignore[attr-defined]
+        assert refused.value.reason == reason
     assert await snapshot(store) == before
     return refused.value
 
@@ -132,8 +139,8 @@ async def test_p30_missing_chips_is_insufficient_funds_naming_the_player(store: 
         Refused,
         "INSUFFICIENT_FUNDS",
     )
-    assert refused.metadata["player_id"] == "ayse"  # type: ignore[attr-defined]
-    assert (refused.metadata["available"], refused.metadata["required"]) == ("200", "201")  # type: ignore[attr-defined]
+    assert refused.metadata["player_id"] == "ayse"
+    assert (refused.metadata["available"], refused.metadata["required"]) == ("200", "201")
     # A player never granted anything has no chips either.
     await _refused(
         store,
@@ -153,7 +160,7 @@ async def test_p30_a_stake_where_one_player_is_short_holds_nothing_for_anyone(
         for p in ("ayse", "mehmet", "ali", "zeynep")
     ]
     refused = await _refused(store, ledger.hold_stakes(stakes), Refused, "INSUFFICIENT_FUNDS")
-    assert refused.metadata["short_player_ids"] == '["ali"]'  # type: ignore[attr-defined]
+    assert refused.metadata["short_player_ids"] == '["ali"]'
     for player in ("ayse", "mehmet", "zeynep", "ali"):
         assert (await ledger.wallet(player)).held == 0
     with pytest.raises(NotFound):
@@ -202,7 +209,7 @@ async def test_p30_binding_checks_each_hold_against_the_stake(store: SqlStore) -
     refused = await _refused(
         store, ledger.bind_holds("t1", 1, 100, ["ha", "hm"]), Refused, "STAKE_MISMATCH"
     )
-    assert refused.metadata == {"hold_id": "hm", "amount": "90", "stake": "100"}  # type: ignore[attr-defined]
+    assert refused.metadata == {"hold_id": "hm", "amount": "90", "stake": "100"}
     await _refused(
         store, ledger.bind_holds("t1", 1, 100, ["ha", "nope"]), NotFound, "HOLD_NOT_FOUND"
     )

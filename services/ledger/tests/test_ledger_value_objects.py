@@ -15,7 +15,8 @@ import pkgutil
 import masa_ledger.app
 import masa_ledger.domain
 import pytest
-from masa_ledger.domain.model import PayoutRule, SeatPayout, Settlement
+from masa_ledger.domain.model import SeatPayout, Settlement
+from masa_rules.table_config import PayoutRule
 
 # The payout rule is the terms a lobby publishes, shared with the lobby and the engine; its
 # shape is theirs as much as the ledger's.

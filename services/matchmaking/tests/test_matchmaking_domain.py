@@ -3,6 +3,7 @@ seat players only, P-13), ratings, a lobby's recent waits and whether it seats a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
 
 import pytest
@@ -20,7 +21,16 @@ SHIPPED = parse_lobbies((files("masa_matchmaking") / "lobbies.toml").read_text()
 BY_ID = {lobby.lobby_id: lobby for lobby in SHIPPED}
 
 
-def _ticket(n: int, rating: float = 25.0, at: float = 0.0, **kw: object) -> Ticket:
+def _ticket(
+    n: int,
+    rating: float = 25.0,
+    at: float = 0.0,
+    *,
+    party_size: int = 1,
+    party_code: str = "",
+    bot_level: BotLevel | None = None,
+    front: bool = False,
+) -> Ticket:
     return Ticket(
         f"t{n}",
         f"r{n}",
@@ -31,8 +41,11 @@ def _ticket(n: int, rating: float = 25.0, at: float = 0.0, **kw: object) -> Tick
         at,
         at + 300,
         at,
+        party_size=party_size,
+        party_code=party_code,
+        bot_level=bot_level,
         rating=rating,
-        **kw,  # type: ignore[arg-type]
+        front=front,
     )
 
 
@@ -235,11 +248,12 @@ def test_p2_a_ticket_moves_only_along_its_lifecycle() -> None:
         placing.cancelled(2.0)
     assert refused.value.reason == "TICKET_PLACING"
     matched = placing.matched(2.0)
-    for change in (
+    changes: tuple[Callable[[Ticket], Ticket], ...] = (
         lambda t: t.cancelled(3.0),
         lambda t: t.placing(placement),
         lambda t: t.expired(3.0),
-    ):
+    )
+    for change in changes:
         with pytest.raises(Refused):
             change(matched)
     assert placing.requeued(3.0).requeues == 1

@@ -9,9 +9,10 @@ import asyncio
 import base64
 import hashlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -22,6 +23,7 @@ from google.protobuf.duration_pb2 import Duration
 from grpc_status import rpc_status
 from instances import provision_lease_ttl
 from masa.common.v1 import error_pb2, game_pb2
+from masa.events.v1 import matchmaking_event_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa_client.matchmaking import MatchmakingClient
@@ -32,7 +34,14 @@ from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import error_info
 from masa_platform.page_tokens import PageTokens
 from masa_platform.settings import PlatformSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, signed_result, token
+from masa_platform.testing import (
+    NatsServer,
+    auth_settings,
+    keyring,
+    next_message,
+    signed_result,
+    token,
+)
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
 
@@ -46,10 +55,12 @@ def _token(player: str) -> tuple[tuple[str, str]]:
     return (("authorization", f"Bearer {token(player)}"),)
 
 
+# The service the tests call, with the fake ledger and engines it places through.
+Service = tuple[MatchmakingService, FakeLedger, FakeEngines]
+
+
 @pytest.fixture
-async def service(
-    nats_server: NatsServer, tmp_path: Path
-) -> AsyncIterator[tuple[MatchmakingService, FakeLedger, FakeEngines]]:
+async def service(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Service]:
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
     provision_lease_ttl(nats_server, 1.5)
@@ -78,15 +89,15 @@ async def service(
     await running.stop(0)
 
 
-async def _reason(call: object) -> tuple[grpc.StatusCode, str]:
+async def _reason(call: grpc.aio.UnaryUnaryCall[Any, Any]) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.aio.AioRpcError) as raised:
-        await call  # type: ignore[misc]
-    status = await rpc_status.aio.from_call(call)  # type: ignore[arg-type]
+        await call
+    status = await rpc_status.aio.from_call(call)
     info = error_info(status)
     return raised.value.code(), info.reason if info else ""
 
 
-async def test_p2_lobbies_are_listed_filtered_and_paged(service) -> None:  # type: ignore[no-untyped-def]
+async def test_p2_lobbies_are_listed_filtered_and_paged(service: Service) -> None:
     running, _, _ = service
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = Stub(channel)
@@ -130,7 +141,9 @@ async def test_p2_lobbies_are_listed_filtered_and_paged(service) -> None:  # typ
         )
 
 
-async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_end(service) -> None:  # type: ignore[no-untyped-def]
+async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_end(
+    service: Service,
+) -> None:
     running, ledger, _ = service
     player = f"solo-{uuid.uuid4().hex[:6]}"
     who = _token(player)
@@ -158,12 +171,12 @@ async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_e
         ) == (grpc.StatusCode.NOT_FOUND, "TICKET_NOT_FOUND")
 
         watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=ticket.ticket_id), metadata=who)
-        seen = [await watch.read()]
+        seen = [await next_message(watch, mm.WatchTicketResponse)]
         cancelled = await stub.CancelTicket(
             mm.CancelTicketRequest(request_id="c1", ticket_id=ticket.ticket_id), metadata=who
         )
         assert cancelled.ticket.state == mm.Ticket.STATE_CANCELLED
-        while (message := await watch.read()) is not grpc.aio.EOF:
+        while isinstance(message := await watch.read(), mm.WatchTicketResponse):
             seen.append(message)
         assert [m.ticket.state for m in seen] == [
             mm.Ticket.STATE_SEARCHING,
@@ -187,8 +200,8 @@ async def test_p2_a_ticket_is_idempotent_single_cancellable_and_watched_to_the_e
 
 
 async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_needed(
-    service,
-) -> None:  # type: ignore[no-untyped-def]
+    service: Service,
+) -> None:
     """Bots never fill a chip table, so a player alone waits, told how many more players the
     lobby needs (the Elevator lobby seats 3 to 6); the watch says it again as others come and
     go. A training ticket needs nobody: bots complete its table."""
@@ -204,19 +217,19 @@ async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_ne
         ).ticket
         assert (alone.state, alone.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
         watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=alone.ticket_id), metadata=ayse)
-        assert (await watch.read()).ticket.players_needed == 2
+        assert (await next_message(watch, mm.WatchTicketResponse)).ticket.players_needed == 2
         other = (
             await stub.CreateTicket(
                 mm.CreateTicketRequest(request_id="e2", lobby_id="elevator"), metadata=bora
             )
         ).ticket
         assert other.players_needed == 1
-        came = (await asyncio.wait_for(watch.read(), 10)).ticket
+        came = (await asyncio.wait_for(next_message(watch, mm.WatchTicketResponse), 10)).ticket
         assert (came.state, came.players_needed) == (mm.Ticket.STATE_SEARCHING, 1)
         await stub.CancelTicket(
             mm.CancelTicketRequest(request_id="c2", ticket_id=other.ticket_id), metadata=bora
         )
-        went = (await asyncio.wait_for(watch.read(), 10)).ticket
+        went = (await asyncio.wait_for(next_message(watch, mm.WatchTicketResponse), 10)).ticket
         assert (went.state, went.players_needed) == (mm.Ticket.STATE_SEARCHING, 2)
         # Well past the short-table wait, still no table: it cannot be filled without bots.
         await asyncio.sleep(2.5)
@@ -227,7 +240,7 @@ async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_ne
             mm.CancelTicketRequest(request_id="c1", ticket_id=alone.ticket_id), metadata=ayse
         )
         last: list[mm.Ticket] = []
-        while (message := await watch.read()) is not grpc.aio.EOF:
+        while isinstance(message := await watch.read(), mm.WatchTicketResponse):
             last.append(message.ticket)
         assert [(t.state, t.players_needed) for t in last][-1] == (mm.Ticket.STATE_CANCELLED, 0)
         training = await stub.CreateTicket(
@@ -237,8 +250,8 @@ async def test_P13_a_ticket_in_a_chip_lobby_is_told_how_many_more_players_are_ne
 
 
 async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_what_to_do(
-    service,
-) -> None:  # type: ignore[no-untyped-def]
+    service: Service,
+) -> None:
     """seats_now: training always; the Elevator lobby (3 to 6 players, a short table after
     2 s) once two search and the first has waited the short wait. An unknown lobby lists the
     lobbies there are; a second open ticket names the ticket to cancel."""
@@ -282,10 +295,10 @@ async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_w
             "elevator",
         )
 
-        call = stub.GetLobby(mm.GetLobbyRequest(lobby_id="nope"), metadata=ayse)
+        unknown = stub.GetLobby(mm.GetLobbyRequest(lobby_id="nope"), metadata=ayse)
         with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await call
-        info = error_info(await rpc_status.aio.from_call(call))
+            await unknown
+        info = error_info(await rpc_status.aio.from_call(unknown))
         assert info is not None and info.metadata["lobbies"] == "salon,teams,elevator,training"
         assert "the lobbies are: salon, teams, elevator, training" in (raised.value.details() or "")
         # Nobody is left searching for the tests that follow on the same NATS.
@@ -295,7 +308,7 @@ async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_w
             )
 
 
-async def test_p1_bad_tickets_are_refused_with_their_reason(service) -> None:  # type: ignore[no-untyped-def]
+async def test_p1_bad_tickets_are_refused_with_their_reason(service: Service) -> None:
     running, _, _ = service
     who = _token(f"bad-{uuid.uuid4().hex[:6]}")
     bad = [
@@ -330,7 +343,7 @@ async def test_p1_bad_tickets_are_refused_with_their_reason(service) -> None:  #
         assert not listed.tickets
 
 
-async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_four_players_are_seated_and_the_watch_says_where(service: Service) -> None:
     running, ledger, engines = service
     run = uuid.uuid4().hex[:6]
     players = [f"{run}-{i}" for i in range(4)]
@@ -377,13 +390,11 @@ async def test_p30_four_players_are_seated_and_the_watch_says_where(service) -> 
         assert engines.tables
 
 
-async def _events(server: NatsServer, subject: str) -> list[object]:
-    from masa.events.v1 import matchmaking_event_pb2
-
+async def _events(server: NatsServer, subject: str) -> list[matchmaking_event_pb2.MatchmakingEvent]:
     nc = await nats.connect(server.url, user=ADMIN, password=server.password(ADMIN))
     try:
         js = nc.jetstream()
-        found = []
+        found: list[matchmaking_event_pb2.MatchmakingEvent] = []
         seq = 1
         while True:
             try:
@@ -397,8 +408,8 @@ async def _events(server: NatsServer, subject: str) -> list[object]:
 
 
 async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR0915 - one table told from ticket to rating
-    service, nats_server: NatsServer
-) -> None:  # type: ignore[no-untyped-def]
+    service: Service, nats_server: NatsServer
+) -> None:
     """TicketMatched per ticket and GameStarted per table; a GameFinished on the engine's
     result subject moves the ratings once, however often it is delivered, with RatingChanged."""
     from google.protobuf.timestamp_pb2 import Timestamp
@@ -429,14 +440,14 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
         table_id = tickets[0].table_id
         started = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.game_started")
         assert len(started) == 1
-        game = started[0].game_started  # type: ignore[attr-defined]
+        game = started[0].game_started
         assert sorted(seat.player_id for seat in game.seats) == sorted(players)
         assert all(seat.hold_id for seat in game.seats) and game.stake == 100
         for ticket in tickets:
             matched = await _events(
                 nats_server, f"masa.matchmaking.v1.{ticket.ticket_id}.ticket_matched"
             )
-            assert [m.ticket_matched.seat for m in matched] == [ticket.seat]  # type: ignore[attr-defined]
+            assert [m.ticket_matched.seat for m in matched] == [ticket.seat]
 
         lobby = await stub.GetLobby(mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(run))
         in_play = lobby.lobby.tables_in_play
@@ -491,7 +502,7 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
         while len(changed) < len(players) and asyncio.get_running_loop().time() < deadline + 30:
             await asyncio.sleep(0.05)
             changed = await _events(nats_server, f"masa.matchmaking.v1.{table_id}.rating_changed")
-        assert sorted(c.rating_changed.player_id for c in changed) == sorted(players)  # type: ignore[attr-defined]
+        assert sorted(c.rating_changed.player_id for c in changed) == sorted(players)
         # The finished table left the lobby's tables in play.
         while (
             await stub.GetLobby(mm.GetLobbyRequest(lobby_id="salon"), metadata=_token(winner))
@@ -533,7 +544,9 @@ def _forged(offset: int, method: str, player: str, filter_: str) -> str:
     )
 
 
-async def _two_closed_tickets(stub: Stub, who: tuple[tuple[str, str]]) -> None:
+async def _two_closed_tickets(
+    stub: matchmaking_pb2_grpc.MatchmakingServiceAsyncStub, who: tuple[tuple[str, str]]
+) -> None:
     """Two tickets made and cancelled, so that nothing is left for a round to match."""
     for n in range(2):
         made = await stub.CreateTicket(
@@ -545,7 +558,41 @@ async def _two_closed_tickets(stub: Stub, who: tuple[tuple[str, str]]) -> None:
         )
 
 
-async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(service) -> None:  # type: ignore[no-untyped-def]
+ListRequest = TypeVar("ListRequest", mm.ListLobbiesRequest, mm.ListTicketsRequest)
+Page = TypeVar("Page", mm.ListLobbiesResponse, mm.ListTicketsResponse)
+
+
+async def _pages_to_the_end(
+    method: grpc.aio.UnaryUnaryMultiCallable[ListRequest, Page],
+    request: type[ListRequest],
+    ids: Callable[[Page], list[str]],
+    whole: list[str],
+    who: tuple[tuple[str, str]],
+) -> None:
+    """Pages of one item follow their tokens to ``whole`` and an empty token; a page that ends
+    the listing has none; a negative page size is BAD_REQUEST."""
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = await method(request(page_size=1, page_token=token), metadata=who)
+        assert len(ids(page)) == 1
+        seen += ids(page)
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == whole
+    assert not (await method(request(page_size=len(whole)), metadata=who)).next_page_token
+    assert await _reason(method(request(page_size=-1), metadata=who)) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_BAD_REQUEST).removeprefix(
+            "ERROR_REASON_"
+        ),
+    )
+
+
+async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(
+    service: Service,
+) -> None:
     running, _, _ = service
     player = f"pages-{uuid.uuid4().hex[:6]}"
     who = _token(player)
@@ -557,37 +604,20 @@ async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(se
             for t in (await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)).tickets
         ]
         assert len(every_ticket) == 2
-        for method, request, ids, whole in (
-            (
-                stub.ListLobbies,
-                mm.ListLobbiesRequest,
-                lambda page: [lobby.lobby_id for lobby in page.lobbies],
-                ["salon", "teams", "elevator", "training"],
-            ),
-            (
-                stub.ListTickets,
-                mm.ListTicketsRequest,
-                lambda page: [ticket.ticket_id for ticket in page.tickets],
-                every_ticket,
-            ),
-        ):
-            seen: list[str] = []
-            token = ""
-            while True:
-                page = await method(request(page_size=1, page_token=token), metadata=who)
-                assert len(ids(page)) == 1
-                seen += ids(page)
-                token = page.next_page_token
-                if not token:
-                    break
-            assert seen == whole
-            assert not (await method(request(page_size=len(whole)), metadata=who)).next_page_token
-            assert await _reason(method(request(page_size=-1), metadata=who)) == (
-                grpc.StatusCode.INVALID_ARGUMENT,
-                error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_BAD_REQUEST).removeprefix(
-                    "ERROR_REASON_"
-                ),
-            )
+        await _pages_to_the_end(
+            stub.ListLobbies,
+            mm.ListLobbiesRequest,
+            lambda page: [lobby.lobby_id for lobby in page.lobbies],
+            ["salon", "teams", "elevator", "training"],
+            who,
+        )
+        await _pages_to_the_end(
+            stub.ListTickets,
+            mm.ListTicketsRequest,
+            lambda page: [ticket.ticket_id for ticket in page.tickets],
+            every_ticket,
+            who,
+        )
         stakes = "stake > 0"
         first = await stub.ListLobbies(
             mm.ListLobbiesRequest(page_size=2, filter=stakes), metadata=who
@@ -604,7 +634,9 @@ async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(se
         assert not rest.next_page_token
 
 
-async def test_a_page_token_matchmaking_did_not_make_is_invalid_page_token(service) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_token_matchmaking_did_not_make_is_invalid_page_token(
+    service: Service,
+) -> None:
     """Before tokens were keyed, {"o": Infinity} raised OverflowError and a deeply nested
     token RecursionError (both INTERNAL), and a made-up offset was served."""
     running, _, _ = service
@@ -637,6 +669,7 @@ async def test_a_page_token_matchmaking_did_not_make_is_invalid_page_token(servi
             for t in (await stub.ListTickets(mm.ListTicketsRequest(), metadata=who)).tickets
         ]
         for name, method, token in attacks:
+            call: grpc.aio.UnaryUnaryCall[Any, Any]
             if method == "ListLobbies":
                 call = stub.ListLobbies(
                     mm.ListLobbiesRequest(page_size=1, page_token=token), metadata=who
@@ -652,7 +685,9 @@ async def test_a_page_token_matchmaking_did_not_make_is_invalid_page_token(servi
             assert [t.ticket_id for t in tickets.tickets] == ticket_ids, name
 
 
-async def test_a_page_token_continues_only_its_own_listing_filter_and_player(service) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_token_continues_only_its_own_listing_filter_and_player(
+    service: Service,
+) -> None:
     running, _, _ = service
     run = uuid.uuid4().hex[:6]
     ann, bob = _token(f"ann-{run}"), _token(f"bob-{run}")
@@ -696,8 +731,8 @@ async def test_a_page_token_continues_only_its_own_listing_filter_and_player(ser
         assert len(tickets.tickets) == 1 and not tickets.next_page_token
 
 
-async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(  # type: ignore[no-untyped-def]
-    service, nats_server: NatsServer
+async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(
+    service: Service, nats_server: NatsServer
 ) -> None:
     """Issue 19: ratings move on what a table-engine signed, never on a forged GameFinished
     (here published by the operators, as a route into the result subject would)."""
@@ -755,8 +790,8 @@ async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(  # type:
 
 
 async def test_a_ticket_watch_ends_when_its_token_expires_and_a_token_source_resumes_it(
-    service,
-) -> None:  # type: ignore[no-untyped-def]
+    service: Service,
+) -> None:
     """A ticket waiting in a chip lobby (P-13: no bot completes it) changes for minutes, if at
     all; the watch ends at the expiry of the token that opened it, UNAUTHENTICATED with reason
     TOKEN_EXPIRED. MatchmakingClient given a source of tokens opens it again with the next one
@@ -779,12 +814,14 @@ async def test_a_ticket_watch_ends_when_its_token_expires_and_a_token_source_res
         ).ticket
         short = (("authorization", f"Bearer {token(player, ttl_seconds=2.0)}"),)
         watch = stub.WatchTicket(mm.WatchTicketRequest(ticket_id=ticket.ticket_id), metadata=short)
-        assert (await watch.read()).ticket.state == mm.Ticket.STATE_SEARCHING
+        assert (await next_message(watch, mm.WatchTicketResponse)).ticket.state == (
+            mm.Ticket.STATE_SEARCHING
+        )
         with pytest.raises(grpc.aio.AioRpcError) as ended:
             async with asyncio.timeout(6.0):
                 await watch.read()
         assert ended.value.code() is grpc.StatusCode.UNAUTHENTICATED
-        info = error_info(await rpc_status.aio.from_call(watch))  # type: ignore[arg-type]
+        info = error_info(await rpc_status.aio.from_call(watch))
         assert info is not None and info.reason == _REASON_TOKEN_EXPIRED
 
         async with MatchmakingClient(running.address, tokens) as client:
@@ -806,8 +843,8 @@ async def test_a_ticket_watch_ends_when_its_token_expires_and_a_token_source_res
         assert set(states[:-1]) == {mm.Ticket.STATE_SEARCHING}
 
 
-async def test_an_undecodable_result_is_set_aside_once_and_the_next_one_is_rated(  # type: ignore[no-untyped-def]
-    service, nats_server: NatsServer
+async def test_an_undecodable_result_is_set_aside_once_and_the_next_one_is_rated(
+    service: Service, nats_server: NatsServer
 ) -> None:
     """Issue 19: one result that does not decode used to be naked at once, for ever (62% of a
     core and about 1 GB of log in 8 minutes). Now it is terminated after one delivery, kept in

@@ -80,7 +80,9 @@ async def test_p2_two_instances_never_place_a_ticket_twice_and_the_survivor_take
         assert len(ours) == 12
         # Every matched ticket names the table its player sits at; one event per ticket.
         for player in players:
-            ticket = first.store.cached(player)[0].tickets[0]  # type: ignore[index]
+            cached = first.store.cached(player)
+            assert cached is not None
+            ticket = cached[0].tickets[0]
             assert ticket.placement is not None
             assert ticket.placement.table_id == seated[player]
         matched = await _matched_events(events, players)

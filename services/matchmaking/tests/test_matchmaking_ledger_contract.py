@@ -139,7 +139,9 @@ def _ids() -> tuple[str, str]:
     return f"p{run}", f"t{run}"
 
 
-async def test_p30_releasing_a_hold_bound_to_a_table_is_hold_bound_on_both(sides) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_releasing_a_hold_bound_to_a_table_is_hold_bound_on_both(
+    sides: list[Side],
+) -> None:
     """The fence of a create whose answer was lost: the hold is bound, so the table exists."""
     player, table_id = _ids()
 
@@ -153,8 +155,8 @@ async def test_p30_releasing_a_hold_bound_to_a_table_is_hold_bound_on_both(sides
 
 
 async def test_p30_holding_again_under_the_same_ids_after_the_bind_is_answered_on_both(
-    sides,
-) -> None:  # type: ignore[no-untyped-def]
+    sides: list[Side],
+) -> None:
     """A resume holds the stakes again under the ids the placement chose: the ledger answers
     with the holds as they are, bound, and charges nothing more."""
     player, table_id = _ids()
@@ -168,7 +170,9 @@ async def test_p30_holding_again_under_the_same_ids_after_the_bind_is_answered_o
     assert await _each(sides, scenario) == (None, "")
 
 
-async def test_p30_releasing_a_held_released_or_unknown_hold_is_fine_on_both(sides) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_releasing_a_held_released_or_unknown_hold_is_fine_on_both(
+    sides: list[Side],
+) -> None:
     player, table_id = _ids()
 
     async def scenario(side: Side) -> Outcome:
@@ -183,7 +187,9 @@ async def test_p30_releasing_a_held_released_or_unknown_hold_is_fine_on_both(sid
     assert await _each(sides, scenario) == (None, "")
 
 
-async def test_p30_releasing_an_expired_hold_is_refused_hold_not_held_on_both(sides) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_releasing_an_expired_hold_is_refused_hold_not_held_on_both(
+    sides: list[Side],
+) -> None:
     """A hold no longer held that no table took is no table made: refused, not HoldBound."""
     player, table_id = _ids()
 
@@ -196,7 +202,7 @@ async def test_p30_releasing_an_expired_hold_is_refused_hold_not_held_on_both(si
     assert await _each(sides, scenario) == (LedgerRefused, HOLD_NOT_HELD)
 
 
-async def test_p30_a_player_short_of_the_stake_is_named_on_both(sides) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_a_player_short_of_the_stake_is_named_on_both(sides: list[Side]) -> None:
     player, table_id = _ids()
 
     async def scenario(side: Side) -> Outcome:

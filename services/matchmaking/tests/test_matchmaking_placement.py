@@ -4,13 +4,14 @@ and nothing left behind when a step fails: no hold, no second table, no ticket s
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from instances import Instance, start_instance, until
 from masa_matchmaking.app.placement import PlacementSettings
 from masa_matchmaking.app.ports import EngineNode
 from masa_matchmaking.app.tickets import NewTicket
-from masa_matchmaking.domain.ticket import TicketState
+from masa_matchmaking.domain.ticket import Placement, Ticket, TicketState
 from masa_platform.testing import NatsServer
 from masa_rules.table_config import BotLevel, GameKind
 from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FakeNodes
@@ -24,15 +25,21 @@ def _players(count: int, chips: int, ledger: FakeLedger) -> list[str]:
     return players
 
 
-async def _queue(instance: Instance, players: list[str], lobby: str, **kwargs: object) -> None:
+async def _queue(instance: Instance, players: list[str], lobby: str) -> None:
     for player in players:
-        await instance.desk.create(player, NewTicket(f"r-{player}", lobby, **kwargs))  # type: ignore[arg-type]
+        await instance.desk.create(player, NewTicket(f"r-{player}", lobby))
 
 
-def _ticket(instance: Instance, player: str):  # type: ignore[no-untyped-def]
+def _ticket(instance: Instance, player: str) -> Ticket:
     cached = instance.store.cached(player)
     assert cached is not None
     return cached[0].tickets[0]
+
+
+def _placement(instance: Instance, player: str) -> Placement:
+    placement = _ticket(instance, player).placement
+    assert placement is not None, f"{player}'s ticket has no table"
+    return placement
 
 
 def _all(instance: Instance, players: list[str], state: TicketState) -> bool:
@@ -42,8 +49,12 @@ def _all(instance: Instance, players: list[str], state: TicketState) -> bool:
     )
 
 
+# An instance with the fakes it places through, as the tests find them.
+World = tuple[Instance, FakeLedger, FakeEngines, FakeEvents, FakeNodes]
+
+
 @pytest.fixture
-async def world(nats_server: NatsServer, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+async def world(nats_server: NatsServer, request: pytest.FixtureRequest) -> AsyncIterator[World]:
     max_requeues = getattr(request, "param", 2)
     ledger = FakeLedger()
     engines = FakeEngines(ledger)
@@ -63,7 +74,9 @@ async def world(nats_server: NatsServer, request: pytest.FixtureRequest):  # typ
     await instance.close()
 
 
-async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bound(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bound(
+    world: World,
+) -> None:
     instance, ledger, engines, events, _ = world
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
@@ -75,15 +88,15 @@ async def test_p30_a_full_table_is_held_created_on_the_least_loaded_node_and_bou
     assert table.request_id == table.table_id
     assert all(ledger.holds[s.hold_id].state == "bound" for s in table.config.seats)
     assert sorted(ledger.available(p) for p in players) == [400] * 4
-    ticket = _ticket(instance, players[0])
-    assert ticket.placement.address == "b:1" and ticket.placement.hold_id
+    placement = _placement(instance, players[0])
+    assert placement.address == "b:1" and placement.hold_id
     started = [s for s in events.started if s.table_id == table.table_id]
     assert len(started) == 1 and started[0].node_id == "node-b"
 
 
 async def test_p30_a_player_without_chips_fails_and_the_others_go_back_first_uncounted(
-    world,
-) -> None:  # type: ignore[no-untyped-def]
+    world: World,
+) -> None:
     instance, ledger, engines, _, _ = world
     players = _players(4, 500, ledger)
     ledger.balances[players[2]] = 10
@@ -107,14 +120,15 @@ async def test_p30_a_player_without_chips_fails_and_the_others_go_back_first_unc
 
 
 async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_in_the_end(
-    world,
-) -> None:  # type: ignore[no-untyped-def]
+    world: World,
+) -> None:
     instance, ledger, engines, _, _ = world
     engines.refuse = "INVALID_ARGUMENT"
     players = _players(4, 500, ledger)
     await _queue(instance, players, "salon")
     await until(lambda: _all(instance, players, TicketState.FAILED))
-    assert {_ticket(instance, p).failure.reason for p in players} == {"INVALID_ARGUMENT"}
+    failures = [_ticket(instance, p).failure for p in players]
+    assert {f.reason if f else None for f in failures} == {"INVALID_ARGUMENT"}
     ours = [h for h in ledger.holds.values() if h.request.player_id in players]
     assert ours and all(h.state == "released" for h in ours)
     assert all(ledger.available(p) == 500 for p in players)
@@ -123,7 +137,7 @@ async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_i
     engines.refuse = ""
 
 
-async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world: World) -> None:
     """No node answers: the holds are released (so no create still under way can bind them)
     and the players go back to the front, uncounted (max_requeues is 2 here), again and again
     with the lobby backing off, until a node answers."""
@@ -142,7 +156,9 @@ async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(wo
     assert nodes.nodes
 
 
-async def test_p30_no_live_node_for_the_game_releases_the_holds_and_the_players_wait(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_no_live_node_for_the_game_releases_the_holds_and_the_players_wait(
+    world: World,
+) -> None:
     """No node hosting the game is the system's failure, not the players': their holds are
     released and their tickets wait uncounted until a node comes."""
     instance, ledger, engines, _, nodes = world
@@ -161,8 +177,8 @@ async def test_p30_no_live_node_for_the_game_releases_the_holds_and_the_players_
 
 
 async def test_p30_a_full_node_is_passed_over_and_with_every_node_full_the_tickets_wait(
-    world,
-) -> None:  # type: ignore[no-untyped-def]
+    world: World,
+) -> None:
     """MASA_MAX_TABLES: a node that answers NODE_AT_CAPACITY made nothing, so the next node is
     asked at once; when every node is full the holds are released and the players keep their
     place in the queue, uncounted (max_requeues is 2 here), until a node has room."""
@@ -186,7 +202,9 @@ async def test_p30_a_full_node_is_passed_over_and_with_every_node_full_the_ticke
     assert all(ledger.available(p) == 400 for p in waiting)
 
 
-async def test_p30_while_the_registry_shows_no_room_nothing_is_claimed_or_held(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p30_while_the_registry_shows_no_room_nothing_is_claimed_or_held(
+    world: World,
+) -> None:
     instance, ledger, _engines, _, nodes = world
     saved = nodes.nodes
     nodes.nodes = [
@@ -203,7 +221,9 @@ async def test_p30_while_the_registry_shows_no_room_nothing_is_claimed_or_held(w
     await until(lambda: _all(instance, players, TicketState.MATCHED))
 
 
-async def test_p1_a_training_table_is_created_once_when_the_engines_answer_is_lost(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p1_a_training_table_is_created_once_when_the_engines_answer_is_lost(
+    world: World,
+) -> None:
     """A table without stakes has no hold to fence a create whose answer was lost: its ticket
     stays PLACING and the resume asks again under the same table id, which finds the table the
     first create made. A new id would have started a second table for the same player."""
@@ -216,12 +236,12 @@ async def test_p1_a_training_table_is_created_once_when_the_engines_answer_is_lo
     await until(lambda: _all(instance, [player], TicketState.MATCHED))
     mine = [t for t in engines.tables.values() if player in {s.player_id for s in t.config.seats}]
     assert len(mine) == 1
-    assert _ticket(instance, player).placement.table_id == mine[0].table_id
+    assert _placement(instance, player).table_id == mine[0].table_id
     assert _ticket(instance, player).requeues == 0
     assert engines.creates == 4
 
 
-async def test_p1_partners_queue_as_a_party_and_sit_opposite(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p1_partners_queue_as_a_party_and_sit_opposite(world: World) -> None:
     instance, ledger, _engines, _, _ = world
     a, b, c, d = _players(4, 500, ledger)
     first = await instance.desk.create(a, NewTicket(f"r-{a}", "teams", party_size=2))
@@ -232,13 +252,13 @@ async def test_p1_partners_queue_as_a_party_and_sit_opposite(world) -> None:  # 
     )
     await _queue(instance, [c, d], "teams")
     await until(lambda: _all(instance, [a, b, c, d], TicketState.MATCHED))
-    seats = {p: _ticket(instance, p).placement.seat for p in (a, b, c, d)}
+    seats = {p: _placement(instance, p).seat for p in (a, b, c, d)}
     assert {seats[a] % 2, seats[b] % 2} == {seats[a] % 2}  # partners opposite: 0+2 or 1+3
     assert seats[a] != seats[b]
     assert {seats[c] % 2} == {seats[d] % 2} != {seats[a] % 2}
 
 
-async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world) -> None:  # type: ignore[no-untyped-def]
+async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world: World) -> None:
 
     instance, ledger, engines, _, _ = world
     (player,) = _players(1, 0, ledger)

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from instances import provision_lease_ttl
 from masa.common.v1 import error_pb2
@@ -28,7 +28,7 @@ from masa_platform.bus_access import MATCHMAKING
 from masa_platform.errors import error_info
 from masa_platform.quotas import CALLER_RATE, CALLER_STREAMS
 from masa_platform.settings import PlatformSettings, QuotaSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring
+from masa_platform.testing import HealthStub, NatsServer, auth_settings, keyring, next_message
 from masa_platform.testing import token as mint
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
@@ -90,7 +90,7 @@ async def running(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Runn
 
 
 async def refusal(call: grpc.aio.Call) -> tuple[grpc.StatusCode, str, dict[str, str]]:
-    info = error_info(await rpc_status.aio.from_call(call))  # type: ignore[arg-type]
+    info = error_info(await rpc_status.aio.from_call(call))
     assert info is not None
     return await call.code(), info.reason, dict(info.metadata)
 
@@ -99,15 +99,14 @@ async def opened(
     call: grpc.aio.UnaryStreamCall[mm.WatchTicketRequest, mm.WatchTicketResponse],
 ) -> bool:
     try:
-        return (await call.read()).ticket.state == mm.Ticket.STATE_SEARCHING
+        first = await next_message(call, mm.WatchTicketResponse)
+        return first.ticket.state == mm.Ticket.STATE_SEARCHING
     except grpc.aio.AioRpcError:
         return False
 
 
 async def health(channel: grpc.aio.Channel) -> int:
-    reply = await health_pb2_grpc.HealthStub(channel).Check(
-        health_pb2.HealthCheckRequest(), timeout=5
-    )
+    reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
     return int(reply.status)
 
 

@@ -15,15 +15,17 @@ from masa.events.v1 import result_pb2
 from masa_matchmaking.adapters.events import STREAM, JetStreamEvents
 from masa_matchmaking.adapters.kv_store import KvRatingStore
 from masa_matchmaking.adapters.results import finished_game
-from masa_matchmaking.app.ports import Events, Unreachable
+from masa_matchmaking.app.ports import Events, GameStarted, Unreachable
 from masa_matchmaking.app.ratings import FinishedGame, Ratings
 from masa_matchmaking.domain.rating import INITIAL_MU, PlayerRating, Result
+from masa_matchmaking.domain.ticket import Ticket
 from masa_platform.acks import AckedPublisher
 from masa_platform.bus import connect, read_subject
 from masa_platform.bus_access import ADMIN, MATCHMAKING
 from masa_platform.testing import NatsServer
 from masa_rules.table_config import GameKind
 from matchmaking_support import FakeEvents
+from nats.aio.client import Client
 
 
 def _game(players: list[str], *, table: str, training: bool = False) -> FinishedGame:
@@ -183,19 +185,28 @@ class DiesAfter:
         self._events = events
         self._left = publishes
 
-    async def ticket_matched(self, *args: object, **kwargs: object) -> None:
+    async def ticket_matched(self, ticket: Ticket, now: float) -> None:
         raise AssertionError("not a rating event")
 
-    async def game_started(self, *args: object, **kwargs: object) -> None:
+    async def game_started(self, started: GameStarted, now: float) -> None:
         raise AssertionError("not a rating event")
 
     async def rating_changed(
-        self, before: PlayerRating, after: PlayerRating, **kwargs: object
+        self,
+        before: PlayerRating,
+        after: PlayerRating,
+        *,
+        table_id: str,
+        game_no: int,
+        place: int,
+        now: float,
     ) -> None:
         if self._left == 0:
             raise Killed
         self._left -= 1
-        await self._events.rating_changed(before, after, **kwargs)  # type: ignore[arg-type]
+        await self._events.rating_changed(
+            before, after, table_id=table_id, game_no=game_no, place=place, now=now
+        )
 
 
 async def _no_tables(table_id: str, lobby_id: str) -> None:
@@ -211,7 +222,7 @@ async def test_p30_rating_changed_survives_a_kill_between_the_ratings_and_the_ev
     players = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
     table = f"t{uuid.uuid4().hex[:8]}"
     game = _game(players, table=table)
-    connections = []
+    connections: list[Client] = []
 
     async def instance(publishes: int | None) -> Ratings:
         nc = await connect(

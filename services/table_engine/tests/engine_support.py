@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 import nats.js.errors
 from google.protobuf import duration_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from masa.common.v1 import error_pb2, game_pb2
 from masa.events.v1 import engine_pb2, result_pb2, table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
@@ -33,7 +33,7 @@ from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, LEDGER, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
 from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_platform.testing import HealthStub, NatsServer, auth_settings, keyring, token
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
 from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
@@ -149,12 +149,16 @@ async def running_ledger(
 
 
 @asynccontextmanager
-async def table_stub(address: str) -> AsyncIterator[table_pb2_grpc.TableServiceStub]:
+async def table_stub(address: str) -> AsyncIterator[table_pb2_grpc.TableServiceAsyncStub]:
     async with grpc.aio.insecure_channel(address) as channel:
         yield table_pb2_grpc.TableServiceStub(channel)
 
 
-def seat(number: int, player: str | None = None, level: int = 2) -> game_pb2.SeatAssignment:
+def seat(
+    number: int,
+    player: str | None = None,
+    level: game_pb2.BotLevel.ValueType = game_pb2.BOT_LEVEL_NORMAL,
+) -> game_pb2.SeatAssignment:
     if player is None:
         return game_pb2.SeatAssignment(seat=number, kind=game_pb2.SEAT_KIND_BOT, bot_level=level)
     return game_pb2.SeatAssignment(
@@ -177,7 +181,7 @@ def elevator_config(
 
 
 async def create_table(
-    stub: table_pb2_grpc.TableServiceStub, config: game_pb2.TableConfig, request_id: str = ""
+    stub: table_pb2_grpc.TableServiceAsyncStub, config: game_pb2.TableConfig, request_id: str = ""
 ) -> str:
     response = await stub.CreateTable(
         table_pb2.CreateTableRequest(request_id=request_id, config=config), metadata=SERVICE
@@ -264,7 +268,7 @@ async def game_finished(server: NatsServer, table_id: str) -> result_pb2.GameFin
 
 
 async def get_view(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, player: str
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, player: str
 ) -> table_pb2.GetTableResponse:
     return await stub.GetTable(
         table_pb2.GetTableRequest(table_id=table_id), metadata=metadata(player)
@@ -337,9 +341,7 @@ class EngineProcess:
 async def serving(address: str) -> bool:
     async with grpc.aio.insecure_channel(address) as channel:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=0.5
-            )
+            reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
         except grpc.aio.AioRpcError:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING

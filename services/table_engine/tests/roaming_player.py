@@ -22,9 +22,8 @@ from typing import TypeVar
 import grpc
 import grpc.aio
 from engine_support import metadata
-from grpc_status import rpc_status
-from masa.table.v1 import table_pb2, table_pb2_grpc, view_pb2
-from masa_platform.errors import error_info
+from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc, view_pb2
+from masa_platform.errors import rpc_error_info
 from masa_rules import elevator, fiftyone
 from masa_rules.elevator.policies import greedy_policy as elevator_greedy
 from masa_rules.fiftyone.policies import greedy_policy as fiftyone_greedy
@@ -91,28 +90,35 @@ class RoamingSeat:
 
     async def _view(self) -> view_pb2.SeatView:
         request = table_pb2.GetTableRequest(table_id=self.table_id)
-        response = await self._call(lambda stub: stub.GetTable(request, **self._options()))
+        response = await self._call(
+            lambda stub: stub.GetTable(
+                request, metadata=metadata(self.player), timeout=_CALL_SECONDS
+            )
+        )
         return response.seat_view
 
-    async def _submit(self, view: view_pb2.SeatView, action: object) -> None:
+    async def _submit(self, view: view_pb2.SeatView, action: action_pb2.Action) -> None:
         request = table_pb2.SubmitActionRequest(
             request_id=uuid.uuid4().hex,
             table_id=self.table_id,
             expected_sequence=view.table.table.sequence,
-            action=action,  # type: ignore[arg-type]
+            action=action,
         )
         try:
-            await self._call(lambda stub: stub.SubmitAction(request, **self._options()))
+            await self._call(
+                lambda stub: stub.SubmitAction(
+                    request, metadata=metadata(self.player), timeout=_CALL_SECONDS
+                )
+            )
         except grpc.aio.AioRpcError as error:
             if _reason(error) not in _RACES:
                 raise
             return
         self.acknowledged.append(request.request_id)
 
-    def _options(self) -> dict[str, object]:
-        return {"metadata": metadata(self.player), "timeout": _CALL_SECONDS}
-
-    async def _call(self, invoke: Callable[[table_pb2_grpc.TableServiceStub], Awaitable[T]]) -> T:
+    async def _call(
+        self, invoke: Callable[[table_pb2_grpc.TableServiceAsyncStub], Awaitable[T]]
+    ) -> T:
         down_since: float | None = None
         while True:
             if time.monotonic() > self.deadline:
@@ -155,7 +161,7 @@ class RoamingSeat:
         return channel
 
 
-def _choose(view: view_pb2.SeatView, rng: DrawStream) -> object | None:
+def _choose(view: view_pb2.SeatView, rng: DrawStream) -> action_pb2.Action | None:
     """The greedy policy's move for the seat, or None when the seat has nothing to do now."""
     try:
         if view.table.WhichOneof("game") == "elevator":
@@ -172,12 +178,10 @@ def _choose(view: view_pb2.SeatView, rng: DrawStream) -> object | None:
 
 
 def _metadata(error: grpc.aio.AioRpcError) -> dict[str, str]:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    info = error_info(status) if status is not None else None
+    info = rpc_error_info(error)
     return dict(info.metadata) if info is not None else {}
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    info = error_info(status) if status is not None else None
+    info = rpc_error_info(error)
     return info.reason if info is not None else ""

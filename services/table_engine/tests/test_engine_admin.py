@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -44,12 +45,14 @@ FAILED_PRECONDITION = reason_name(error_pb2.ERROR_REASON_FAILED_PRECONDITION)
 
 
 @asynccontextmanager
-async def _admin(address: str) -> AsyncIterator[admin_pb2_grpc.TableAdminServiceStub]:
+async def _admin(address: str) -> AsyncIterator[admin_pb2_grpc.TableAdminServiceAsyncStub]:
     async with grpc.aio.insecure_channel(address) as channel:
         yield admin_pb2_grpc.TableAdminServiceStub(channel)
 
 
-async def _refusal(call) -> tuple[grpc.StatusCode, str, dict[str, str]]:  # type: ignore[no-untyped-def]
+async def _refusal(
+    call: grpc.aio.UnaryUnaryCall[Any, Any],
+) -> tuple[grpc.StatusCode, str, dict[str, str]]:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call
     info = error_info(await rpc_status.aio.from_call(call))

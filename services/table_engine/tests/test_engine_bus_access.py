@@ -7,6 +7,7 @@ can consume what it is meant to: the game results, through the consumer provisio
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import nats
 import nats.errors
@@ -48,9 +49,9 @@ async def _as_matchmaking(server: NatsServer, errors: list[str]) -> Client:
     )
 
 
-async def _refused(request: asyncio.Future[object] | object) -> bool:
+async def _refused(request: Awaitable[object]) -> bool:
     try:
-        await asyncio.wait_for(request, REFUSED_WITHIN * 2)  # type: ignore[arg-type]
+        await asyncio.wait_for(request, REFUSED_WITHIN * 2)
     except (nats.errors.Error, TimeoutError):
         return True
     return False

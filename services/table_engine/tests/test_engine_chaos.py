@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -102,7 +103,7 @@ class ChaosEngine(EngineProcess):
                 for line in log.read().decode(errors="replace").splitlines():
                     if '"table engine serving"' in line:
                         address = str(json.loads(line)["address"])
-                        await wait_until(lambda a=address: serving(a), timeout=30, what=address)
+                        await wait_until(partial(serving, address), timeout=30, what=address)
                         return address
             await asyncio.sleep(0.1)
         raise AssertionError(f"{self.log.name}: the engine did not serve")

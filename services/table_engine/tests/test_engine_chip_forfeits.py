@@ -37,7 +37,7 @@ CHIPS = 1_000
 PLAYERS = ("ayse", "bora")
 
 
-async def _staked(ledger: ledger_pb2_grpc.LedgerServiceStub) -> dict[str, str]:
+async def _staked(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub) -> dict[str, str]:
     """CHIPS for each player and a hold of the stake; hold ids by player."""
     for player in PLAYERS:
         await ledger.GrantChips(

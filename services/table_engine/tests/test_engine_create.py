@@ -25,7 +25,9 @@ from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer
 
 
-async def _refusal(call) -> tuple[grpc.StatusCode, str]:  # type: ignore[no-untyped-def]
+async def _refusal(
+    call: grpc.aio.UnaryUnaryCall[table_pb2.CreateTableRequest, table_pb2.CreateTableResponse],
+) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call
     info = error_info(await rpc_status.aio.from_call(call))

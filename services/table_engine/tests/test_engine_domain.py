@@ -14,6 +14,7 @@ from masa_table_engine.domain.model import (
     GameAbandoned,
     GameEvents,
     GameFinished,
+    Input,
     PlayerAction,
     SeatChange,
     SeatChanged,
@@ -50,8 +51,8 @@ def _config(humans: int = 1, players: int = 3, mode: Mode = Mode.SINGLES) -> Tab
     return TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0, mode=mode)
 
 
-def _play_out(table: Table, at: float) -> tuple[Table, list[object], list[float]]:
-    inputs: list[object] = []
+def _play_out(table: Table, at: float) -> tuple[Table, list[PlayerAction], list[float]]:
+    inputs: list[PlayerAction] = []
     times: list[float] = []
     while not table.finished:
         seat = table.actor
@@ -73,8 +74,8 @@ def test_a_log_of_inputs_replays_to_the_same_table_and_a_snapshot_round_trips() 
     assert isinstance(entry.events[-1], TurnStarted)
     done, inputs, times = _play_out(table, 1001.0)
     assert done.finished and done.sequence == len(inputs) + 1
-    assert replay([created, *inputs], [1000.0, *times], TIMERS) == done  # type: ignore[list-item]
-    middle = replay([created, *inputs[:5]], [1000.0, *times[:5]], TIMERS)  # type: ignore[list-item]
+    assert replay([created, *inputs], [1000.0, *times], TIMERS) == done
+    middle = replay([created, *inputs[:5]], [1000.0, *times[:5]], TIMERS)
     assert decode_snapshot(encode_snapshot(middle)) == middle
 
 
@@ -106,6 +107,7 @@ def test_the_turn_timer_is_data_and_three_timeouts_switch_the_autopilot_on() -> 
         # Keep the seat on turn with repeated timeouts: after each, the autopilot plays once
         # and the others' turns come round again.
         (timer,) = due_timers(table, at)
+        assert table.actor is not None
         assert timer == TimerFired(TimerKind.TURN, table.actor)
         table, _ = accept(table, timer, at, TIMERS)
         assert automated_seat(table) == (timer.seat, Source.AUTOPILOT)
@@ -250,7 +252,7 @@ def test_P1_leaving_a_training_table_hands_the_seat_to_a_bot_and_the_last_leaver
     assert [(s.seat, s.forfeited) for s in table.ranking] == [(2, False), (0, True), (1, True)]
     assert [s.place for s in table.ranking] == [1, 2, 2]
     created = Created("t7", config, b"\x07" * 32)
-    inputs = [
+    inputs: list[Input] = [
         created,
         SeatChanged(0, SeatChange.RECONNECTED),
         SeatChanged(0, SeatChange.LEFT),

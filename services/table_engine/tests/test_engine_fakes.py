@@ -128,7 +128,7 @@ async def test_a_turn_times_out_by_the_clock_and_not_before(bus: MemoryBus) -> N
     tables, _, _ = _node(bus, "a")
     table = await tables.create(_config())
     deadline = table.turn_deadline
-    assert deadline == pytest.approx(bus.clock() + TURN_SECONDS)
+    assert deadline is not None and deadline == pytest.approx(bus.clock() + TURN_SECONDS)
     await asyncio.sleep(0.05)
     bus.clock.advance(TURN_SECONDS - 1)
     await asyncio.sleep(0.05)
@@ -158,7 +158,7 @@ async def test_a_write_the_log_refused_changes_nothing_and_one_that_landed_is_ke
     entry = await runtime.commit(SeatChanged(0, SeatChange.RECONNECTED))
     assert entry.sequence == 2
     assert [s.entry.sequence for s in bus.logs[table.table_id]] == [1, 2]
-    assert not runtime.frozen
+    assert not tables.get(table.table_id).frozen
     await tables.close()
 
 
@@ -220,13 +220,12 @@ async def test_the_tables_of_a_dead_node_are_shared_out_and_keep_their_deadlines
     for table in made:
         owner = heir_b if table.table_id in heir_b.served else heir_c
         runtime = owner.get(table.table_id)
+
         # The turn ran out while nobody served the table: the heir plays it at once.
-        await _until(
-            lambda t=table.table_id: any(
-                isinstance(s.entry.input, TimerFired) for s in bus.logs[t]
-            ),
-            "the expired turn",
-        )
+        def turn_played(table_id: str = table.table_id) -> bool:
+            return any(isinstance(s.entry.input, TimerFired) for s in bus.logs[table_id])
+
+        await _until(turn_played, "the expired turn")
         fired = next(
             s.entry for s in bus.logs[table.table_id] if isinstance(s.entry.input, TimerFired)
         )

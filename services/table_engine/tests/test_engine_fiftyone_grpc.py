@@ -27,10 +27,9 @@ from engine_support import (
     table_stub,
     wait_until,
 )
-from grpc_status import rpc_status
 from masa.common.v1 import card_pb2, game_pb2
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc, view_pb2
-from masa_platform.errors import error_info
+from masa_platform.errors import rpc_error_info
 from masa_platform.testing import NatsServer
 from masa_rules.fiftyone import Action, Discard, Draw, State, legal_actions
 from masa_rules.fiftyone.policies import greedy_policy
@@ -110,13 +109,12 @@ async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> N
 
 
 async def _status(error: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str]:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    info = error_info(status) if status is not None else None
+    info = rpc_error_info(error)
     return error.code(), info.reason if info is not None else ""
 
 
 async def _play(
-    stub: table_pb2_grpc.TableServiceStub,
+    stub: table_pb2_grpc.TableServiceAsyncStub,
     table_id: str,
     player: str,
     own: int,

@@ -3,6 +3,8 @@ information, auth and bad input (P-10, P-20, architecture.md)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import grpc.aio
 import pytest
@@ -25,7 +27,7 @@ from engine_support import (
 from grpc_status import rpc_status
 from masa.table.v1 import action_pb2, event_pb2, table_pb2
 from masa_platform.errors import error_info
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, next_message
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
 
@@ -163,17 +165,22 @@ async def test_auth_bad_input_and_other_seats_are_refused_and_leave_the_table_un
             )[0]
         )
 
-        def submit(who: str, action: action_pb2.Action, **fields: object) -> grpc.aio.Call:
+        def submit(
+            who: str,
+            action: action_pb2.Action,
+            *,
+            table_id: str = table_id,
+            expected_sequence: int = sequence,
+            seat: int | None = None,
+        ) -> grpc.aio.UnaryUnaryCall[table_pb2.SubmitActionRequest, table_pb2.SubmitActionResponse]:
             request = table_pb2.SubmitActionRequest(
-                table_id=fields.get("table_id", table_id),  # type: ignore[arg-type]
-                expected_sequence=fields.get("expected_sequence", sequence),  # type: ignore[arg-type]
-                action=action,
+                table_id=table_id, expected_sequence=expected_sequence, action=action
             )
-            if "seat" in fields:
-                request.seat = fields["seat"]  # type: ignore[assignment]
+            if seat is not None:
+                request.seat = seat
             return stub.SubmitAction(request, metadata=metadata(who))
 
-        cases = [
+        cases: list[tuple[grpc.aio.UnaryUnaryCall[Any, Any], str]] = [
             (stub.GetTable(table_pb2.GetTableRequest(table_id=table_id)), "UNAUTHENTICATED"),
             (
                 stub.GetTable(
@@ -212,7 +219,7 @@ async def test_auth_bad_input_and_other_seats_are_refused_and_leave_the_table_un
         assert wrong == (grpc.StatusCode.ABORTED, "SEQUENCE_MISMATCH")
 
 
-async def _status_of(call: grpc.aio.Call) -> tuple[grpc.StatusCode, str]:
+async def _status_of(call: grpc.aio.UnaryUnaryCall[Any, Any]) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.aio.AioRpcError):
         await call
     return await _status(call)
@@ -286,7 +293,7 @@ async def test_p20_a_seats_hand_is_its_players_only_not_a_services_nor_an_operat
         own = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id, seat=1), metadata=metadata("bora")
         )
-        assert (await own.read()).seat_view.seat == 1
+        assert (await next_message(own, table_pb2.WatchTableResponse)).seat_view.seat == 1
         own.cancel()
         # An operator whose token's subject is a seated player's id is still no player.
         namesake = metadata("bora", "admin")
@@ -295,5 +302,6 @@ async def test_p20_a_seats_hand_is_its_players_only_not_a_services_nor_an_operat
         )
         assert looked.WhichOneof("view") == "spectator_view"
         watched = stub.WatchTable(table_pb2.WatchTableRequest(table_id=table_id), metadata=namesake)
-        assert (await watched.read()).WhichOneof("payload") == "spectator_view"
+        payload = (await next_message(watched, table_pb2.WatchTableResponse)).WhichOneof("payload")
+        assert payload == "spectator_view"
         watched.cancel()

@@ -24,12 +24,12 @@ from engine_support import (
 )
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2
-from masa.table.v1 import event_pb2, table_pb2, table_pb2_grpc, view_pb2
-from masa_platform.testing import NatsServer
+from masa.table.v1 import action_pb2, event_pb2, table_pb2, table_pb2_grpc, view_pb2
+from masa_platform.testing import NatsServer, next_message
 
 
 async def _leave(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, player: str, request_id: str
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, player: str, request_id: str
 ) -> view_pb2.Table:
     response = await stub.LeaveTable(
         table_pb2.LeaveTableRequest(request_id=request_id, table_id=table_id),
@@ -68,7 +68,7 @@ async def test_P1_the_last_player_leaving_a_training_table_ends_it_finished(
         table = await _leave(stub, table_id, "ayse", "leave-1")
         assert table.state == view_pb2.Table.STATE_FINISHED
         events: list[event_pb2.TableEvent] = []
-        while (message := await watch.read()) is not grpc.aio.EOF:
+        while isinstance(message := await watch.read(), table_pb2.WatchTableResponse):
             events.extend(message.update.events)
         kinds = [e.WhichOneof("kind") for e in events]
         assert kinds[-3:] == ["seat_forfeited", "autopilot_changed", "game_finished"]
@@ -100,9 +100,10 @@ async def test_P1_the_last_player_leaving_a_training_table_ends_it_finished(
     messages = [record.getMessage() for record in caplog.records]
     assert "table created" in messages
     ended = next(r for r in caplog.records if r.getMessage() == "table finished")
-    assert ended.every_player_left is True  # type: ignore[attr-defined]
+    # What the log line carries beyond the message (its extra fields) is the record's own.
+    assert vars(ended)["every_player_left"] is True
     created = next(r for r in caplog.records if r.getMessage() == "table created")
-    assert created.levelno == logging.INFO and created.table_id == table_id  # type: ignore[attr-defined]
+    assert created.levelno == logging.INFO and vars(created)["table_id"] == table_id
 
 
 def _singles(*players: str) -> game_pb2.TableConfig:
@@ -128,7 +129,7 @@ async def test_P12_a_player_who_leaves_a_table_that_is_not_training_keeps_the_se
         watch = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("ayse")
         )
-        back = (await watch.read()).seat_view.table.seats[0]
+        back = (await next_message(watch, table_pb2.WatchTableResponse)).seat_view.table.seats[0]
         assert back.connected and not back.left and not back.forfeited
         watch.cancel()
 
@@ -185,7 +186,9 @@ async def test_a_move_without_an_expected_sequence_is_judged_at_the_current_one(
         table_id = await create_table(stub, config)
         view = (await get_view(stub, table_id, "ayse")).seat_view
         draw = table_pb2.SubmitActionRequest(
-            request_id="d1", table_id=table_id, action={"draw_from_stock": {}}
+            request_id="d1",
+            table_id=table_id,
+            action=action_pb2.Action(draw_from_stock=action_pb2.DrawFromStock()),
         )
         # Judged as usual: the starter's first turn has no draw (F-20).
         with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -201,7 +204,7 @@ async def test_a_move_without_an_expected_sequence_is_judged_at_the_current_one(
                     request_id="d3",
                     table_id=table_id,
                     expected_sequence=view.table.table.sequence,
-                    action={"draw_from_stock": {}},
+                    action=action_pb2.Action(draw_from_stock=action_pb2.DrawFromStock()),
                 ),
                 metadata=metadata("bora"),
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable
 
 import grpc
 import grpc.aio
@@ -137,7 +138,7 @@ async def test_hostile_table_ids_are_invalid_argument_and_never_echoed_whole(
         table_stub(node.address) as stub,
     ):
         player = metadata("ayse")
-        calls = [
+        calls: list[Awaitable[object]] = [
             stub.GetTable(table_pb2.GetTableRequest(table_id=table_id), metadata=player),
             stub.SubmitAction(
                 table_pb2.SubmitActionRequest(
@@ -182,6 +183,7 @@ async def test_malformed_protobuf_bytes_are_invalid_argument(nats_server: NatsSe
         running_node(settings(nats_server, "limits-bytes")) as node,
         grpc.aio.insecure_channel(node.address) as channel,
     ):
+        submit: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         submit = channel.unary_unary("/masa.table.v1.TableService/SubmitAction")
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await submit(b"\x0a\xff\xff\xff\x0fnot a message", metadata=metadata("ayse"))
@@ -198,7 +200,7 @@ def _meld_of(cards: int) -> action_pb2.Action:
 
 
 async def _submit(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, action: action_pb2.Action
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, action: action_pb2.Action
 ) -> grpc.aio.AioRpcError:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await stub.SubmitAction(

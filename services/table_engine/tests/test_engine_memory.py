@@ -5,7 +5,7 @@ cycles only a full garbage collection frees, which the engine makes rare)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import grpc
@@ -82,6 +82,7 @@ async def test_a_thousand_refused_requests_leave_rss_within_a_small_bound(
         async def refuse(number: int) -> None:
             # Each with its own request id, so that each refusal is kept for retries.
             kind = number % 3
+            call: Awaitable[object]
             if kind == 0:
                 call = stub.SubmitAction(
                     table_pb2.SubmitActionRequest(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -33,7 +33,7 @@ from engine_support import (
     table_stub,
     wait_until,
 )
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
@@ -42,7 +42,7 @@ from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
 from masa_platform.keys import load_mac_keys
 from masa_platform.signing import SEAL, Sealer
-from masa_platform.testing import NatsServer, keyring
+from masa_platform.testing import HealthStub, NatsServer, keyring
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.convert import entry_to_log, input_from_log
 from masa_table_engine.adapters.jetstream import (
@@ -65,14 +65,14 @@ BACK_WITHIN_SECONDS = 2.0
 
 
 @pytest.fixture
-def nats(tmp_path: Path) -> AsyncIterator[NatsServer]:
+def nats(tmp_path: Path) -> Iterator[NatsServer]:
     """A server of the test's own, since the test stalls or kills it."""
     with NatsServer(tmp_path / "nats", secure=True) as server:
         yield server
 
 
 async def _next_move(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, request_id: str
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, request_id: str
 ) -> tuple[int, table_pb2.SubmitActionRequest]:
     """The seat on turn and a legal move for it, from a fresh view.
 
@@ -94,7 +94,10 @@ async def _next_move(
 
 
 async def _move(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, request_id: str, timeout: float = 30.0
+    stub: table_pb2_grpc.TableServiceAsyncStub,
+    table_id: str,
+    request_id: str,
+    timeout: float = 30.0,
 ) -> table_pb2.SubmitActionResponse:
     """One legal move of the human seat on turn."""
     turn, request = await _next_move(stub, table_id, request_id)
@@ -102,13 +105,13 @@ async def _move(
 
 
 async def _submit(
-    stub: table_pb2_grpc.TableServiceStub, move: table_pb2.SubmitActionRequest, player: str
+    stub: table_pb2_grpc.TableServiceAsyncStub, move: table_pb2.SubmitActionRequest, player: str
 ) -> table_pb2.SubmitActionResponse:
     return await stub.SubmitAction(move, metadata=metadata(player), timeout=30)
 
 
 async def _seconds_until_a_move_is_taken(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str
 ) -> float:
     """Try a move every few milliseconds from now on; how long until one was accepted."""
     started = time.monotonic()
@@ -133,9 +136,7 @@ async def _seconds_until_a_move_is_taken(
 async def _health(address: str) -> int:
     async with grpc.aio.insecure_channel(address) as channel:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=1.0
-            )
+            reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
         except grpc.aio.AioRpcError:
             return -1
         status: int = reply.status

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 import pytest
 from engine_support import (
@@ -27,7 +27,7 @@ from engine_support import (
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import table_pb2
 from masa_platform.settings import SettingsError, load_settings
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, next_message
 from masa_rules.table_config import MAX_TURN_SECONDS, GameKind, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.memory import (
     MemoryBus,
@@ -75,7 +75,7 @@ async def test_P12_200_reconnects_of_a_seated_player_write_at_most_two_seat_chan
         request = table_pb2.WatchTableRequest(table_id=table_id)
         for _ in range(200):
             call = stub.WatchTable(request, metadata=metadata("ayse"))
-            view = (await call.read()).seat_view
+            view = (await next_message(call, table_pb2.WatchTableResponse)).seat_view
             assert view.table.seats[0].connected
             call.cancel()
 
@@ -195,7 +195,7 @@ def _changes(bus: MemoryBus, table_id: str) -> list[tuple[float, SeatChanged]]:
     return [(e.at, e.input) for e in _entries(bus, table_id) if isinstance(e.input, SeatChanged)]
 
 
-async def _opened(tables: Tables, table_id: str, seat: int) -> AsyncIterator[WatchItem]:
+async def _opened(tables: Tables, table_id: str, seat: int) -> AsyncGenerator[WatchItem, None]:
     """A player's stream of ``seat``, open once its first item (the view) is read."""
     stream = tables.get(table_id).watch(seat, as_player=True, after_sequence=None)
     await anext(stream)

@@ -26,7 +26,7 @@ from engine_support import (
     table_stub,
     wait_until,
 )
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
@@ -34,7 +34,7 @@ from masa_client.client import sequence_of
 from masa_platform.errors import error_info
 from masa_platform.quotas import CALLER_STREAMS
 from masa_platform.settings import QuotaSettings
-from masa_platform.testing import NatsServer
+from masa_platform.testing import HealthStub, NatsServer, next_message
 from masa_table_engine.adapters.grpc_api import TABLE_SPECTATORS, WATCH_BACKLOG
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -57,7 +57,7 @@ def node_settings(server: NatsServer, name: str, **overrides: Any) -> EngineSett
 
 
 def watch(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, who: str, **fields: Any
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, who: str, **fields: Any
 ) -> grpc.aio.UnaryStreamCall[table_pb2.WatchTableRequest, table_pb2.WatchTableResponse]:
     request = table_pb2.WatchTableRequest(table_id=table_id, **fields)
     return stub.WatchTable(request, metadata=metadata(who))
@@ -66,22 +66,22 @@ def watch(
 async def opened(call: grpc.aio.UnaryStreamCall[Any, table_pb2.WatchTableResponse]) -> bool:
     """Whether the watch opened (its first view came), or was refused."""
     try:
-        return (await call.read()).WhichOneof("payload") is not None
+        return (await next_message(call, table_pb2.WatchTableResponse)).WhichOneof(
+            "payload"
+        ) is not None
     except grpc.aio.AioRpcError:
         return False
 
 
 async def refusal(call: grpc.aio.Call) -> tuple[grpc.StatusCode, str, dict[str, str]]:
-    info = error_info(await rpc_status.aio.from_call(call))  # type: ignore[arg-type]
+    info = error_info(await rpc_status.aio.from_call(call))
     assert info is not None
     return await call.code(), info.reason, dict(info.metadata)
 
 
 async def health(address: str) -> int:
     async with grpc.aio.insecure_channel(address) as channel:
-        reply = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(), timeout=5
-        )
+        reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
     return int(reply.status)
 
 
@@ -178,7 +178,7 @@ async def test_a_watcher_that_does_not_read_is_let_go_and_resumes_after_its_last
         tight = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
         async with grpc.aio.insecure_channel(node.address, options=tight) as channel:
             slow = watch(table_pb2_grpc.TableServiceStub(channel), table_id, "kibitzer")
-            received = [await slow.read()]
+            received = [await next_message(slow, table_pb2.WatchTableResponse)]
 
             async def finished() -> bool:
                 return await game_finished(nats_server, table_id) is not None
@@ -212,4 +212,4 @@ async def _read(
         message = await call.read()
     except grpc.aio.AioRpcError:
         return None
-    return None if message is grpc.aio.EOF else message
+    return message if isinstance(message, table_pb2.WatchTableResponse) else None

@@ -38,10 +38,10 @@ from engine_support import (
     table_stub,
     wait_until,
 )
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.bus import KvBucket
-from masa_platform.testing import NatsServer, free_port
+from masa_platform.testing import HealthStub, NatsServer, free_port
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import INDEX_BUCKET, LEASE_BUCKET
 from masa_table_engine.bootstrap import Node
@@ -82,7 +82,7 @@ def _engine(server: NatsServer, tmp_path: Path) -> EngineProcess:
 
 
 async def _play(
-    stub: table_pb2_grpc.TableServiceStub, table_id: str, moves: int, round_number: int = -1
+    stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str, moves: int, round_number: int = -1
 ) -> None:
     for number in range(moves):
         public = (await get_view(stub, table_id, PLAYERS[0])).seat_view
@@ -99,7 +99,7 @@ async def _play(
         )
 
 
-async def _sequences(stub: table_pb2_grpc.TableServiceStub, tables: list[str]) -> list[int]:
+async def _sequences(stub: table_pb2_grpc.TableServiceAsyncStub, tables: list[str]) -> list[int]:
     return [
         (await get_view(stub, table_id, PLAYERS[0])).seat_view.table.table.sequence
         for table_id in tables
@@ -231,7 +231,7 @@ async def test_tables_killed_in_the_middle_of_play_are_all_served_after_each_res
                 assert served or over, f"round {round_number}: {table_id} is not served"
 
 
-async def _served(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> bool:
+async def _served(stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str) -> bool:
     try:
         await stub.GetTable(table_pb2.GetTableRequest(table_id=table_id), metadata=ADMIN_TOKEN)
     except grpc.aio.AioRpcError:
@@ -303,9 +303,7 @@ async def test_health_answers_not_serving_while_the_tables_come_back(
 async def _health(address: str) -> int | None:
     async with grpc.aio.insecure_channel(address) as channel:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=0.5
-            )
+            reply = await HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
         except grpc.aio.AioRpcError:
             return None
         status: int = reply.status

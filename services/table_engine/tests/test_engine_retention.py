@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import grpc.aio
 from engine_support import (
@@ -262,7 +263,7 @@ async def test_a_voided_table_is_swept_and_one_whose_result_was_set_aside_is_kep
         bots = elevator_config([seat(0), seat(1), seat(2)])
         refused = await create_table(stub, bots)
         for table_id in (voided, refused):
-            await wait_until(lambda t=table_id: _closed(nats, t), what=f"the end of {table_id}")
+            await wait_until(partial(_closed, nats, table_id), what=f"the end of {table_id}")
 
         def refuse(message: Msg) -> bool:
             return message.subject == result_subject(refused)

@@ -88,11 +88,11 @@ async def test_a_rolling_restart_loses_no_action_and_stalls_no_table(nats: NatsS
             await node.stop(0.1)
     stalls: list[float] = []
     baseline = 0.0
-    for table_id, player in zip(tables, seats, strict=True):
+    for table_id, roaming in zip(tables, seats, strict=True):
         entries = await log_entries(nats, table_id)
         assert [e.sequence for e in entries] == list(range(1, len(entries) + 1))
         logged = [e.action_applied.request_id for e in entries if e.action_applied.request_id]
-        for request_id in player.acknowledged:
+        for request_id in roaming.acknowledged:
             assert logged.count(request_id) == 1, (table_id, request_id)
         finished = [r for r in await results(nats, table_id) if r.HasField("game_finished")]
         assert len(finished) == 1, table_id

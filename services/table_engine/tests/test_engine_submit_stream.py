@@ -35,7 +35,12 @@ from masa_wire.elevator import action_to_proto, state_from_seat_view
 class _Stream:
     """One SubmitActions call, a move out and its answer back."""
 
-    def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
+    def __init__(
+        self,
+        call: grpc.aio.StreamStreamCall[
+            table_pb2.SubmitActionsRequest, table_pb2.SubmitActionsResponse
+        ],
+    ) -> None:
         self.call = call
 
     async def send(self, move: table_pb2.SubmitActionRequest) -> table_pb2.SubmitActionsResponse:
@@ -139,6 +144,7 @@ async def test_a_message_that_does_not_decode_ends_the_stream_as_a_bad_request(
         running_node(settings(nats_server, "garbage")) as node,
         grpc.aio.insecure_channel(node.address) as channel,
     ):
+        raw: grpc.aio.StreamStreamMultiCallable[bytes, bytes]
         raw = channel.stream_stream("/masa.table.v1.TableService/SubmitActions")
         call = raw(metadata=metadata("cem"))
         await call.write(b"\xff\xff\xff")

@@ -15,10 +15,9 @@ from engine_support import (
     settings,
     table_stub,
 )
-from grpc_status import rpc_status
 from masa.table.v1 import table_pb2
 from masa_client.client import TableClient
-from masa_platform.errors import error_info
+from masa_platform.errors import rpc_error_info
 from masa_platform.testing import NatsServer
 from masa_platform.testing import token as mint
 
@@ -40,7 +39,7 @@ async def test_the_node_without_the_table_points_to_its_owner_and_the_sdk_follow
                     table_pb2.GetTableRequest(table_id=table_id), metadata=metadata("ayse")
                 )
             assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-            info = error_info(rpc_status.from_call(refused.value))
+            info = rpc_error_info(refused.value)
             assert info is not None
             assert info.reason == "TABLE_MOVED"
             assert info.metadata["owner_address"] == owner.address

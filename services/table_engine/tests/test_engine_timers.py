@@ -15,7 +15,7 @@ from engine_support import (
     wait_until,
 )
 from masa.table.v1 import event_pb2, table_pb2
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, next_message
 
 
 def _events(messages: list[table_pb2.WatchTableResponse]) -> list[event_pb2.TableEvent]:
@@ -109,17 +109,17 @@ async def test_a_dropped_player_who_comes_back_in_time_keeps_the_seat(
         spectator = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("kibitzer")
         )
-        first = await spectator.read()
+        first = await next_message(spectator, table_pb2.WatchTableResponse)
         assert first.WhichOneof("payload") == "spectator_view"
         watch = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("ayse")
         )
-        snapshot = await watch.read()
+        snapshot = await next_message(watch, table_pb2.WatchTableResponse)
         assert snapshot.seat_view.table.seats[0].connected
         watch.cancel()
         changes: list[event_pb2.SeatConnectionChanged] = []
         while len(changes) < 2:
-            message = await spectator.read()
+            message = await next_message(spectator, table_pb2.WatchTableResponse)
             changes += [
                 e.seat_connection_changed
                 for e in message.update.events
@@ -130,7 +130,7 @@ async def test_a_dropped_player_who_comes_back_in_time_keeps_the_seat(
         again = stub.WatchTable(
             table_pb2.WatchTableRequest(table_id=table_id), metadata=metadata("ayse")
         )
-        view = (await again.read()).seat_view
+        view = (await next_message(again, table_pb2.WatchTableResponse)).seat_view
         assert view.table.seats[0].connected and not view.table.seats[0].forfeited
         again.cancel()
         spectator.cancel()

@@ -27,7 +27,7 @@ from masa.common.v1 import game_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_client.client import TableClient, sequence_of
 from masa_client.errors import MasaCallError
-from masa_platform.testing import NatsServer
+from masa_platform.testing import NatsServer, next_message
 from masa_platform.testing import token as mint
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
@@ -40,7 +40,7 @@ def _idle_table() -> game_pb2.TableConfig:
     return elevator_config([seat(n, name) for n, name in enumerate(PLAYERS)], turn_seconds=60)
 
 
-async def _move(stub: table_pb2_grpc.TableServiceStub, table_id: str) -> int:
+async def _move(stub: table_pb2_grpc.TableServiceAsyncStub, table_id: str) -> int:
     """One move by whoever's turn it is (each with a long-lived token); the new sequence."""
     for player in PLAYERS:
         view = (await get_view(stub, table_id, player)).seat_view
@@ -78,7 +78,7 @@ async def test_a_watch_ends_with_token_expired_when_its_token_does_while_nothing
             table_pb2.WatchTableRequest(table_id=table_id),
             metadata=(("authorization", f"Bearer {token}"),),
         )
-        first = await call.read()
+        first = await next_message(call, table_pb2.WatchTableResponse)
         assert first.WhichOneof("payload") in ("seat_view", "spectator_view")
         with pytest.raises(grpc.aio.AioRpcError) as ended:
             async with asyncio.timeout(6.0):
