@@ -71,7 +71,9 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
     deadline = time.monotonic() + READY_SECONDS
     while not state_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
+            # The launcher may have ended already, its process group with it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             stderr = process.communicate()[1]
             raise RuntimeError(f"the stack did not start: {stderr}\n{_story(printed, run_dir)}")
         time.sleep(0.05)

@@ -27,6 +27,7 @@ not (the generated health stub's methods, a stream's ``read()``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import os
@@ -176,10 +177,19 @@ def free_port(host: str = "127.0.0.1") -> int:
     ports = _test_ports()
     if not ports:
         return _bound(host, 0)
+    # A port handed out a moment ago may not be bound yet (a launcher picks every port of its
+    # stack before it starts any service): it is not handed out again while still recent.
     for port in random.sample(ports, len(ports)):
+        if port in _handed_out:
+            continue
         with contextlib.suppress(OSError):
-            return _bound(host, port)
+            _handed_out.append(_bound(host, port))
+            return port
     raise RuntimeError(f"no free port in MASA_TEST_PORTS ({ports.start}-{ports.stop - 1})")
+
+
+# The ports free_port handed out last, in this process.
+_handed_out: collections.deque[int] = collections.deque(maxlen=64)
 
 
 @functools.cache
