@@ -12,7 +12,8 @@ table). The rules (seat counts, options, chips, payout tables) are judged by
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Final, TypeVar
 
 from google.protobuf import duration_pb2
 from masa.common.v1 import chips_pb2, game_pb2
@@ -29,6 +30,8 @@ from masa_rules.table_config import (
 )
 
 from masa_wire.errors import WireError
+
+T = TypeVar("T")
 
 __all__ = [
     "bot_level_from_proto",
@@ -85,15 +88,20 @@ _KINDS: Final = {SeatKind.HUMAN: game_pb2.SEAT_KIND_HUMAN, SeatKind.BOT: game_pb
 _KIND_OF: Final[dict[int, SeatKind]] = {value: key for key, value in _KINDS.items()}
 
 
+def _known(table: Mapping[int, T], value: int, refusal: str) -> T:
+    """What ``value`` names in ``table``; a value it does not name is malformed."""
+    found = table.get(value)
+    if found is None:
+        raise WireError(refusal, _MALFORMED)
+    return found
+
+
 def game_to_proto(game: GameKind) -> game_pb2.GameKind.ValueType:
     return _GAMES[game]
 
 
 def game_from_proto(value: int) -> GameKind:
-    game = _GAME_OF.get(value)
-    if game is None:
-        raise WireError("the game must be fiftyone or elevator", _MALFORMED)
-    return game
+    return _known(_GAME_OF, value, "the game must be fiftyone or elevator")
 
 
 def preset_to_proto(preset: str) -> game_pb2.Preset.ValueType:
@@ -106,10 +114,7 @@ def preset_to_proto(preset: str) -> game_pb2.Preset.ValueType:
 
 def preset_from_proto(value: int) -> str:
     """The preset's name; "" when the message names none."""
-    preset = _PRESET_OF.get(value)
-    if preset is None:
-        raise WireError(f"unknown preset {value}", _MALFORMED)
-    return preset
+    return _known(_PRESET_OF, value, f"unknown preset {value}")
 
 
 def mode_to_proto(mode: Mode) -> game_pb2.Mode.ValueType:
@@ -118,10 +123,7 @@ def mode_to_proto(mode: Mode) -> game_pb2.Mode.ValueType:
 
 def mode_from_proto(value: int) -> Mode:
     """The mode; unspecified is singles."""
-    mode = _MODE_OF.get(value)
-    if mode is None:
-        raise WireError(f"unknown mode {value}", _MALFORMED)
-    return mode
+    return _known(_MODE_OF, value, f"unknown mode {value}")
 
 
 def bot_level_to_proto(level: BotLevel) -> game_pb2.BotLevel.ValueType:
@@ -130,10 +132,7 @@ def bot_level_to_proto(level: BotLevel) -> game_pb2.BotLevel.ValueType:
 
 def bot_level_from_proto(value: int) -> BotLevel:
     """The level; unspecified is normal."""
-    level = _LEVEL_OF.get(value)
-    if level is None:
-        raise WireError(f"unknown bot level {value}", _MALFORMED)
-    return level
+    return _known(_LEVEL_OF, value, f"unknown bot level {value}")
 
 
 def payout_to_proto(rule: PayoutRule) -> chips_pb2.PayoutRule:
