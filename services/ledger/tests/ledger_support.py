@@ -76,13 +76,14 @@ class RecordedMetrics:
 
 
 @asynccontextmanager
-async def postgres_schema() -> AsyncIterator[str]:
-    """A DSN whose search path is a fresh schema, dropped afterwards."""
+async def postgres_schema(options: str = "") -> AsyncIterator[str]:
+    """A DSN whose search path is a fresh schema, dropped afterwards; ``options`` adds
+    server settings to its sessions (``-cname=value``)."""
     schema = f"ledger_test_{uuid.uuid4().hex[:16]}"
     async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as admin:
         await admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        yield make_conninfo(POSTGRES_DSN, options=f"-csearch_path={schema}")
+        yield make_conninfo(POSTGRES_DSN, options=f"-csearch_path={schema} {options}".strip())
     finally:
         async with await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as admin:
             await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -90,7 +91,7 @@ async def postgres_schema() -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def open_store(
-    backend: str, directory: Path, *, pool_size: int = 10
+    backend: str, directory: Path, *, pool_size: int = 10, pg_options: str = ""
 ) -> AsyncIterator[SqlStore]:
     if backend == "sqlite":
         store: SqlStore = await SqliteStore.open(directory / f"ledger-{uuid.uuid4().hex[:8]}.db")
@@ -99,7 +100,7 @@ async def open_store(
         finally:
             await store.close()
         return
-    async with postgres_schema() as dsn:
+    async with postgres_schema(pg_options) as dsn:
         pg = await PostgresStore.open(dsn, min_size=1, max_size=pool_size)
         try:
             yield pg

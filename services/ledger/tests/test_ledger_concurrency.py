@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 from ledger_support import BACKENDS, Clock, assert_consistent, make_ledger, open_store, result
+from masa_ledger.adapters.convert import encode_event
 from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.ports import InboxOutcome, Tx
+from masa_ledger.app.settlement import SettleRequest, settle_games
+from masa_ledger.app.unit_of_work import UnitOfWork
 from masa_ledger.domain.errors import Refused
 from masa_ledger.domain.model import HOUSE, GameKey
 from masa_rules.table_config import PayoutRule
@@ -71,6 +75,52 @@ async def test_p31_fifty_concurrent_games_on_eight_wallets_lose_no_chip(
         assert (await ledger.account(HOUSE)).balance == 50 * 12
         assert ("settle", "ok") in metrics.operations
         assert metrics.operations.count(("settle", "ok")) == 50
+        await assert_consistent(store)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_p31_a_repeat_waiting_behind_its_settlement_is_already_closed_not_rejected(
+    backend: str, tmp_path: Path
+) -> None:
+    """A repeat of a result that waits for the game's locks while the first settles it finds
+    the game closed. (On PostgreSQL one locking query over a join dropped the escrow that
+    changed while it waited, so the repeat found no escrow and refused a paid game; the
+    planner chose that plan under load, and here it is made to, with hash joins off.)"""
+    no_hash_joins = "-cenable_hashjoin=off -cenable_mergejoin=off"
+    async with open_store(backend, tmp_path, pg_options=no_hash_joins) as store:
+        clock = Clock()
+        ledger, _ = make_ledger(store, clock)
+        players = PLAYERS[:2]
+        for player in players:
+            await ledger.grant(f"w-{player}", player, 1_000, "")
+        holds = await ledger.hold_stakes(
+            [StakeRequest(hold_id=f"h-{p}", player_id=p, amount=100) for p in players]
+        )
+        ids = [hold.hold_id for hold in holds]
+        await ledger.bind_holds("t1", 1, 100, ids)
+        finished = result(
+            GameKey(table_id="t1", game_no=1),
+            100,
+            [(seat, p, seat + 1, ids[seat]) for seat, p in enumerate(players)],
+        )
+        locked, release = asyncio.Event(), asyncio.Event()
+
+        async def first(tx: Tx) -> None:
+            unit = UnitOfWork(tx, at=clock(), encode=encode_event)
+            await settle_games(unit, [SettleRequest(result=finished, from_event=True)])
+            locked.set()
+            await release.wait()  # the repeat starts and waits for the game's locks
+            await tx.apply(unit.change())
+
+        settling = asyncio.create_task(store.transact(first))
+        await locked.wait()
+        repeat = asyncio.create_task(ledger.on_result(finished))
+        await asyncio.sleep(0.3)
+        release.set()
+        await settling
+        assert await repeat is InboxOutcome.ALREADY_CLOSED
+        winner = await ledger.wallet(players[0])
+        assert (winner.balance, winner.held) == (1_100, 0)
         await assert_consistent(store)
 
 

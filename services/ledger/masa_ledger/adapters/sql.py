@@ -234,20 +234,27 @@ class SqlTx(Tx):
     async def lock_games(
         self, keys: Collection[GameKey], *, also: Collection[str] = ()
     ) -> dict[str, Account]:
+        # Two statements, not one lock over a join: at READ COMMITTED, PostgreSQL re-checks a
+        # row another transaction changed while this one waited for it against that join's old
+        # rows, and silently drops it (a repeat of a result, waiting behind its settlement,
+        # would find no escrow and refuse a paid game). The escrows (and ``also``) are locked
+        # by id first; while they are held no bound hold of these games can change, so their
+        # wallets, read next, are the right ones. Escrows sort before the house and the
+        # wallets, so the global account-id order still holds.
         games = sorted({(key.table_id, key.game_no) for key in keys})
         named = sorted({escrow_id(*game) for game in games} | set(also))
+        locked = await self.lock_accounts(named)
         if not games:
-            return await self.lock_accounts(named)
+            return locked
         pairs = ", ".join(["(%s, %s)"] * len(games))
-        values = ", ".join(["(%s)"] * len(named))
         rows = await self._ex.fetch(
-            f"SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE account_id IN ("
-            "SELECT account_id FROM holds WHERE state = 'bound' "
-            f"AND (table_id, game_no) IN ({pairs}) UNION ALL VALUES {values}) "
-            f"ORDER BY account_id{self._for_update}",
-            [*(value for game in games for value in game), *named],
+            "SELECT DISTINCT account_id FROM holds WHERE state = 'bound' "
+            f"AND (table_id, game_no) IN ({pairs})",
+            [value for game in games for value in game],
         )
-        return {row[0]: account_from_row(row) for row in rows}
+        wallets = sorted({str(row[0]) for row in rows} - set(named))
+        locked.update(await self.lock_accounts(wallets))
+        return locked
 
     async def holds(self, hold_ids: Collection[str], *, lock: bool = False) -> dict[str, Hold]:
         ids = sorted(set(hold_ids))

@@ -187,8 +187,8 @@ class Tx(Protocol):
     async def lock_games(
         self, keys: Collection[GameKey], *, also: Collection[str] = ()
     ) -> dict[str, Account]:
-        """Lock, in one go and in account-id order, the escrows of the games that exist, the
-        wallets of the holds bound to them and the accounts of ``also``; returns them."""
+        """Lock, in account-id order, the escrows of the games that exist and the accounts of
+        ``also``, then the wallets of the holds bound to those games; returns them all."""
         ...
 
     async def holds(self, hold_ids: Collection[str], *, lock: bool = False) -> dict[str, Hold]:
