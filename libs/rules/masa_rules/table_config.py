@@ -34,6 +34,8 @@ masa_rules.errors.RuleViolation: P-30: a place's share never grows from one plac
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -52,6 +54,7 @@ __all__ = [
     "MAX_TURN_SECONDS",
     "MIN_TURN_SECONDS",
     "BotLevel",
+    "GameCheck",
     "GameKind",
     "GameOptions",
     "Mode",
@@ -62,6 +65,8 @@ __all__ = [
     "check_payout",
     "check_table_config",
     "fiftyone_rules",
+    "hosted_games",
+    "register_game",
 ]
 
 # P-30: shares and the rake are in basis points of the pot; 10000 is all of it.
@@ -80,6 +85,9 @@ MAX_STAKE: Final = 10**12
 
 
 class GameKind(StrEnum):
+    """The games masa ships. A table's ``game`` is a game's registered name: one of these, or
+    a game a plugin registers with :func:`register_game`."""
+
     FIFTYONE = "fiftyone"
     ELEVATOR = "elevator"
 
@@ -154,7 +162,8 @@ class TableConfig:
     ``preset`` names a 51 preset (empty is salon, the platform default); Elevator has none.
     """
 
-    game: GameKind
+    # A registered game's name (:func:`register_game`): a GameKind, or a plugin's game.
+    game: str
     seats: tuple[SeatConfig, ...]
     turn_seconds: float
     preset: str = ""
@@ -215,10 +224,10 @@ def check_table_config(config: TableConfig) -> None:
         )
     _check_chips(config)
     check_payout(config.payout, places=len(config.seats))
-    if config.game is GameKind.FIFTYONE:
-        _check_fiftyone(config)
-    else:
-        _check_elevator(config)
+    check = _GAMES.get(config.game)
+    if check is None:
+        raise RuleViolation("P-2", f"{config.game} tables are not hosted")
+    check(config)
 
 
 def fiftyone_rules(preset: str, options: GameOptions) -> tuple[RuleSet, int | None]:
@@ -295,3 +304,36 @@ def _check_elevator(config: TableConfig) -> None:
     if options.escalating_threshold is not None:
         raise RuleViolation("E-1", "Elevator has no opening threshold")
     ElevatorRules(decks=options.decks).check_players(len(config.seats))
+
+
+# What a game checks of a table's configuration beyond what every table must be: its preset,
+# options, mode and seat count. Raises RuleViolation naming the rule.
+GameCheck = Callable[[TableConfig], None]
+
+_NAME: Final = re.compile(r"[a-z][a-z0-9_]{1,31}")
+_GAMES: dict[str, GameCheck] = {
+    GameKind.FIFTYONE: _check_fiftyone,
+    GameKind.ELEVATOR: _check_elevator,
+}
+
+
+def register_game(name: str, check: GameCheck) -> None:
+    """Host the game ``name`` (lower-case letters, digits and ``_``, 2 to 32 characters): its
+    tables are checked by ``check``. The rules layer's one registry of games; registering a
+    name twice is a mistake, not a replacement.
+
+    >>> register_game("fiftyone", _check_fiftyone)
+    Traceback (most recent call last):
+    ...
+    ValueError: the game fiftyone is registered already
+    """
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"a game's name is 2-32 lower-case letters, digits or _: {name!r}")
+    if name in _GAMES:
+        raise ValueError(f"the game {name} is registered already")
+    _GAMES[name] = check
+
+
+def hosted_games() -> tuple[str, ...]:
+    """The names of every registered game, the shipped ones first."""
+    return tuple(_GAMES)

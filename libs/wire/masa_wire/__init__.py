@@ -9,6 +9,8 @@ spectator).
 - :mod:`masa_wire.elevator`: Elevator actions, events per viewer and views (rules.md §3);
 - :mod:`masa_wire.fiftyone`: 51 actions, events per viewer, lossless seat views and lobby rules
   (rules.md §2);
+- :mod:`masa_wire.games`: the registry of games' conversions, by game name, which services and
+  clients convert a game's states, actions and events through;
 - :mod:`masa_wire.table_config`: a table's configuration (``masa_rules.table_config``): game,
   preset, mode, seats, bot levels, options and payout rule (P-1, P-2, P-30);
 - :class:`WireError`: input that is not a valid message (a bad request, never a rule).

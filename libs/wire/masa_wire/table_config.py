@@ -27,6 +27,7 @@ from masa_rules.table_config import (
     SeatConfig,
     SeatKind,
     TableConfig,
+    hosted_games,
 )
 
 from masa_wire.errors import WireError
@@ -55,11 +56,11 @@ __all__ = [
 
 _MALFORMED: Final = "BAD_REQUEST"
 
-_GAMES: Final = {
+_GAMES: Final[dict[str, game_pb2.GameKind.ValueType]] = {
     GameKind.FIFTYONE: game_pb2.GAME_KIND_FIFTYONE,
     GameKind.ELEVATOR: game_pb2.GAME_KIND_ELEVATOR,
 }
-_GAME_OF: Final[dict[int, GameKind]] = {value: key for key, value in _GAMES.items()}
+_GAME_OF: Final[dict[int, GameKind]] = {value: GameKind(key) for key, value in _GAMES.items()}
 _PRESETS: Final = {
     "": game_pb2.PRESET_UNSPECIFIED,
     "classic": game_pb2.PRESET_CLASSIC,
@@ -96,8 +97,10 @@ def _known(table: Mapping[int, T], value: int, refusal: str) -> T:
     return found
 
 
-def game_to_proto(game: GameKind) -> game_pb2.GameKind.ValueType:
-    return _GAMES[game]
+def game_to_proto(game: str) -> game_pb2.GameKind.ValueType:
+    """The enum value of a shipped game; GAME_KIND_UNSPECIFIED for a plugin's, which the
+    message names in ``game_name``."""
+    return _GAMES.get(game, game_pb2.GAME_KIND_UNSPECIFIED)
 
 
 def game_from_proto(value: int) -> GameKind:
@@ -146,10 +149,13 @@ def payout_from_proto(message: chips_pb2.PayoutRule) -> PayoutRule:
     return PayoutRule(message.rake_basis_points, tuple(message.place_shares))
 
 
-def options_to_proto(game: GameKind, options: GameOptions) -> game_pb2.GameOptions:
-    """The options of ``game``'s arm, set even when every option keeps its default."""
+def options_to_proto(game: str, options: GameOptions) -> game_pb2.GameOptions:
+    """The options of ``game``'s arm, set even when every option keeps its default; none for
+    a plugin's game, which has no options."""
     message = game_pb2.GameOptions()
-    if game is GameKind.ELEVATOR:
+    if game not in _GAMES:
+        return message
+    if game == GameKind.ELEVATOR:
         message.elevator.SetInParent()
         if options.decks is not None:
             message.elevator.decks = options.decks
@@ -165,13 +171,13 @@ def options_to_proto(game: GameKind, options: GameOptions) -> game_pb2.GameOptio
     return message
 
 
-def options_from_proto(message: game_pb2.GameOptions, game: GameKind) -> GameOptions:
+def options_from_proto(message: game_pb2.GameOptions, game: str) -> GameOptions:
     """The options of ``game``; the other game's arm is refused, no arm keeps every default."""
     which = message.WhichOneof("game")
-    if which == "elevator" and game is GameKind.ELEVATOR:
+    if which == "elevator" and game == GameKind.ELEVATOR:
         elevator = message.elevator
         return GameOptions(decks=elevator.decks if elevator.HasField("decks") else None)
-    if which == "fiftyone" and game is GameKind.FIFTYONE:
+    if which == "fiftyone" and game == GameKind.FIFTYONE:
         fiftyone = message.fiftyone
         return GameOptions(
             open_threshold=(
@@ -185,7 +191,7 @@ def options_from_proto(message: game_pb2.GameOptions, game: GameKind) -> GameOpt
             ),
         )
     if which is not None:
-        raise WireError(f"{which} options do not fit a {game.value} table", _MALFORMED)
+        raise WireError(f"{which} options do not fit a {game} table", _MALFORMED)
     return GameOptions()
 
 
@@ -226,7 +232,8 @@ def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
     turn_time = duration_pb2.Duration()
     turn_time.FromNanoseconds(round(config.turn_seconds * 1e9))
     return game_pb2.TableConfig(
-        game=_GAMES[config.game],
+        game=game_to_proto(config.game),
+        game_name="" if config.game in _GAMES else config.game,
         preset=preset_to_proto(config.preset),
         mode=_MODES[config.mode],
         options=options_to_proto(config.game, config.options),
@@ -241,11 +248,11 @@ def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
 def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float) -> TableConfig:
     """The configuration a message describes; ``default_turn_seconds`` when it sets no turn
     time. A 51 table without a preset is salon; an Elevator table with one is refused (P-2)."""
-    game = game_from_proto(message.game)
+    game = _game_of(message)
     preset = preset_from_proto(message.preset)
-    if game is GameKind.ELEVATOR and preset:
-        raise WireError("Elevator has no presets", "P-2")
-    if game is GameKind.FIFTYONE and not preset:
+    if game != GameKind.FIFTYONE and preset:
+        raise WireError(f"{game} has no presets", "P-2")
+    if game == GameKind.FIFTYONE and not preset:
         preset = DEFAULT_PRESET
     mode = mode_from_proto(message.mode)
     seats = tuple(seat_from_proto(seat) for seat in message.seats)
@@ -265,3 +272,15 @@ def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float
         lobby_id=message.lobby_id,
         payout=payout_from_proto(message.payout),
     )
+
+
+def _game_of(message: game_pb2.TableConfig) -> str:
+    """The game a configuration names: a shipped game by its kind, or a plugin's registered
+    game by its name (never both)."""
+    if not message.game_name:
+        return game_from_proto(message.game)
+    if message.game != game_pb2.GAME_KIND_UNSPECIFIED:
+        raise WireError("a configuration names its game by kind or by name, not both", _MALFORMED)
+    if message.game_name not in hosted_games() or message.game_name in _GAMES:
+        raise WireError(f"no game named {message.game_name[:32]!r} is hosted here", "P-2")
+    return message.game_name

@@ -45,7 +45,11 @@ async def bot(registry: CollectorRegistry) -> AsyncIterator[bot_pb2_grpc.BotServ
 
 
 def seat_view(state: State, seat: int) -> view_pb2.SeatView:
-    table = view_pb2.TableView(seats=[view_pb2.SeatState(seat=s) for s in range(state.players)])
+    config = game_pb2.TableConfig(game=game_pb2.GAME_KIND_ELEVATOR)
+    table = view_pb2.TableView(
+        table=view_pb2.Table(config=config),
+        seats=[view_pb2.SeatState(seat=s) for s in range(state.players)],
+    )
     wire.fill_table_view(table, state)
     return wire.seat_view(table, state, seat)
 

@@ -19,12 +19,12 @@ from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
 from masa_rules.table_config import BotLevel
 from masa_wire import WireError
-from masa_wire import elevator as wire_elevator
-from masa_wire import fiftyone as wire_fiftyone
+from masa_wire.games import game_name, wire_for
 from masa_wire.table_config import bot_level_from_proto
 
 from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, NothingToDecide, decide_elevator, decide_fiftyone
+from masa_bot.domain import Decision, NothingToDecide
+from masa_bot.domain.games import decider_for
 
 __all__ = ["SERVICE_NAME", "BotServicer", "auth_policy", "registration"]
 
@@ -67,26 +67,21 @@ ProtoDecider = Callable[[BotLevel], Decision[action_pb2.Action]]
 
 
 def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
-    """The game's name (a metric label) and its decider, answering in protobuf."""
-    game = view.table.WhichOneof("game")
+    """The game's name (a metric label) and its decider, answering in protobuf: the game's
+    registered wire conversion and decider (``masa_bot.domain.games``)."""
+    game = game_name(view.table.table.config)
+    decide = decider_for(game)
+    if decide is None:
+        raise BadRequest(f"the bot plays no {game or 'unnamed game'} (P-2)", reason="P-2")
+    wire = wire_for(game)
+    state = wire.state_from_seat_view(view)
     seat = view.seat
-    if game == "elevator":
-        elevator_state = wire_elevator.state_from_seat_view(view)
 
-        def elevator(level: BotLevel) -> Decision[action_pb2.Action]:
-            chosen = decide_elevator(elevator_state, seat, level, seed)
-            return Decision(wire_elevator.action_to_proto(chosen.action), chosen.explanation)
+    def decider(level: BotLevel) -> Decision[action_pb2.Action]:
+        chosen = decide(state, seat, level, seed)
+        return Decision(wire.action_to_proto(chosen.action), chosen.explanation)
 
-        return game, elevator
-    if game == "fiftyone":
-        fiftyone_state = wire_fiftyone.state_from_seat_view(view)
-
-        def fiftyone(level: BotLevel) -> Decision[action_pb2.Action]:
-            chosen = decide_fiftyone(fiftyone_state, seat, level, seed)
-            return Decision(wire_fiftyone.action_to_proto(chosen.action), chosen.explanation)
-
-        return game, fiftyone
-    raise BadRequest("the observation holds no Elevator or 51 table")
+    return game, decider
 
 
 def registration(servicer: BotServicer) -> ServiceRegistration:

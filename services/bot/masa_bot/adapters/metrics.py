@@ -5,10 +5,9 @@ from __future__ import annotations
 from masa_rules.table_config import BotLevel
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-__all__ = ["GAMES", "PrometheusRecorder"]
+from masa_bot.domain.games import played
 
-# The games the bot plays, as the use case names them.
-GAMES = ("fiftyone", "elevator")
+__all__ = ["PrometheusRecorder"]
 
 # Decisions are sub-millisecond for Elevator and up to tens of milliseconds for a dense 51
 # hand; the budget fallback sits near one second.
@@ -34,7 +33,7 @@ class PrometheusRecorder:
         )
 
         # Every game and level from the start, so the dashboards read 0 rather than no data.
-        for game in GAMES:
+        for game in played():
             for level in BotLevel:
                 self._decisions.labels(game=game, level=level.value)
                 self._seconds.labels(game=game, level=level.value)

@@ -14,13 +14,11 @@ from masa.common.v1 import game_pb2
 from masa.events.v1 import table_log_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_platform.errors import BadRequest
-from masa_rules import elevator as elevator_engine
-from masa_rules import fiftyone as fiftyone_engine
 from masa_rules.table_config import Mode, SeatKind, TableConfig
 from masa_wire import WireError
 from masa_wire import elevator as elevator_wire
-from masa_wire import fiftyone as fiftyone_wire
 from masa_wire import table_config as table_config_wire
+from masa_wire.games import wire_for, wire_of, wire_of_action
 from masa_wire.table_config import bot_level_to_proto, config_to_proto, seat_kind_to_proto
 
 from masa_table_engine.domain.model import (
@@ -191,20 +189,17 @@ def standing_to_proto(standing: Standing) -> game_pb2.Standing:
 
 
 def spectator_view(
-    table: Table, owner_address: str, seen: fiftyone_engine.View | None = None
+    table: Table, owner_address: str, seen: object | None = None
 ) -> view_pb2.TableView:
-    """Everything public about the table (P-20); ``seen`` is a seat's view of a 51 game, when
-    the caller has computed it already (its public fields are everyone's)."""
+    """Everything public about the table (P-20); ``seen`` is what a seat may know of the game
+    (``GameWire.private_view``), when the caller has worked it out already (its public fields
+    are everyone's)."""
     view = view_pb2.TableView(
         table=table_to_proto(table, owner_address),
         seats=[_seat_state(table, seat) for seat in range(len(table.seats))],
         ranking=[standing_to_proto(standing) for standing in table.ranking],
     )
-    game = table.game
-    if isinstance(game, fiftyone_engine.State):
-        fiftyone_wire.fill_table_view(view, game, seen)
-    else:
-        elevator_wire.fill_table_view(view, _elevator(game))
+    wire_for(table.config.game).fill_table_view(view, table.game, seen)
     if table.finished:
         # An abandoned game stopped mid-turn; nobody is on turn at a table that ended.
         view.ClearField("turn_seat")
@@ -218,12 +213,9 @@ def spectator_view(
 
 
 def seat_view(table: Table, seat: int, owner_address: str) -> view_pb2.SeatView:
-    game = table.game
-    if isinstance(game, fiftyone_engine.State):
-        # The rules' view of a 51 game is the costly part of a view: made once, for both.
-        seen = fiftyone_engine.view(game, seat)
-        return fiftyone_wire.seat_view(spectator_view(table, owner_address, seen), game, seat, seen)
-    return elevator_wire.seat_view(spectator_view(table, owner_address), _elevator(game), seat)
+    wire = wire_for(table.config.game)
+    seen = wire.private_view(table.game, seat)
+    return wire.seat_view(spectator_view(table, owner_address, seen), table.game, seat, seen)
 
 
 def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
@@ -246,59 +238,25 @@ def _seat_state(table: Table, seat: int) -> view_pb2.SeatState:
     return state
 
 
-def _elevator(state: object) -> elevator_engine.State:
-    if not isinstance(state, elevator_engine.State):
-        raise TypeError(f"not a game state the table serves: {type(state).__name__}")
-    return state
-
-
 # --- actions -------------------------------------------------------------------------------
-
-_ELEVATOR_ACTIONS: Final = ("play", "pass_turn", "give_card")
-_FIFTYONE_ACTIONS: Final = (
-    fiftyone_engine.Draw,
-    fiftyone_engine.TakeDiscard,
-    fiftyone_engine.TakeBottom,
-    fiftyone_engine.LayDown,
-    fiftyone_engine.LayOff,
-    fiftyone_engine.RetrieveJoker,
-    fiftyone_engine.Discard,
-    fiftyone_engine.DeclarePairs,
-    fiftyone_engine.ShowPairs,
-    fiftyone_engine.ClaimBottom,
-    fiftyone_engine.Answer,
-)
 
 
 def action_from_proto(table: Table, message: action_pb2.Action, seat: int) -> object:
     """The engine action ``seat`` submits; raises ``BadRequest`` for a malformed one."""
     try:
-        game = table.game
-        if isinstance(game, fiftyone_engine.State):
-            return fiftyone_wire.action_from_proto(message, seat, game)
-        return elevator_wire.action_from_proto(message, seat, _elevator(game).hands[seat])
+        return wire_for(table.config.game).action_from_proto(message, seat, table.game)
     except WireError as error:
         raise BadRequest(error.message, reason=error.reason) from None
 
 
 def same_action(action: object, message: action_pb2.Action) -> bool:
     """Whether ``message`` asks for ``action`` (a retry's check, whatever the hand now holds)."""
-    return _action_to_proto(action) == message
-
-
-def _action_to_proto(action: object) -> action_pb2.Action:
-    if isinstance(action, elevator_engine.Play | elevator_engine.Pass | elevator_engine.Give):
-        return elevator_wire.action_to_proto(action)
-    if isinstance(action, _FIFTYONE_ACTIONS):
-        return fiftyone_wire.action_to_proto(action)
-    raise TypeError(f"not a known action: {action!r}")
+    return wire_of(action).action_to_proto(action) == message
 
 
 def _logged_action(message: action_pb2.Action, seat: int) -> object:
-    """A logged action, read without the table: the oneof case names the game."""
-    if message.WhichOneof("kind") in _ELEVATOR_ACTIONS:
-        return elevator_wire.action_from_proto(message, seat)
-    return fiftyone_wire.action_from_proto(message, seat)
+    """A logged action, read without the table: the message names its game."""
+    return wire_of_action(message).action_from_proto(message, seat, None)
 
 
 # --- entries -------------------------------------------------------------------------------
@@ -317,18 +275,12 @@ def _game_events(
     event: GameEvents, viewer: Viewer, query_deadline: timestamp_pb2.Timestamp | None
 ) -> list[event_pb2.TableEvent]:
     """The game's own events, as ``viewer`` may see them, in that game's messages."""
-    if isinstance(event.after, fiftyone_engine.State):
-        return fiftyone_wire.events_to_proto(
-            [e for e in event.events if isinstance(e, fiftyone_engine.Event)],
-            event.after,
-            viewer,
-            query_deadline=query_deadline,
-            timed_out=event.timeout,
-        )
-    return elevator_wire.events_to_proto(
-        [e for e in event.events if isinstance(e, _ELEVATOR_EVENTS)],
-        _elevator(event.after),
+    return wire_of(event.after).events_to_proto(
+        event.events,
+        event.after,
         viewer,
+        query_deadline=query_deadline,
+        timed_out=event.timeout,
     )
 
 
@@ -416,16 +368,6 @@ def game_finished_to_proto(event: GameFinished) -> event_pb2.GameFinished:
     )
 
 
-_ELEVATOR_EVENTS: Final = (
-    elevator_engine.Dealt,
-    elevator_engine.Played,
-    elevator_engine.Passed,
-    elevator_engine.Kopile,
-    elevator_engine.Gave,
-    elevator_engine.HandEnded,
-)
-
-
 def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntry:
     """The log record of ``entry``: its input and every event with its hidden fields."""
     message = table_log_pb2.TableLogEntry(
@@ -456,7 +398,7 @@ def entry_to_log(entry: Entry, owner_address: str) -> table_log_pb2.TableLogEntr
             message.action_applied.CopyFrom(
                 table_log_pb2.ActionApplied(
                     seat=item.seat,
-                    action=_action_to_proto(item.action),
+                    action=wire_of(item.action).action_to_proto(item.action),
                     request_id=item.request_id,
                     source=_SOURCE[item.source],
                 )

@@ -13,8 +13,9 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from masa_platform.metrics import LoopMetrics
-from masa_rules.table_config import GameKind
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from masa_table_engine.domain.games import hosted
 
 __all__ = ["OVERDUE_SLACK_SECONDS", "PrometheusMetrics"]
 
@@ -110,8 +111,8 @@ class PrometheusMetrics:
         )
 
         # Every game's series from the start, so the dashboards read 0 rather than no data.
-        for game in GameKind:
-            self._active.labels(game=game.value)
+        for game in hosted():
+            self._active.labels(game=game)
 
     def table_opened(self, game: str) -> None:
         self._active.labels(game=game).inc()

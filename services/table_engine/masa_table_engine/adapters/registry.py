@@ -19,13 +19,14 @@ from typing import Final
 
 import nats.errors
 from google.protobuf.timestamp_pb2 import Timestamp
-from masa.common.v1 import game_pb2
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
 from masa_platform.bus_access import ENGINE_NODES_BUCKET as _BUCKET
 from masa_platform.metrics import LoopMetrics
+from masa_wire.table_config import game_to_proto
 
 from masa_table_engine.app.tasks import stop_tasks
+from masa_table_engine.domain.games import hosted
 
 __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
 
@@ -33,7 +34,6 @@ _log = logging.getLogger(__name__)
 
 ENGINE_NODES_BUCKET: Final = _BUCKET
 _GOODBYE_SECONDS: Final = 2.0
-_GAMES: Final = (game_pb2.GAME_KIND_FIFTYONE, game_pb2.GAME_KIND_ELEVATOR)
 
 
 class NodeRegistry:
@@ -68,7 +68,8 @@ class NodeRegistry:
         return engine_pb2.EngineNode(
             node_id=self._node_id,
             address=self._address,
-            games=_GAMES,
+            # The shipped games this node hosts: matchmaking places only those.
+            games=[kind for kind in map(game_to_proto, hosted()) if kind],
             version=self._version,
             tables=tables,
             capacity=self._capacity,

@@ -79,7 +79,7 @@ class Creation:
             "table created",
             extra={
                 "table_id": table_id,
-                "game": config.game.value,
+                "game": str(config.game),
                 "preset": config.preset,
                 "mode": config.mode.value,
                 "seats": [seat.kind.value for seat in config.seats],

@@ -236,7 +236,7 @@ class TableRuntime:
 
     @property
     def game(self) -> str:
-        return self.table.config.game.value
+        return str(self.table.config.game)
 
     @property
     def done(self) -> bool:
@@ -826,7 +826,7 @@ def _log_finished(table: Table, last: Entry) -> None:
     """The INFO line operators look for when a table ends (its creation has one too)."""
     fields: dict[str, object] = {
         "table_id": table.table_id,
-        "game": table.config.game.value,
+        "game": str(table.config.game),
         "sequence": table.sequence,
         "seconds": round(last.at - table.created_at, 3),
     }

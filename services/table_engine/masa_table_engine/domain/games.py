@@ -21,7 +21,15 @@ from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
 from masa_rules.shuffle import DrawStream
 from masa_rules.table_config import BotLevel, GameKind, Mode, TableConfig, fiftyone_rules
 
-__all__ = ["ElevatorGame", "FiftyOneGame", "Game", "HandOutcome", "game_for"]
+__all__ = [
+    "ElevatorGame",
+    "FiftyOneGame",
+    "Game",
+    "HandOutcome",
+    "game_for",
+    "hosted",
+    "register_game",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +45,8 @@ class HandOutcome:
 
 
 class Game(Protocol):
-    kind: GameKind
+    # The game's registered name (masa_rules.table_config.register_game).
+    kind: str
 
     def start(self, config: TableConfig, seed: bytes) -> tuple[object, list[object]]:
         """The first state and the deal's events; raises ``RuleViolation`` for a bad config."""
@@ -101,7 +110,7 @@ class Game(Protocol):
 class ElevatorGame:
     """Elevator (rules.md §3). A game is one hand, as the engine defines it."""
 
-    kind = GameKind.ELEVATOR
+    kind: str = GameKind.ELEVATOR
 
     def start(self, config: TableConfig, seed: bytes) -> tuple[object, list[object]]:
         rules = elevator.ElevatorRules(decks=config.options.decks)
@@ -231,7 +240,7 @@ _FIFTYONE_PHASES: Final = {
 class FiftyOneGame:
     """51 (rules.md §2) in every preset, 2-4 players and team mode (P-1)."""
 
-    kind = GameKind.FIFTYONE
+    kind: str = GameKind.FIFTYONE
 
     def start(self, config: TableConfig, seed: bytes) -> tuple[object, list[object]]:
         rules, hands = fiftyone_rules(config.preset, config.options)
@@ -316,15 +325,28 @@ def _fiftyone(state: object) -> fiftyone.State:
     return state
 
 
-_GAMES: dict[GameKind, Game] = {
+# The engine's one registry of games (docs/architecture.md, "Adding a game").
+_GAMES: dict[str, Game] = {
     GameKind.ELEVATOR: ElevatorGame(),
     GameKind.FIFTYONE: FiftyOneGame(),
 }
 
 
-def game_for(kind: GameKind) -> Game:
+def register_game(game: Game) -> None:
+    """Host ``game`` (registered with the rules under ``game.kind``) on this engine; once."""
+    if game.kind in _GAMES:
+        raise ValueError(f"the engine hosts {game.kind} already")
+    _GAMES[game.kind] = game
+
+
+def hosted() -> tuple[str, ...]:
+    """The names of the games this engine hosts, the shipped ones first."""
+    return tuple(_GAMES)
+
+
+def game_for(kind: str) -> Game:
     """The adapter of ``kind``; raises ``RuleViolation`` (P-2) for a game not hosted."""
     try:
         return _GAMES[kind]
     except KeyError:
-        raise RuleViolation("P-2", f"{kind.value} tables are not hosted yet") from None
+        raise RuleViolation("P-2", f"{kind} tables are not hosted yet") from None

@@ -41,7 +41,6 @@ from typing import Any, assert_never
 from masa_rules.errors import IllegalAction, RuleViolation
 from masa_rules.table_config import (
     BotLevel,
-    GameKind,
     GameOptions,
     Mode,
     PayoutRule,
@@ -539,7 +538,7 @@ def table_from_json(data: Mapping[str, Any]) -> Table:
 
 def config_to_json(config: TableConfig) -> dict[str, Any]:
     return {
-        "game": config.game.value,
+        "game": str(config.game),
         "seats": [
             {
                 "seat": s.seat,
@@ -573,7 +572,7 @@ def config_from_json(data: Mapping[str, Any]) -> TableConfig:
     # Snapshots written before payout rules existed have none: no rake, the winner takes all.
     payout = data.get("payout", {})
     return TableConfig(
-        game=GameKind(data["game"]),
+        game=str(data["game"]),
         seats=tuple(
             SeatConfig(
                 seat=s["seat"],
