@@ -5,7 +5,8 @@ It is the whole of what a game brings, one part per layer, each registered in th
 one registry and nowhere else: its rules (:class:`NimRules` and the table check), its wire
 conversion (:class:`NimWire`, messages of its own proto package ``masa_test.nim.v1`` built
 here at import, travelling in the ``other_game`` arms), the engine's game adapter
-(:class:`NimGame`) and the bot's decider (:func:`decide`). :func:`register` registers them.
+(:class:`NimGame`), the bot's decider (:func:`decide`) and the client's board
+(:func:`board_lines`). :func:`register` registers them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf.message import Message
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_bot.domain.choice import Decision, NothingToDecide
 from masa_bot.domain.games import register_decider
+from masa_client.render import GameBoard, Style, register_board
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, Mode, TableConfig, register_game
 from masa_table_engine.domain.games import HandOutcome
@@ -315,9 +317,18 @@ def decide(state: object, seat: int, level: BotLevel, seed: bytes) -> Decision[o
     return Decision(take, f"take {take.count}: leave a multiple of 4")
 
 
+# --- the client's board ----------------------------------------------------------------------
+
+
+def board_lines(table: view_pb2.TableView, style: Style) -> list[str]:
+    pile = unpacked(table.other_game, "NimTable").pile
+    return [style.paint(f"pile: {pile} stones", "bold") + f" (take 1 to {MAX_TAKE})"]
+
+
 def register() -> None:
     """Register nim with every layer, once per process."""
     register_game(NAME, check_table)
     register_wire(NimWire())
     register_engine_game(NimGame())
     register_decider(NAME, decide)
+    register_board(NAME, GameBoard(title=lambda _: "Nim", lines=board_lines))

@@ -2,7 +2,8 @@
 registered with each layer's registry and played to the end through the real table engine and
 the real bot service, over a real nats-server, without a line of either service changed.
 
-ayse plays seat 0 over gRPC as an outside client would, her moves packed in the ``other_game``
+The engine and the bot load it as a deployment would, by its module name in their settings
+(``MASA_GAME_PLUGINS``). ayse plays seat 0 over gRPC as an outside client would, her moves packed in the ``other_game``
 arm of ``Action``; the bot service decides seats 1 and 2 from their seat views (P-20); the
 engine judges every move by nim's rules, logs it, and publishes the game's result (P-30).
 """
@@ -24,18 +25,19 @@ from masa.events.v1 import result_pb2
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc
 from masa_bot.bootstrap import bootstrap as start_bot
 from masa_bot.settings import BotSettings
+from masa_client.render import Style, board
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, TABLE_ENGINE
 from masa_platform.errors import rpc_error_info
+from masa_platform.plugins import load_game_plugins
 from masa_platform.settings import PlatformSettings, ServerSettings
 from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_rules.table_config import hosted_games
 from masa_table_engine.adapters.jetstream import STREAM, result_subject
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from masa_wire.table_config import config_from_proto
 from prometheus_client import CollectorRegistry
-
-nim.register()
 
 PLAYER = "ayse"
 
@@ -48,6 +50,8 @@ def _platform(nats: NatsServer, service: str, user: str = "") -> PlatformSetting
         nats_user=user,
         nats_password=nats.password(user) if user else "",
         server=ServerSettings(grpc_port=0, grace_seconds=0.2),
+        # As a deployment names it in MASA_GAME_PLUGINS.
+        game_plugins=("nim",),
     )
 
 
@@ -105,7 +109,14 @@ async def _result(nats: NatsServer, table_id: str) -> result_pb2.TableResult:
         await client.close()
 
 
+def test_a_plugin_is_loaded_once_per_process_by_its_module_name() -> None:
+    load_game_plugins(["nim"])
+    load_game_plugins(["nim"])  # the engine and the bot of one process both load it
+    assert nim.NAME in hosted_games()
+
+
 def test_a_plugins_configuration_round_trips_the_wire_by_its_name() -> None:
+    load_game_plugins(["nim"])
     config = config_from_proto(nim_config(), 20.0)
     assert config.game == nim.NAME
     assert config_from_proto(nim_config(), 20.0) == config
@@ -168,6 +179,9 @@ async def test_P2_a_toy_game_registered_as_a_plugin_is_played_to_the_end_by_a_pl
         else:
             raise AssertionError("the nim game did not end in 30 s")
 
+        # The client draws the plugin's board by its registered drawing.
+        drawn = board(seat_view, Style(colour=False))
+        assert drawn.startswith("Nim · table ") and "pile: 0 stones" in drawn
         ranking = {standing.seat: standing.place for standing in seat_view.table.ranking}
         assert sorted(ranking) == [0, 1, 2] and sorted(ranking.values())[0] == 1
         assert moves >= 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Final
@@ -20,15 +20,19 @@ from typing import IO, Final
 from masa.common.v1 import card_pb2, game_pb2, meld_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import Colour
+from masa_rules.table_config import GameKind
 from masa_wire.cards import face_from_proto
+from masa_wire.games import view_game_name
 
 __all__ = [
     "BOT_NAMES",
+    "GameBoard",
     "Style",
     "board",
     "count",
     "describe",
     "game_over",
+    "register_board",
     "seat_name",
     "style_for",
     "use_colour",
@@ -94,11 +98,9 @@ def board(
     me = view.seat if isinstance(view, view_pb2.SeatView) else None
     lines = [_header(table, style, now or datetime.now(UTC))]
     lines.extend(_seat_line(seat, table, me, style) for seat in table.seats)
-    game = table.WhichOneof("game")
-    if game == "fiftyone":
-        lines.extend(_fiftyone(table.fiftyone, table, style))
-    elif game == "elevator":
-        lines.extend(_elevator(table.elevator, table, style))
+    drawing = _BOARDS.get(view_game_name(table))
+    if drawing is not None:
+        lines.extend(drawing.lines(table, style))
     if isinstance(view, view_pb2.SeatView):
         hand = sorted(view.hand, key=lambda card: face_from_proto(card).sort_key())
         lines.append(style.paint("your hand: ", "bold") + style.cards(hand))
@@ -139,9 +141,11 @@ def _over(table: view_pb2.TableView) -> bool:
 
 def _header(table: view_pb2.TableView, style: Style, now: datetime) -> str:
     config = table.table.config
-    game = "51 " + game_pb2.Preset.Name(config.preset).removeprefix("PRESET_").lower()
-    if config.game == game_pb2.GAME_KIND_ELEVATOR:
-        game = "Elevator"
+    name = view_game_name(table)
+    drawing = _BOARDS.get(name)
+    game = (
+        drawing.title(config) if drawing is not None else name or "a game this client cannot show"
+    )
     parts = [style.paint(game, "bold"), f"table {table.table.table_id}", f"hand {table.hand_no}"]
     if _over(table):
         parts.append("game over")
@@ -180,6 +184,27 @@ def _seat_line(
             notes.append(label)
     line = f" {marker} {name:<22} " + ", ".join(notes)
     return style.paint(line, "bold") if seat.seat == me else line
+
+
+@dataclass(frozen=True, slots=True)
+class GameBoard:
+    """How the board draws one game: its title in the header (from the table's configuration),
+    and the lines of its public state under the seats."""
+
+    title: Callable[[game_pb2.TableConfig], str]
+    lines: Callable[[view_pb2.TableView, Style], list[str]]
+
+
+def register_board(name: str, drawing: GameBoard) -> None:
+    """Draw the game ``name`` (its registered name) with ``drawing``; once. The client's one
+    registry of games (docs/architecture.md, "Adding a game")."""
+    if name in _BOARDS:
+        raise ValueError(f"the board draws {name} already")
+    _BOARDS[name] = drawing
+
+
+def _fiftyone_title(config: game_pb2.TableConfig) -> str:
+    return "51 " + game_pb2.Preset.Name(config.preset).removeprefix("PRESET_").lower()
 
 
 def _fiftyone(game: view_pb2.FiftyOneTable, table: view_pb2.TableView, style: Style) -> list[str]:
@@ -420,3 +445,14 @@ def _autopilot(change: event_pb2.AutopilotChanged, who: str, mine: bool, style: 
             "yellow",
         )
     return style.paint(f"{who}: the autopilot plays after 3 timeouts (P-11)", "dim")
+
+
+_BOARDS: dict[str, GameBoard] = {
+    GameKind.FIFTYONE: GameBoard(
+        title=_fiftyone_title, lines=lambda table, style: _fiftyone(table.fiftyone, table, style)
+    ),
+    GameKind.ELEVATOR: GameBoard(
+        title=lambda _: "Elevator",
+        lines=lambda table, style: _elevator(table.elevator, table, style),
+    ),
+}

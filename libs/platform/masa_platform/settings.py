@@ -16,13 +16,14 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import secrets
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from masa_platform.runner import EVENT_LOOPS as _EVENT_LOOPS
 
@@ -263,6 +264,9 @@ class LoopSettings:
             )
 
 
+_MODULE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}")
+
+
 @dataclass(frozen=True, slots=True)
 class PlatformSettings:
     """What every masa service needs: identity, logging, gRPC, metrics, NATS, auth and TLS."""
@@ -285,8 +289,14 @@ class PlatformSettings:
     server: ServerSettings = field(default_factory=ServerSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    # Modules whose register() adds a game to this process's registries, loaded at start
+    # (docs/architecture.md, "Adding a game"); 51 and Elevator need none.
+    game_plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for module in self.game_plugins:
+            if not _MODULE.fullmatch(module):
+                raise SettingsError(f"MASA_GAME_PLUGINS: {module[:80]!r} is not a module name")
         if not isinstance(logging.getLevelName(self.log_level.upper()), int):
             raise SettingsError(f"MASA_LOG_LEVEL: unknown level {self.log_level!r}")
         if not 0 <= self.metrics_port <= 65535:

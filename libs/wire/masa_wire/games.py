@@ -30,6 +30,7 @@ __all__ = [
     "GameWire",
     "game_name",
     "register_wire",
+    "view_game_name",
     "wire_for",
     "wire_of",
     "wire_of_action",
@@ -273,3 +274,13 @@ def wire_of_action(message: action_pb2.Action) -> GameWire:
 def game_name(config: game_pb2.TableConfig) -> str:
     """The registered name of the game a configuration message names (maybe unregistered)."""
     return _KIND_NAMES.get(config.game, "") or config.game_name
+
+
+def view_game_name(view: view_pb2.TableView) -> str:
+    """The registered name of the game a view shows: its configuration's, or, for a view that
+    carries none (a caller that built it by hand), the shipped game whose arm it fills."""
+    named = game_name(view.table.config)
+    if named:
+        return named
+    arm = view.WhichOneof("game")
+    return arm if arm in (GameKind.FIFTYONE, GameKind.ELEVATOR) else ""

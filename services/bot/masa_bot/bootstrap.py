@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from masa_platform.metrics import GrpcMetrics
+from masa_platform.plugins import load_game_plugins
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -18,6 +19,7 @@ __all__ = ["bootstrap"]
 def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> GrpcServer:
     """A bound, not yet started server; tests pass their own ``registry``."""
     platform = settings.platform
+    load_game_plugins(platform.game_plugins)
     use_case = DecideUseCase(
         PrometheusRecorder(registry), default_budget_seconds=settings.decide_budget_seconds
     )

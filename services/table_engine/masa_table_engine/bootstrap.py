@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-import grpc.aio
 import nats.errors
 from masa.table.v1 import admin_pb2_grpc, table_pb2_grpc
 from masa_platform.acks import AckedPublisher
@@ -29,7 +28,9 @@ from masa_platform.auth import AuthPolicy, Role, ServiceTokens, TokenSigner
 from masa_platform.bus import KvBucket, Leases, connect
 from masa_platform.idempotency import IdempotencyCache
 from masa_platform.keys import RESULTS, KeyFileError, load_mac_keys, load_signing_key
+from masa_platform.lifecycle import Lifecycle
 from masa_platform.metrics import GrpcMetrics, LoopMetrics
+from masa_platform.plugins import load_game_plugins
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import (
     GrpcServer,
@@ -140,7 +141,8 @@ class Node:
     address: str
     recovery: RecoveryReport
     registry: Advertiser
-    channels: list[grpc.aio.Channel] = field(default_factory=list)
+    # What stopping the node runs, in order (registered by _started).
+    life: Lifecycle
     stopped: bool = False
     # Drained to stop (SIGTERM): no operator's ResumeNode brings the node back.
     leaving: bool = False
@@ -184,18 +186,8 @@ class Node:
 
     async def stop(self, grace_seconds: float | None = None) -> None:
         """Stop serving; the leases are left to expire (:meth:`drain` first to hand over)."""
-        if self.stopped:
-            return
         self.stopped = True
-        # Draining first: matchmaking places no new table here while the server drains.
-        await self.registry.stop()
-        await self.health.close()
-        await self.server.stop(grace_seconds)
-        await self.tables.close()
-        await self.stores.ownership.close()
-        for channel in self.channels:
-            await channel.close()
-        await self.stores.close()
+        await self.life.stop(grace_seconds)
 
 
 async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMetrics) -> Stores:
@@ -325,8 +317,9 @@ async def start_node(
     platform = settings.platform
     # Checked before anything starts: a node that must call the bot or the ledger needs its key.
     tokens = _service_tokens(settings)
+    # Before the metrics, which list every hosted game from the start.
+    load_game_plugins(platform.game_plugins)
     metrics = PrometheusMetrics(registry)
-    loops = metrics.loops
     server_settings = platform.server
     # The servicer exists before the server so that it can be registered; it is bound to the
     # tables once they are recovered (until then every table call is UNAVAILABLE).
@@ -358,12 +351,47 @@ async def start_node(
         max_receive_message_bytes=settings.max_request_bytes,
     )
     address = settings.advertise_address or server.address
-    kept = await stores(settings, address, loops)
-    channels: list[grpc.aio.Channel] = []
+    async with Lifecycle("table-engine") as life:
+        node = await _started(settings, server, servicer, stores, metrics, tokens, life)
+        admin.bind(
+            node.tables,
+            drain=node.drain,
+            resume=node.resume,
+            address_of=node.stores.directory.address_of,
+        )
+        life.detach()
+    _log.info(
+        "table engine serving",
+        extra={
+            "address": address,
+            "node_id": settings.node_id,
+            "resumed_tables": node.recovery.resumed,
+            "skipped_tables": len(node.recovery.skipped),
+            "recovery_seconds": round(node.recovery.seconds, 3),
+        },
+    )
+    return node
+
+
+async def _started(
+    settings: EngineSettings,
+    server: GrpcServer,
+    servicer: TableServicer,
+    stores: StoresFactory,
+    metrics: PrometheusMetrics,
+    tokens: ServiceTokens | None,
+    life: Lifecycle,
+) -> Node:
+    """The node's parts, each stop registered with ``life`` as it starts: on a start that
+    fails, what had started stops (in the order :meth:`Node.stop` gives), and nothing leaks."""
+    platform = settings.platform
+    address = settings.advertise_address or server.address
+    kept = await stores(settings, address, metrics.loops)
+    life.closing("stores", kept.close)
     decider = None
     if settings.bot_address and tokens is not None:
         bot_channel = open_channel(settings.bot_address, platform.tls)
-        channels.append(bot_channel)
+        life.closing("bot channel", bot_channel.close)
         decider = GrpcDecider(
             bot_channel,
             tokens,
@@ -373,7 +401,7 @@ async def start_node(
     stakes = None
     if settings.ledger_address and tokens is not None:
         ledger_channel = open_channel(settings.ledger_address, platform.tls)
-        channels.append(ledger_channel)
+        life.closing("ledger channel", ledger_channel.close)
         stakes = GrpcStakeBinder(
             ledger_channel,
             tokens,
@@ -395,14 +423,21 @@ async def start_node(
         takeover_scan_seconds=settings.takeover_scan_seconds,
     )
     kept.ownership.on_lost = tables.lease_lost
+    life.closing("leases", kept.ownership.close)
+    life.closing("tables", tables.close)
     health = HealthMonitor(
         server,
         probe=kept.probe,
         tables=tables,
         metrics=metrics,
-        loops=loops,
+        loops=metrics.loops,
         interval=settings.health_check_seconds,
     )
+    advertised = kept.registry(tables)
+    # Draining first: matchmaking places no new table here while the server drains.
+    life.draining("registry", lambda _: advertised.stop())
+    life.draining("health", lambda _: health.close())
+    life.draining("server", server.stop)
     # Health answers (NOT_SERVING) while the tables come back.
     await server.start(serving=False)
     recovery = await tables.recover()
@@ -410,24 +445,9 @@ async def start_node(
     tables.start_housekeeping()
     await health.check()
     health.start()
-    advertised = kept.registry(tables)
     await advertised.start()
     tables.start_takeover()
-    node = Node(
-        settings, server, tables, kept, health, address, recovery, advertised, channels=channels
-    )
-    admin.bind(tables, drain=node.drain, resume=node.resume, address_of=kept.directory.address_of)
-    _log.info(
-        "table engine serving",
-        extra={
-            "address": address,
-            "node_id": settings.node_id,
-            "resumed_tables": recovery.resumed,
-            "skipped_tables": len(recovery.skipped),
-            "recovery_seconds": round(recovery.seconds, 3),
-        },
-    )
-    return node
+    return Node(settings, server, tables, kept, health, address, recovery, advertised, life)
 
 
 def auth_policy() -> AuthPolicy:

@@ -19,7 +19,7 @@ from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
 from masa_rules.table_config import BotLevel
 from masa_wire import WireError
-from masa_wire.games import game_name, wire_for
+from masa_wire.games import view_game_name, wire_for
 from masa_wire.table_config import bot_level_from_proto
 
 from masa_bot.app import DecideUseCase
@@ -69,7 +69,7 @@ ProtoDecider = Callable[[BotLevel], Decision[action_pb2.Action]]
 def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
     """The game's name (a metric label) and its decider, answering in protobuf: the game's
     registered wire conversion and decider (``masa_bot.domain.games``)."""
-    game = game_name(view.table.table.config)
+    game = view_game_name(view.table)
     decide = decider_for(game)
     if decide is None:
         raise BadRequest(f"the bot plays no {game or 'unnamed game'} (P-2)", reason="P-2")

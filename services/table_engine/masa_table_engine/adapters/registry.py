@@ -113,7 +113,10 @@ class NodeRegistry:
                 _log.warning("could not advertise this node: %s", error)
 
     async def stop(self) -> None:
-        """Say the node drains (no new tables), then leave the registry."""
+        """Say the node drains (no new tables), then leave the registry; a registry that
+        never started has nothing to leave."""
+        if self._task is None:
+            return
         await stop_tasks(self._task)
         # Bounded: with NATS gone the record simply expires.
         with contextlib.suppress(nats.errors.Error, TimeoutError):
