@@ -20,17 +20,22 @@ its last entry and adopts every entry this node wrote, exactly as if it had just
 accepted (watchers, results, snapshots). An entry another node wrote means the table is no
 longer ours: it is *fenced*, and the node recovers it or hands it over (``on_fenced``).
 Until a sync succeeds the table takes no input (it is *frozen*), and its driver keeps trying.
+
+Where a runtime is in that life is one :class:`Phase` at a time: serving, unsynced (a write's
+fate unknown), closing (the game over, its books still to close), closed, or fenced; the
+allowed steps from each are :data:`_NEXT`, and any other is a bug that raises.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, SeatKind
@@ -182,6 +187,33 @@ class Deps:
     clock: Clock = field(default_factory=SystemClock)
 
 
+class Phase(enum.Enum):
+    """Where a table's runtime is in its life, one at a time (:data:`_NEXT` says what may
+    follow what)."""
+
+    # It takes input.
+    SERVING = "serving"
+    # A write's fate is unknown until the log is read again (see the module doc): input waits
+    # for that read.
+    UNSYNCED = "unsynced"
+    # The game is over: its final snapshot, its index entry and its lease are still owed.
+    CLOSING = "closing"
+    # The game is over and its books are closed (its results may still be on their way out).
+    CLOSED = "closed"
+    # Another node wrote to its log, took its lease, or it was handed over: it never writes
+    # again here.
+    FENCED = "fenced"
+
+
+_NEXT: Final[dict[Phase, frozenset[Phase]]] = {
+    Phase.SERVING: frozenset({Phase.UNSYNCED, Phase.CLOSING, Phase.FENCED}),
+    Phase.UNSYNCED: frozenset({Phase.SERVING, Phase.UNSYNCED, Phase.CLOSING, Phase.FENCED}),
+    Phase.CLOSING: frozenset({Phase.CLOSED, Phase.FENCED}),
+    Phase.CLOSED: frozenset({Phase.FENCED}),
+    Phase.FENCED: frozenset({Phase.FENCED}),
+}
+
+
 class TableRuntime:
     def __init__(
         self,
@@ -222,17 +254,40 @@ class TableRuntime:
         self._driver: asyncio.Task[None] | None = None
         self._on_fenced = on_fenced
         self._outbox = outbox
-        # Another node wrote to the log: this runtime must never write again.
-        self.fenced = False
-        # A write's fate is unknown until the log is read again (see the module doc).
-        self._unsynced = False
-        # What the end of the game still owes once its results are published: the final
-        # snapshot, the index and the lease; retried by the driver until done.
-        self._closing = False
+        self._phase = Phase.SERVING
         # A snapshot fell due while results were pending (see Outbox): taken once they are not.
         self._snapshot_due = False
         # When the game ended here (by the deps' clock), for Tables to forget the table later.
         self.finished_at: float | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    def _enter(self, phase: Phase) -> None:
+        if phase not in _NEXT[self._phase]:
+            raise RuntimeError(
+                f"table {self.table.table_id}: {self._phase.value} cannot become {phase.value}"
+            )
+        self._phase = phase
+
+    @property
+    def fenced(self) -> bool:
+        """Another node owns the table: this runtime never writes again."""
+        return self._phase is Phase.FENCED
+
+    def fence(self) -> None:
+        """Stop writing for good: another node holds the table."""
+        self._enter(Phase.FENCED)
+
+    @property
+    def _unsynced(self) -> bool:
+        return self._phase is Phase.UNSYNCED
+
+    def _lost_track(self) -> None:
+        """A write's fate is unknown: the log must be read before anything else is written."""
+        self._enter(Phase.UNSYNCED)
+        self._changed.set()
 
     @property
     def game(self) -> str:
@@ -242,7 +297,7 @@ class TableRuntime:
     def done(self) -> bool:
         """The game is over and everything it owes (results, closing the books) is done."""
         return self.table.finished and not (
-            self._unsynced or self._results_pending or self._closing
+            self._phase in (Phase.UNSYNCED, Phase.CLOSING) or self._results_pending
         )
 
     @property
@@ -272,7 +327,7 @@ class TableRuntime:
         """
         await self.stop()
         async with self._lock:
-            self.fenced = True
+            self.fence()
             # A stream that joined while the driver stopped ends too; none joins from now on.
             for watcher in self._watchers:
                 watcher.close()
@@ -329,8 +384,7 @@ class TableRuntime:
         Raises ``LogUnavailable`` while the log does not answer, ``LogConflict`` when another
         node wrote, and ``SequenceMismatch`` when an earlier input of ours landed in its place.
         """
-        self._unsynced = True
-        self._changed.set()
+        self._lost_track()
         sequence = self.table.sequence
         if not isinstance(error, LogConflict | LogUnavailable):
             _log.warning(
@@ -349,8 +403,7 @@ class TableRuntime:
                 sequence if expected_sequence is None else expected_sequence, self.table.sequence
             )
         # Nothing landed yet, though it still may: the driver reads the log again shortly.
-        self._unsynced = True
-        self._changed.set()
+        self._lost_track()
         raise LogUnavailable(f"table {self.table.table_id}: the log did not take the entry")
 
     async def _sync(self) -> list[Entry]:
@@ -382,11 +435,13 @@ class TableRuntime:
                 table_id,
                 len(adopted),
             )
-        self._unsynced = False
+        if self._phase is Phase.UNSYNCED:
+            # In step with the log again (an adopted last entry made it CLOSING already).
+            self._enter(Phase.SERVING)
         return adopted
 
     def _fence(self, why: str) -> NoReturn:
-        self.fenced = True
+        self.fence()
         self._changed.set()
         _log.error(
             "table %s was fenced off: %s",
@@ -411,7 +466,7 @@ class TableRuntime:
         if has_results(table, entry):
             self._outbox.add(table, entry, notify=self._changed.set)
         if table.finished:
-            self._closing = True
+            self._enter(Phase.CLOSING)
             _log_finished(table, entry)
             self._changed.set()
         elif table.sequence % self._settings.snapshot_every == 0:
@@ -443,11 +498,11 @@ class TableRuntime:
         if self._results_pending:
             return False
         try:
-            if self._closing:
+            if self._phase is Phase.CLOSING:
                 await deps.log.save_snapshot(self.table)
                 await deps.log.untrack(self.table.table_id)
                 await deps.ownership.release(self.table.table_id)
-                self._closing = False
+                self._enter(Phase.CLOSED)
         except Exception:
             _log.warning(
                 "table %s: results or closing not done yet",
@@ -749,7 +804,7 @@ class TableRuntime:
     @property
     def owing(self) -> bool:
         """The table's log, results or books still need the driver (even after the game)."""
-        return self._unsynced or self._results_pending or self._closing
+        return self._phase in (Phase.UNSYNCED, Phase.CLOSING) or self._results_pending
 
     def arm(self, deadline: float | None) -> None:
         """The deadline the driver sleeps until now (see _wake_driver)."""
@@ -764,7 +819,7 @@ class TableRuntime:
         if self._snapshot_due and not self.table.finished:
             async with self._lock:
                 await self._snapshot()
-        if self._closing and not await self._settle():
+        if self._phase is Phase.CLOSING and not await self._settle():
             return False
         return not self.table.finished
 
