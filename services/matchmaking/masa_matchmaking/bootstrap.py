@@ -209,6 +209,17 @@ async def start_matchmaking(
     return service
 
 
+@dataclass(frozen=True, slots=True)
+class _Stores:
+    """What matchmaking keeps on the bus, and its one ack inbox."""
+
+    tickets: KvTicketStore
+    live_tables: KvLiveTables
+    ratings: KvRatingStore
+    leases: KvLeaseStore
+    publisher: AckedPublisher
+
+
 async def _start(
     settings: MatchmakingSettings,
     registry: CollectorRegistry,
@@ -219,73 +230,39 @@ async def _start(
     platform = settings.platform
     verifier = _result_verifier(settings)
     by_id = {lobby.lobby_id: lobby for lobby in lobbies}
-    instance = settings.instance
     nc = await connect(
         platform.nats_url,
-        name=f"matchmaking-{instance}",
+        name=f"matchmaking-{settings.instance}",
         user=platform.nats_user,
         password=platform.nats_password,
     )
     life.closing("nats", nc.drain)
     closers: list[_Closable] = []
     life.closing("stores and clients", functools.partial(_close_all, closers))
-    js = nc.jetstream()
-    publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
-    tickets, live_tables = await _followed_stores(nc, publisher)
-    ratings_store = await KvRatingStore.open(nc, publisher)
-    leases = await KvLeaseStore.open(nc, holder=instance)
-    # The publisher closes after the stores, whose last writes may still await their acks.
-    closers.extend([tickets, live_tables, publisher])
-    ledger, engines = _clients(settings, given, closers)
-    nodes = given.nodes or KvEngineNodes(nc)
-
+    stores = await _stores(nc, settings.instance, closers)
     metrics = PrometheusMetrics(registry, list(by_id))
-    events = JetStreamEvents(publisher, live_tables.started)
-    placer = Placer(
-        tickets,
-        ledger,
-        nodes,
-        engines,
-        events=events,
-        metrics=metrics,
-        clock=time.time,
-        instance_id=instance,
-        settings=PlacementSettings(
-            hold_ttl_seconds=settings.hold_ttl_seconds,
-            max_requeues=settings.max_requeues,
-            placement_timeout_seconds=settings.placement_timeout_seconds,
-        ),
+    events = JetStreamEvents(stores.publisher, stores.live_tables.started)
+    matchmaker = _matchmaker(
+        settings, given, nc, stores, events=events, metrics=metrics, by_id=by_id, closers=closers
     )
-    matchmaker = Matchmaker(
-        by_id,
-        tickets,
-        leases,
-        placer,
-        metrics=metrics,
-        clock=time.time,
-        settings=MatcherSettings(
-            round_seconds=settings.round_seconds,
-            lease_ttl_seconds=leases.ttl_seconds,
-            backoff_seconds=settings.placement_backoff_seconds,
-            backoff_max_seconds=settings.placement_backoff_max_seconds,
-        ),
-        traced=tracing.continued,
-    )
-    ratings = Ratings(ratings_store, events, time.time)
+    ratings = Ratings(stores.ratings, events, time.time)
     desk = TicketDesk(
-        by_id, tickets, ratings_store, time.time, trace_parent=tracing.current_traceparent
-    )
-    servicer = MatchmakingServicer(
-        lobbies,
-        desk,
-        ratings,
-        queue_length=tickets.open_count,
-        tables_in_play=live_tables.count,
-        page_tokens=PageTokens(settings.page_tokens.key()),
+        by_id, stores.tickets, stores.ratings, time.time, trace_parent=tracing.current_traceparent
     )
     server = create_server(
         platform.server,
-        [registration(servicer)],
+        [
+            registration(
+                MatchmakingServicer(
+                    lobbies,
+                    desk,
+                    ratings,
+                    queue_length=stores.tickets.open_count,
+                    tables_in_play=stores.live_tables.count,
+                    page_tokens=PageTokens(settings.page_tokens.key()),
+                )
+            )
+        ],
         tls=platform.tls,
         interceptors=standard_interceptors(
             platform.auth,
@@ -295,23 +272,97 @@ async def _start(
         ),
     )
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(tickets.ready.wait(), _MIRROR_READY_SECONDS)
-    service = MatchmakingService(settings, server, nc, matchmaker, tickets, life, closers)
+        await asyncio.wait_for(stores.tickets.ready.wait(), _MIRROR_READY_SECONDS)
     consumer = ResultsConsumer(
-        js, ratings, live_tables, verifier, metrics=ConsumerMetrics(registry)
+        nc.jetstream(), ratings, stores.live_tables, verifier, metrics=ConsumerMetrics(registry)
     )
-    loops = LoopMetrics(registry)
-
-    async def probe() -> None:
-        await server.set_serving(nc.is_connected and tickets.ready.is_set())
-
-    async def prune() -> None:
-        tickets.prune(time.time())
-        live_tables.prune()
-
     await server.start()
     life.draining("grpc", server.stop)
-    await server.set_serving(tickets.ready.is_set())
+    await server.set_serving(stores.tickets.ready.is_set())
+    _run_loops(life, matchmaker, consumer, server, nc, stores, LoopMetrics(registry))
+    return MatchmakingService(settings, server, nc, matchmaker, stores.tickets, life, closers)
+
+
+async def _stores(nc: Client, instance: str, closers: list[_Closable]) -> _Stores:
+    """The stores, opened and (the two every instance mirrors) followed; they join
+    ``closers``, the publisher after them, whose last writes may still await their acks."""
+    publisher = await AckedPublisher.started(nc, unavailable=Unreachable)
+    tickets, live_tables = await _followed_stores(nc, publisher)
+    stores = _Stores(
+        tickets=tickets,
+        live_tables=live_tables,
+        ratings=await KvRatingStore.open(nc, publisher),
+        leases=await KvLeaseStore.open(nc, holder=instance),
+        publisher=publisher,
+    )
+    closers.extend([tickets, live_tables, publisher])
+    return stores
+
+
+def _matchmaker(  # noqa: PLR0913 - the parts a matchmaker is made of, by name
+    settings: MatchmakingSettings,
+    given: Overrides,
+    nc: Client,
+    stores: _Stores,
+    *,
+    events: JetStreamEvents,
+    metrics: PrometheusMetrics,
+    by_id: dict[str, Lobby],
+    closers: list[_Closable],
+) -> Matchmaker:
+    """The matcher of every lobby, and the placer it seats its groups by."""
+    ledger, engines = _clients(settings, given, closers)
+    placer = Placer(
+        stores.tickets,
+        ledger,
+        given.nodes or KvEngineNodes(nc),
+        engines,
+        events=events,
+        metrics=metrics,
+        clock=time.time,
+        instance_id=settings.instance,
+        settings=PlacementSettings(
+            hold_ttl_seconds=settings.hold_ttl_seconds,
+            max_requeues=settings.max_requeues,
+            placement_timeout_seconds=settings.placement_timeout_seconds,
+        ),
+    )
+    return Matchmaker(
+        by_id,
+        stores.tickets,
+        stores.leases,
+        placer,
+        metrics=metrics,
+        clock=time.time,
+        settings=MatcherSettings(
+            round_seconds=settings.round_seconds,
+            lease_ttl_seconds=stores.leases.ttl_seconds,
+            backoff_seconds=settings.placement_backoff_seconds,
+            backoff_max_seconds=settings.placement_backoff_max_seconds,
+        ),
+        traced=tracing.continued,
+    )
+
+
+def _run_loops(
+    life: Lifecycle,
+    matchmaker: Matchmaker,
+    consumer: ResultsConsumer,
+    server: GrpcServer,
+    nc: Client,
+    stores: _Stores,
+    loops: LoopMetrics,
+) -> None:
+    """The background loops, each ended by the lifecycle's stop: the matcher, the results
+    consumer, the health probe and the pruning of the mirrors."""
+
+    async def probe() -> None:
+        await server.set_serving(nc.is_connected and stores.tickets.ready.is_set())
+
+    async def prune() -> None:
+        stores.tickets.prune(time.time())
+        stores.live_tables.prune()
+
     stopping = life.stopping
     life.spawn(matchmaker.run(stopping), name="matchmaking-leases")
     life.spawn(consumer.run(stopping), name="matchmaking-results")
@@ -332,7 +383,6 @@ async def _start(
         ),
         name="matchmaking-prune",
     )
-    return service
 
 
 async def _close_all(closers: list[_Closable]) -> None:
