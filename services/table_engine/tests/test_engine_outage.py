@@ -209,7 +209,7 @@ async def test_after_an_outage_tables_take_moves_within_2_s_and_nothing_is_lost_
         # The move made during the outage counts once, whatever its caller heard, and a retry
         # gets the entry it made.
         runtime = node.tables.get(humans)
-        landed = runtime.accepted(turn, "during")
+        landed = runtime.history.accepted(turn, "during")
         if first is not None:
             assert landed is not None and landed.sequence == first
         if landed is not None:

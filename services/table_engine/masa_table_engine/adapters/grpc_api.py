@@ -299,7 +299,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
         if not request.HasField("action"):
             raise BadRequest("action is required")
         table = runtime.table
-        earlier = runtime.accepted(seat, request.request_id)
+        earlier = runtime.history.accepted(seat, request.request_id)
         if earlier is not None:
             # The log keeps each action's request id, so a retry is answered after a restart
             # or a move to another node too, however the hand changed since (a meld it laid
@@ -311,7 +311,7 @@ class TableServicer(table_pb2_grpc.TableServiceServicer):
                     f"request_id {preview(request.request_id)} was already used for another move"
                 )
             return update_for(earlier, seat)
-        before = runtime.accepted_before(seat, request.request_id)
+        before = runtime.history.accepted_before(seat, request.request_id)
         if before is not None:
             # Applied before the snapshot a takeover rebuilt the table from: its events are
             # not kept here, only that it was applied, and where.

@@ -32,7 +32,6 @@ import asyncio
 import enum
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
@@ -40,6 +39,7 @@ from typing import Final, NoReturn
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, SeatKind
 
+from masa_table_engine.app.history import History, WatchItem
 from masa_table_engine.app.outbox import Outbox
 from masa_table_engine.app.ports import (
     Clock,
@@ -87,9 +87,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-
-WatchItem = Table | Entry
 
 
 class TooManySpectators(Exception):
@@ -227,22 +224,9 @@ class TableRuntime:
         requests: tuple[tuple[int, str, int], ...] = (),
     ) -> None:
         self.table = table
-        # The latest entries, for resuming watchers and answering retries; a watcher further
-        # behind gets a fresh snapshot, and an older retry meets its stale expected sequence.
-        # Each entry holds the game states it led to, so a 51 game's whole history would
-        # hold megabytes per table: only the latest are kept (RuntimeSettings.history_kept).
-        self._history: deque[Entry] = deque()
-        # The entry of each (seat, request_id) in the history, so that a retry is found without
-        # scanning the whole history on every submitted action.
-        self._requests: dict[tuple[int, str], Entry] = {}
-        # Requests known from the snapshot only (their entries were not replayed): the
-        # sequence each produced, so that their retries are answered, not applied again.
-        self._requests_before: dict[tuple[int, str], int] = {
-            (seat, request_id): sequence for seat, request_id, sequence in requests
-        }
+        # The latest entries and the requests they answered (RuntimeSettings.history_kept).
+        self.history = History(settings.history_kept, history, requests)
         self._settings = settings
-        for entry in history:
-            self._keep(entry)
         self._deps = deps
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -335,7 +319,7 @@ class TableRuntime:
         if await self._outbox.flushed(table_id, flush_seconds) and not self._unsynced:
             try:
                 await self._deps.log.save_snapshot(
-                    self.table, handed_over=True, requests=self._recent_requests()
+                    self.table, handed_over=True, requests=self.history.recent_requests()
                 )
             except Exception:
                 _log.warning(
@@ -457,7 +441,7 @@ class TableRuntime:
         self.table = table
         if table.finished:
             self.finished_at = self._deps.clock()
-        self._keep(entry)
+        self.history.keep(entry)
         self._wake_driver()
         for watcher in self._watchers:
             if watcher.offer(entry):
@@ -479,7 +463,7 @@ class TableRuntime:
             return
         self._snapshot_due = False
         try:
-            await self._deps.log.save_snapshot(self.table, requests=self._recent_requests())
+            await self._deps.log.save_snapshot(self.table, requests=self.history.recent_requests())
         except Exception:
             # The entry is in the log, which recovery replays: a snapshot is a shortcut.
             _log.warning(
@@ -678,7 +662,7 @@ class TableRuntime:
                     # its reader finds the table's new node.
                     return
                 self._watchers.add(watcher)
-                backlog, last = self._first_items(after_sequence)
+                backlog, last = self.history.first_items(self.table, after_sequence)
                 finished = self.table.finished
             for item in backlog:
                 yield item
@@ -740,59 +724,6 @@ class TableRuntime:
         else:
             return
         self._changed.set()
-
-    def _first_items(self, after_sequence: int | None) -> tuple[list[WatchItem], int]:
-        """What a new stream is sent first: the entries after ``after_sequence`` while the
-        history still holds them, else the table; and the sequence the stream is at before."""
-        first_kept = self._history[0].sequence if self._history else self.table.sequence + 1
-        if after_sequence is not None and first_kept - 1 <= after_sequence:
-            return [e for e in self._history if e.sequence > after_sequence], after_sequence
-        return [self.table], self.table.sequence
-
-    def accepted(self, seat: int, request_id: str) -> Entry | None:
-        """The entry a request of ``seat`` already produced, found in the log-backed history.
-
-        The gRPC layer de-duplicates retries in memory; this survives a restart too, because
-        the log records each action's request_id and recovery replays it.
-        """
-        if not request_id:
-            return None
-        return self._requests.get((seat, request_id))
-
-    def accepted_before(self, seat: int, request_id: str) -> int | None:
-        """The sequence a request produced before the snapshot this table was rebuilt from."""
-        if not request_id:
-            return None
-        return self._requests_before.get((seat, request_id))
-
-    def _recent_requests(self) -> tuple[tuple[int, str, int], ...]:
-        """The player requests a snapshot keeps, for retries after a takeover."""
-        recent = [
-            (seat, request_id, entry.sequence)
-            for (seat, request_id), entry in self._requests.items()
-        ]
-        if len(recent) < self._settings.history_kept:
-            recent.extend(
-                (seat, request_id, sequence)
-                for (seat, request_id), sequence in self._requests_before.items()
-                if (seat, request_id) not in self._requests
-            )
-        recent.sort(key=lambda request: request[2])
-        return tuple(recent[-self._settings.history_kept :])
-
-    def _keep(self, entry: Entry) -> None:
-        self._history.append(entry)
-        item = entry.input
-        if isinstance(item, PlayerAction) and item.request_id:
-            # The latest entry wins, as it did when the history was searched from the end.
-            self._requests[item.seat, item.request_id] = entry
-        while len(self._history) > self._settings.history_kept:
-            old = self._history.popleft()
-            item = old.input
-            if isinstance(item, PlayerAction) and item.request_id:
-                key = (item.seat, item.request_id)
-                if self._requests.get(key) is old:
-                    del self._requests[key]
 
     # --- what the driver asks of the pipeline -------------------------------------------
 
