@@ -22,12 +22,16 @@ import nim
 import pytest
 from masa.common.v1 import game_pb2
 from masa.events.v1 import result_pb2
+from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import action_pb2, table_pb2, table_pb2_grpc
 from masa_bot.bootstrap import bootstrap as start_bot
 from masa_bot.settings import BotSettings
 from masa_client.render import Style, board
+from masa_matchmaking.bootstrap import start_matchmaking
+from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus import connect
-from masa_platform.bus_access import ADMIN, TABLE_ENGINE
+from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import rpc_error_info
 from masa_platform.plugins import load_game_plugins
 from masa_platform.settings import PlatformSettings, ServerSettings
@@ -194,6 +198,78 @@ async def test_P2_a_toy_game_registered_as_a_plugin_is_played_to_the_end_by_a_pl
         result = await _result(nats, table_id)
         assert result.WhichOneof("result") == "game_finished"
         assert {s.seat: s.place for s in result.game_finished.ranking} == ranking
+
+
+_NIM_LOBBY = """
+[[lobby]]
+id = "training-nim"
+name = "Training nim against bots"
+game = "nim"
+mode = "training"
+seats = 3
+"""
+
+
+async def test_P2_a_plugins_lobby_seats_a_player_at_a_nim_table_through_matchmaking(
+    tmp_path: Path,
+) -> None:
+    """Matchmaking loads a lobby of the plugin's game (MASA_GAME_PLUGINS), lists it under its
+    name, and places its table on a node that hosts nim (the node's record names it)."""
+    lobbies = tmp_path / "lobbies.toml"
+    lobbies.write_text(_NIM_LOBBY)
+    async with engine_and_bot(tmp_path) as (nats, address, _):
+        matchmaking = await start_matchmaking(
+            MatchmakingSettings(
+                platform=_platform(nats, "matchmaking", MATCHMAKING),
+                instance_id="plugin",
+                lobbies_file=lobbies,
+                result_keys_file=keyring().results_jwks,
+            ),
+            CollectorRegistry(),
+        )
+        try:
+            async with grpc.aio.insecure_channel(matchmaking.address) as channel:
+                stub = matchmaking_pb2_grpc.MatchmakingServiceStub(channel)
+                mine = _auth(PLAYER)
+                listed = await stub.ListLobbies(
+                    mm.ListLobbiesRequest(filter="game = nim"), metadata=mine
+                )
+                assert [(lobby.lobby_id, lobby.game_name) for lobby in listed.lobbies] == [
+                    ("training-nim", nim.NAME)
+                ]
+                ticket = (
+                    await stub.CreateTicket(
+                        mm.CreateTicketRequest(request_id="nim-ticket", lobby_id="training-nim"),
+                        metadata=mine,
+                    )
+                ).ticket
+                deadline = time.monotonic() + 30
+                while ticket.state != mm.Ticket.STATE_MATCHED:
+                    assert time.monotonic() < deadline, f"the ticket stayed {ticket.state}"
+                    assert ticket.state in (mm.Ticket.STATE_SEARCHING, mm.Ticket.STATE_PLACING)
+                    await asyncio.sleep(0.1)
+                    ticket = (
+                        await stub.GetTicket(
+                            mm.GetTicketRequest(ticket_id=ticket.ticket_id), metadata=mine
+                        )
+                    ).ticket
+            assert ticket.table_address == address
+            async with grpc.aio.insecure_channel(address) as channel:
+                tables = table_pb2_grpc.TableServiceStub(channel)
+                seat_view = (
+                    await tables.GetTable(
+                        table_pb2.GetTableRequest(table_id=ticket.table_id), metadata=mine
+                    )
+                ).seat_view
+            config = seat_view.table.table.config
+            assert (config.game_name, config.lobby_id, seat_view.seat) == (
+                nim.NAME,
+                "training-nim",
+                ticket.seat,
+            )
+            assert nim.unpacked(seat_view.table.other_game, "NimTable").pile > 0
+        finally:
+            await matchmaking.stop(0)
 
 
 async def test_a_game_no_node_hosts_is_refused_by_name(tmp_path: Path) -> None:

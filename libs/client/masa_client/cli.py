@@ -233,7 +233,13 @@ async def _play(args: argparse.Namespace) -> int:
             console.say(f"{args.player} has no seat at table {table_id}")
             return 1
         table = joined.seat_view.table.table
-        game = _GAMES[table.config.game]
+        game = _GAMES.get(table.config.game)
+        if game is None:
+            console.say(
+                f"masa play plays 51 and Elevator; table {table_id} is of "
+                f"{table.config.game_name or 'a game it does not know'}"
+            )
+            return 1
         session = PlaySession(client, table_id, game, console, style)
         ended = await _drive(session, console, _come_back(args))
     if ended and table.config.stake:

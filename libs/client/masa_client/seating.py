@@ -75,7 +75,8 @@ class NoSeat(Exception):
 
 
 def describe_lobby(lobby: mm.Lobby) -> str:
-    game = _GAMES.get(lobby.game, "?")
+    # A plugin's game is named by its registered name.
+    game = _GAMES.get(lobby.game) or lobby.game_name or "?"
     preset = _PRESETS.get(lobby.preset)
     kind = f"{game} {preset}" if preset else game
     seats = (

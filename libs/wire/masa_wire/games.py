@@ -25,6 +25,7 @@ from masa_wire import elevator as elevator_wire
 from masa_wire import fiftyone as fiftyone_wire
 from masa_wire.elevator import Viewer
 from masa_wire.errors import WireError
+from masa_wire.table_config import game_from_proto
 
 __all__ = [
     "GameWire",
@@ -233,10 +234,6 @@ def _seen(seen: object | None) -> fiftyone_engine.View | None:
 
 _ELEVATOR: Final = _ElevatorWire()
 _WIRES: dict[str, GameWire] = {_ELEVATOR.name: _ELEVATOR, GameKind.FIFTYONE: _FiftyOneWire()}
-_KIND_NAMES: Final = {
-    game_pb2.GAME_KIND_FIFTYONE: GameKind.FIFTYONE.value,
-    game_pb2.GAME_KIND_ELEVATOR: GameKind.ELEVATOR.value,
-}
 
 
 def register_wire(wire: GameWire) -> None:
@@ -272,8 +269,14 @@ def wire_of_action(message: action_pb2.Action) -> GameWire:
 
 
 def game_name(config: game_pb2.TableConfig) -> str:
-    """The registered name of the game a configuration message names (maybe unregistered)."""
-    return _KIND_NAMES.get(config.game, "") or config.game_name
+    """The registered name of the game a configuration message names (maybe unregistered),
+    or "" when it names none."""
+    if config.game_name:
+        return config.game_name
+    try:
+        return game_from_proto(config.game)
+    except WireError:
+        return ""
 
 
 def view_game_name(view: view_pb2.TableView) -> str:

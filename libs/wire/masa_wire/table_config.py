@@ -40,9 +40,11 @@ __all__ = [
     "config_from_proto",
     "config_to_proto",
     "game_from_proto",
+    "game_name_to_proto",
     "game_to_proto",
     "mode_from_proto",
     "mode_to_proto",
+    "named_game_from_proto",
     "options_from_proto",
     "options_to_proto",
     "payout_from_proto",
@@ -233,7 +235,7 @@ def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
     turn_time.FromNanoseconds(round(config.turn_seconds * 1e9))
     return game_pb2.TableConfig(
         game=game_to_proto(config.game),
-        game_name="" if config.game in _GAMES else config.game,
+        game_name=game_name_to_proto(config.game),
         preset=preset_to_proto(config.preset),
         mode=_MODES[config.mode],
         options=options_to_proto(config.game, config.options),
@@ -248,7 +250,7 @@ def config_to_proto(config: TableConfig) -> game_pb2.TableConfig:
 def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float) -> TableConfig:
     """The configuration a message describes; ``default_turn_seconds`` when it sets no turn
     time. A 51 table without a preset is salon; an Elevator table with one is refused (P-2)."""
-    game = _game_of(message)
+    game = named_game_from_proto(message.game, message.game_name)
     preset = preset_from_proto(message.preset)
     if game != GameKind.FIFTYONE and preset:
         raise WireError(f"{game} has no presets", "P-2")
@@ -274,13 +276,19 @@ def config_from_proto(message: game_pb2.TableConfig, default_turn_seconds: float
     )
 
 
-def _game_of(message: game_pb2.TableConfig) -> str:
-    """The game a configuration names: a shipped game by its kind, or a plugin's registered
-    game by its name (never both)."""
-    if not message.game_name:
-        return game_from_proto(message.game)
-    if message.game != game_pb2.GAME_KIND_UNSPECIFIED:
-        raise WireError("a configuration names its game by kind or by name, not both", _MALFORMED)
-    if message.game_name not in hosted_games() or message.game_name in _GAMES:
-        raise WireError(f"no game named {message.game_name[:32]!r} is hosted here", "P-2")
-    return message.game_name
+def game_name_to_proto(game: str) -> str:
+    """What a message's ``game_name`` says of ``game``: a plugin's game's name, "" for a
+    shipped game (which its GameKind names)."""
+    return "" if game in _GAMES else game
+
+
+def named_game_from_proto(kind: int, name: str) -> str:
+    """The game a message names by its ``game`` and ``game_name`` fields: a shipped game by
+    its kind, or a game a plugin registered by its name (never both)."""
+    if not name:
+        return game_from_proto(kind)
+    if kind != game_pb2.GAME_KIND_UNSPECIFIED:
+        raise WireError("a message names its game by kind or by name, not both", _MALFORMED)
+    if name not in hosted_games() or name in _GAMES:
+        raise WireError(f"no game named {name[:32]!r} is hosted here", "P-2")
+    return name

@@ -28,6 +28,7 @@ from masa_platform.lifecycle import Lifecycle
 from masa_platform.loops import supervise
 from masa_platform.metrics import ConsumerMetrics, GrpcMetrics, LoopMetrics
 from masa_platform.page_tokens import PageTokens
+from masa_platform.plugins import load_game_plugins
 from masa_platform.quotas import caller_quotas
 from masa_platform.server import GrpcServer, create_server, standard_interceptors
 from masa_platform.settings import SettingsError
@@ -196,6 +197,8 @@ async def start_matchmaking(
 ) -> MatchmakingService:
     given = overrides or Overrides()
     platform = settings.platform
+    # Before the lobbies, which may be of a plugin's game.
+    load_game_plugins(platform.game_plugins)
     lobbies = load_lobbies(settings)
     instance = settings.instance
     life = Lifecycle(platform.service_name, task_patience_seconds=_TASK_PATIENCE_SECONDS)

@@ -13,17 +13,18 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
-from masa_rules.table_config import BotLevel, GameKind
+from masa_rules.table_config import BotLevel
 from masa_wire import WireError
 from masa_wire.table_config import (
     bot_level_from_proto,
     bot_level_to_proto,
+    game_name_to_proto,
     game_to_proto,
     mode_to_proto,
+    named_game_from_proto,
     options_to_proto,
     preset_to_proto,
 )
-from masa_wire.table_config import game_from_proto as wire_game_from_proto
 
 from masa_matchmaking.app.tickets import NewTicket
 from masa_matchmaking.domain.errors import BadInput
@@ -81,6 +82,7 @@ def lobby_to_proto(
         lobby_id=lobby.lobby_id,
         display_name=lobby.display_name,
         game=game_to_proto(lobby.game),
+        game_name=game_name_to_proto(lobby.game),
         preset=preset_to_proto(lobby.preset),
         mode=mode_to_proto(lobby.mode),
         max_seats=lobby.max_seats,
@@ -146,6 +148,7 @@ def rating_to_proto(rating: PlayerRating) -> mm.Rating:
     message = mm.Rating(
         player_id=rating.player_id,
         game=game_to_proto(rating.game),
+        game_name=game_name_to_proto(rating.game),
         mu=rating.mu,
         sigma=rating.sigma,
         ordinal=rating.ordinal,
@@ -156,11 +159,12 @@ def rating_to_proto(rating: PlayerRating) -> mm.Rating:
     return message
 
 
-def game_from_proto(game: int) -> GameKind:
+def game_from_proto(game: int, name: str = "") -> str:
+    """The game a request or an event names, by kind or (a plugin's) by name."""
     try:
-        return wire_game_from_proto(game)
-    except WireError:
-        raise BadInput("name the game: GAME_KIND_FIFTYONE or GAME_KIND_ELEVATOR") from None
+        return named_game_from_proto(game, name)
+    except WireError as error:
+        raise BadInput(f"name the game by its kind or its name: {error.message}") from None
 
 
 def new_ticket_from_proto(request: mm.CreateTicketRequest) -> NewTicket:

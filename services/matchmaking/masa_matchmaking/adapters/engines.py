@@ -24,7 +24,7 @@ from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.bus import KvBucket
 from masa_platform.errors import error_info
-from masa_rules.table_config import GameKind, TableConfig
+from masa_rules.table_config import TableConfig
 from masa_wire import WireError
 from masa_wire.table_config import config_to_proto, game_from_proto
 from nats.aio.client import Client
@@ -100,9 +100,10 @@ class KvEngineNodes:
         return nodes
 
 
-def _games(record: engine_pb2.EngineNode) -> list[GameKind]:
-    """The games a node hosts; one this instance does not know is left out."""
-    known = []
+def _games(record: engine_pb2.EngineNode) -> list[str]:
+    """The games a node hosts, by name: the shipped ones by kind and a plugin's by name; a
+    kind this instance does not know is left out."""
+    known: list[str] = list(record.game_names)
     for game in record.games:
         try:
             known.append(game_from_proto(game))

@@ -16,7 +16,13 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import matchmaking_event_pb2 as ev
 from masa_platform.acks import AckedPublisher, AckRefused, publish_headers
-from masa_wire.table_config import game_to_proto, mode_to_proto, preset_to_proto, seat_to_proto
+from masa_wire.table_config import (
+    game_name_to_proto,
+    game_to_proto,
+    mode_to_proto,
+    preset_to_proto,
+    seat_to_proto,
+)
 
 from masa_matchmaking.app.ports import GameStarted, Unreachable
 from masa_matchmaking.domain.rating import PlayerRating
@@ -96,6 +102,7 @@ class JetStreamEvents:
                     table_id=started.table_id,
                     lobby_id=config.lobby_id,
                     game=game_to_proto(config.game),
+                    game_name=game_name_to_proto(config.game),
                     preset=preset_to_proto(config.preset),
                     mode=mode_to_proto(config.mode),
                     seats=[seat_to_proto(seat) for seat in config.seats],
@@ -127,6 +134,7 @@ class JetStreamEvents:
                     occurred_at=_stamp(now),
                     player_id=before.player_id,
                     game=game_to_proto(before.game),
+                    game_name=game_name_to_proto(before.game),
                     table_id=table_id,
                     game_no=game_no,
                     place=place,

@@ -218,7 +218,7 @@ class MatchmakingServicer(matchmaking_pb2_grpc.MatchmakingServiceServicer):
         player = request.player_id or require_principal().subject
         if len(player) > 128:
             raise BadRequest("a player id is at most 128 characters")
-        rating = await self._ratings.get(player, game_from_proto(request.game))
+        rating = await self._ratings.get(player, game_from_proto(request.game, request.game_name))
         return mm.GetRatingResponse(rating=rating_to_proto(rating))
 
 

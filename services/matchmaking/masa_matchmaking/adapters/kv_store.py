@@ -28,7 +28,6 @@ from masa_platform.acks import (
     AckRefused,
 )
 from masa_platform.bus import KvBucket, Lease, LeaseLost, Leases, RevisionConflict
-from masa_rules.table_config import GameKind
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
@@ -260,7 +259,7 @@ class KvRatingStore:
     async def open(cls, nc: Client, publisher: AckedPublisher) -> KvRatingStore:
         return cls(await KvBucket.open(nc, RATING_BUCKET), publisher)
 
-    async def read(self, player_id: str, game: GameKind) -> tuple[PlayerRating, int]:
+    async def read(self, player_id: str, game: str) -> tuple[PlayerRating, int]:
         key = _rating_key(player_id, game)
         try:
             stored = await self._publisher.last_message(
@@ -314,8 +313,8 @@ def _announced_key(game_key: str) -> str:
     return f"a.{_digest(game_key)}"
 
 
-def _rating_key(player_id: str, game: GameKind) -> str:
-    return f"r.{game.value}.{_digest(player_id)}"
+def _rating_key(player_id: str, game: str) -> str:
+    return f"r.{game}.{_digest(player_id)}"
 
 
 class KvLeaseStore:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from masa_rules.table_config import BotLevel, GameKind
+from masa_rules.table_config import BotLevel
 
 from masa_matchmaking.app.ports import PlayerTickets
 from masa_matchmaking.domain.rating import PlayerRating
@@ -56,7 +56,7 @@ def decode_rating(data: bytes) -> PlayerRating:
     raw = json.loads(data)
     return PlayerRating(
         player_id=raw["player_id"],
-        game=GameKind(raw["game"]),
+        game=str(raw["game"]),
         mu=float(raw["mu"]),
         sigma=float(raw["sigma"]),
         games=int(raw["games"]),

@@ -133,7 +133,7 @@ def finished_game(event: result_pb2.GameFinished) -> FinishedGame:
     return FinishedGame(
         table_id=event.table_id,
         game_no=event.game_no,
-        game=game_from_proto(event.game),
+        game=game_from_proto(event.game, event.game_name),
         training=event.mode == game_pb2.MODE_TRAINING,
         teams=event.mode == game_pb2.MODE_TEAMS,
         results=tuple(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from masa_rules.table_config import GameKind, TableConfig
+from masa_rules.table_config import TableConfig
 
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
@@ -163,7 +163,8 @@ class Ledger(Protocol):
 class EngineNode:
     node_id: str
     address: str
-    games: frozenset[GameKind]
+    # The registered names of the games the node hosts.
+    games: frozenset[str]
     tables: int
     capacity: int
     load: float
@@ -228,7 +229,7 @@ class Events(Protocol):
 
 
 class RatingStore(Protocol):
-    async def read(self, player_id: str, game: GameKind) -> tuple[PlayerRating, int]:
+    async def read(self, player_id: str, game: str) -> tuple[PlayerRating, int]:
         """The rating and its revision; a player never rated gets the initial one at 0."""
         ...
 

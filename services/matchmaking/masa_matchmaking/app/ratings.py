@@ -21,8 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from masa_rules.table_config import GameKind
-
 from masa_matchmaking.app.ports import Conflict, Events, RatingStore
 from masa_matchmaking.domain.errors import Unavailable
 from masa_matchmaking.domain.rating import GameOutcome, PlayerRating, Result, rate_game
@@ -36,7 +34,7 @@ _WRITE_ATTEMPTS: Final = 8
 class FinishedGame:
     table_id: str
     game_no: int
-    game: GameKind
+    game: str
     training: bool
     teams: bool
     # The human seats: bots are never rated.
@@ -53,7 +51,7 @@ class Ratings:
         self._events = events
         self._clock = clock
 
-    async def get(self, player_id: str, game: GameKind) -> PlayerRating:
+    async def get(self, player_id: str, game: str) -> PlayerRating:
         rating, _ = await self._store.read(player_id, game)
         return rating
 

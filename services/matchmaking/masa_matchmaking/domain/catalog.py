@@ -32,6 +32,7 @@ from masa_rules.table_config import (
     GameOptions,
     Mode,
     PayoutRule,
+    hosted_games,
 )
 
 from masa_matchmaking.domain.errors import InvalidLobby
@@ -39,7 +40,7 @@ from masa_matchmaking.domain.lobby import BotFill, Lobby, MatchingPolicy
 
 __all__ = ["MAX_LOBBIES", "parse_lobbies"]
 
-_E = TypeVar("_E", GameKind, Mode, BotLevel)
+_E = TypeVar("_E", Mode, BotLevel)
 
 MAX_LOBBIES: Final = 200
 
@@ -109,7 +110,9 @@ def _lobby(entry: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lobby:
     seats = merged.get("seats")
     if seats is not None and ("min_seats" in merged or "max_seats" in merged):
         raise InvalidLobby(f"{where}: give seats, or min_seats and max_seats, not both")
-    game = _enum(GameKind, _get(merged, "game", str, where), where, "game")
+    game = _get(merged, "game", str, where)
+    if game not in hosted_games():
+        raise InvalidLobby(f"{where}: unknown game {game[:32]!r}; use {', '.join(hosted_games())}")
     max_seats = _get(merged, "max_seats", int, where, seats)
     min_seats = _get(merged, "min_seats", int, where, seats if seats is not None else max_seats)
     return Lobby(
@@ -121,7 +124,7 @@ def _lobby(entry: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lobby:
         min_seats=min_seats,
         # 51 without a preset is salon, the platform default (Preset in game.proto).
         preset=_get(
-            merged, "preset", str, where, DEFAULT_PRESET if game is GameKind.FIFTYONE else ""
+            merged, "preset", str, where, DEFAULT_PRESET if game == GameKind.FIFTYONE else ""
         ),
         options=GameOptions(
             decks=_optional(merged, "decks", int, where),

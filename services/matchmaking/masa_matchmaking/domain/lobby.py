@@ -21,7 +21,6 @@ from masa_rules.errors import RuleViolation
 from masa_rules.table_config import (
     DEFAULT_TURN_SECONDS,
     BotLevel,
-    GameKind,
     GameOptions,
     Mode,
     PayoutRule,
@@ -87,7 +86,7 @@ class MatchingPolicy:
 class Lobby:
     lobby_id: str
     display_name: str
-    game: GameKind
+    game: str
     mode: Mode
     max_seats: int
     min_seats: int

@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
+from masa_rules.table_config import hosted_games
+
 from masa_matchmaking.domain.errors import BadInput
 from masa_matchmaking.domain.lobby import Lobby
 
@@ -35,8 +37,9 @@ _OPERATORS: Final[dict[str, Callable[[Any, Any], bool]]] = {
     ">=": operator.ge,
 }
 _PREFIXES: Final = {"game": "GAME_KIND_", "preset": "PRESET_", "mode": "MODE_"}
+# The games are every hosted game's name (masa_rules.table_config.hosted_games).
 _ENUMS: Final = {
-    "game": frozenset({"FIFTYONE", "ELEVATOR"}),
+    "game": frozenset(),
     "preset": frozenset({"CLASSIC", "SALON", "REMI", "UNSPECIFIED"}),
     "mode": frozenset({"SINGLES", "TEAMS", "TRAINING"}),
 }
@@ -75,14 +78,15 @@ def _comparison(part: str) -> Predicate:
     if op not in ("=", "!="):
         raise BadInput(f"{field} is compared with = or != only")
     name = value.upper().removeprefix(_PREFIXES[field])
-    if name not in _ENUMS[field]:
-        raise BadInput(f"unknown {field} {value!r}; use {', '.join(sorted(_ENUMS[field]))}")
+    known = _ENUMS[field] if field != "game" else {game.upper() for game in hosted_games()}
+    if name not in known:
+        raise BadInput(f"unknown {field} {value!r}; use {', '.join(sorted(known))}")
     return lambda lobby: compare(_enum_name(lobby, field), name)
 
 
 def _enum_name(lobby: Lobby, field: str) -> str:
     if field == "game":
-        return lobby.game.value.upper()
+        return lobby.game.upper()
     if field == "mode":
         return lobby.mode.value.upper()
     return (lobby.preset or "unspecified").upper()

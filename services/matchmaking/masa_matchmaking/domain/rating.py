@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from masa_rules.table_config import GameKind
 from openskill.models import PlackettLuce
 
 __all__ = [
@@ -41,7 +40,7 @@ _MODEL: Final = PlackettLuce(mu=INITIAL_MU, sigma=INITIAL_SIGMA)
 @dataclass(frozen=True, slots=True)
 class PlayerRating:
     player_id: str
-    game: GameKind
+    game: str
     mu: float = INITIAL_MU
     sigma: float = INITIAL_SIGMA
     games: int = 0

@@ -23,7 +23,7 @@ from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
 from masa_platform.bus_access import ENGINE_NODES_BUCKET as _BUCKET
 from masa_platform.metrics import LoopMetrics
-from masa_wire.table_config import game_to_proto
+from masa_wire.table_config import game_name_to_proto, game_to_proto
 
 from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.games import hosted
@@ -68,8 +68,9 @@ class NodeRegistry:
         return engine_pb2.EngineNode(
             node_id=self._node_id,
             address=self._address,
-            # The shipped games this node hosts: matchmaking places only those.
+            # The games this node hosts: the shipped ones by kind, a plugin's by name.
             games=[kind for kind in map(game_to_proto, hosted()) if kind],
+            game_names=[name for name in map(game_name_to_proto, hosted()) if name],
             version=self._version,
             tables=tables,
             capacity=self._capacity,
