@@ -1,4 +1,4 @@
-"""Supervised background loops, and stopping tasks for sure.
+"""Supervised background loops.
 
 :func:`supervise` runs a named step now (or after one interval) and then every interval, or at
 once when its ``wake`` event is set, until ``stop`` is set or it is cancelled. A step that
@@ -8,10 +8,8 @@ a row: the interval doubled per failure, capped at ``backoff_max_seconds`` (by d
 interval itself, so a failed round is simply retried on time). Nothing a step raises ends the
 loop; cancellation does, at once.
 
-``task.cancel(); await task`` can wait for ever on Python 3.11: ``asyncio.wait_for`` (which
-nats-py and grpc use inside their calls) swallows a cancellation that arrives as its inner
-call completes, and a task that loops then runs on. :func:`stop_tasks` cancels again until
-every task has ended. The loop's own pauses use ``asyncio.wait``, which never swallows one.
+The loop's pauses use ``asyncio.wait``, which never swallows a cancellation; stopping a task
+for sure is :func:`masa_platform.tasks.stop_tasks` (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,16 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
 
 from masa_platform.metrics import LoopMetrics
+from masa_platform.tasks import stop_tasks
 
 __all__ = ["stop_tasks", "supervise"]
 
 _log = logging.getLogger(__name__)
-
-# How long stop_tasks waits for cancelled tasks to end before cancelling the stragglers again.
-_RECANCEL_SECONDS: Final = 0.5
 
 
 async def supervise(  # noqa: PLR0913 - each option is a keyword with a default
@@ -82,20 +77,3 @@ async def _pause(seconds: float, stop: asyncio.Event, wake: asyncio.Event | None
     finally:
         for waiter in waiters:
             waiter.cancel()
-
-
-async def stop_tasks(*tasks: asyncio.Task[Any] | None, patience_seconds: float = 0.0) -> None:
-    """Wait up to ``patience_seconds`` for ``tasks`` (None and the calling task skipped) to end
-    on their own, then cancel them until all have ended; an error a task ended with is
-    logged, not raised."""
-    me = asyncio.current_task()
-    chosen = [task for task in tasks if task is not None and task is not me]
-    if patience_seconds > 0 and chosen:
-        await asyncio.wait(chosen, timeout=patience_seconds)
-    while pending := [task for task in chosen if not task.done()]:
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=_RECANCEL_SECONDS)
-    for task in chosen:
-        if not task.cancelled() and task.exception() is not None:
-            _log.warning("task %s ended with %r", task.get_name(), task.exception())

@@ -23,12 +23,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
+from masa_platform.loops import supervise
 from masa_platform.metrics import LoopMetrics
 from masa_platform.server import GrpcServer
+from masa_platform.tasks import stop_tasks
 
 from masa_table_engine.adapters.metrics import OVERDUE_SLACK_SECONDS
 from masa_table_engine.app.ports import Metrics
-from masa_table_engine.app.tasks import stop_tasks
 
 __all__ = ["GAUGES_EVERY_SECONDS", "PROBE_TIMEOUT_SECONDS", "HealthMonitor"]
 
@@ -75,7 +76,16 @@ class HealthMonitor:
         self._gauges_due = 0.0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._watch())
+        # Ended by close() (cancelled), never by its stop event.
+        watch = supervise(
+            "health_probe",
+            self.check,
+            interval_seconds=self._interval,
+            stop=asyncio.Event(),
+            metrics=self._loops,
+            wait_first=True,
+        )
+        self._task = asyncio.get_running_loop().create_task(watch, name="engine-health")
 
     async def check(self) -> bool:
         """Probe once and report; True when serving."""
@@ -107,12 +117,6 @@ class HealthMonitor:
             self._serving = serving
             await self._server.set_serving(serving)
         return serving
-
-    async def _watch(self) -> None:
-        while True:
-            with self._loops.run("health_probe"):
-                await self.check()
-            await asyncio.sleep(self._interval)
 
     async def close(self) -> None:
         await stop_tasks(self._task)

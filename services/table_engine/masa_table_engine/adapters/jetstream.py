@@ -54,6 +54,7 @@ from masa_platform.bus_access import TABLES_STREAM
 from masa_platform.bus_plan import LEASES_BUCKET, SNAPSHOTS_BUCKET, TABLE_INDEX_BUCKET
 from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import RESULT_SIGNATURE, SEAL, ResultSigner, Sealer
+from masa_platform.tasks import stop_tasks
 from nats.aio.client import Client
 
 from masa_table_engine.adapters.convert import entry_to_log, input_from_log
@@ -66,7 +67,6 @@ from masa_table_engine.app.ports import (
     Snapshot,
     Unserved,
 )
-from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 

@@ -22,10 +22,11 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from masa.events.v1 import engine_pb2
 from masa_platform.bus import KvBucket
 from masa_platform.bus_access import ENGINE_NODES_BUCKET as _BUCKET
+from masa_platform.loops import supervise
 from masa_platform.metrics import LoopMetrics
+from masa_platform.tasks import stop_tasks
 from masa_wire.table_config import game_name_to_proto, game_to_proto
 
-from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.games import hosted
 
 __all__ = ["ENGINE_NODES_BUCKET", "NodeRegistry"]
@@ -102,16 +103,16 @@ class NodeRegistry:
 
     async def start(self) -> None:
         await self.advertise()
-        self._task = asyncio.get_running_loop().create_task(self._beat(), name="engine-registry")
-
-    async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self._every)
-            try:
-                with self._loops.run("registry_heartbeat"):
-                    await self.advertise()
-            except (nats.errors.Error, TimeoutError) as error:
-                _log.warning("could not advertise this node: %s", error)
+        # Ended by stop() (cancelled), never by its stop event.
+        beat = supervise(
+            "registry_heartbeat",
+            self.advertise,
+            interval_seconds=self._every,
+            stop=asyncio.Event(),
+            metrics=self._loops,
+            wait_first=True,
+        )
+        self._task = asyncio.get_running_loop().create_task(beat, name="engine-registry")
 
     async def stop(self) -> None:
         """Say the node drains (no new tables), then leave the registry; a registry that

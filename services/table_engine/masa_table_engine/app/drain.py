@@ -9,11 +9,12 @@ import asyncio
 import logging
 from typing import Final
 
+from masa_platform.tasks import stop_tasks
+
 from masa_table_engine.app.node_state import NodeState
 from masa_table_engine.app.recovery import RECOVERY_CONCURRENCY
 from masa_table_engine.app.runtime import TableRuntime
 from masa_table_engine.app.takeover import Takeover
-from masa_table_engine.app.tasks import stop_tasks
 
 __all__ = ["Drain", "Draining", "NodeLeaving"]
 

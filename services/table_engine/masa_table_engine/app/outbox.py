@@ -24,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from masa_platform.tasks import stop_tasks
+
 from masa_table_engine.app.ports import Metrics, ResultPublisher
-from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table
 

@@ -36,6 +36,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
 
+from masa_platform.tasks import stop_tasks
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, SeatKind
 
@@ -53,7 +54,6 @@ from masa_table_engine.app.ports import (
     SystemClock,
 )
 from masa_table_engine.app.presence import Presence
-from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import (
     AutopilotChanged,
     Entry,

@@ -18,6 +18,7 @@ import secrets
 import uuid
 from collections.abc import Callable
 
+from masa_platform.tasks import stop_tasks
 from masa_rules.table_config import TableConfig
 
 from masa_table_engine.app.creation import Creation
@@ -31,7 +32,6 @@ from masa_table_engine.app.recovery import Recovery, RecoveryReport
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, TableRuntime
 from masa_table_engine.app.stakes import StakeBinder
 from masa_table_engine.app.takeover import Takeover
-from masa_table_engine.app.tasks import stop_tasks
 from masa_table_engine.domain.model import AbandonReason, TableVoided
 from masa_table_engine.domain.table import Table, next_deadline
 
