@@ -55,6 +55,9 @@ from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.table.v1 import view_pb2
 from masa_platform.auth import Role
 from masa_platform.settings import load_settings
+from masa_rules.table_config import BotLevel, GameKind
+from masa_wire.games import game_name
+from masa_wire.table_config import bot_level_to_proto, game_to_proto, preset_to_proto
 
 from masa_client.accounts import (
     grant,
@@ -104,13 +107,9 @@ __all__ = [
 DEFAULT_ADDRESS: Final = "127.0.0.1:50051"
 DEFAULT_LEDGER: Final = "127.0.0.1:50053"
 DEFAULT_MATCHMAKING: Final = "127.0.0.1:50054"
-_PRESETS: Final = {
-    "classic": game_pb2.PRESET_CLASSIC,
-    "salon": game_pb2.PRESET_SALON,
-    "remi": game_pb2.PRESET_REMI,
-}
-_LEVELS: Final = {"easy": game_pb2.BOT_LEVEL_EASY, "normal": game_pb2.BOT_LEVEL_NORMAL}
-_GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "fiftyone", game_pb2.GAME_KIND_ELEVATOR: "elevator"}
+# What masa play and --game offer: the presets of 51 and the bot levels, by name.
+_PRESETS: Final = ("classic", "salon", "remi")
+_LEVELS: Final = tuple(level.value for level in BotLevel)
 NATS_WHERE: Final = (
     "the NATS server, nats://host:port (default: the one `make run` started, else MASA_NATS_URL)"
 )
@@ -137,14 +136,14 @@ def table_config(
             seat=seat,
             kind=game_pb2.SEAT_KIND_BOT,
             display_name=BOT_NAMES[seat % len(BOT_NAMES)],
-            bot_level=_LEVELS[level],
+            bot_level=bot_level_to_proto(BotLevel(level)),
         )
         for seat in range(1, players)
     )
-    fiftyone = game == "fiftyone"
+    fiftyone = game == GameKind.FIFTYONE
     return game_pb2.TableConfig(
-        game=game_pb2.GAME_KIND_FIFTYONE if fiftyone else game_pb2.GAME_KIND_ELEVATOR,
-        preset=_PRESETS[preset] if fiftyone else game_pb2.PRESET_UNSPECIFIED,
+        game=game_to_proto(game),
+        preset=preset_to_proto(preset if fiftyone else ""),
         mode=game_pb2.MODE_TRAINING,
         seats=seats,
         turn_time=Duration(seconds=turn_seconds),
@@ -233,8 +232,8 @@ async def _play(args: argparse.Namespace) -> int:
             console.say(f"{args.player} has no seat at table {table_id}")
             return 1
         table = joined.seat_view.table.table
-        game = _GAMES.get(table.config.game)
-        if game is None:
+        game = game_name(table.config)
+        if game not in (GameKind.FIFTYONE, GameKind.ELEVATOR):
             console.say(
                 f"masa play plays 51 and Elevator; table {table_id} is of "
                 f"{table.config.game_name or 'a game it does not know'}"
@@ -300,7 +299,7 @@ async def _seat_through_matchmaking(
             matchmaking,
             lobby,
             console,
-            bot_level=_LEVELS[args.level],
+            bot_level=bot_level_to_proto(BotLevel(args.level)),
             party_size=args.party,
             party_code=args.code,
         )

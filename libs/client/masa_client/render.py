@@ -22,7 +22,7 @@ from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import Colour
 from masa_rules.table_config import GameKind
 from masa_wire.cards import face_from_proto
-from masa_wire.games import view_game_name
+from masa_wire.games import game_name, view_game_name
 
 __all__ = [
     "BOT_NAMES",
@@ -32,6 +32,7 @@ __all__ = [
     "count",
     "describe",
     "game_over",
+    "game_title",
     "register_board",
     "seat_name",
     "style_for",
@@ -140,12 +141,7 @@ def _over(table: view_pb2.TableView) -> bool:
 
 
 def _header(table: view_pb2.TableView, style: Style, now: datetime) -> str:
-    config = table.table.config
-    name = view_game_name(table)
-    drawing = _BOARDS.get(name)
-    game = (
-        drawing.title(config) if drawing is not None else name or "a game this client cannot show"
-    )
+    game = game_title(table.table.config, view_game_name(table))
     parts = [style.paint(game, "bold"), f"table {table.table.table_id}", f"hand {table.hand_no}"]
     if _over(table):
         parts.append("game over")
@@ -193,6 +189,16 @@ class GameBoard:
 
     title: Callable[[game_pb2.TableConfig], str]
     lines: Callable[[view_pb2.TableView, Style], list[str]]
+
+
+def game_title(config: game_pb2.TableConfig, name: str | None = None) -> str:
+    """What the client calls the game of ``config`` (``51 salon``, ``Elevator``, a plugin's
+    title): its board's title, else its name (``name`` when the caller knows it better)."""
+    name = game_name(config) if name is None else name
+    drawing = _BOARDS.get(name)
+    if drawing is not None:
+        return drawing.title(config)
+    return name or "a game this client cannot show"
 
 
 def register_board(name: str, drawing: GameBoard) -> None:

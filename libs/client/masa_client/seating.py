@@ -20,10 +20,12 @@ from typing import Final
 from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa_wire import WireError
+from masa_wire.table_config import mode_from_proto
 
 from masa_client.errors import MasaCallError
 from masa_client.matchmaking import CLOSED_STATES, MatchmakingClient
-from masa_client.render import count
+from masa_client.render import count, game_title
 from masa_client.session import Console, Keyboard
 
 __all__ = [
@@ -39,17 +41,6 @@ __all__ = [
     "waiting_line",
 ]
 
-_GAMES: Final = {game_pb2.GAME_KIND_FIFTYONE: "51", game_pb2.GAME_KIND_ELEVATOR: "Elevator"}
-_PRESETS: Final = {
-    game_pb2.PRESET_CLASSIC: "classic",
-    game_pb2.PRESET_SALON: "salon",
-    game_pb2.PRESET_REMI: "remi",
-}
-_MODES: Final = {
-    game_pb2.MODE_SINGLES: "singles",
-    game_pb2.MODE_TEAMS: "teams",
-    game_pb2.MODE_TRAINING: "training",
-}
 _STATES: Final = {
     mm.Ticket.STATE_SEARCHING: "searching",
     mm.Ticket.STATE_PLACING: "a table is being made",
@@ -75,17 +66,20 @@ class NoSeat(Exception):
 
 
 def describe_lobby(lobby: mm.Lobby) -> str:
-    # A plugin's game is named by its registered name.
-    game = _GAMES.get(lobby.game) or lobby.game_name or "?"
-    preset = _PRESETS.get(lobby.preset)
-    kind = f"{game} {preset}" if preset else game
+    kind = game_title(
+        game_pb2.TableConfig(game=lobby.game, game_name=lobby.game_name, preset=lobby.preset)
+    )
     seats = (
         str(lobby.max_seats)
         if lobby.min_seats == lobby.max_seats
         else f"{lobby.min_seats}-{lobby.max_seats}"
     )
     stake = f"{lobby.stake} chips" if lobby.stake else "no chips"
-    return f"{kind}, {_MODES.get(lobby.mode, '?')}, {seats} seats, {stake}"
+    try:
+        mode = mode_from_proto(lobby.mode).value
+    except WireError:
+        mode = "?"
+    return f"{kind}, {mode}, {seats} seats, {stake}"
 
 
 def lobby_table(lobbies: Sequence[mm.Lobby]) -> list[str]:
