@@ -141,11 +141,16 @@ def test_packages_are_versioned_and_match_their_directories() -> None:
 
 
 def test_every_action_of_51_and_elevator_is_a_typed_oneof_case() -> None:
+    """Every shipped game's action is a typed case; a plugin's game has one extension case
+    (docs/architecture.md, "Adding a game"), a google.protobuf.Any of its own package."""
     oneof = action_pb2.Action.DESCRIPTOR.oneofs_by_name["kind"]
     cases = {field.name for field in oneof.fields}
-    assert cases == FIFTYONE_ACTIONS | ELEVATOR_ACTIONS
+    assert cases == FIFTYONE_ACTIONS | ELEVATOR_ACTIONS | {"other_game"}
     for field in oneof.fields:
         assert field.message_type is not None, f"{field.name} is not a message"
+    extension = action_pb2.Action.DESCRIPTOR.fields_by_name["other_game"]
+    assert extension.message_type is not None
+    assert extension.message_type.full_name == "google.protobuf.Any"
 
 
 def test_every_enum_starts_with_unspecified_zero_and_is_prefixed() -> None:
