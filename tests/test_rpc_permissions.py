@@ -68,8 +68,8 @@ from masa_platform.keys import (
     load_jwks,
 )
 from masa_platform.server import GrpcServer
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_platform.testing import NatsServer, keyring, service_settings, token
 from masa_rules.elevator import ElevatorRules, new_game
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
@@ -265,14 +265,7 @@ def test_the_bot_has_no_identity_to_call_anything_with() -> None:
 
 
 def _platform(nats: NatsServer, service: str, user: str = "") -> PlatformSettings:
-    return PlatformSettings(
-        service_name=service,
-        auth=auth_settings(service),
-        nats_url=nats.url,
-        nats_user=user,
-        nats_password=nats.password(user) if user else "",
-        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
-    )
+    return service_settings(nats, service, user)
 
 
 @asynccontextmanager

@@ -34,8 +34,8 @@ from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
 from masa_platform.errors import rpc_error_info
 from masa_platform.plugins import load_game_plugins
-from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring, token
+from masa_platform.settings import PlatformSettings
+from masa_platform.testing import NatsServer, keyring, service_settings, token
 from masa_rules.table_config import hosted_games
 from masa_table_engine.adapters.jetstream import STREAM, result_subject
 from masa_table_engine.bootstrap import start_node
@@ -47,16 +47,8 @@ PLAYER = "ayse"
 
 
 def _platform(nats: NatsServer, service: str, user: str = "") -> PlatformSettings:
-    return PlatformSettings(
-        service_name=service,
-        auth=auth_settings(service),
-        nats_url=nats.url,
-        nats_user=user,
-        nats_password=nats.password(user) if user else "",
-        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
-        # As a deployment names it in MASA_GAME_PLUGINS.
-        game_plugins=("nim",),
-    )
+    # As a deployment names the plugin in MASA_GAME_PLUGINS.
+    return service_settings(nats, service, user, game_plugins=("nim",))
 
 
 def _auth(subject: str, *roles: str) -> tuple[tuple[str, str], ...]:

@@ -25,8 +25,8 @@ from masa_matchmaking.bootstrap import start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.keys import ISSUER
-from masa_platform.settings import PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, keyring
+from masa_platform.settings import PlatformSettings
+from masa_platform.testing import NatsServer, keyring, service_settings
 from masa_table_engine.bootstrap import start_node
 from masa_table_engine.settings import EngineSettings
 from prometheus_client import CollectorRegistry
@@ -65,14 +65,7 @@ class Stack:
 
 
 def _platform(server: NatsServer, name: str, user: str) -> PlatformSettings:
-    return PlatformSettings(
-        service_name=name,
-        auth=auth_settings(name),
-        nats_url=server.url,
-        nats_user=user,
-        nats_password=server.password(user),
-        server=ServerSettings(grpc_port=0, grace_seconds=0.2),
-    )
+    return service_settings(server, name, user)
 
 
 @asynccontextmanager

@@ -57,7 +57,7 @@ from masa_platform.bus_access import ADMIN, authorization_block, bus_users
 from masa_platform.bus_plan import BusSettings, bus_plan
 from masa_platform.keys import ISSUER, RESULTS, Keyring
 from masa_platform.provision import ProvisionReport, provision
-from masa_platform.settings import AuthSettings
+from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
 from masa_platform.signing import RESULT_SIGNATURE, ResultSigner
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "nats_server_binary",
     "next_message",
     "provision_bus",
+    "service_settings",
     "sigint_as_in_a_terminal",
     "signed_result",
     "token",
@@ -90,6 +91,28 @@ def auth_settings(service: str = "") -> AuthSettings:
     keys = keyring()
     own = keys.private(service) if service in ("table-engine", "matchmaking") else None
     return AuthSettings(jwt_jwks_file=keys.jwks, jwt_key_file=own)
+
+
+def service_settings(
+    nats: NatsServer | NatsCluster,
+    service: str,
+    user: str = "",
+    *,
+    grpc_port: int = 0,
+    game_plugins: tuple[str, ...] = (),
+) -> PlatformSettings:
+    """The platform settings of ``service`` run by a test on ``nats``: its own identity
+    (:func:`auth_settings`), its own NATS ``user`` (none for a service that needs no NATS),
+    gRPC on ``grpc_port`` (0: a free one) with a short drain, and the game plugins it loads."""
+    return PlatformSettings(
+        service_name=service,
+        auth=auth_settings(service),
+        nats_url=nats.url,
+        nats_user=user,
+        nats_password=nats.password(user) if user else "",
+        server=ServerSettings(grpc_port=grpc_port, grace_seconds=0.2),
+        game_plugins=game_plugins,
+    )
 
 
 def signed_result(subject: str, payload: bytes) -> dict[str, str]:

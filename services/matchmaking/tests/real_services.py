@@ -32,8 +32,14 @@ from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.auth import ServiceTokens, TokenSigner
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
-from masa_platform.settings import AuthSettings, PlatformSettings, ServerSettings
-from masa_platform.testing import NatsServer, auth_settings, free_port, keyring, token
+from masa_platform.settings import AuthSettings, PlatformSettings
+from masa_platform.testing import (
+    NatsServer,
+    free_port,
+    keyring,
+    service_settings,
+    token,
+)
 from masa_platform.tls import open_channel
 from masa_rules.table_config import TableConfig
 from masa_table_engine.bootstrap import Node, start_node
@@ -60,14 +66,7 @@ PLACEMENT_TIMEOUT = 3.0
 
 
 def _platform(nats: NatsServer, name: str, user: str, port: int = 0) -> PlatformSettings:
-    return PlatformSettings(
-        service_name=name,
-        auth=auth_settings(name),
-        nats_url=nats.url,
-        nats_user=user,
-        nats_password=nats.password(user),
-        server=ServerSettings(grpc_port=port, grace_seconds=0.2),
-    )
+    return service_settings(nats, name, user, grpc_port=port)
 
 
 def matchmaking_tokens() -> ServiceTokens:
