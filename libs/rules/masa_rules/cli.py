@@ -6,6 +6,9 @@ Other tools depend on this interface; change it only compatibly.
     masa-rules solve [--preset P] [--threshold N] CARD...
     masa-rules meld --batch | masa-rules solve --batch      (JSON lines in, JSON lines out)
     masa-rules simulate --game fiftyone|elevator ... --seed S
+    masa-rules tournament --game fiftyone|elevator [--preset P] [--teams]
+        --seats hard,normal,normal,normal (--hands N | --games N) --seed S
+        [--budget-ms B] [--jobs J]                        (one JSON document)
 
 Exit codes: 0 for every answered query (``"valid": false`` included), 2 for unusable input
 with a one-line message on standard error.
@@ -175,6 +178,48 @@ def _simulate(args: argparse.Namespace) -> Iterator[dict[str, object]]:
     )
 
 
+def _tournament(args: argparse.Namespace) -> dict[str, object]:
+    """Play the units, over ``--jobs`` processes (each unit is a function of its number, so the
+    split changes nothing but the time), and sum them up."""
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+    from functools import partial  # noqa: PLC0415
+
+    from .tournament import Tournament, play_unit, summary  # noqa: PLC0415
+
+    units = args.hands if args.hands is not None else args.games
+    if units is None or not 1 <= units <= 1_000_000:
+        raise UsageError("give --hands N or --games N, N from 1 to 1000000")
+    if not 1 <= args.jobs <= 64:
+        raise UsageError("--jobs is 1 to 64")
+    try:
+        tournament = Tournament(
+            game=args.game,
+            seats=tuple(level.strip() for level in args.seats.split(",")),
+            seed=args.seed,
+            hands=args.hands is not None,
+            preset=args.preset,
+            teams=args.teams,
+            budget_seconds=args.budget_ms / 1000,
+        )
+    except RuleViolation as exc:
+        raise UsageError(str(exc)) from None
+    if args.game == "fiftyone":
+        players = RuleSet.preset_named(args.preset).player_counts
+        if len(tournament.seats) not in players:
+            raise UsageError(f"{args.preset} is played by {players} players")
+    elif not 3 <= len(tournament.seats) <= 6:
+        raise UsageError("Elevator is played by 3 to 6 players")
+    play = partial(play_unit, tournament)
+    if args.jobs == 1:
+        outcomes = [play(unit) for unit in range(units)]
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            outcomes = list(
+                pool.map(play, range(units), chunksize=max(1, units // (8 * args.jobs)))
+            )
+    return summary(tournament, outcomes)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"masa-rules: {message}\n")
@@ -202,6 +247,21 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--hands", type=int)
     simulate.add_argument("--seed", required=True)
     simulate.add_argument("--policy", choices=("random", "greedy"), default="random")
+    tournament = commands.add_parser(
+        "tournament", help="bots of several levels against each other; one JSON document"
+    )
+    tournament.add_argument("--game", choices=("fiftyone", "elevator"), required=True)
+    tournament.add_argument("--preset", choices=PRESETS, default="salon")
+    tournament.add_argument("--teams", action="store_true")
+    tournament.add_argument(
+        "--seats", required=True, help="the level of each seat, e.g. hard,normal,normal,normal"
+    )
+    length = tournament.add_mutually_exclusive_group(required=True)
+    length.add_argument("--hands", type=int, help="single 51 hands (Elevator: games)")
+    length.add_argument("--games", type=int, help="whole games")
+    tournament.add_argument("--seed", required=True)
+    tournament.add_argument("--budget-ms", type=float, default=50.0, help="hard's budget")
+    tournament.add_argument("--jobs", type=int, default=1, help="processes to play on")
     return parser
 
 
@@ -213,6 +273,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command == "simulate":
             for event in _simulate(args):
                 stdout.write(json.dumps(event) + "\n")
+            return 0
+        if args.command == "tournament":
+            stdout.write(json.dumps(_tournament(args), indent=2) + "\n")
             return 0
         if args.batch:
             if args.cards:

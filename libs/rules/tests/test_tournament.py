@@ -1,0 +1,121 @@
+"""``masa-rules tournament`` and the hard Elevator search it seats (issue 23): the search
+decides from the seat's view only; a tournament is a function of its seed, however many
+processes play it; its figures add up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from masa_rules.elevator import ElevatorRules, apply, legal_actions, new_game
+from masa_rules.elevator.policies import greedy_policy
+from masa_rules.elevator.search import search
+from masa_rules.errors import RuleViolation
+from masa_rules.shuffle import DrawStream
+from masa_rules.tournament import Tournament, play_unit, summary
+
+
+def tournament(*args: str) -> tuple[int, dict[str, object] | None, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "masa_rules", "tournament", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout else None, proc.stderr
+
+
+def test_P20_the_hard_search_decides_from_the_seats_view_only() -> None:
+    """Two states that differ only in what seat 0 cannot see (the other hands and the stock,
+    their sizes kept) get the same decision from the same stream."""
+    state = new_game(ElevatorRules(), 4, "view-only")
+    # Play a few moves so that the pile and the hands are not the deal's.
+    for _ in range(6):
+        state, _ = apply(state, greedy_policy(state, state.turn, DrawStream(b"x")))
+    seat = state.turn
+    others = [other for other in range(4) if other != seat]
+    hidden = [card for other in others for card in state.hands[other]] + [*state.stock]
+    reordered = list(reversed(hidden))
+    hands = list(state.hands)
+    taken = 0
+    for other in others:
+        size = len(state.hands[other])
+        hands[other] = tuple(reordered[taken : taken + size])
+        taken += size
+    twin = replace(state, hands=tuple(hands), stock=tuple(reordered[taken:]))
+    assert twin.hands != state.hands
+    decisions = {
+        search(game, seat, DrawStream(b"same"), budget_seconds=None, samples=4)
+        for game in (state, twin)
+    }
+    assert len(decisions) == 1
+    assert decisions.pop() in legal_actions(state, seat)
+
+
+def test_the_search_is_anytime_and_needs_a_bound() -> None:
+    state = new_game(ElevatorRules(), 3, "anytime")
+    chosen = search(state, state.turn, DrawStream(b"a"), budget_seconds=0.001)
+    assert chosen in legal_actions(state, state.turn)
+    with pytest.raises(ValueError, match="budget"):
+        search(state, state.turn, DrawStream(b"a"), budget_seconds=None)
+
+
+def test_levels_rotate_round_the_seats_and_every_seat_unit_is_counted() -> None:
+    played = Tournament(game="elevator", seats=("easy", "normal", "normal"), seed="rot")
+    assert [played.levels_of(unit) for unit in range(3)] == [
+        ("easy", "normal", "normal"),
+        ("normal", "normal", "easy"),
+        ("normal", "easy", "normal"),
+    ]
+    outcomes = [play_unit(played, unit) for unit in range(6)]
+    figures = summary(played, outcomes)["levels"]
+    assert isinstance(figures, dict)
+    assert (figures["easy"]["units"], figures["normal"]["units"]) == (6, 12)
+    # An Elevator game has one winner (E-11).
+    assert sum(outcome.won.count(True) for outcome in outcomes) == 6
+    assert figures["easy"]["wins"] + figures["normal"]["wins"] == 6
+
+
+def test_a_tournament_is_the_same_on_one_process_or_two() -> None:
+    args = ("--game", "fiftyone", "--seats", "easy,normal,normal,normal", "--hands", "6")
+    code, alone, _ = tournament(*args, "--seed", "jobs", "--jobs", "1")
+    assert code == 0 and alone is not None
+    code, split, _ = tournament(*args, "--seed", "jobs", "--jobs", "2")
+    assert code == 0
+    assert split == alone
+    assert alone["unit"] == "hands" and alone["units"] == 6
+    levels = alone["levels"]
+    assert isinstance(levels, dict) and set(levels) == {"easy", "normal"}
+    low, high = levels["normal"]["win_rate_ci95"]
+    assert low <= levels["normal"]["win_rate"] <= high
+
+
+def test_hard_plays_an_elevator_tournament_and_a_bad_request_is_exit_2() -> None:
+    code, result, _ = tournament(
+        "--game",
+        "elevator",
+        "--seats",
+        "hard,normal,normal",
+        "--games",
+        "3",
+        "--seed",
+        "h",
+        "--budget-ms",
+        "5",
+    )
+    assert code == 0 and result is not None
+    assert result["budget_ms"] == 5 and result["levels"]["hard"]["units"] == 3  # type: ignore[index]
+    for bad in (
+        ("--game", "fiftyone", "--seats", "hard,normal", "--hands", "2", "--seed", "x"),
+        ("--game", "elevator", "--seats", "normal,expert,normal", "--games", "2", "--seed", "x"),
+        ("--game", "elevator", "--seats", "normal,normal", "--games", "2", "--seed", "x"),
+        ("--game", "elevator", "--seats", "normal,normal,normal", "--games", "0", "--seed", "x"),
+    ):
+        code, result, error = tournament(*bad)
+        assert (code, result) == (2, None) and error.startswith("masa-rules: ")
+    with pytest.raises(RuleViolation):
+        Tournament(game="fiftyone", seats=("normal",) * 4, seed="t", teams=True, preset="x")
