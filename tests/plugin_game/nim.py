@@ -13,21 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from google.protobuf.message import Message
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
-from masa_bot.domain.choice import Decision, NothingToDecide
-from masa_bot.domain.games import register_decider
-from masa_client.render import GameBoard, Style, register_board
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, Mode, TableConfig, register_game
-from masa_table_engine.domain.games import HandOutcome
-from masa_table_engine.domain.games import register_game as register_engine_game
 from masa_wire import WireError
 from masa_wire.elevator import Viewer
 from masa_wire.games import register_wire
+
+if TYPE_CHECKING:
+    # The layers a process may lack: each is imported where it is used, and registered with
+    # only when it is installed (register).
+    from masa_bot.domain.choice import Decision
+    from masa_client.render import Style
+    from masa_table_engine.domain.games import HandOutcome
 
 NAME: Final = "nim"
 MAX_TAKE: Final = 3
@@ -195,6 +198,8 @@ class NimGame:
         return best_take(_state(state), seat)
 
     def outcome(self, state: object) -> HandOutcome:
+        from masa_table_engine.domain.games import HandOutcome
+
         game = _state(state)
         seats = tuple(range(game.players))
         if game.winner is None:
@@ -310,6 +315,8 @@ def best_take(state: State, seat: int) -> Take:
 
 
 def decide(state: object, seat: int, level: BotLevel, seed: bytes) -> Decision[object]:
+    from masa_bot.domain.choice import Decision, NothingToDecide
+
     game = _state(state)
     if game.winner is not None or game.turn != seat:
         raise NothingToDecide(f"seat {seat} has nothing to do now")
@@ -326,9 +333,20 @@ def board_lines(table: view_pb2.TableView, style: Style) -> list[str]:
 
 
 def register() -> None:
-    """Register nim with every layer, once per process."""
+    """Register nim with the rules and the wire (every service has them), and with each of the
+    engine, the bot and the client that is installed in this process; once per process."""
     register_game(NAME, check_table)
     register_wire(NimWire())
-    register_engine_game(NimGame())
-    register_decider(NAME, decide)
-    register_board(NAME, GameBoard(title=lambda _: "Nim", lines=board_lines))
+
+    if find_spec("masa_table_engine") is not None:
+        from masa_table_engine.domain.games import register_game as register_engine
+
+        register_engine(NimGame())
+    if find_spec("masa_bot") is not None:
+        from masa_bot.domain.games import register_decider
+
+        register_decider(NAME, decide)
+    if find_spec("masa_client") is not None:
+        from masa_client.render import GameBoard, register_board
+
+        register_board(NAME, GameBoard(title=lambda _: "Nim", lines=board_lines))

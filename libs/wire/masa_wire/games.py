@@ -270,9 +270,10 @@ def wire_of_action(message: action_pb2.Action) -> GameWire:
 
 def game_name(config: game_pb2.TableConfig) -> str:
     """The registered name of the game a configuration message names (maybe unregistered),
-    or "" when it names none."""
+    or "" when it names none, or names one by kind and another by name (which
+    ``masa_wire.table_config.named_game_from_proto`` refuses)."""
     if config.game_name:
-        return config.game_name
+        return config.game_name if config.game == game_pb2.GAME_KIND_UNSPECIFIED else ""
     try:
         return game_from_proto(config.game)
     except WireError:

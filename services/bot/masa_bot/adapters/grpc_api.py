@@ -72,7 +72,7 @@ def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
     game = view_game_name(view.table)
     decide = decider_for(game)
     if decide is None:
-        raise BadRequest(f"the bot plays no {game or 'unnamed game'} (P-2)", reason="P-2")
+        raise BadRequest(f"the bot plays no {game[:32] or 'unnamed game'} (P-2)", reason="P-2")
     wire = wire_for(game)
     state = wire.state_from_seat_view(view)
     seat = view.seat

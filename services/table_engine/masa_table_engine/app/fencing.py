@@ -58,9 +58,8 @@ class Fencing:
         """Forget a table another node holds. It stays in this node's index until the holder
         has it in its own (the holder moves it over): should the holder fail to load it, it
         must still be listed somewhere, or no node would ever take it over."""
-        if not runtime.fenced:
-            runtime.fence()
         await runtime.stop()
+        await runtime.fence_off()
         self._runtimes.pop(table_id, None)
         self._deps.metrics.table_closed(runtime.game)
         _log.warning("table %s handed over to %s", table_id, holder)

@@ -261,15 +261,26 @@ class TableRuntime:
         return self._phase is Phase.FENCED
 
     def fence(self) -> None:
-        """Stop writing for good: another node holds the table."""
+        """Stop writing for good: another node holds the table (called under the lock, or
+        with no commit under way)."""
         self._enter(Phase.FENCED)
+
+    async def fence_off(self) -> None:
+        """:meth:`fence` once the input being committed is in: a commit under way ends as it
+        would have, and none starts after."""
+        async with self._lock:
+            self.fence()
 
     @property
     def _unsynced(self) -> bool:
         return self._phase is Phase.UNSYNCED
 
     def _lost_track(self) -> None:
-        """A write's fate is unknown: the log must be read before anything else is written."""
+        """A write's fate is unknown: the log must be read before anything else is written.
+        A table fenced meanwhile (its lease lost while the write was out) is no longer ours to
+        read or write: LogConflict."""
+        if self.fenced:
+            raise LogConflict(f"table {self.table.table_id} is no longer owned here")
         self._enter(Phase.UNSYNCED)
         self._changed.set()
 
@@ -281,7 +292,7 @@ class TableRuntime:
     def done(self) -> bool:
         """The game is over and everything it owes (results, closing the books) is done."""
         return self.table.finished and not (
-            self._phase in (Phase.UNSYNCED, Phase.CLOSING) or self._results_pending
+            self._phase in (Phase.UNSYNCED, Phase.CLOSING, Phase.FENCED) or self._results_pending
         )
 
     @property
@@ -311,12 +322,14 @@ class TableRuntime:
         """
         await self.stop()
         async with self._lock:
+            # Whether the log is behind what this runtime knows, read before it is fenced.
+            unsynced = self._unsynced
             self.fence()
             # A stream that joined while the driver stopped ends too; none joins from now on.
             for watcher in self._watchers:
                 watcher.close()
         table_id = self.table.table_id
-        if await self._outbox.flushed(table_id, flush_seconds) and not self._unsynced:
+        if await self._outbox.flushed(table_id, flush_seconds) and not unsynced:
             try:
                 await self._deps.log.save_snapshot(
                     self.table, handed_over=True, requests=self.history.recent_requests()
@@ -450,7 +463,10 @@ class TableRuntime:
         if has_results(table, entry):
             self._outbox.add(table, entry, notify=self._changed.set)
         if table.finished:
-            self._enter(Phase.CLOSING)
+            if not self.fenced:
+                # A table fenced while its last entry was out leaves its books to the next
+                # owner, which replays that entry.
+                self._enter(Phase.CLOSING)
             _log_finished(table, entry)
             self._changed.set()
         elif table.sequence % self._settings.snapshot_every == 0:
