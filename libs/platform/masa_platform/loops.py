@@ -3,7 +3,7 @@
 :func:`supervise` runs a named step now (or after one interval) and then every interval, or at
 once when its ``wake`` event is set, until ``stop`` is set or it is cancelled. A step that
 fails is logged and counted (``masa_loop_runs_total{loop,outcome="error"}`` through
-:class:`~masa_platform.metrics.LoopMetrics`), and the loop waits longer after each failure in
+:class:`LoopRecorder`, which :class:`~masa_platform.metrics.LoopMetrics` is), and the loop waits longer after each failure in
 a row: the interval doubled per failure, capped at ``backoff_max_seconds`` (by default the
 interval itself, so a failed round is simply retried on time). Nothing a step raises ends the
 loop; cancellation does, at once.
@@ -17,13 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
 
-from masa_platform.metrics import LoopMetrics
 from masa_platform.tasks import stop_tasks
 
-__all__ = ["stop_tasks", "supervise"]
+__all__ = ["LoopRecorder", "stop_tasks", "supervise"]
 
 _log = logging.getLogger(__name__)
+
+
+class LoopRecorder(Protocol):
+    """Counts and times the runs of a loop (:class:`masa_platform.metrics.LoopMetrics`): the
+    standard library's view of it, so that any layer may run a supervised loop."""
+
+    def run(self, loop: str) -> AbstractContextManager[None]: ...
 
 
 async def supervise(  # noqa: PLR0913 - each option is a keyword with a default
@@ -32,7 +40,7 @@ async def supervise(  # noqa: PLR0913 - each option is a keyword with a default
     *,
     interval_seconds: float,
     stop: asyncio.Event,
-    metrics: LoopMetrics | None = None,
+    metrics: LoopRecorder | None = None,
     wake: asyncio.Event | None = None,
     wait_first: bool = False,
     backoff_max_seconds: float | None = None,

@@ -52,6 +52,7 @@ from masa_platform.bus import (
 )
 from masa_platform.bus_access import TABLES_STREAM
 from masa_platform.bus_plan import LEASES_BUCKET, SNAPSHOTS_BUCKET, TABLE_INDEX_BUCKET
+from masa_platform.loops import supervise
 from masa_platform.metrics import LoopMetrics
 from masa_platform.signing import RESULT_SIGNATURE, SEAL, ResultSigner, Sealer
 from masa_platform.tasks import stop_tasks
@@ -557,13 +558,22 @@ class KvOwnership:
         return set(self._held)
 
     async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self._renew_every)
-            try:
-                with self._loops.run("lease_renewal"):
-                    await self._renew_all()
-            except _RenewalsFailed as failed:
-                _log.warning("could not renew %d leases; trying again next pass", failed.count)
+        # Ended by close() (cancelled), never by its stop event.
+        await supervise(
+            "lease_renewal",
+            self._renew_pass,
+            interval_seconds=self._renew_every,
+            stop=asyncio.Event(),
+            wait_first=True,
+        )
+
+    async def _renew_pass(self) -> None:
+        try:
+            with self._loops.run("lease_renewal"):
+                await self._renew_all()
+        except _RenewalsFailed as failed:
+            # Expected while NATS is away: said without a traceback, counted as an error run.
+            _log.warning("could not renew %d leases; trying again next pass", failed.count)
 
     async def _renew_all(self) -> None:
         """Renew every lease held, ``_RENEWALS_AT_ONCE`` at a time (their writes leave

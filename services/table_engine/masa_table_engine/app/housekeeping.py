@@ -8,6 +8,8 @@ import asyncio
 import logging
 from typing import Final
 
+from masa_platform.loops import supervise
+
 from masa_table_engine.app.fencing import Fencing
 from masa_table_engine.app.node_state import NodeState
 
@@ -31,19 +33,23 @@ class Housekeeping:
 
     def start(self) -> None:
         if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._housekeep())
+            # Ended by stop_tasks (cancelled), never by its stop event; a failed pass is
+            # logged and the next one runs on time.
+            passes = supervise(
+                "housekeeping",
+                self._housekeep,
+                interval_seconds=_HOUSEKEEPING_SECONDS,
+                stop=asyncio.Event(),
+                wait_first=True,
+            )
+            self.task = asyncio.get_running_loop().create_task(passes, name="engine-housekeeping")
 
     async def _housekeep(self) -> None:
-        while True:
-            await asyncio.sleep(_HOUSEKEEPING_SECONDS)
-            try:
-                with self._deps.metrics.loop("housekeeping"):
-                    forget_finished(self._state)
-                    if self._state.fenced:
-                        await self._fencing.settle()
-                    await self._release_stray_leases()
-            except Exception:
-                _log.warning("housekeeping failed; trying again next pass", exc_info=True)
+        with self._deps.metrics.loop("housekeeping"):
+            forget_finished(self._state)
+            if self._state.fenced:
+                await self._fencing.settle()
+            await self._release_stray_leases()
 
     async def _release_stray_leases(self) -> None:
         """Give up leases of tables this node neither runs nor is loading (a load that gave
