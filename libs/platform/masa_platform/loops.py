@@ -39,17 +39,19 @@ async def supervise(  # noqa: PLR0913 - each option is a keyword with a default
     step: Callable[[], Awaitable[object]],
     *,
     interval_seconds: float,
-    stop: asyncio.Event,
+    stop: asyncio.Event | None = None,
     metrics: LoopRecorder | None = None,
     wake: asyncio.Event | None = None,
     wait_first: bool = False,
     backoff_max_seconds: float | None = None,
 ) -> None:
-    """Run ``step`` as the loop ``name`` until ``stop`` is set (see the module doc).
+    """Run ``step`` as the loop ``name`` until ``stop`` is set (see the module doc); without
+    ``stop``, until the task is cancelled (:func:`stop_tasks`).
 
     ``wait_first`` waits one interval (or a wake) before the first run. ``wake``, when set,
     ends the current pause at once and is cleared as the next run starts.
     """
+    stop = stop or asyncio.Event()
     cap = interval_seconds if backoff_max_seconds is None else backoff_max_seconds
     failures = 0
     if wait_first:

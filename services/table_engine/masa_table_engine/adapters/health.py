@@ -76,12 +76,10 @@ class HealthMonitor:
         self._gauges_due = 0.0
 
     def start(self) -> None:
-        # Ended by close() (cancelled), never by its stop event.
         watch = supervise(
             "health_probe",
             self.check,
             interval_seconds=self._interval,
-            stop=asyncio.Event(),
             metrics=self._loops,
             wait_first=True,
         )

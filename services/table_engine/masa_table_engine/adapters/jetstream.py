@@ -558,13 +558,9 @@ class KvOwnership:
         return set(self._held)
 
     async def _renew(self) -> None:
-        # Ended by close() (cancelled), never by its stop event.
+        # Ended by close(), which cancels it.
         await supervise(
-            "lease_renewal",
-            self._renew_pass,
-            interval_seconds=self._renew_every,
-            stop=asyncio.Event(),
-            wait_first=True,
+            "lease_renewal", self._renew_pass, interval_seconds=self._renew_every, wait_first=True
         )
 
     async def _renew_pass(self) -> None:

@@ -103,12 +103,10 @@ class NodeRegistry:
 
     async def start(self) -> None:
         await self.advertise()
-        # Ended by stop() (cancelled), never by its stop event.
         beat = supervise(
             "registry_heartbeat",
             self.advertise,
             interval_seconds=self._every,
-            stop=asyncio.Event(),
             metrics=self._loops,
             wait_first=True,
         )

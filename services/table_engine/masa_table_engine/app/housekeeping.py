@@ -33,13 +33,11 @@ class Housekeeping:
 
     def start(self) -> None:
         if self.task is None:
-            # Ended by stop_tasks (cancelled), never by its stop event; a failed pass is
-            # logged and the next one runs on time.
+            # Ended by stop_tasks; a failed pass is logged and the next one runs on time.
             passes = supervise(
                 "housekeeping",
                 self._housekeep,
                 interval_seconds=_HOUSEKEEPING_SECONDS,
-                stop=asyncio.Event(),
                 wait_first=True,
             )
             self.task = asyncio.get_running_loop().create_task(passes, name="engine-housekeeping")
