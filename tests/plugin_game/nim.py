@@ -314,7 +314,9 @@ def best_take(state: State, seat: int) -> Take:
     return Take(seat=seat, count=state.pile % (MAX_TAKE + 1) or 1)
 
 
-def decide(state: object, seat: int, level: BotLevel, seed: bytes) -> Decision[object]:
+def decide(
+    state: object, seat: int, level: BotLevel, seed: bytes, budget_seconds: float
+) -> Decision[object]:
     from masa_bot.domain.choice import Decision, NothingToDecide
 
     game = _state(state)

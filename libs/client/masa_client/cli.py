@@ -525,8 +525,8 @@ def _parser() -> argparse.ArgumentParser:
         "--level",
         choices=sorted(_LEVELS),
         default="normal",
-        help="how well the bots play at a training table: easy (random legal moves) or "
-        "normal (default, greedy)",
+        help="how well the bots play at a training table: easy (random legal moves), "
+        "normal (default, greedy) or hard (searches; Elevator only, a lobby lists its levels)",
     )
     play.add_argument("--player", default=me, help=f"your player id (default: {me})")
     play.add_argument(

@@ -62,6 +62,7 @@ __all__ = [
     "SeatConfig",
     "SeatKind",
     "TableConfig",
+    "bot_levels",
     "check_payout",
     "check_table_config",
     "fiftyone_rules",
@@ -113,6 +114,8 @@ class BotLevel(StrEnum):
     EASY = "easy"
     # Greedy: the engine's greedy policy, driven by the meld solver in 51.
     NORMAL = "normal"
+    # A search over the seat's view within a time budget (docs/bots.md); Elevator only so far.
+    HARD = "hard"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +230,29 @@ def check_table_config(config: TableConfig) -> None:
     check = _GAMES.get(config.game)
     if check is None:
         raise RuleViolation("P-2", f"{config.game} tables are not hosted")
+    levels = _LEVELS[config.game]
+    for seat in config.seats:
+        if seat.bot_level not in levels:
+            # A human seat's level is its autopilot's (P-11).
+            raise RuleViolation(
+                "P-2",
+                f"seat {seat.seat}: {config.game} bots play {_names(levels)}, not {seat.bot_level}",
+            )
     check(config)
+
+
+def bot_levels(game: str) -> tuple[BotLevel, ...]:
+    """The levels the bot plays ``game`` at (for its bot seats and autopilot); none for a game
+    that is not hosted.
+
+    >>> [level.value for level in bot_levels("fiftyone")], len(bot_levels("elevator"))
+    (['easy', 'normal'], 3)
+    """
+    return _LEVELS.get(game, ())
+
+
+def _names(levels: tuple[BotLevel, ...]) -> str:
+    return ", ".join(level.value for level in levels) or "no level"
 
 
 def fiftyone_rules(preset: str, options: GameOptions) -> tuple[RuleSet, int | None]:
@@ -315,12 +340,20 @@ _GAMES: dict[str, GameCheck] = {
     GameKind.FIFTYONE: _check_fiftyone,
     GameKind.ELEVATOR: _check_elevator,
 }
+# The bot levels of each game: hard searches Elevator only so far (docs/bots.md).
+_BASIC_LEVELS: Final = (BotLevel.EASY, BotLevel.NORMAL)
+_LEVELS: dict[str, tuple[BotLevel, ...]] = {
+    GameKind.FIFTYONE: _BASIC_LEVELS,
+    GameKind.ELEVATOR: (*_BASIC_LEVELS, BotLevel.HARD),
+}
 
 
-def register_game(name: str, check: GameCheck) -> None:
+def register_game(
+    name: str, check: GameCheck, *, levels: tuple[BotLevel, ...] = _BASIC_LEVELS
+) -> None:
     """Host the game ``name`` (lower-case letters, digits and ``_``, 2 to 32 characters): its
-    tables are checked by ``check``. The rules layer's one registry of games; registering a
-    name twice is a mistake, not a replacement.
+    tables are checked by ``check``, and its bots play at ``levels``. The rules layer's one
+    registry of games; registering a name twice is a mistake, not a replacement.
 
     >>> register_game("fiftyone", _check_fiftyone)
     Traceback (most recent call last):
@@ -332,6 +365,7 @@ def register_game(name: str, check: GameCheck) -> None:
     if name in _GAMES:
         raise ValueError(f"the game {name} is registered already")
     _GAMES[name] = check
+    _LEVELS[name] = levels
 
 
 def hosted_games() -> tuple[str, ...]:

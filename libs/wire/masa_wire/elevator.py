@@ -41,6 +41,8 @@ from masa_rules.elevator import (
 )
 from masa_rules.elevator.engine import may_pass_voluntarily
 from masa_rules.elevator.moves import is_joker
+from masa_rules.elevator.observe import deal_unseen
+from masa_rules.errors import RuleViolation
 
 from masa_wire.cards import card_from_proto, cards_from_proto, cards_to_proto
 from masa_wire.errors import WireError
@@ -289,10 +291,12 @@ def seat_view(table_view: view_pb2.TableView, state: State, seat: int) -> view_p
 def state_from_seat_view(message: view_pb2.SeatView) -> State:
     """A state equivalent to the real one for every decision of ``message.seat``.
 
-    Only what the seat may know is in it: its own hand, the pile, the direction and the turn.
-    The other hands and the stock are unknown, so they are left empty; ``legal_actions`` and
-    the policies of ``masa_rules.elevator`` need nothing else. ``after_play`` stands for
-    ``not must_play``, which is all the E-8/E-9 pass rules read.
+    Only what the seat may know is in it: its own hand, the pile, the direction, the turn and
+    how many cards every seat and the stock hold. The cards it has not seen are dealt to the
+    other hands and the stock in pack order (``masa_rules.elevator.observe.deal_unseen``): a
+    determinisation that a search samples anew and no other policy reads. ``after_play``
+    stands for ``not must_play``, which is all the E-8/E-9 pass rules read. A view whose card
+    counts do not add up to the pack is refused (P-20).
     """
     table = message.table
     if table.WhichOneof("game") != "elevator":
@@ -304,21 +308,38 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
     direction = _DIRECTION_BACK.get(game.direction)
     if direction is None:
         raise WireError("an Elevator view needs a direction")
-    hands: list[tuple[PhysicalCard, ...]] = [() for _ in range(players)]
-    hands[message.seat] = cards_from_proto(message.hand)
+    hand = cards_from_proto(message.hand)
+    pile = cards_from_proto(game.pile)
     phase = Phase.PLAY
     if table.turn_phase == view_pb2.TURN_PHASE_GIVE:
         phase = Phase.GIVE
     elif not table.HasField("turn_seat"):
         phase = Phase.OVER
-    decks = 2 if any(card.copy for card in (*game.pile, *message.hand)) else None
-    # A template state supplies the rules and the seed-derived fields a view never carries.
-    template = new_game(ElevatorRules(decks=decks), players, "view", hand_no=max(1, table.hand_no))
+    options = table.table.config.options
+    if options.HasField("elevator") and options.elevator.HasField("decks"):
+        decks: int | None = options.elevator.decks
+    else:
+        decks = 2 if any(card.copy for card in (*pile, *hand)) else None
+    try:
+        # A template state supplies the rules and the seed-derived fields a view never carries.
+        template = new_game(
+            ElevatorRules(decks=decks), players, "view", hand_no=max(1, table.hand_no)
+        )
+        sizes = [0] * players
+        for seat_state in table.seats:
+            if 0 <= seat_state.seat < players:
+                sizes[seat_state.seat] = seat_state.card_count
+        sizes[message.seat] = len(hand)
+        hands, stock = deal_unseen(
+            message.seat, hand, pile, sizes, game.stock_count, template.decks
+        )
+    except RuleViolation as refused:
+        raise WireError(refused.message, refused.rule) from None
     return replace(
         template,
-        hands=tuple(hands),
-        stock=(),
-        pile=cards_from_proto(game.pile),
+        hands=hands,
+        stock=stock,
+        pile=pile,
         direction=direction,
         phase=phase,
         turn=table.turn_seat if table.HasField("turn_seat") else message.seat,

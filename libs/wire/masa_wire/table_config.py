@@ -82,6 +82,7 @@ _MODE_OF: Final[dict[int, Mode]] = {
 _LEVELS: Final = {
     BotLevel.EASY: game_pb2.BOT_LEVEL_EASY,
     BotLevel.NORMAL: game_pb2.BOT_LEVEL_NORMAL,
+    BotLevel.HARD: game_pb2.BOT_LEVEL_HARD,
 }
 _LEVEL_OF: Final[dict[int, BotLevel]] = {
     game_pb2.BOT_LEVEL_UNSPECIFIED: BotLevel.NORMAL,

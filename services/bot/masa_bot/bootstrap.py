@@ -21,7 +21,11 @@ def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> 
     platform = settings.platform
     load_game_plugins(platform.game_plugins)
     use_case = DecideUseCase(
-        PrometheusRecorder(registry), default_budget_seconds=settings.decide_budget_seconds
+        PrometheusRecorder(registry),
+        default_budget_seconds=settings.decide_budget_seconds,
+        search_budget_seconds=settings.search_budget_seconds,
+        search_slots=settings.search_slots,
+        workers=settings.decide_workers,
     )
     return create_server(
         platform.server,

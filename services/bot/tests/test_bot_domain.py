@@ -1,9 +1,10 @@
 """The bot's pure part: each level picks legal Elevator and 51 actions, replayably, with a
-reason, and normal never feeds an işlek card; the use case falls back to the easy level when
-the normal one overruns its budget."""
+reason, and normal never feeds an işlek card; the use case falls back to a faster level when
+one overruns its budget, and gives a search the time left before its deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, Pass, Play, apply, legal_actions, new_game, position
 from masa_rules.fiftyone.melding import islek_faces
 from masa_rules.ruleset import RuleSet
-from masa_rules.table_config import BotLevel
+from masa_rules.table_config import BotLevel, bot_levels
 
 
 class Recorded:
@@ -25,11 +26,11 @@ class Recorded:
         self.calls.append((game, level))
 
 
-@pytest.mark.parametrize("level", list(BotLevel))
+@pytest.mark.parametrize("level", bot_levels("elevator"))
 def test_every_level_plays_a_whole_elevator_hand_with_legal_actions_only(level: BotLevel) -> None:
     state = new_game(ElevatorRules(), 4, f"bot-{level.value}")
     while not state.is_over:
-        decision = decide_elevator(state, state.turn, level, b"seed")
+        decision = decide_elevator(state, state.turn, level, b"seed", budget_seconds=0.002)
         assert decision.action in legal_actions(state, state.turn)
         assert decision.explanation
         state, _ = apply(state, decision.action)
@@ -65,7 +66,7 @@ async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() ->
     recorder = Recorded()
     use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
 
-    def decider(level: BotLevel) -> Decision[str]:
+    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
         if level is BotLevel.NORMAL:
             time.sleep(0.5)
         return Decision(level.value, "because")
@@ -75,11 +76,59 @@ async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() ->
     assert recorder.calls == [("elevator", BotLevel.EASY)]
 
 
+async def test_a_hard_decision_over_budget_falls_back_to_normal() -> None:
+    recorder = Recorded()
+    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
+
+    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
+        if level is BotLevel.HARD:
+            time.sleep(0.5)
+        return Decision(level.value, "because")
+
+    decision = await use_case.decide("elevator", BotLevel.HARD, decider, budget_seconds=0.05)
+    assert decision.action == "normal"
+    assert recorder.calls == [("elevator", BotLevel.NORMAL)]
+
+
+async def test_a_search_gets_the_time_left_of_its_share_of_the_budget() -> None:
+    use_case = DecideUseCase(Recorded(), default_budget_seconds=5.0, search_budget_seconds=0.2)
+    given: list[float] = []
+
+    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
+        given.append(budget_seconds)
+        return Decision(level.value, "quick")
+
+    await use_case.decide("elevator", BotLevel.HARD, decider)
+    await use_case.decide("elevator", BotLevel.HARD, decider, budget_seconds=0.1)
+    # At most the search budget, and at most 80% of a request's shorter budget.
+    assert 0.15 < given[0] <= 0.2
+    assert 0.0 < given[1] <= 0.08
+
+
+async def test_a_hard_decision_without_a_free_search_slot_plays_normal() -> None:
+    recorder = Recorded()
+    use_case = DecideUseCase(
+        recorder, default_budget_seconds=5.0, search_budget_seconds=0.1, search_slots=1
+    )
+
+    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
+        if level is BotLevel.HARD:
+            time.sleep(budget_seconds)
+        return Decision(level.value, "because")
+
+    both = await asyncio.gather(
+        use_case.decide("elevator", BotLevel.HARD, decider),
+        use_case.decide("elevator", BotLevel.HARD, decider),
+    )
+    assert sorted(decision.action for decision in both) == ["hard", "normal"]
+    assert sorted(level.value for _, level in recorder.calls) == ["hard", "normal"]
+
+
 async def test_a_decision_within_budget_keeps_its_level() -> None:
     recorder = Recorded()
     use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
     decision = await use_case.decide(
-        "elevator", BotLevel.NORMAL, lambda level: Decision(level.value, "quick")
+        "elevator", BotLevel.NORMAL, lambda level, budget: Decision(level.value, "quick")
     )
     assert decision.action == "normal"
     assert recorder.calls == [("elevator", BotLevel.NORMAL)]
@@ -94,7 +143,7 @@ def test_the_domain_examples_hold() -> None:
 
 
 @pytest.mark.parametrize("preset", ["classic", "salon", "remi"])
-@pytest.mark.parametrize("level", list(BotLevel))
+@pytest.mark.parametrize("level", bot_levels("fiftyone"))
 def test_every_level_plays_a_51_hand_with_legal_actions_only(preset: str, level: BotLevel) -> None:
     state = fiftyone.new_game(getattr(RuleSet, preset)(), 4, f"bot-{preset}")
     hand_no = state.hand_no

@@ -4,6 +4,8 @@ observations refused with clear statuses."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -90,6 +92,64 @@ async def test_the_bot_plays_whole_elevator_games_over_grpc_with_legal_actions(
         "masa_bot_decisions_total", {"game": "elevator", "level": label}
     )
     assert counted == decisions
+
+
+async def test_hard_answers_fifty_concurrent_elevator_seats_within_the_budget(
+    bot: bot_pb2_grpc.BotServiceAsyncStub, registry: CollectorRegistry
+) -> None:
+    """Issue 23: fifty decisions at once all answer with a legal move well inside the 2 s request
+    budget: searches (two at a time, each until 200 ms after its request arrived) for those
+    that find a search slot in time, the normal level for the others, never easy."""
+    states = []
+    for game in range(50):
+        state = new_game(ElevatorRules(), 4, f"hard-{game}")
+        # A few greedy moves in, so that the seats have choices to weigh.
+        for _ in range(game % 7):
+            seat = state.turn
+            answer = await bot.Decide(request(state, seat), metadata=auth(SERVICE_TOKEN))
+            state, _ = apply(state, wire.action_from_proto(answer.action, seat, state.hands[seat]))
+        states.append(state)
+    started = time.monotonic()
+    answers = await asyncio.gather(
+        *(
+            bot.Decide(
+                request(state, state.turn, game_pb2.BOT_LEVEL_HARD), metadata=auth(SERVICE_TOKEN)
+            )
+            for state in states
+        )
+    )
+    elapsed = time.monotonic() - started
+    for state, answer in zip(states, answers, strict=True):
+        action = wire.action_from_proto(answer.action, state.turn, state.hands[state.turn])
+        assert action in legal_actions(state, state.turn), answer.explanation
+
+    def counted(level: str) -> float:
+        value = registry.get_sample_value(
+            "masa_bot_decisions_total", {"game": "elevator", "level": level}
+        )
+        return value or 0.0
+
+    normal_before = sum(game % 7 for game in range(50))
+    assert counted("hard") >= 2
+    assert counted("hard") + counted("normal") - normal_before == 50
+    assert counted("easy") == 0
+    assert elapsed < 2.0
+
+
+async def test_P2_the_bot_refuses_a_level_it_does_not_play_a_game_at(
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
+) -> None:
+    state = fiftyone.new_game(RuleSet.salon(), 4, "no-hard-51")
+    decide = bot_pb2.DecideRequest(
+        observation=bot_pb2.Observation(
+            view=fiftyone_view(state, state.to_act[0], game_pb2.PRESET_SALON)
+        ),
+        level=game_pb2.BOT_LEVEL_HARD,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(decide, metadata=auth(SERVICE_TOKEN))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "P-2" in (caught.value.details() or "")
 
 
 async def test_decide_without_a_token_is_unauthenticated(

@@ -72,6 +72,14 @@ name = "Training Elevator"
 game = "elevator"
 mode = "training"
 seats = 4
+autopilot_level = "hard"
+
+[[lobby]]
+id = "training-51"
+name = "Training 51"
+game = "fiftyone"
+mode = "training"
+seats = 4
 """
 
 

@@ -107,6 +107,7 @@ async def test_p2_lobbies_are_listed_filtered_and_paged(service: Service) -> Non
             "teams",
             "elevator",
             "training",
+            "training-51",
         ]
         salon = every.lobbies[0]
         assert (salon.game, salon.preset, salon.max_seats, salon.stake) == (
@@ -122,8 +123,19 @@ async def test_p2_lobbies_are_listed_filtered_and_paged(service: Service) -> Non
             metadata=_token("ann"),
         )
         assert len(first.lobbies) == 3 and [lobby.lobby_id for lobby in second.lobbies] == [
-            "training"
+            "training",
+            "training-51",
         ]
+        # A lobby lists the bot levels its game is played at, and its autopilot's (P-11).
+        training, training51 = second.lobbies
+        assert list(training.bot_levels) == [
+            game_pb2.BOT_LEVEL_EASY,
+            game_pb2.BOT_LEVEL_NORMAL,
+            game_pb2.BOT_LEVEL_HARD,
+        ]
+        assert training.autopilot_level == game_pb2.BOT_LEVEL_HARD
+        assert list(training51.bot_levels) == [game_pb2.BOT_LEVEL_EASY, game_pb2.BOT_LEVEL_NORMAL]
+        assert training51.autopilot_level == game_pb2.BOT_LEVEL_NORMAL
         assert not second.next_page_token
         elevator = await stub.ListLobbies(
             mm.ListLobbiesRequest(filter="game = ELEVATOR AND stake > 0"), metadata=_token("ann")
@@ -299,8 +311,13 @@ async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_w
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await unknown
         info = error_info(await rpc_status.aio.from_call(unknown))
-        assert info is not None and info.metadata["lobbies"] == "salon,teams,elevator,training"
-        assert "the lobbies are: salon, teams, elevator, training" in (raised.value.details() or "")
+        assert (
+            info is not None
+            and info.metadata["lobbies"] == "salon,teams,elevator,training,training-51"
+        )
+        assert "the lobbies are: salon, teams, elevator, training, training-51" in (
+            raised.value.details() or ""
+        )
         # Nobody is left searching for the tests that follow on the same NATS.
         for ticket, who in ((first, ayse), (second, bora)):
             await stub.CancelTicket(
@@ -608,7 +625,7 @@ async def test_p2_lobbies_and_tickets_page_to_an_empty_token_on_the_last_page(
             stub.ListLobbies,
             mm.ListLobbiesRequest,
             lambda page: [lobby.lobby_id for lobby in page.lobbies],
-            ["salon", "teams", "elevator", "training"],
+            ["salon", "teams", "elevator", "training", "training-51"],
             who,
         )
         await _pages_to_the_end(

@@ -39,6 +39,7 @@ from masa_rules.table_config import (
     SeatConfig,
     SeatKind,
     TableConfig,
+    bot_levels,
 )
 from masa_table_engine.adapters.convert import config_from_proto
 from masa_table_engine.adapters.limits import check_config
@@ -147,8 +148,9 @@ def lobby_files(draw: st.DrawFn) -> str:
         "enabled": stake == 0 and draw(st.booleans()),
         "fill_after_seconds": draw(st.integers(0, 600)),
         "min_players": draw(st.integers(1, most)),
-        "level": draw(st.sampled_from(BotLevel)).value,
+        "level": draw(st.sampled_from(bot_levels(str(entry["game"])))).value,
     }
+    entry["autopilot_level"] = draw(st.sampled_from(bot_levels(str(entry["game"])))).value
     entry["matching"] = {
         "base_spread": draw(st.floats(0, 50)),
         "spread_per_second": draw(st.floats(0, 5)),
@@ -166,6 +168,7 @@ def _seats(lobby: Lobby, count: int, players: int, table_id: str) -> tuple[SeatC
             SeatKind.HUMAN,
             f"p-{table_id}-{seat}",
             f"p{seat}",
+            bot_level=lobby.autopilot_level,
             hold_id=f"{table_id}-s{seat}" if lobby.chips else "",
         )
         if seat < players
@@ -202,6 +205,24 @@ def test_p2_p30_every_lobby_that_loads_makes_tables_the_engine_accepts(
     (lobby,) = parse_lobbies(text)
     for _, config in _tables_of(lobby, players):
         _engine_accepts(config)
+
+
+@pytest.mark.parametrize("key", ["bot_fill", "autopilot_level"])
+def test_p2_a_lobby_of_a_level_its_game_has_no_bot_for_does_not_load(key: str) -> None:
+    """Hard plays Elevator only so far: a 51 lobby whose bots or autopilot would be hard is
+    refused when the file loads, naming P-2."""
+    level = '{ enabled = true, level = "hard" }' if key == "bot_fill" else '"hard"'
+    text = (
+        '[[lobby]]\nid = "t"\nname = "T"\ngame = "fiftyone"\nmode = "singles"\nseats = 4\n'
+        f"{key} = {level}\n"
+    )
+    with pytest.raises(InvalidLobby) as refused:
+        parse_lobbies(text)
+    assert refused.value.rule == "P-2"
+    assert "hard" in str(refused.value)
+    elevator = text.replace('"fiftyone"', '"elevator"')
+    (lobby,) = parse_lobbies(elevator)
+    assert BotLevel.HARD in (lobby.bot_fill.level, lobby.autopilot_level)
 
 
 def test_p2_every_shipped_lobby_makes_tables_the_engine_accepts() -> None:

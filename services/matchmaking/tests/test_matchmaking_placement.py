@@ -11,8 +11,10 @@ from instances import Instance, start_instance, until
 from masa_matchmaking.app.placement import PlacementSettings
 from masa_matchmaking.app.ports import EngineNode
 from masa_matchmaking.app.tickets import NewTicket
+from masa_matchmaking.domain.errors import BadInput
 from masa_matchmaking.domain.ticket import Placement, Ticket, TicketState
 from masa_platform.testing import NatsServer
+from masa_rules.refusals import Reason
 from masa_rules.table_config import BotLevel, GameKind
 from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FakeNodes
 
@@ -256,6 +258,26 @@ async def test_p1_partners_queue_as_a_party_and_sit_opposite(world: World) -> No
     assert {seats[a] % 2, seats[b] % 2} == {seats[a] % 2}  # partners opposite: 0+2 or 1+3
     assert seats[a] != seats[b]
     assert {seats[c] % 2} == {seats[d] % 2} != {seats[a] % 2}
+
+
+async def test_p11_training_seats_hard_bots_and_the_lobbys_autopilot_level(world: World) -> None:
+    """Issue 23: an Elevator training ticket may ask for hard bots, and the player's own seat
+    carries the lobby's autopilot level; a 51 one may not, as 51 has no hard bot (P-2)."""
+    instance, ledger, engines, _, _ = world
+    player, other = _players(2, 0, ledger)
+    await instance.desk.create(
+        player, NewTicket(f"r-{player}", "training", bot_level=BotLevel.HARD)
+    )
+    await until(lambda: _all(instance, [player], TicketState.MATCHED))
+    table = engines.tables[engines.seated()[player]]
+    assert [seat.bot_level for seat in table.config.seats] == [BotLevel.HARD] * 4
+    assert table.config.seats[0].player_id == player
+    with pytest.raises(BadInput) as refused:
+        await instance.desk.create(
+            other, NewTicket(f"r-{other}", "training-51", bot_level=BotLevel.HARD)
+        )
+    assert refused.value.reason is Reason.BAD_REQUEST and "P-2" in str(refused.value)
+    assert other not in engines.seated()
 
 
 async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world: World) -> None:

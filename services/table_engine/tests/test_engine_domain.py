@@ -275,3 +275,31 @@ def test_P12_leaving_a_table_with_stakes_protects_the_seat_until_it_forfeits() -
     assert TimerFired(TimerKind.SEAT_PROTECTION, 0) in due_timers(table, 160.0)
     table, entry = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 160.0, TIMERS)
     assert table.finished and not table.abandoned and isinstance(entry.events[-1], GameFinished)
+
+
+def test_p11_the_engines_own_fallback_for_a_hard_seat_is_the_normal_policy() -> None:
+    """Issue 23: the search is the bot service's; when it is late the engine plays the fast
+    normal policy for a hard seat (a bot's, or a player's autopilot at the lobby's level)."""
+    seats = (
+        SeatConfig(0, SeatKind.HUMAN, player_id="p0", bot_level=BotLevel.HARD),
+        SeatConfig(1, SeatKind.BOT, bot_level=BotLevel.HARD),
+        SeatConfig(2, SeatKind.BOT, bot_level=BotLevel.HARD),
+    )
+    config = TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0)
+    table, _ = accept(None, Created("hard", config, b"\x07" * 32), 0.0, TIMERS)
+    assert table.config.seats[0].bot_level is BotLevel.HARD
+    for _ in range(12):
+        seat = table.actor
+        assert seat is not None
+        salt = table.sequence.to_bytes(8, "big")
+        hard = table.engine.choose(table.game, seat, BotLevel.HARD, salt)
+        assert hard == table.engine.choose(table.game, seat, BotLevel.NORMAL, salt)
+        table, _ = accept(table, PlayerAction(seat, hard, Source.FALLBACK), 1.0, TIMERS)
+    fiftyone = TableConfig(
+        game=GameKind.FIFTYONE,
+        seats=tuple(SeatConfig(s, SeatKind.BOT, bot_level=BotLevel.HARD) for s in range(4)),
+        turn_seconds=10.0,
+        mode=Mode.TRAINING,
+    )
+    with pytest.raises(RuleViolation, match="P-2"):
+        accept(None, Created("hard-51", fiftyone, b"\x08" * 32), 0.0, TIMERS)

@@ -26,7 +26,7 @@ from masa_rules.elevator.codec import rules_from_json
 from masa_rules.elevator.state import Direction, Phase, State
 from masa_rules.errors import RuleViolation
 
-__all__ = ["seat_state"]
+__all__ = ["deal_unseen", "seat_state"]
 
 
 def seat_state(seen: Mapping[str, object]) -> State:
@@ -44,20 +44,9 @@ def seat_state(seen: Mapping[str, object]) -> State:
     pile = _cards(seen["pile"])
     sizes = [_int(size) for size in cast(Sequence[object], seen["hand_sizes"])]
     stock_count = _int(seen["stock_count"])
-    if len(sizes) != players or sizes[seat] != len(hand):
-        raise RuleViolation("P-20", "the hand sizes do not match the seats and the own hand")
-    known = set(hand) | set(pile)
-    unseen = [card for card in elevator_pack(decks) if card not in known]
-    if len(unseen) != sum(sizes) - len(hand) + stock_count:
-        raise RuleViolation("P-20", "the view's card counts do not add up to the pack")
-    hands: list[tuple[PhysicalCard, ...]] = []
-    taken = 0
-    for other, size in enumerate(sizes):
-        if other == seat:
-            hands.append(hand)
-            continue
-        hands.append(tuple(unseen[taken : taken + size]))
-        taken += size
+    if len(sizes) != players:
+        raise RuleViolation("P-20", "the hand sizes do not match the seats")
+    hands, stock = deal_unseen(seat, hand, pile, sizes, stock_count, decks)
     over = seen["phase"] == Phase.OVER.value
     revealed = seen.get("seed")
     turn = seen.get("turn")
@@ -74,8 +63,8 @@ def seat_state(seen: Mapping[str, object]) -> State:
             if isinstance(revealed, str)
             else hashlib.sha256(b"determinised:" + str(seen["commitment"]).encode()).digest()
         ),
-        hands=tuple(hands),
-        stock=tuple(unseen[taken:]),
+        hands=hands,
+        stock=stock,
         pile=pile,
         direction=Direction(seen["direction"]),
         phase=Phase(seen["phase"]),
@@ -93,6 +82,36 @@ def seat_state(seen: Mapping[str, object]) -> State:
         end_reason=cast(str | None, seen.get("end_reason")),
         action_count=_int(seen.get("action_count", 0)),
     )
+
+
+def deal_unseen(
+    seat: int,
+    hand: tuple[PhysicalCard, ...],
+    pile: tuple[PhysicalCard, ...],
+    sizes: Sequence[int],
+    stock_count: int,
+    decks: int,
+) -> tuple[tuple[tuple[PhysicalCard, ...], ...], tuple[PhysicalCard, ...]]:
+    """The hands and the stock of a determinisation: the cards ``seat`` has not seen (the pack
+    minus its hand and the pile) dealt in pack order, ``sizes`` and ``stock_count`` kept.
+
+    Raises :class:`~masa_rules.errors.RuleViolation` (``P-20``) when the counts do not add up.
+    """
+    if not 0 <= seat < len(sizes) or sizes[seat] != len(hand):
+        raise RuleViolation("P-20", "the hand sizes do not match the seats and the own hand")
+    known = set(hand) | set(pile)
+    unseen = [card for card in elevator_pack(decks) if card not in known]
+    if min(sizes) < 0 or stock_count < 0 or len(unseen) != sum(sizes) - len(hand) + stock_count:
+        raise RuleViolation("P-20", "the view's card counts do not add up to the pack")
+    hands: list[tuple[PhysicalCard, ...]] = []
+    taken = 0
+    for other, size in enumerate(sizes):
+        if other == seat:
+            hands.append(hand)
+            continue
+        hands.append(tuple(unseen[taken : taken + size]))
+        taken += size
+    return tuple(hands), tuple(unseen[taken:])
 
 
 def _cards(value: object) -> tuple[PhysicalCard, ...]:

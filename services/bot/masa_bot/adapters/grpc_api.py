@@ -17,7 +17,7 @@ from masa.table.v1 import action_pb2, view_pb2
 from masa_platform.auth import AuthPolicy, Role
 from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
-from masa_rules.table_config import BotLevel
+from masa_rules.table_config import BotLevel, bot_levels
 from masa_wire import WireError
 from masa_wire.games import view_game_name, wire_for
 from masa_wire.table_config import bot_level_from_proto
@@ -54,7 +54,7 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         budget = request.time_budget.ToTimedelta().total_seconds()
         try:
             level = bot_level_from_proto(request.level)
-            game, decider = _decider(view, seed)
+            game, decider = _decider(view, seed, level)
             decision = await self._use_case.decide(game, level, decider, budget_seconds=budget)
         except WireError as error:
             raise BadRequest(error.message, reason=error.reason) from error
@@ -63,22 +63,24 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         return bot_pb2.DecideResponse(action=decision.action, explanation=decision.explanation)
 
 
-ProtoDecider = Callable[[BotLevel], Decision[action_pb2.Action]]
+ProtoDecider = Callable[[BotLevel, float], Decision[action_pb2.Action]]
 
 
-def _decider(view: view_pb2.SeatView, seed: bytes) -> tuple[str, ProtoDecider]:
+def _decider(view: view_pb2.SeatView, seed: bytes, level: BotLevel) -> tuple[str, ProtoDecider]:
     """The game's name (a metric label) and its decider, answering in protobuf: the game's
     registered wire conversion and decider (``masa_bot.domain.games``)."""
     game = view_game_name(view.table)
     decide = decider_for(game)
     if decide is None:
         raise BadRequest(f"the bot plays no {game[:32] or 'unnamed game'} (P-2)", reason="P-2")
+    if level not in bot_levels(game):
+        raise BadRequest(f"the bot plays {game} at no {level.value} level (P-2)", reason="P-2")
     wire = wire_for(game)
     state = wire.state_from_seat_view(view)
     seat = view.seat
 
-    def decider(level: BotLevel) -> Decision[action_pb2.Action]:
-        chosen = decide(state, seat, level, seed)
+    def decider(level: BotLevel, budget_seconds: float) -> Decision[action_pb2.Action]:
+        chosen = decide(state, seat, level, seed, budget_seconds)
         return Decision(wire.action_to_proto(chosen.action), chosen.explanation)
 
     return game, decider

@@ -1,8 +1,9 @@
 """The bot's one registry of games: who decides a seat's action in each game, by the game's
 registered name (docs/architecture.md, "Adding a game").
 
-A decider takes a state rebuilt from one seat's view (``masa_wire.games``), the seat, the level
-and a seed, and returns a :class:`~masa_bot.domain.choice.Decision`, or raises
+A decider takes a state rebuilt from one seat's view (``masa_wire.games``), the seat, the level,
+a seed and the seconds it may search for (a level that searches answers within them), and
+returns a :class:`~masa_bot.domain.choice.Decision`, or raises
 :class:`~masa_bot.domain.choice.NothingToDecide`. 51 and Elevator are registered here; a
 plugin's game registers its own with :func:`register_decider`.
 """
@@ -20,17 +21,23 @@ from masa_bot.domain.fiftyone import decide_fiftyone
 
 __all__ = ["Decider", "decider_for", "played", "register_decider"]
 
-Decider = Callable[[object, int, BotLevel, bytes], Decision[object]]
+Decider = Callable[[object, int, BotLevel, bytes, float], Decision[object]]
 
 
-def _elevator(state: object, seat: int, level: BotLevel, seed: bytes) -> Decision[object]:
+def _elevator(
+    state: object, seat: int, level: BotLevel, seed: bytes, budget_seconds: float
+) -> Decision[object]:
     if not isinstance(state, elevator.State):
         raise TypeError(f"not an Elevator state: {type(state).__name__}")
-    chosen = decide_elevator(state, seat, level, seed)
+    chosen = decide_elevator(state, seat, level, seed, budget_seconds)
     return Decision(chosen.action, chosen.explanation)
 
 
-def _fiftyone(state: object, seat: int, level: BotLevel, seed: bytes) -> Decision[object]:
+def _fiftyone(
+    state: object, seat: int, level: BotLevel, seed: bytes, budget_seconds: float
+) -> Decision[object]:
+    # No 51 level searches (table_config.bot_levels), so none needs the budget.
+    del budget_seconds
     if not isinstance(state, fiftyone.State):
         raise TypeError(f"not a 51 state: {type(state).__name__}")
     chosen = decide_fiftyone(state, seat, level, seed)

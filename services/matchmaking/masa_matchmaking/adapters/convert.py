@@ -13,7 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
-from masa_rules.table_config import BotLevel
+from masa_rules.table_config import BotLevel, bot_levels
 from masa_wire import WireError
 from masa_wire.table_config import (
     bot_level_from_proto,
@@ -104,6 +104,8 @@ def lobby_to_proto(
         tables_in_play=tables_in_play,
         recent_waits=waits,
         seats_now=seats_now,
+        autopilot_level=bot_level_to_proto(lobby.autopilot_level),
+        bot_levels=[bot_level_to_proto(level) for level in bot_levels(lobby.game)],
     )
 
 

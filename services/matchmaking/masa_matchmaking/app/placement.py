@@ -507,7 +507,12 @@ def _seats(lobby: Lobby, tickets: Sequence[Ticket]) -> tuple[SeatConfig, ...]:
             hold = _hold_id(ticket) if lobby.chips else ""
             seats.append(
                 SeatConfig(
-                    seat, SeatKind.HUMAN, ticket.player_id, ticket.display_name, hold_id=hold
+                    seat,
+                    SeatKind.HUMAN,
+                    ticket.player_id,
+                    ticket.display_name,
+                    bot_level=lobby.autopilot_level,
+                    hold_id=hold,
                 )
             )
     return tuple(seats)

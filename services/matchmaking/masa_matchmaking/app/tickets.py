@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from masa_rules.refusals import Reason
-from masa_rules.table_config import BotLevel
+from masa_rules.table_config import BotLevel, bot_levels
 
 from masa_matchmaking.app.ports import Conflict, PlayerTickets, RatingStore, TicketStore
 from masa_matchmaking.domain.errors import (
@@ -345,6 +345,9 @@ def _check_request(lobby: Lobby, request: NewTicket) -> None:
         raise BadInput("joining a party needs its party_size")
     if request.bot_level is not None and not lobby.training:
         raise BadInput("bot_level is for training lobbies; the others fill with their own")
+    if request.bot_level is not None and request.bot_level not in bot_levels(lobby.game):
+        offered = ", ".join(level.value for level in bot_levels(lobby.game))
+        raise BadInput(f"{lobby.game} bots play at {offered}, not {request.bot_level.value} (P-2)")
     if request.ttl_seconds is not None and request.ttl_seconds <= 0:
         raise BadInput("a ticket's ttl must be positive")
     if len(request.display_name) > _MAX_NAME or not request.display_name.isprintable():

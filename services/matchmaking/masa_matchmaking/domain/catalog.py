@@ -65,11 +65,19 @@ _LOBBY_KEYS: Final = frozenset(
         "short_table_after_seconds",
         "ticket_ttl_seconds",
         "bot_fill",
+        "autopilot_level",
         "matching",
     }
 )
 _DEFAULT_KEYS: Final = frozenset(
-    {"turn_seconds", "short_table_after_seconds", "ticket_ttl_seconds", "bot_fill", "matching"}
+    {
+        "turn_seconds",
+        "short_table_after_seconds",
+        "ticket_ttl_seconds",
+        "bot_fill",
+        "autopilot_level",
+        "matching",
+    }
 )
 _BOT_FILL_KEYS: Final = frozenset({"enabled", "fill_after_seconds", "min_players", "level"})
 _MATCHING_KEYS: Final = frozenset({"base_spread", "spread_per_second", "open_after_seconds"})
@@ -143,6 +151,12 @@ def _lobby(entry: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lobby:
         bot_fill=_bot_fill(
             {**_table(defaults.get("bot_fill", {}), where), **_sub(entry, "bot_fill", where)},
             where,
+        ),
+        autopilot_level=_enum(
+            BotLevel,
+            _get(merged, "autopilot_level", str, where, _LOBBY_DEFAULTS["autopilot_level"].value),
+            where,
+            "autopilot level",
         ),
         matching=_matching(
             {**_table(defaults.get("matching", {}), where), **_sub(entry, "matching", where)},

@@ -97,6 +97,8 @@ class Lobby:
     payout: PayoutRule = field(default_factory=PayoutRule)
     turn_seconds: float = DEFAULT_TURN_SECONDS
     bot_fill: BotFill = field(default_factory=BotFill)
+    # The level the autopilot plays a player's seat at (P-11): a human seat's bot_level.
+    autopilot_level: BotLevel = BotLevel.NORMAL
     short_table_after_seconds: float = 15.0
     ticket_ttl_seconds: float = 300.0
     matching: MatchingPolicy = field(default_factory=MatchingPolicy)
@@ -164,7 +166,11 @@ def _seated(lobby: Lobby, count: int) -> tuple[SeatConfig, ...]:
         SeatConfig(seat, SeatKind.BOT, bot_level=lobby.bot_fill.level)
         if seat and bots
         else SeatConfig(
-            seat, SeatKind.HUMAN, f"player-{seat}", hold_id=f"hold-{seat}" if lobby.chips else ""
+            seat,
+            SeatKind.HUMAN,
+            f"player-{seat}",
+            bot_level=lobby.autopilot_level,
+            hold_id=f"hold-{seat}" if lobby.chips else "",
         )
         for seat in range(count)
     )

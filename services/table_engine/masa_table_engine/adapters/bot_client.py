@@ -17,7 +17,6 @@ import grpc
 import grpc.aio
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa_platform.auth import ServiceTokens
-from masa_rules.table_config import BotLevel, SeatKind
 from masa_wire.table_config import bot_level_to_proto
 
 from masa_table_engine.adapters.convert import action_from_proto, seat_view
@@ -63,11 +62,10 @@ class GrpcDecider:
 
 
 def decide_request(table: Table, seat: int, owner_address: str) -> bot_pb2.DecideRequest:
-    """What the bot is asked for ``seat``: the seat's view, its level and a seed."""
-    config = table.config.seats[seat]
-    level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
+    """What the bot is asked for ``seat``: the seat's view, its level (a bot seat's, or the
+    autopilot's of a human seat) and a seed."""
     return bot_pb2.DecideRequest(
         observation=bot_pb2.Observation(view=seat_view(table, seat, owner_address)),
-        level=bot_level_to_proto(level),
+        level=bot_level_to_proto(table.config.seats[seat].bot_level),
         seed=int.from_bytes(table.seed[:4], "big") + table.sequence,
     )

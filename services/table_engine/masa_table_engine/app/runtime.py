@@ -38,7 +38,7 @@ from typing import Final, NoReturn
 
 from masa_platform.tasks import stop_tasks
 from masa_rules.errors import RuleViolation
-from masa_rules.table_config import BotLevel, SeatKind
+from masa_rules.table_config import SeatKind
 
 from masa_table_engine.app.history import History, WatchItem
 from masa_table_engine.app.outbox import Outbox
@@ -793,8 +793,8 @@ class TableRuntime:
                     )
                 else:
                     return
-            config = seen.config.seats[seat]
-            level = config.bot_level if config.kind is SeatKind.BOT else BotLevel.NORMAL
+            # A bot seat's level, or the autopilot's of a human seat (P-11).
+            level = seen.config.seats[seat].bot_level
             salt = seen.seed + seen.sequence.to_bytes(8, "big")
             fallback = seen.engine.choose(seen.game, seat, level, salt)
             await self._commit(PlayerAction(seat, fallback, Source.FALLBACK))

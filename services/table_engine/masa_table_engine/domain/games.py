@@ -93,7 +93,8 @@ class Game(Protocol):
     def ends_hand(self, events: Sequence[object]) -> bool: ...
 
     def choose(self, state: object, seat: int, level: BotLevel, salt: bytes) -> object:
-        """The in-process safe policy: a legal action for ``seat``, deterministic in ``salt``."""
+        """The in-process safe policy: a legal action for ``seat``, deterministic in ``salt``
+        (easy plays easy, every other level the fast ``normal``: the search is the bot's)."""
         ...
 
     def outcome(self, state: object) -> HandOutcome: ...
@@ -168,7 +169,7 @@ class ElevatorGame:
         actions = elevator.legal_actions(game, seat)
         if not actions:
             raise RuleViolation("E-3", f"seat {seat} has nothing to do now")
-        policy = ELEVATOR_POLICIES["greedy" if level is BotLevel.NORMAL else "random"]
+        policy = ELEVATOR_POLICIES["random" if level is BotLevel.EASY else "greedy"]
         rng = DrawStream(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
         return policy(game, seat, rng)
 
@@ -295,7 +296,7 @@ class FiftyOneGame:
         game = _fiftyone(state)
         if not fiftyone.legal_actions(game, seat):
             raise RuleViolation("F-22", f"seat {seat} has nothing to do now")
-        policy = FIFTYONE_POLICIES["greedy" if level is BotLevel.NORMAL else "random"]
+        policy = FIFTYONE_POLICIES["random" if level is BotLevel.EASY else "greedy"]
         rng = DrawStream(hashlib.sha256(b"masa/table/fallback/" + salt).digest())
         return policy(game, seat, rng)
 
