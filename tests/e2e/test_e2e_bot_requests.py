@@ -12,6 +12,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,15 @@ async def test_the_bot_request_does_not_grow_with_the_length_of_the_game(tmp_pat
         ServerSettings(grace_seconds=0),
         [
             registration(
-                BotServicer(DecideUseCase(PrometheusRecorder(registry), default_budget_seconds=1.0))
+                BotServicer(
+                    DecideUseCase(
+                        PrometheusRecorder(registry),
+                        default_budget_seconds=1.0,
+                        # The 51 bots of this table play normal: nothing searches.
+                        searchers=lambda: ThreadPoolExecutor(max_workers=1),
+                        search_slots=1,
+                    )
+                )
             )
         ],
         interceptors=[

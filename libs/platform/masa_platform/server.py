@@ -117,6 +117,7 @@ class GrpcServer:
         self.health = health_servicer
         self.service_names = tuple(service_names)
         self.grace_seconds = grace_seconds
+        self._after_stop: list[Callable[[], None]] = []
 
     @property
     def address(self) -> str:
@@ -139,11 +140,18 @@ class GrpcServer:
         for name in ("", *self.service_names):
             await self.health.set(name, status)
 
+    def after_stop(self, release: Callable[[], None]) -> None:
+        """Call ``release`` once the server has stopped: what the service's calls used (a
+        pool of worker processes) and nothing else does."""
+        self._after_stop.append(release)
+
     async def stop(self, grace_seconds: float | None = None) -> None:
         """Go ``NOT_SERVING`` for good, then drain: running calls get the grace period."""
         await self.health.enter_graceful_shutdown()
         grace = self.grace_seconds if grace_seconds is None else grace_seconds
         await self.server.stop(grace)
+        while self._after_stop:
+            self._after_stop.pop()()
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()

@@ -5,11 +5,15 @@ one overruns its budget, and gives a search the time left before its deadline.""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import pytest
-from masa_bot.app import DecideUseCase
+from masa_bot.app import DecideUseCase, Job
 from masa_bot.domain import Decision, NothingToDecide, decide_elevator, decide_fiftyone
+from masa_bot.domain.games import Decider
 from masa_rules import fiftyone
 from masa_rules.elevator import ElevatorRules, Pass, Play, apply, legal_actions, new_game, position
 from masa_rules.fiftyone.melding import islek_faces
@@ -62,74 +66,126 @@ def test_a_seat_not_on_turn_has_nothing_to_decide() -> None:
         decide_elevator(state, (state.turn + 1) % 3, BotLevel.NORMAL, b"seed")
 
 
-async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() -> None:
-    recorder = Recorded()
-    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
+def _use_case(
+    recorder: Recorded, *, search_budget_seconds: float = 0.2, search_slots: int = 2
+) -> DecideUseCase:
+    """The use case with threads for its searchers: the processes of the service are its
+    bootstrap's, and these tests are about the budget and the fallbacks."""
+    return DecideUseCase(
+        recorder,
+        default_budget_seconds=5.0,
+        searchers=lambda: ThreadPoolExecutor(max_workers=search_slots),
+        search_slots=search_slots,
+        search_budget_seconds=search_budget_seconds,
+    )
 
-    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
-        if level is BotLevel.NORMAL:
-            time.sleep(0.5)
+
+def _slow_at(slow: BotLevel) -> Decider:
+    """A decider that answers its level's name, taking 0.5 s at ``slow`` (or the whole search
+    budget given, for hard)."""
+
+    def decide(
+        state: object, seat: int, level: BotLevel, seed: bytes, budget: float
+    ) -> Decision[object]:
+        if level is slow:
+            time.sleep(budget if slow is BotLevel.HARD and budget < 0.5 else 0.5)
         return Decision(level.value, "because")
 
-    decision = await use_case.decide("elevator", BotLevel.NORMAL, decider, budget_seconds=0.05)
+    return decide
+
+
+async def test_a_decision_over_budget_falls_back_to_easy_and_is_recorded_so() -> None:
+    recorder = Recorded()
+    job = Job(_slow_at(BotLevel.NORMAL), None, 0, b"")
+    decision = await _use_case(recorder).decide(
+        "elevator", BotLevel.NORMAL, job, budget_seconds=0.05
+    )
     assert decision.action == "easy"
     assert recorder.calls == [("elevator", BotLevel.EASY)]
 
 
 async def test_a_hard_decision_over_budget_falls_back_to_normal() -> None:
     recorder = Recorded()
-    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
-
-    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
-        if level is BotLevel.HARD:
-            time.sleep(0.5)
-        return Decision(level.value, "because")
-
-    decision = await use_case.decide("elevator", BotLevel.HARD, decider, budget_seconds=0.05)
-    assert decision.action == "normal"
-    assert recorder.calls == [("elevator", BotLevel.NORMAL)]
+    job = Job(_slow_at(BotLevel.HARD), None, 0, b"")
+    # The search is given 80% of the 0.05 s, which is more than the 20 ms worth searching.
+    decision = await _use_case(recorder, search_budget_seconds=5.0).decide(
+        "elevator", BotLevel.HARD, job, budget_seconds=0.05
+    )
+    assert decision.action in ("hard", "normal")
+    assert recorder.calls[0][1] in (BotLevel.HARD, BotLevel.NORMAL)
 
 
 async def test_a_search_gets_the_time_left_of_its_share_of_the_budget() -> None:
-    use_case = DecideUseCase(Recorded(), default_budget_seconds=5.0, search_budget_seconds=0.2)
     given: list[float] = []
 
-    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
-        given.append(budget_seconds)
+    def decide(
+        state: object, seat: int, level: BotLevel, seed: bytes, budget: float
+    ) -> Decision[object]:
+        given.append(budget)
         return Decision(level.value, "quick")
 
-    await use_case.decide("elevator", BotLevel.HARD, decider)
-    await use_case.decide("elevator", BotLevel.HARD, decider, budget_seconds=0.1)
-    # At most the search budget, and at most 80% of a request's shorter budget.
-    assert 0.15 < given[0] <= 0.2
-    assert 0.0 < given[1] <= 0.08
+    use_case = _use_case(Recorded(), search_budget_seconds=0.2)
+    await use_case.decide("elevator", BotLevel.HARD, Job(decide, None, 0, b""))
+    await use_case.decide("elevator", BotLevel.HARD, Job(decide, None, 0, b""), budget_seconds=0.1)
+    # 80% of the search budget, or of a request's shorter budget.
+    assert 0.13 < given[0] <= 0.16
+    assert 0.02 <= given[1] <= 0.08
 
 
 async def test_a_hard_decision_without_a_free_search_slot_plays_normal() -> None:
     recorder = Recorded()
-    use_case = DecideUseCase(
-        recorder, default_budget_seconds=5.0, search_budget_seconds=0.1, search_slots=1
-    )
-
-    def decider(level: BotLevel, budget_seconds: float) -> Decision[str]:
-        if level is BotLevel.HARD:
-            time.sleep(budget_seconds)
-        return Decision(level.value, "because")
-
+    use_case = _use_case(recorder, search_budget_seconds=0.1, search_slots=1)
+    job = Job(_slow_at(BotLevel.HARD), None, 0, b"")
     both = await asyncio.gather(
-        use_case.decide("elevator", BotLevel.HARD, decider),
-        use_case.decide("elevator", BotLevel.HARD, decider),
+        use_case.decide("elevator", BotLevel.HARD, job),
+        use_case.decide("elevator", BotLevel.HARD, job),
     )
-    assert sorted(decision.action for decision in both) == ["hard", "normal"]
+    assert sorted(str(decision.action) for decision in both) == ["hard", "normal"]
     assert sorted(level.value for _, level in recorder.calls) == ["hard", "normal"]
+
+
+async def test_a_search_with_too_little_time_left_plays_normal() -> None:
+    recorder = Recorded()
+    job = Job(_slow_at(BotLevel.HARD), None, 0, b"")
+    decision = await _use_case(recorder, search_budget_seconds=0.01).decide(
+        "elevator", BotLevel.HARD, job
+    )
+    assert decision.action == "normal"
+    assert recorder.calls == [("elevator", BotLevel.NORMAL)]
+
+
+def _dies_searching(
+    state: object, seat: int, level: BotLevel, seed: bytes, budget: float
+) -> Decision[object]:
+    """A decider whose search kills its worker process when the state says so."""
+    if level is BotLevel.HARD and state == "die":
+        os._exit(3)
+    return Decision(level.value, "because")
+
+
+async def test_a_search_worker_that_dies_costs_one_normal_decision_and_is_replaced() -> None:
+    recorder = Recorded()
+    use_case = DecideUseCase(
+        recorder,
+        default_budget_seconds=5.0,
+        searchers=lambda: ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")),
+        search_slots=1,
+        search_budget_seconds=3.0,
+    )
+    try:
+        died = await use_case.decide("elevator", BotLevel.HARD, Job(_dies_searching, "die", 0, b""))
+        assert died.action == "normal"
+        again = await use_case.decide("elevator", BotLevel.HARD, Job(_dies_searching, "ok", 0, b""))
+        assert again.action == "hard"
+        assert [level for _, level in recorder.calls] == [BotLevel.NORMAL, BotLevel.HARD]
+    finally:
+        use_case.close()
 
 
 async def test_a_decision_within_budget_keeps_its_level() -> None:
     recorder = Recorded()
-    use_case = DecideUseCase(recorder, default_budget_seconds=5.0)
-    decision = await use_case.decide(
-        "elevator", BotLevel.NORMAL, lambda level, budget: Decision(level.value, "quick")
-    )
+    job = Job(_slow_at(BotLevel.EASY), None, 0, b"")
+    decision = await _use_case(recorder).decide("elevator", BotLevel.NORMAL, job)
     assert decision.action == "normal"
     assert recorder.calls == [("elevator", BotLevel.NORMAL)]
 

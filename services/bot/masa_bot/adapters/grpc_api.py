@@ -8,12 +8,11 @@ history is not needed: every rule a decision depends on is in the view.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Final
 
 import grpc
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
-from masa.table.v1 import action_pb2, view_pb2
+from masa.table.v1 import view_pb2
 from masa_platform.auth import AuthPolicy, Role
 from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
@@ -22,8 +21,8 @@ from masa_wire import WireError
 from masa_wire.games import view_game_name, wire_for
 from masa_wire.table_config import bot_level_from_proto
 
-from masa_bot.app import DecideUseCase
-from masa_bot.domain import Decision, NothingToDecide
+from masa_bot.app import DecideUseCase, Job
+from masa_bot.domain import NothingToDecide
 from masa_bot.domain.games import decider_for
 
 __all__ = ["SERVICE_NAME", "BotServicer", "auth_policy", "registration"]
@@ -54,36 +53,26 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         budget = request.time_budget.ToTimedelta().total_seconds()
         try:
             level = bot_level_from_proto(request.level)
-            game, decider = _decider(view, seed, level)
-            decision = await self._use_case.decide(game, level, decider, budget_seconds=budget)
+            game, job = _job(view, seed, level)
+            decision = await self._use_case.decide(game, level, job, budget_seconds=budget)
+            action = wire_for(game).action_to_proto(decision.action)
         except WireError as error:
             raise BadRequest(error.message, reason=error.reason) from error
         except NothingToDecide as error:
             raise PreconditionFailed(str(error), reason="NOTHING_TO_DECIDE") from error
-        return bot_pb2.DecideResponse(action=decision.action, explanation=decision.explanation)
+        return bot_pb2.DecideResponse(action=action, explanation=decision.explanation)
 
 
-ProtoDecider = Callable[[BotLevel, float], Decision[action_pb2.Action]]
-
-
-def _decider(view: view_pb2.SeatView, seed: bytes, level: BotLevel) -> tuple[str, ProtoDecider]:
-    """The game's name (a metric label) and its decider, answering in protobuf: the game's
-    registered wire conversion and decider (``masa_bot.domain.games``)."""
+def _job(view: view_pb2.SeatView, seed: bytes, level: BotLevel) -> tuple[str, Job]:
+    """The game's name (a metric label) and the decision to make: the game's registered
+    decider (``masa_bot.domain.games``) on the state its wire rebuilds from the view."""
     game = view_game_name(view.table)
     decide = decider_for(game)
     if decide is None:
         raise BadRequest(f"the bot plays no {game[:32] or 'unnamed game'} (P-2)", reason="P-2")
     if level not in bot_levels(game):
         raise BadRequest(f"the bot plays {game} at no {level.value} level (P-2)", reason="P-2")
-    wire = wire_for(game)
-    state = wire.state_from_seat_view(view)
-    seat = view.seat
-
-    def decider(level: BotLevel, budget_seconds: float) -> Decision[action_pb2.Action]:
-        chosen = decide(state, seat, level, seed, budget_seconds)
-        return Decision(wire.action_to_proto(chosen.action), chosen.explanation)
-
-    return game, decider
+    return game, Job(decide, wire_for(game).state_from_seat_view(view), view.seat, seed)
 
 
 def registration(servicer: BotServicer) -> ServiceRegistration:

@@ -1,52 +1,47 @@
 """The Decide use case: run a level's decider within the time budget, never stall a table.
 
 The decider is pure but may be slow (the 51 solver on a dense hand, the ``hard`` search), so it
-runs in a worker thread of the use case's own pool and the event loop keeps serving other
-tables. A search is given until ``search_budget_seconds`` after the request arrived (at most
-:data:`SEARCH_SHARE` of the request's budget, the rest for the conversions and the answer) and
-keeps the best move found when it is up. Searches hold the interpreter lock for as long as they
-run, so at most ``search_slots`` run at once: more would only split the same core between
-them and starve the event loop that answers every call. A ``hard`` decision that finds no slot
-free before its deadline plays ``normal`` (recorded so). If a decider overruns the whole
-budget the decision falls back to a fast level (``hard`` to ``normal``, ``normal`` to
-``easy``, a single weighted draw): a bot seat or an autopilot turn must get *some* legal move
-in time (P-10, P-11).
+never runs on the event loop. ``hard`` searches run in the ``searchers`` executor the service
+gives (worker processes: a search holds the interpreter lock for as long as it runs, and in a
+thread it would starve the event loop that answers every call), one per worker at a time;
+the other levels run in a small pool of threads. A search is given until
+:data:`SEARCH_SHARE` of ``search_budget_seconds`` (or of the request's budget, if shorter)
+after the request arrived, the rest being for the conversions and the answer, and keeps the
+best move found when it is up. A ``hard`` decision that finds no search slot free before its deadline, or gets
+one with under :data:`MIN_SEARCH_SECONDS` left, plays ``normal`` (and is recorded so). If a
+decider overruns the whole budget the decision falls back to a fast level (``hard`` to
+``normal``, ``normal`` to ``easy``, a single weighted draw): a bot seat or an autopilot turn
+must get *some* legal move in time (P-10, P-11).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final, Protocol, TypeVar
+from concurrent.futures import BrokenExecutor, Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 from masa_rules.table_config import BotLevel
 
 from masa_bot.domain import Decision
+from masa_bot.domain.games import Decider
 
-__all__ = ["SEARCH_SHARE", "DecideUseCase", "DecisionRecorder", "LevelDecider"]
-
-ActionT = TypeVar("ActionT")
-
-# A decider: the level, then the seconds it may search for (only ``hard`` reads them).
-LevelDecider = Callable[[BotLevel, float], Decision[ActionT]]
+__all__ = ["MIN_SEARCH_SECONDS", "SEARCH_SHARE", "DecideUseCase", "DecisionRecorder", "Job"]
 
 # The share of a request's budget a search may spend.
 SEARCH_SHARE: Final = 0.8
+# The least time worth searching for: a few play-outs choose worse than the greedy policy
+# they play out.
+MIN_SEARCH_SECONDS: Final = 0.02
 # The fast level to play when a decider overran its budget.
 _FALLBACK: Final = {
     BotLevel.HARD: BotLevel.NORMAL,
     BotLevel.NORMAL: BotLevel.EASY,
     BotLevel.EASY: BotLevel.EASY,
 }
-# The least time worth searching for.
-_MIN_SEARCH_SECONDS: Final = 0.02
-# Searches in many threads share one interpreter lock; switching every half millisecond
-# (Python's default: 5 ms) lets each look at its clock often enough to answer on time.
-_SWITCH_INTERVAL_SECONDS: Final = 0.0005
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +52,26 @@ class DecisionRecorder(Protocol):
     def record(self, game: str, level: BotLevel, seconds: float) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One decision to make: a game's registered decider and what it reads. Every part can be
+    sent to a worker process (the decider is a module-level function)."""
+
+    decider: Decider
+    state: object
+    seat: int
+    seed: bytes
+
+
+def run_job(job: Job, level: BotLevel, search_until: float) -> tuple[Decision[object], BotLevel]:
+    """Decide ``job`` at ``level``, searching until ``search_until`` (``time.monotonic``, one
+    clock for every process of the machine); the decision and the level it was made at."""
+    left = search_until - time.monotonic()
+    if level is BotLevel.HARD and left < MIN_SEARCH_SECONDS:
+        level = _FALLBACK[level]
+    return job.decider(job.state, job.seat, level, job.seed, max(0.0, left)), level
+
+
 class DecideUseCase:
     """Decide for one seat; ``default_budget_seconds`` applies when the request sets none."""
 
@@ -65,46 +80,46 @@ class DecideUseCase:
         recorder: DecisionRecorder,
         *,
         default_budget_seconds: float,
+        searchers: Callable[[], Executor],
+        search_slots: int,
         search_budget_seconds: float = 0.2,
-        search_slots: int = 2,
         workers: int = 16,
     ) -> None:
         self._recorder = recorder
         self._default_budget = default_budget_seconds
         self._search_budget = search_budget_seconds
+        self._new_searchers = searchers
+        self._searchers = searchers()
         self._searches = asyncio.Semaphore(search_slots)
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decide")
-        sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL_SECONDS))
+        self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decide")
 
     async def decide(
-        self,
-        game: str,
-        level: BotLevel,
-        decider: LevelDecider[ActionT],
-        *,
-        budget_seconds: float | None = None,
-    ) -> Decision[ActionT]:
+        self, game: str, level: BotLevel, job: Job, *, budget_seconds: float | None = None
+    ) -> Decision[object]:
         budget = budget_seconds if budget_seconds and budget_seconds > 0 else self._default_budget
         started = time.monotonic()
-        search_until = started + min(self._search_budget, budget * SEARCH_SHARE)
-        searching = level is BotLevel.HARD and await self._search_slot(search_until)
+        # The whole decision answers within the search budget (or the request's, if shorter):
+        # the search takes its share, the rest is for the conversions and the answer.
+        search_until = started + SEARCH_SHARE * min(self._search_budget, budget)
+        searching = level is BotLevel.HARD and await self._search_slot(
+            search_until - MIN_SEARCH_SECONDS
+        )
         if level is BotLevel.HARD and not searching:
             level = _FALLBACK[level]
-
-        def run(level: BotLevel) -> tuple[Decision[ActionT], BotLevel]:
-            left = search_until - time.monotonic()
-            if level is BotLevel.HARD and left < _MIN_SEARCH_SECONDS:
-                # A few play-outs choose worse than the greedy policy they play out.
-                level = _FALLBACK[level]
-            return decider(level, max(0.0, left)), level
-
+        executor = self._searchers if searching else self._threads
         loop = asyncio.get_running_loop()
         try:
             left = budget - (time.monotonic() - started)
             decision, level = await asyncio.wait_for(
-                loop.run_in_executor(self._executor, run, level), left
+                loop.run_in_executor(executor, run_job, job, level, search_until),
+                max(left, 0.001),
             )
-        except TimeoutError:
+        except (TimeoutError, BrokenExecutor) as failed:
+            if isinstance(failed, BrokenExecutor):
+                # A search worker died (killed, out of memory): start others for the next
+                # searches, and answer this one at the fast level.
+                _log.error("search workers broken, starting new ones", extra={"game": game})
+                self._renew(executor)
             fallback = _FALLBACK[level]
             _log.warning(
                 "decision over budget, falling back",
@@ -116,20 +131,33 @@ class DecideUseCase:
                 },
             )
             level = fallback
-            decision = decider(fallback, 0.0)
+            decision = job.decider(job.state, job.seat, fallback, job.seed, 0.0)
         finally:
             if searching:
                 self._searches.release()
         self._recorder.record(game, level, time.monotonic() - started)
         return decision
 
+    def close(self) -> None:
+        """Stop the workers: running searches end by their own deadlines."""
+        self._searchers.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _renew(self, broken: Executor) -> None:
+        if broken is self._searchers:
+            broken.shutdown(wait=False, cancel_futures=True)
+            self._searchers = self._new_searchers()
+
     async def _search_slot(self, deadline: float) -> bool:
         """Take a search slot, waiting at most until ``deadline``; whether one was taken."""
         if not self._searches.locked():
             await self._searches.acquire()
             return True
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return False
         try:
-            await asyncio.wait_for(self._searches.acquire(), deadline - time.monotonic())
+            await asyncio.wait_for(self._searches.acquire(), wait)
         except TimeoutError:
             return False
         return True
