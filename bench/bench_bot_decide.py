@@ -2,14 +2,15 @@
 50 concurrent requests; one JSON document.
 
 A real ``python -m masa_bot`` process on free ports, with its default settings
-(``MASA_SEARCH_BUDGET_SECONDS`` 0.2, 64 decision threads), is asked over gRPC, with the
+(``MASA_SEARCH_BUDGET_SECONDS`` 0.2, one search worker process), is asked over gRPC, with the
 table-engine's token, for decisions on 4-seat Elevator positions a few greedy moves into a
 hand, exactly as the engine asks: a seat view, a level, a seed, a 1 s budget. Each phase sends
 ``BENCH_ROUNDS`` rounds of ``concurrency`` requests at once and times every answer as the
 caller sees it (the gRPC round trip included). The baseline is the same load at ``normal``
 (the greedy policy, no search): the service's own cost per decision. ``fell_back`` counts the
-decisions the service answered at a faster level because the search overran the whole budget
-(read from its ``masa_bot_decisions_total`` counter).
+decisions the service answered at a faster level than asked, because no search worker was
+free before the deadline or a decider overran the whole budget (read from its
+``masa_bot_decisions_total`` counter).
 """
 
 from __future__ import annotations

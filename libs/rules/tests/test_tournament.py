@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
-from masa_rules.elevator import ElevatorRules, apply, legal_actions, new_game
+from masa_rules.cards import elevator_pack
+from masa_rules.elevator import ElevatorRules, apply, legal_actions, new_game, position
 from masa_rules.elevator.policies import greedy_policy
 from masa_rules.elevator.search import search
 from masa_rules.errors import RuleViolation
@@ -119,3 +121,19 @@ def test_hard_plays_an_elevator_tournament_and_a_bad_request_is_exit_2() -> None
         assert (code, result) == (2, None) and error.startswith("masa-rules: ")
     with pytest.raises(RuleViolation):
         Tournament(game="fiftyone", seats=("normal",) * 4, seed="t", teams=True, preset="x")
+
+
+def test_the_search_keeps_its_budget_on_a_hand_of_hundreds_of_orderings() -> None:
+    """Eight eights of two packs on a joker make thousands of E-5 orderings; the search
+    checks its clock after every play-out, so it overruns its budget by one at most."""
+    eights = ["8H", "8S", "8D", "8C", "8H#1", "8S#1", "8D#1", "8C#1"]
+    hands = [eights, ["3C"], ["4D"], ["5H"], ["6S"], ["7D"]]
+    pile = ["9C", "XR"]
+    placed = {code for hand in hands for code in hand} | set(pile)
+    stock = [card.code for card in elevator_pack(2) if card.code not in placed]
+    state = position(hands, pile=pile, stock=stock, rules=ElevatorRules(decks=2))
+    assert len(legal_actions(state, 0)) > 1000
+    started = time.thread_time()
+    action = search(state, 0, DrawStream(b"orderings"), budget_seconds=0.05)
+    assert time.thread_time() - started < 0.25
+    assert action in legal_actions(state, 0)

@@ -273,6 +273,8 @@ def fill_table_view(view: view_pb2.TableView, state: State) -> None:
         stock_count=len(state.stock),
         kopile_owed=len(state.givers),
         must_play=not over and not may_pass_voluntarily(state),
+        after_play=state.after_play,
+        forced_turns=state.forced_turns,
     )
     if state.receiver is not None:
         table.kopile_seat = state.receiver
@@ -288,6 +290,25 @@ def seat_view(table_view: view_pb2.TableView, state: State, seat: int) -> view_p
     )
 
 
+def _decks(table: view_pb2.TableView, seen: Sequence[PhysicalCard]) -> int | None:
+    """The table's packs: its option, else two if a second copy of a card was seen."""
+    options = table.table.config.options
+    if options.HasField("elevator") and options.elevator.HasField("decks"):
+        return options.elevator.decks
+    return 2 if any(card.copy for card in seen) else None
+
+
+def _givers(
+    game: view_pb2.ElevatorTable, phase: Phase, turn: int, receiver: int | None, players: int
+) -> tuple[int, ...]:
+    """E-9: the seats still to give a Kopile card, the one on turn first."""
+    if phase is not Phase.GIVE:
+        return ()
+    if receiver is None or not 0 < game.kopile_owed < players or not 0 <= turn < players:
+        raise WireError("a view of a Kopile needs its receiver and the cards owed", "E-9")
+    return tuple((turn + k) % players for k in range(game.kopile_owed))
+
+
 def state_from_seat_view(message: view_pb2.SeatView) -> State:
     """A state equivalent to the real one for every decision of ``message.seat``.
 
@@ -295,8 +316,9 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
     how many cards every seat and the stock hold. The cards it has not seen are dealt to the
     other hands and the stock in pack order (``masa_rules.elevator.observe.deal_unseen``): a
     determinisation that a search samples anew and no other policy reads. ``after_play``
-    stands for ``not must_play``, which is all the E-8/E-9 pass rules read. A view whose card
-    counts do not add up to the pack is refused (P-20).
+    and ``forced_turns`` are the view's (E-8, E-9); the seats still to give a Kopile card are
+    the ``kopile_owed`` seats from the one on turn. A view whose card counts do not add up to
+    the pack is refused (P-20).
     """
     table = message.table
     if table.WhichOneof("game") != "elevator":
@@ -315,11 +337,7 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
         phase = Phase.GIVE
     elif not table.HasField("turn_seat"):
         phase = Phase.OVER
-    options = table.table.config.options
-    if options.HasField("elevator") and options.elevator.HasField("decks"):
-        decks: int | None = options.elevator.decks
-    else:
-        decks = 2 if any(card.copy for card in (*pile, *hand)) else None
+    decks = _decks(table, (*pile, *hand))
     try:
         # A template state supplies the rules and the seed-derived fields a view never carries.
         template = new_game(
@@ -335,6 +353,9 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
         )
     except RuleViolation as refused:
         raise WireError(refused.message, refused.rule) from None
+    turn = table.turn_seat if table.HasField("turn_seat") else message.seat
+    receiver = game.kopile_seat if game.HasField("kopile_seat") else None
+    givers = _givers(game, phase, turn, receiver, players)
     return replace(
         template,
         hands=hands,
@@ -342,10 +363,10 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
         pile=pile,
         direction=direction,
         phase=phase,
-        turn=table.turn_seat if table.HasField("turn_seat") else message.seat,
+        turn=turn,
         open_play=game.last_play_seat if game.HasField("last_play_seat") else None,
-        after_play=not game.must_play,
-        forced_turns=0,
-        receiver=game.kopile_seat if game.HasField("kopile_seat") else None,
-        givers=(),
+        after_play=game.after_play,
+        forced_turns=game.forced_turns,
+        receiver=receiver,
+        givers=givers,
     )

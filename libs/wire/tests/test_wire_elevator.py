@@ -127,6 +127,32 @@ def test_a_seat_view_gives_the_same_legal_actions_as_the_real_state() -> None:
             assert set(legal_actions(rebuilt, seat)) == set(legal_actions(state, seat))
 
 
+def test_P20_a_seat_view_rebuilds_every_public_part_and_the_card_counts() -> None:
+    """What the hard search samples from: every public field of the real state (Kopile gives
+    included, E-9), every seat's card count and the stock's, and the seat's own hand."""
+    gives = 0
+    for steps in _games(4, 12):
+        for state, _ in steps:
+            if state.is_over:
+                continue
+            seat = state.turn
+            rebuilt = state_from_seat_view(_view(state, seat))
+            public = ("turn", "phase", "receiver", "givers", "after_play", "forced_turns")
+            assert [getattr(rebuilt, f) for f in public] == [getattr(state, f) for f in public]
+            assert (rebuilt.open_play, rebuilt.pile, rebuilt.direction) == (
+                state.open_play,
+                state.pile,
+                state.direction,
+            )
+            assert [len(hand) for hand in rebuilt.hands] == [len(hand) for hand in state.hands]
+            assert len(rebuilt.stock) == len(state.stock)
+            assert sorted(card.id for card in rebuilt.hands[seat]) == sorted(
+                card.id for card in state.hands[seat]
+            )
+            gives += state.givers != ()
+    assert gives > 0
+
+
 def test_the_hand_finished_event_ranks_ties_with_shared_places() -> None:
     assert hand_places([(1,), (0, 2), (3,)]) == {1: 1, 0: 2, 2: 2, 3: 4}
     steps = _games(3, 1)[0]

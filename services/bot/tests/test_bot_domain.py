@@ -144,6 +144,29 @@ async def test_a_hard_decision_without_a_free_search_slot_plays_normal() -> None
     assert sorted(level.value for _, level in recorder.calls) == ["hard", "normal"]
 
 
+def _searches_long(
+    state: object, seat: int, level: BotLevel, seed: bytes, budget: float
+) -> Decision[object]:
+    if level is BotLevel.HARD and state == "long":
+        time.sleep(0.4)
+    return Decision(level.value, "because")
+
+
+async def test_a_search_past_its_callers_budget_keeps_its_slot_until_it_ends() -> None:
+    recorder = Recorded()
+    use_case = _use_case(recorder, search_budget_seconds=0.2, search_slots=1)
+    late = await use_case.decide(
+        "elevator", BotLevel.HARD, Job(_searches_long, "long", 0, b""), budget_seconds=0.05
+    )
+    assert late.action == "normal"
+    # The first search still runs: no slot for the next one, which plays normal.
+    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "quick", 0, b""))
+    assert busy.action == "normal"
+    await asyncio.sleep(0.5)
+    free = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "quick", 0, b""))
+    assert free.action == "hard"
+
+
 async def test_a_search_with_too_little_time_left_plays_normal() -> None:
     recorder = Recorded()
     job = Job(_slow_at(BotLevel.HARD), None, 0, b"")

@@ -20,8 +20,18 @@ from masa_bot.settings import BotSettings
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import auth_settings, token
 from masa_rules import fiftyone
-from masa_rules.elevator import ElevatorRules, State, apply, legal_actions, new_game
+from masa_rules.elevator import (
+    ElevatorRules,
+    Give,
+    Phase,
+    State,
+    apply,
+    legal_actions,
+    new_game,
+)
+from masa_rules.elevator.policies import random_policy
 from masa_rules.ruleset import RuleSet
+from masa_rules.shuffle import DrawStream
 from masa_wire import elevator as wire
 from masa_wire import fiftyone as wire51
 from prometheus_client import CollectorRegistry
@@ -146,6 +156,27 @@ async def test_hard_answers_fifty_concurrent_elevator_seats_within_the_budget(
     assert hard - 1 + counted("normal") - warm == 50
     assert counted("easy") == 0
     assert elapsed < 2.0
+
+
+async def test_E9_hard_gives_a_kopile_card_it_holds(bot: bot_pb2_grpc.BotServiceAsyncStub) -> None:
+    """A hard seat that owes a Kopile card searches the gives (the view says who gives next)."""
+    gives = 0
+    for game in range(40):
+        state = new_game(ElevatorRules(), 4, f"gives-{game}")
+        rng = DrawStream(f"gives-{game}".encode())
+        while not state.is_over and gives < 3:
+            seat = state.turn
+            if state.phase is Phase.GIVE and len(state.hands[seat]) > 1:
+                answer = await bot.Decide(
+                    request(state, seat, game_pb2.BOT_LEVEL_HARD), metadata=auth(SERVICE_TOKEN)
+                )
+                action = wire.action_from_proto(answer.action, seat, state.hands[seat])
+                assert isinstance(action, Give) and action in legal_actions(state, seat)
+                gives += 1
+            state, _ = apply(state, random_policy(state, seat, rng))
+        if gives >= 3:
+            break
+    assert gives >= 3
 
 
 async def test_P2_the_bot_refuses_a_level_it_does_not_play_a_game_at(

@@ -30,6 +30,7 @@ from masa_table_engine.domain.table import (
     Table,
     TimerPolicy,
     accept,
+    automated_level,
     automated_seat,
     decode_snapshot,
     due_timers,
@@ -303,3 +304,23 @@ def test_p11_the_engines_own_fallback_for_a_hard_seat_is_the_normal_policy() -> 
     )
     with pytest.raises(RuleViolation, match="P-2"):
         accept(None, Created("hard-51", fiftyone, b"\x08" * 32), 0.0, TIMERS)
+
+
+def test_p11_p12_the_autopilot_plays_at_the_seats_level_and_a_forfeited_seat_at_normal() -> None:
+    seats = (
+        SeatConfig(0, SeatKind.HUMAN, player_id="p0", bot_level=BotLevel.HARD),
+        SeatConfig(1, SeatKind.HUMAN, player_id="p1", bot_level=BotLevel.HARD),
+        SeatConfig(2, SeatKind.BOT, bot_level=BotLevel.EASY),
+    )
+    config = TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0)
+    table, _ = accept(None, Created("levels", config, b"\x09" * 32), 0.0, TIMERS)
+    table, _ = accept(table, SeatChanged(1, SeatChange.RECONNECTED), 0.0, TIMERS)
+    assert [automated_level(table, seat) for seat in range(3)] == [
+        BotLevel.HARD,
+        BotLevel.HARD,
+        BotLevel.EASY,
+    ]
+    table, _ = accept(table, TimerFired(TimerKind.SEAT_PROTECTION, 0), 100.0, TIMERS)
+    assert table.seats[0].forfeited
+    assert automated_level(table, 0) is BotLevel.NORMAL
+    assert automated_level(table, 1) is BotLevel.HARD

@@ -12,10 +12,12 @@ seat still holds. The action worth most over the samples is chosen (ties: the gr
 cards can never change a decision: two states that differ only in them give the same decision
 for the same stream.
 
-It is anytime: samples go round the actions until ``budget_seconds`` of ``clock`` have passed
-(the thread's CPU time by default; the bot service passes a wall clock and the time left before
-its deadline) or ``samples`` samples per action are done, whichever comes first; every
-play-out ends within the horizon, so every decision ends.
+It is anytime: samples go round the actions (each distinct play once, the greedy choice first)
+until ``budget_seconds`` of ``clock`` have passed, checked after every play-out (the thread's
+CPU time by default; the bot service passes a wall clock and the time left before its
+deadline), or ``samples`` samples per action are done, whichever comes first; every play-out
+ends within the horizon, so every decision ends, and it overruns its budget by at most one
+play-out.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def search(
 ) -> Action:
     """The action ``seat`` takes, by determinised play-outs (see the module doc).
 
-    At least one sample per action is always played; ``budget_seconds`` None and ``samples``
-    set make the decision a function of the view and the stream only (the tests' way).
+    At least one play-out, of the greedy choice, is always played; ``budget_seconds`` None and
+    ``samples`` set make the decision a function of the view and the stream only (the tests'
+    way).
 
     >>> from masa_rules.elevator import ElevatorRules, new_game
     >>> game = new_game(ElevatorRules(), 3, "doc")
@@ -78,23 +81,39 @@ def search(
     deadline = None if budget_seconds is None else clock() + budget_seconds
     root = Sim.of(known)
     moves = [_move(action) for action in actions]
+    # Two packs hold two copies of a face: plays of the same faces are one choice. The greedy
+    # choice goes first, so that a search cut short has weighed it.
+    first_of: dict[Move, int] = {}
+    for index, move in enumerate(moves):
+        first_of.setdefault(move, index)
+    greedy = first_of[_move(fallback)]
+    candidates = [greedy, *(index for index in first_of.values() if index != greedy)]
     unseen = [face for other in range(root.players) if other != seat for face in root.hands[other]]
     unseen += root.stock
     # The play-outs draw from a seeded stdlib generator: the stream's HMAC draws cost more
     # than a whole play-out.
     chance = random.Random(rng.below(1 << 62))
-    worth = [0.0] * len(moves)
+    worth = dict.fromkeys(candidates, 0.0)
+    tried = dict.fromkeys(candidates, 0)
     rounds = 0
-    while samples is None or rounds < samples:
+    spent = False
+    while not spent and (samples is None or rounds < samples):
         sample = _deal_unseen(root, seat, unseen, chance)
-        for index, move in enumerate(moves):
+        for index in candidates:
             trial = sample.copy()
-            trial.step(move)
+            trial.step(moves[index])
             worth[index] += trial.play_out(seat, horizon)
+            tried[index] += 1
+            # Checked after every play-out: a hand of many same-rank cards has hundreds of
+            # orderings, and a round of them all would overrun the budget many times.
+            if deadline is not None and clock() >= deadline:
+                spent = True
+                break
         rounds += 1
-        if deadline is not None and clock() >= deadline:
-            break
-    best = max(range(len(actions)), key=lambda i: (worth[i], actions[i] == fallback))
+    best = max(
+        (index for index in candidates if tried[index]),
+        key=lambda index: (worth[index] / tried[index], index == greedy),
+    )
     return actions[best]
 
 

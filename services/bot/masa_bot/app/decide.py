@@ -17,6 +17,7 @@ must get *some* legal move in time (P-10, P-11).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -109,11 +110,14 @@ class DecideUseCase:
         executor = self._searchers if searching else self._threads
         loop = asyncio.get_running_loop()
         try:
+            running = executor.submit(run_job, job, level, search_until)
+            if searching:
+                # The slot is free when the search ends, not when the call stops waiting for
+                # it: a search past its caller's budget still holds its worker.
+                running.add_done_callback(lambda _: self._free_slot(loop))
+                searching = False
             left = budget - (time.monotonic() - started)
-            decision, level = await asyncio.wait_for(
-                loop.run_in_executor(executor, run_job, job, level, search_until),
-                max(left, 0.001),
-            )
+            decision, level = await asyncio.wait_for(asyncio.wrap_future(running), max(left, 0.001))
         except (TimeoutError, BrokenExecutor) as failed:
             if isinstance(failed, BrokenExecutor):
                 # A search worker died (killed, out of memory): start others for the next
@@ -134,6 +138,7 @@ class DecideUseCase:
             decision = job.decider(job.state, job.seat, fallback, job.seed, 0.0)
         finally:
             if searching:
+                # Never submitted (the pool was broken): nothing will free the slot but this.
                 self._searches.release()
         self._recorder.record(game, level, time.monotonic() - started)
         return decision
@@ -142,6 +147,11 @@ class DecideUseCase:
         """Stop the workers: running searches end by their own deadlines."""
         self._searchers.shutdown(wait=False, cancel_futures=True)
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _free_slot(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Called in the executor's thread when a search ends.
+        with contextlib.suppress(RuntimeError):  # the loop closed: nothing waits for a slot
+            loop.call_soon_threadsafe(self._searches.release)
 
     def _renew(self, broken: Executor) -> None:
         if broken is self._searchers:

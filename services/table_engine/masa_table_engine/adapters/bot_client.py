@@ -20,7 +20,7 @@ from masa_platform.auth import ServiceTokens
 from masa_wire.table_config import bot_level_to_proto
 
 from masa_table_engine.adapters.convert import action_from_proto, seat_view
-from masa_table_engine.domain.table import Table
+from masa_table_engine.domain.table import Table, automated_level
 
 __all__ = ["GrpcDecider", "decide_request"]
 
@@ -62,10 +62,10 @@ class GrpcDecider:
 
 
 def decide_request(table: Table, seat: int, owner_address: str) -> bot_pb2.DecideRequest:
-    """What the bot is asked for ``seat``: the seat's view, its level (a bot seat's, or the
-    autopilot's of a human seat) and a seed."""
+    """What the bot is asked for ``seat``: the seat's view, the level it is played at
+    (``automated_level``) and a seed."""
     return bot_pb2.DecideRequest(
         observation=bot_pb2.Observation(view=seat_view(table, seat, owner_address)),
-        level=bot_level_to_proto(table.config.seats[seat].bot_level),
+        level=bot_level_to_proto(automated_level(table, seat)),
         seed=int.from_bytes(table.seed[:4], "big") + table.sequence,
     )

@@ -71,6 +71,7 @@ from masa_table_engine.domain.table import (
     Table,
     TimerPolicy,
     accept,
+    automated_level,
     automated_seat,
     next_deadline,
 )
@@ -793,10 +794,8 @@ class TableRuntime:
                     )
                 else:
                     return
-            # A bot seat's level, or the autopilot's of a human seat (P-11).
-            level = seen.config.seats[seat].bot_level
             salt = seen.seed + seen.sequence.to_bytes(8, "big")
-            fallback = seen.engine.choose(seen.game, seat, level, salt)
+            fallback = seen.engine.choose(seen.game, seat, automated_level(seen, seat), salt)
             await self._commit(PlayerAction(seat, fallback, Source.FALLBACK))
 
 

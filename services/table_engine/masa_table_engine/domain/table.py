@@ -80,6 +80,7 @@ __all__ = [
     "Table",
     "TimerPolicy",
     "accept",
+    "automated_level",
     "automated_seat",
     "config_from_json",
     "config_to_json",
@@ -450,6 +451,17 @@ def automated_seat(table: Table) -> tuple[int, Source] | None:
         if status.autopilot or table.timed_out == seat:
             return seat, Source.AUTOPILOT
     return None
+
+
+def automated_level(table: Table, seat: int) -> BotLevel:
+    """The level a seat is played at when it does not play itself: a bot seat's own level; a
+    player's autopilot (after timeouts, or for one timed-out turn) at the level its seat's
+    configuration carries (the lobby's ``autopilot_level``, P-11); a forfeited seat at the
+    normal level (P-12), as its forfeit recorded."""
+    config = table.config.seats[seat]
+    if config.kind is SeatKind.HUMAN and table.seats[seat].forfeited:
+        return BotLevel.NORMAL
+    return config.bot_level
 
 
 def next_deadline(table: Table) -> float | None:
