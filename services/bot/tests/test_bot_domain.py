@@ -188,12 +188,13 @@ def _dies_searching(
 
 async def test_a_search_worker_that_dies_costs_one_normal_decision_and_is_replaced() -> None:
     recorder = Recorded()
+    # Budgets long enough for a worker to spawn on a loaded machine.
     use_case = DecideUseCase(
         recorder,
-        default_budget_seconds=5.0,
+        default_budget_seconds=60.0,
         searchers=lambda: ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")),
         search_slots=1,
-        search_budget_seconds=3.0,
+        search_budget_seconds=30.0,
     )
     try:
         died = await use_case.decide("elevator", BotLevel.HARD, Job(_dies_searching, "die", 0, b""))
