@@ -75,8 +75,8 @@ bench: setup ## Run the benchmarks; each prints one JSON document.
 run: setup ## Start NATS, the bot, the ledger, the table-engine and matchmaking (data in .masa/).
 	$(RUN) python -m masa_client.launcher
 
-play: setup ## Play through matchmaking with make run going: a lobby menu, LOBBY=elevator, or TABLE=<id> to come back.
-	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(GAME),--game $(GAME) --preset $(PRESET)) $(if $(TABLE),--table $(TABLE))
+play: setup ## Play through matchmaking with make run going: a lobby menu, LOBBY=elevator (LEVEL=hard for a training lobby's bots), or TABLE=<id> to come back.
+	@$(RUN) masa play $(if $(LOBBY),--lobby $(LOBBY)) $(if $(LEVEL),--level $(LEVEL)) $(if $(GAME),--game $(GAME) --preset $(PRESET)) $(if $(TABLE),--table $(TABLE))
 
 practice: setup ## Practice players who fill a chip lobby, with make run going: LOBBY=elevator PLAYERS=2.
 	@test -n "$(LOBBY)" || { echo "make practice: name the lobby, e.g. make practice LOBBY=elevator PLAYERS=2" >&2; exit 2; }

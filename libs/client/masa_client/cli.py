@@ -290,7 +290,9 @@ async def _seat_through_matchmaking(
         else:
             lobbies = await matchmaking.list_lobbies()
             with Keyboard(sys.stdin.fileno()) as keyboard:
-                chosen = await choose_lobby(lobbies, keyboard, console, matchmaking)
+                chosen = await choose_lobby(
+                    lobbies, keyboard, console, matchmaking, level=BotLevel(args.level)
+                )
             if chosen is None:
                 console.say("bye")
                 return None

@@ -20,8 +20,9 @@ from typing import Final
 from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa_rules.table_config import BotLevel
 from masa_wire import WireError
-from masa_wire.table_config import mode_from_proto
+from masa_wire.table_config import bot_level_from_proto, bot_level_to_proto, mode_from_proto
 
 from masa_client.errors import MasaCallError
 from masa_client.matchmaking import CLOSED_STATES, MatchmakingClient
@@ -79,7 +80,23 @@ def describe_lobby(lobby: mm.Lobby) -> str:
         mode = mode_from_proto(lobby.mode).value
     except WireError:
         mode = "?"
-    return f"{kind}, {mode}, {seats} seats, {stake}"
+    return f"{kind}, {mode}, {seats} seats, {stake}{_levels(lobby)}"
+
+
+def _levels(lobby: mm.Lobby) -> str:
+    """A training lobby's bot levels (what --level may ask for), and a hard autopilot: the
+    levels a player would not otherwise know of."""
+    try:
+        offered = [bot_level_from_proto(level).value for level in lobby.bot_levels]
+        autopilot = bot_level_from_proto(lobby.autopilot_level)
+    except WireError:
+        return ""
+    parts = []
+    if lobby.mode == game_pb2.MODE_TRAINING and offered:
+        parts.append(f"bots {'/'.join(offered)}")
+    if autopilot is BotLevel.HARD:
+        parts.append("autopilot hard")
+    return "".join(f", {part}" for part in parts)
 
 
 def lobby_table(lobbies: Sequence[mm.Lobby]) -> list[str]:
@@ -128,9 +145,12 @@ async def choose_lobby(
     keyboard: Keyboard,
     console: Console,
     matchmaking: MatchmakingClient,
+    *,
+    level: BotLevel = BotLevel.NORMAL,
 ) -> mm.Lobby | None:
     """A lobby picked by number or id from the menu; None when the player quits. A ticket the
-    player has open is named, and ``cancel`` cancels it."""
+    player has open is named, and ``cancel`` cancels it. A training lobby whose bots do not
+    play at ``level`` (the player's ``--level``) is not taken: the menu says why (P-2)."""
     console.say("lobbies:")
     for line in lobby_table(lobbies):
         console.say(f"  {line}")
@@ -163,10 +183,25 @@ async def choose_lobby(
         picked = _picked(choice, lobbies)
         if picked is None:
             console.say(f"no lobby {choice!r}: pick 1 to {len(lobbies)} or one of {known}")
-        elif opened:
-            console.say(f"you already have an open ticket in {opened[0].lobby_id}: {CANCEL_HINT}")
-        else:
+            continue
+        refusal = _not_now(picked, opened, level)
+        if refusal is None:
             return picked
+        console.say(refusal)
+
+
+def _not_now(lobby: mm.Lobby, opened: Sequence[mm.Ticket], level: BotLevel) -> str | None:
+    """Why the player cannot search in ``lobby`` now, or None: a ticket open elsewhere, or a
+    training lobby whose bots do not play at the player's level."""
+    if opened:
+        return f"you already have an open ticket in {opened[0].lobby_id}: {CANCEL_HINT}"
+    training = lobby.mode == game_pb2.MODE_TRAINING and lobby.bot_levels
+    if training and bot_level_to_proto(level) not in lobby.bot_levels:
+        return (
+            f"{lobby.lobby_id}'s bots do not play at {level.value} (P-2): pick another "
+            "lobby, or start masa play with another --level"
+        )
+    return None
 
 
 def _picked(choice: str, lobbies: Sequence[mm.Lobby]) -> mm.Lobby | None:

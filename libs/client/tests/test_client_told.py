@@ -141,6 +141,9 @@ async def test_P13_lobbies_show_recent_waits_and_seats_now_and_masa_cancel_cance
         assert "waits" not in before
         assert "seats you now" in lobby_line(before, "training")
         assert "seats you now" not in lobby_line(before, "trio")
+        # A training lobby says which levels its bots play at (--level asks for one).
+        assert "no chips, bots easy/normal/hard" in lobby_line(before, "training")
+        assert "bots" not in lobby_line(before, "trio")
 
         trained = await searching(stack, "tina", "training")
         async with MatchmakingClient(stack.matchmaking, token("tina")) as matchmaking:

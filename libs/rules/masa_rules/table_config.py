@@ -236,7 +236,7 @@ def check_table_config(config: TableConfig) -> None:
             # A human seat's level is its autopilot's (P-11).
             raise RuleViolation(
                 "P-2",
-                f"seat {seat.seat}: {config.game} bots play {_names(levels)}, not {seat.bot_level}",
+                f"seat {seat.seat}: {config.game} bots play at {_names(levels)}, not {seat.bot_level}",
             )
     check(config)
 
