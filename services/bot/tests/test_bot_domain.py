@@ -167,6 +167,22 @@ async def test_a_search_past_its_callers_budget_keeps_its_slot_until_it_ends() -
     assert free.action == "hard"
 
 
+async def test_a_decision_that_cannot_get_a_slot_in_time_plays_normal_at_once() -> None:
+    """A burst: the slot frees only at the first search's deadline, later than the second
+    could still use it, so the second does not wait for it (it would answer at its deadline
+    for nothing)."""
+    recorder = Recorded()
+    use_case = _use_case(recorder, search_budget_seconds=1.0, search_slots=1)
+    job = Job(_slow_at(BotLevel.HARD), None, 0, b"")
+    first = asyncio.create_task(use_case.decide("elevator", BotLevel.HARD, job))
+    await asyncio.sleep(0.001)
+    started = time.monotonic()
+    second = await use_case.decide("elevator", BotLevel.HARD, job)
+    assert second.action == "normal"
+    assert time.monotonic() - started < 0.4
+    assert (await first).action == "hard"
+
+
 async def test_a_search_with_too_little_time_left_plays_normal() -> None:
     recorder = Recorded()
     job = Job(_slow_at(BotLevel.HARD), None, 0, b"")

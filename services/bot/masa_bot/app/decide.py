@@ -92,6 +92,10 @@ class DecideUseCase:
         self._new_searchers = searchers
         self._searchers = searchers()
         self._searches = asyncio.Semaphore(search_slots)
+        # When each running search ends, and how many decisions wait for a slot: a decision
+        # that could not get one before its deadline plays normal at once instead of waiting.
+        self._search_ends: list[float] = []
+        self._waiting = 0
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decide")
 
     async def decide(
@@ -114,7 +118,8 @@ class DecideUseCase:
             if searching:
                 # The slot is free when the search ends, not when the call stops waiting for
                 # it: a search past its caller's budget still holds its worker.
-                running.add_done_callback(lambda _: self._free_slot(loop))
+                self._search_ends.append(search_until)
+                running.add_done_callback(lambda _: self._free_slot(loop, search_until))
                 searching = False
             left = budget - (time.monotonic() - started)
             decision, level = await asyncio.wait_for(asyncio.wrap_future(running), max(left, 0.001))
@@ -148,10 +153,14 @@ class DecideUseCase:
         self._searchers.shutdown(wait=False, cancel_futures=True)
         self._threads.shutdown(wait=False, cancel_futures=True)
 
-    def _free_slot(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _free_slot(self, loop: asyncio.AbstractEventLoop, until: float) -> None:
         # Called in the executor's thread when a search ends.
         with contextlib.suppress(RuntimeError):  # the loop closed: nothing waits for a slot
-            loop.call_soon_threadsafe(self._searches.release)
+            loop.call_soon_threadsafe(self._search_ended, until)
+
+    def _search_ended(self, until: float) -> None:
+        self._search_ends.remove(until)
+        self._searches.release()
 
     def _renew(self, broken: Executor) -> None:
         if broken is self._searchers:
@@ -159,15 +168,23 @@ class DecideUseCase:
             self._searchers = self._new_searchers()
 
     async def _search_slot(self, deadline: float) -> bool:
-        """Take a search slot, waiting at most until ``deadline``; whether one was taken."""
+        """Take a search slot, waiting at most until ``deadline``; whether one was taken.
+
+        Slots go to the waiting decisions in turn as the running searches end, each at its
+        own deadline: when the slot this one would get frees after ``deadline``, it does not
+        wait at all (a burst of decisions is answered at once, not at its deadline)."""
         if not self._searches.locked():
             await self._searches.acquire()
             return True
+        ends = sorted(self._search_ends)
         wait = deadline - time.monotonic()
-        if wait <= 0:
+        if wait <= 0 or self._waiting >= len(ends) or ends[self._waiting] > deadline:
             return False
+        self._waiting += 1
         try:
             await asyncio.wait_for(self._searches.acquire(), wait)
         except TimeoutError:
             return False
+        finally:
+            self._waiting -= 1
         return True
