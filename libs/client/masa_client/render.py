@@ -116,14 +116,19 @@ def board(
 
 
 def seat_name(table: view_pb2.TableView, seat: int, me: int | None = None) -> str:
-    """A player's name as the board shows it: ``Ayla [bot]``, ``alice (you)``."""
+    """A player's name as the board shows it: ``Ayla [bot]``, ``Kerem [hard bot]`` (a level
+    other than normal is named), ``alice (you)``."""
     for state in table.seats:
         if state.seat == seat:
             name = state.display_name or state.player_id or BOT_NAMES[seat % len(BOT_NAMES)]
             if state.kind == game_pb2.SEAT_KIND_BOT and "bot" not in name.lower():
-                name += " [bot]"
+                name += f" [{_LEVEL_NAMES.get(state.bot_level, '')}bot]"
             return name + (" (you)" if seat == me else "")
     return "a player"
+
+
+# The bot levels a name mentions; normal (and unspecified, which is normal) goes unsaid.
+_LEVEL_NAMES: Final = {game_pb2.BOT_LEVEL_EASY: "easy ", game_pb2.BOT_LEVEL_HARD: "hard "}
 
 
 def with_names(text: str, table: view_pb2.TableView) -> str:

@@ -45,6 +45,9 @@ def test_every_player_has_a_name_and_bots_say_so() -> None:
         "Kerem [bot]",
     ]
     assert seat_name(table, 7) == "a player"
+    table.seats[2].bot_level = game_pb2.BOT_LEVEL_HARD
+    table.seats[1].bot_level = game_pb2.BOT_LEVEL_EASY
+    assert [seat_name(table, seat) for seat in (1, 2)] == ["Ayla [easy bot]", "Kerem [hard bot]"]
 
 
 def test_a_refusal_from_the_server_names_the_players_it_mentions() -> None:
