@@ -28,6 +28,7 @@ from .errors import RuleViolation
 from .melds import MeldError, Placed, parse_placed, readings
 from .ruleset import RuleSet, RuleSetError
 from .solver import PairsWithMeld, best_opening, can_open, max_pairs, pairs_with_meld
+from .table_config import PayoutRule
 
 __all__ = ["main"]
 
@@ -178,6 +179,14 @@ def _simulate(args: argparse.Namespace) -> Iterator[dict[str, object]]:
     )
 
 
+def _shares(text: str) -> tuple[int, ...]:
+    """``--payout``: basis points by place, comma-separated; empty is the winner taking all."""
+    try:
+        return tuple(int(part) for part in text.split(",")) if text.strip() else ()
+    except ValueError:
+        raise UsageError(f"--payout is basis points by place, e.g. 7000,3000: {text!r}") from None
+
+
 def _tournament(args: argparse.Namespace) -> dict[str, object]:
     """Play the units, over ``--jobs`` processes (each unit is a function of its number, so the
     split changes nothing but the time), and sum them up."""
@@ -200,6 +209,8 @@ def _tournament(args: argparse.Namespace) -> dict[str, object]:
             preset=args.preset,
             teams=args.teams,
             budget_seconds=args.budget_ms / 1000,
+            stake=args.stake,
+            payout=PayoutRule(args.rake, _shares(args.payout)),
         )
     except RuleViolation as exc:
         raise UsageError(str(exc)) from None
@@ -262,6 +273,15 @@ def _parser() -> argparse.ArgumentParser:
     tournament.add_argument("--seed", required=True)
     tournament.add_argument("--budget-ms", type=float, default=50.0, help="hard's budget")
     tournament.add_argument("--jobs", type=int, default=1, help="processes to play on")
+    tournament.add_argument(
+        "--stake", type=int, default=0, help="chips every seat stakes on a whole game (P-30)"
+    )
+    tournament.add_argument(
+        "--payout",
+        default="",
+        help="the payout table by place in basis points, e.g. 7000,3000 (default: winner takes all)",
+    )
+    tournament.add_argument("--rake", type=int, default=0, help="the house rake in basis points")
     return parser
 
 

@@ -12,14 +12,17 @@ excepted, whose samples depend on the machine).
 Per level: the seat-units played, how many it won (finished the hand first, its team's finish
 counting for both partners; won the game), the win rate with its 95% Wilson interval, the
 average place (1 is best; tied seats share a place) and the average points (51: the hand's
-score or the game's total, lower is better; Elevator: the cards left).
+score or the game's total, lower is better; Elevator: the cards left). Whole games may be
+played for a ``stake``: every seat stakes it, the pot is split by the game's ranking and the
+``payout`` rule exactly as the ledger pays a chip game (:mod:`masa_rules.payout`, P-30), and
+each level's average chips won per game (its payout less its stake) is reported.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from masa_rules import elevator, fiftyone
@@ -27,11 +30,13 @@ from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
 from masa_rules.elevator.search import hard_policy
 from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
+from masa_rules.payout import Standing, split_pot
 from masa_rules.policy import policy_stream
 from masa_rules.ruleset import RuleSet
 from masa_rules.shuffle import DrawStream
+from masa_rules.table_config import MAX_STAKE, PayoutRule, check_payout
 
-__all__ = ["LEVELS", "Outcome", "Tournament", "play_unit", "summary", "wilson"]
+__all__ = ["LEVELS", "Outcome", "Tournament", "chips", "play_unit", "summary", "wilson"]
 
 LEVELS: Final = ("easy", "normal", "hard")
 _POLICY_NAMES: Final = {"easy": "random", "normal": "greedy"}
@@ -49,6 +54,9 @@ class Tournament:
     preset: str = "salon"
     teams: bool = False
     budget_seconds: float = 0.05
+    # P-30: what every seat stakes on a whole game, and how the pot is paid by the ranking.
+    stake: int = 0
+    payout: PayoutRule = field(default_factory=PayoutRule)
 
     def __post_init__(self) -> None:
         if self.game not in ("fiftyone", "elevator"):
@@ -64,6 +72,11 @@ class Tournament:
             raise RuleViolation("F-2", "team mode is 51 with 4 seats")
         if not 0 < self.budget_seconds <= 10:
             raise RuleViolation("P-2", "the search budget is above 0 and at most 10 s")
+        if not 0 <= self.stake <= MAX_STAKE:
+            raise RuleViolation("P-30", f"the stake is 0 to {MAX_STAKE} chips")
+        if self.stake and self.hands and self.game == "fiftyone":
+            raise RuleViolation("P-30", "chips are paid on whole games (--games), not hands")
+        check_payout(self.payout, places=len(self.seats))
 
     def levels_of(self, unit: int) -> tuple[str, ...]:
         """The level of each seat in unit ``unit``: the seat list rotated by the unit."""
@@ -197,6 +210,9 @@ def summary(tournament: Tournament, outcomes: Sequence[Outcome]) -> dict[str, ob
             "average_place": round(sum(o.places[s] for o, s in seats) / count, 3) if count else 0,
             "average_points": round(sum(o.points[s] for o, s in seats) / count, 2) if count else 0,
         }
+        if tournament.stake:
+            won = sum(chips(tournament, outcome)[seat] for outcome, seat in seats)
+            levels[level]["average_chips"] = round(won / count, 2) if count else 0
     return {
         "game": tournament.game,
         "preset": tournament.preset if tournament.game == "fiftyone" else None,
@@ -206,5 +222,41 @@ def summary(tournament: Tournament, outcomes: Sequence[Outcome]) -> dict[str, ob
         "units": len(outcomes),
         "seed": tournament.seed,
         "budget_ms": round(tournament.budget_seconds * 1000),
+        **(
+            {
+                "stake": tournament.stake,
+                "rake_basis_points": tournament.payout.rake_basis_points,
+                "place_shares": list(tournament.payout.shares),
+            }
+            if tournament.stake
+            else {}
+        ),
         "levels": levels,
     }
+
+
+def chips(tournament: Tournament, outcome: Outcome) -> tuple[int, ...]:
+    """What each seat of one whole game won: its share of the pot (P-30, by the ledger's own
+    split: ties share, teams split) less its stake. Sums to minus the rake.
+
+    >>> game = Tournament("elevator", ("normal",) * 3, "doc", hands=False, stake=100,
+    ...                   payout=PayoutRule(500, (7000, 3000)))
+    >>> chips(game, Outcome(("normal",) * 3, (True, False, False), (1, 2, 3), (0, 2, 5)))
+    (100, -15, -100)
+    """
+    seats = len(outcome.places)
+    standings = [
+        Standing(
+            seat=seat,
+            player_id=f"seat-{seat}",
+            place=outcome.places[seat],
+            team=seat % 2 if tournament.teams else 0,
+            hold_id=f"hold-{seat}",
+        )
+        for seat in range(seats)
+    ]
+    split = split_pot(
+        tournament.stake * seats, standings, tournament.payout, teams=tournament.teams
+    )
+    paid = {payout.seat: payout.amount for payout in split.payouts}
+    return tuple(paid.get(seat, 0) - tournament.stake for seat in range(seats))

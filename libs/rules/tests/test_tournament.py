@@ -137,3 +137,33 @@ def test_the_search_keeps_its_budget_on_a_hand_of_hundreds_of_orderings() -> Non
     action = search(state, 0, DrawStream(b"orderings"), budget_seconds=0.05)
     assert time.thread_time() - started < 0.25
     assert action in legal_actions(state, 0)
+
+
+def test_P30_whole_games_for_a_stake_pay_each_level_by_the_ledgers_split() -> None:
+    """Every seat stakes 100 on each of 6 Elevator games, paid 70/30 less a 5% rake: the chips
+    the levels won add up to minus the rake of every game, and a 51 tournament of single hands
+    cannot be played for chips."""
+    code, result, _ = tournament(
+        "--game", "elevator", "--seats", "normal,normal,easy", "--games", "6", "--seed", "chips",
+        "--stake", "100", "--payout", "7000,3000", "--rake", "500",
+    )  # fmt: skip
+    assert code == 0 and result is not None
+    assert (result["stake"], result["rake_basis_points"], result["place_shares"]) == (
+        100,
+        500,
+        [7000, 3000],
+    )
+    levels = result["levels"]
+    assert isinstance(levels, dict)
+    won = sum(figures["average_chips"] * figures["units"] for figures in levels.values())
+    assert round(won) == -15 * 6
+    code, _, error = tournament(
+        "--game", "fiftyone", "--seats", "normal,normal", "--preset", "classic",
+        "--hands", "2", "--seed", "x", "--stake", "10",
+    )  # fmt: skip
+    assert code == 2 and "P-30" in error
+    code, _, error = tournament(
+        "--game", "elevator", "--seats", "normal,normal,normal", "--games", "1", "--seed", "x",
+        "--stake", "10", "--payout", "3000,7000",
+    )  # fmt: skip
+    assert code == 2 and "P-30" in error

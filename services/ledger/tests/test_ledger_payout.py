@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from masa_ledger.domain.errors import BadInput
 from masa_ledger.domain.model import Standing
-from masa_ledger.domain.payout import split_pot
 from masa_ledger.domain.validation import check_rule
+from masa_rules.payout import split_pot
 from masa_rules.table_config import PayoutRule
 
 

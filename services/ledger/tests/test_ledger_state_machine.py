@@ -30,7 +30,7 @@ from ledger_support import BACKENDS, Clock, make_ledger, open_store, result
 from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import LedgerError, RequestIdReused
 from masa_ledger.domain.model import GameKey, HoldState
-from masa_ledger.domain.payout import split_pot
+from masa_rules.payout import split_pot
 from masa_rules.table_config import PayoutRule
 
 PLAYERS = ("ayse", "mehmet", "zeynep", "ali")

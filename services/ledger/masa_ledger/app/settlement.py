@@ -5,7 +5,7 @@ closed, and close the escrow the same way (:func:`_close`): each bound hold leav
 reserved chips, *posted* or *voided*; the escrow's pending stakes go; the settlement is written
 with the inbox entry of the event that closed the game and the event that reports it. Settling
 first posts the stakes into the escrow and pays the pot out by the ranking, under the terms the
-stakes were bound under (:mod:`masa_ledger.domain.payout`); voiding moves no chips. A result
+stakes were bound under (:mod:`masa_rules.payout`); voiding moves no chips. A result
 that does not match the game's bound holds is RESULT_MISMATCH, and the bus's result is then
 recorded as rejected (:func:`reject_result`) for an operator.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from masa_rules.payout import PotSplit, split_pot
 from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
@@ -35,7 +36,6 @@ from masa_ledger.domain.model import (
     TransferKind,
     wallet_id,
 )
-from masa_ledger.domain.payout import PotSplit, split_pot
 from masa_ledger.domain.validation import check_game, check_id
 
 __all__ = [

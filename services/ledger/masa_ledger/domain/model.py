@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from masa_rules.payout import SeatPayout, Standing
 from masa_rules.table_config import PayoutRule
 
 __all__ = [
@@ -188,18 +189,6 @@ class Transfer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Standing:
-    """One seat of a game's final ranking, as the table-engine published it."""
-
-    seat: int
-    player_id: str
-    place: int
-    forfeited: bool = False
-    team: int = 0
-    hold_id: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class GameResult:
     """A GameFinished: the authoritative ranking the ledger pays on (F-97, P-30)."""
 
@@ -220,14 +209,6 @@ class GameAbandonment:
     event_id: str
     key: GameKey
     reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SeatPayout:
-    seat: int
-    player_id: str
-    place: int
-    amount: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

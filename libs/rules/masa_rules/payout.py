@@ -1,5 +1,8 @@
 """The split of a pot by the final ranking (P-30, F-97, P-12): pure, exact, deterministic.
 
+The ledger pays every chip game by it, and ``masa-rules tournament`` counts the chips bots
+would win by it.
+
 1. The rake is ``pot * rake_basis_points // 10000``, rounded down; the rest is the prize.
 2. Only seats that staked and did not forfeit may be paid (P-12: forfeiting players never win
    chips; a bot seat stakes nothing). If none may, the whole prize goes to the house.
@@ -24,9 +27,27 @@ from itertools import groupby
 
 from masa_rules.table_config import BASIS_POINTS, PayoutRule
 
-from masa_ledger.domain.model import SeatPayout, Standing
+__all__ = ["PotSplit", "SeatPayout", "Standing", "split_pot"]
 
-__all__ = ["PotSplit", "split_pot"]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Standing:
+    """One seat of a game's final ranking, as the table-engine published it."""
+
+    seat: int
+    player_id: str
+    place: int
+    forfeited: bool = False
+    team: int = 0
+    hold_id: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeatPayout:
+    seat: int
+    player_id: str
+    place: int
+    amount: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +69,13 @@ class _Unit:
 def split_pot(
     pot: int, standings: Sequence[Standing], rule: PayoutRule, *, teams: bool
 ) -> PotSplit:
+    """The rake and each paid seat's amount (see the module doc).
+
+    >>> seats = [Standing(seat=s, player_id=f"p{s}", place=s + 1, hold_id=f"h{s}") for s in range(3)]
+    >>> split = split_pot(300, seats, PayoutRule(500, (7000, 3000)), teams=False)
+    >>> split.rake, [(p.seat, p.amount) for p in split.payouts]
+    (15, [(0, 200), (1, 85)])
+    """
     rake = pot * rule.rake_basis_points // BASIS_POINTS
     prize = pot - rake
     paid = [s for s in standings if s.hold_id and not s.forfeited]
