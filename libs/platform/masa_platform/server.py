@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,7 @@ class GrpcServer:
         self.service_names = tuple(service_names)
         self.grace_seconds = grace_seconds
         self._after_stop: list[Callable[[], None]] = []
+        self._before_serving: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def address(self) -> str:
@@ -126,9 +127,19 @@ class GrpcServer:
 
     async def start(self, *, serving: bool = True) -> None:
         """Accept calls; health says ``serving`` (False while the service still gets ready,
-        e.g. recovers its state: health answers, and says NOT_SERVING until then)."""
+        e.g. recovers its state: health answers, and says NOT_SERVING until then), once what
+        :meth:`before_serving` named is ready."""
         await self.server.start()
+        if serving and self._before_serving:
+            await self.set_serving(False)
+            for ready in self._before_serving:
+                await ready()
         await self.set_serving(serving)
+
+    def before_serving(self, ready: Callable[[], Awaitable[None]]) -> None:
+        """Await ``ready`` in :meth:`start`, health NOT_SERVING meanwhile: what the service
+        needs before it can do its job (worker processes starting)."""
+        self._before_serving.append(ready)
 
     async def set_serving(self, serving: bool) -> None:
         """Report the whole server and each service as (not) serving, e.g. while NATS is down."""
@@ -149,9 +160,11 @@ class GrpcServer:
         """Go ``NOT_SERVING`` for good, then drain: running calls get the grace period."""
         await self.health.enter_graceful_shutdown()
         grace = self.grace_seconds if grace_seconds is None else grace_seconds
-        await self.server.stop(grace)
-        while self._after_stop:
-            self._after_stop.pop()()
+        try:
+            await self.server.stop(grace)
+        finally:
+            while self._after_stop:
+                self._after_stop.pop()()
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()

@@ -76,6 +76,8 @@ class Tournament:
             raise RuleViolation("P-30", f"the stake is 0 to {MAX_STAKE} chips")
         if self.stake and self.hands and self.game == "fiftyone":
             raise RuleViolation("P-30", "chips are paid on whole games (--games), not hands")
+        if not self.stake and self.payout != PayoutRule():
+            raise RuleViolation("P-30", "a payout table or a rake needs a stake to pay")
         check_payout(self.payout, places=len(self.seats))
 
     def levels_of(self, unit: int) -> tuple[str, ...]:

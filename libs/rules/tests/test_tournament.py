@@ -167,3 +167,8 @@ def test_P30_whole_games_for_a_stake_pay_each_level_by_the_ledgers_split() -> No
         "--stake", "10", "--payout", "3000,7000",
     )  # fmt: skip
     assert code == 2 and "P-30" in error
+    code, _, error = tournament(
+        "--game", "elevator", "--seats", "normal,normal,normal", "--games", "1", "--seed", "x",
+        "--rake", "500",
+    )  # fmt: skip
+    assert code == 2 and "needs a stake" in error

@@ -42,9 +42,10 @@ from masa_rules.elevator import (
 from masa_rules.elevator.engine import may_pass_voluntarily
 from masa_rules.elevator.moves import is_joker
 from masa_rules.elevator.observe import deal_unseen
+from masa_rules.elevator.state import Void
 from masa_rules.errors import RuleViolation
 
-from masa_wire.cards import card_from_proto, cards_from_proto, cards_to_proto
+from masa_wire.cards import card_from_proto, card_to_proto, cards_from_proto, cards_to_proto
 from masa_wire.errors import WireError
 
 __all__ = [
@@ -275,6 +276,16 @@ def fill_table_view(view: view_pb2.TableView, state: State) -> None:
         must_play=not over and not may_pass_voluntarily(state),
         after_play=state.after_play,
         forced_turns=state.forced_turns,
+        voids=[
+            view_pb2.ElevatorVoid(
+                seat=seat,
+                top=card_to_proto(void.top),
+                direction=_DIRECTION[void.direction],
+                held=void.held,
+            )
+            for seat, void in enumerate(state.voids)
+            if void is not None
+        ],
     )
     if state.receiver is not None:
         table.kopile_seat = state.receiver
@@ -296,6 +307,19 @@ def _decks(table: view_pb2.TableView, seen: Sequence[PhysicalCard]) -> int | Non
     if options.HasField("elevator") and options.elevator.HasField("decks"):
         return options.elevator.decks
     return 2 if any(card.copy for card in seen) else None
+
+
+def _voids(game: view_pb2.ElevatorTable, players: int) -> tuple[Void | None, ...]:
+    """E-8: the voids the view lists, one per seat at most."""
+    if not game.voids:
+        return ()
+    voids: list[Void | None] = [None] * players
+    for void in game.voids:
+        direction = _DIRECTION_BACK.get(void.direction)
+        if not 0 <= void.seat < players or voids[void.seat] or direction is None or not void.held:
+            raise WireError("a void names a seat, a top card, a direction and what it held", "E-8")
+        voids[void.seat] = Void(card_from_proto(void.top), direction, void.held)
+    return tuple(voids)
 
 
 def _givers(
@@ -369,4 +393,5 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
         forced_turns=game.forced_turns,
         receiver=receiver,
         givers=givers,
+        voids=_voids(game, players),
     )

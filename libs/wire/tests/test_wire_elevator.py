@@ -130,14 +130,14 @@ def test_a_seat_view_gives_the_same_legal_actions_as_the_real_state() -> None:
 def test_P20_a_seat_view_rebuilds_every_public_part_and_the_card_counts() -> None:
     """What the hard search samples from: every public field of the real state (Kopile gives
     included, E-9), every seat's card count and the stock's, and the seat's own hand."""
-    gives = 0
+    gives = voids = 0
     for steps in _games(4, 12):
         for state, _ in steps:
             if state.is_over:
                 continue
             seat = state.turn
             rebuilt = state_from_seat_view(_view(state, seat))
-            public = ("turn", "phase", "receiver", "givers", "after_play", "forced_turns")
+            public = ("turn", "phase", "receiver", "givers", "after_play", "forced_turns", "voids")
             assert [getattr(rebuilt, f) for f in public] == [getattr(state, f) for f in public]
             assert (rebuilt.open_play, rebuilt.pile, rebuilt.direction) == (
                 state.open_play,
@@ -150,7 +150,8 @@ def test_P20_a_seat_view_rebuilds_every_public_part_and_the_card_counts() -> Non
                 card.id for card in state.hands[seat]
             )
             gives += state.givers != ()
-    assert gives > 0
+            voids += state.voids != ()
+    assert gives > 0 and voids > 0
 
 
 def test_the_hand_finished_event_ranks_ties_with_shared_places() -> None:

@@ -3,8 +3,10 @@ gRPC server."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from typing import Final
 
 from masa_platform.metrics import GrpcMetrics
 from masa_platform.plugins import load_game_plugins
@@ -19,6 +21,11 @@ from masa_bot.settings import BotSettings
 
 __all__ = ["bootstrap"]
 
+# How long the service waits for its search workers before it serves without them.
+_READY_SECONDS: Final = 30.0
+
+_log = logging.getLogger(__name__)
+
 
 def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> GrpcServer:
     """A bound, not yet started server; tests pass their own ``registry``."""
@@ -28,8 +35,8 @@ def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> 
     def searchers() -> ProcessPoolExecutor:
         # Spawned, not forked: a fork of a process running gRPC's threads is not safe. Each
         # worker loads the game plugins too, so that a plugin's decider can search there. The
-        # workers start now rather than on the first hard decision, which would otherwise
-        # spend its budget on an interpreter's start.
+        # workers start now rather than on the first hard decision (the server says SERVING
+        # once they answer, DecideUseCase.ready).
         pool = ProcessPoolExecutor(
             max_workers=settings.search_slots,
             mp_context=multiprocessing.get_context("spawn"),
@@ -37,7 +44,7 @@ def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> 
             initargs=(platform.game_plugins,),
         )
         for _ in range(settings.search_slots):
-            pool.submit(_started)
+            pool.submit(bool)
         return pool
 
     use_case = DecideUseCase(
@@ -60,8 +67,13 @@ def bootstrap(settings: BotSettings, registry: CollectorRegistry = REGISTRY) -> 
         ),
     )
     server.after_stop(use_case.close)
+    server.before_serving(lambda: _searchers_ready(use_case))
     return server
 
 
-def _started() -> bool:
-    return True
+async def _searchers_ready(use_case: DecideUseCase) -> None:
+    if not await use_case.ready(_READY_SECONDS):
+        _log.error(
+            "search workers not ready; serving, hard plays normal until they are",
+            extra={"waited_seconds": _READY_SECONDS},
+        )

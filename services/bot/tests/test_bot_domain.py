@@ -168,19 +168,35 @@ async def test_a_search_past_its_callers_budget_keeps_its_slot_until_it_ends() -
 
 
 async def test_a_decision_that_cannot_get_a_slot_in_time_plays_normal_at_once() -> None:
-    """A burst: the slot frees only at the first search's deadline, later than the second
-    could still use it, so the second does not wait for it (it would answer at its deadline
-    for nothing)."""
+    """The slot frees only at the first search's deadline, after the second decision's own
+    (a shorter budget), so the second does not wait for it: it would answer at its deadline
+    for nothing."""
     recorder = Recorded()
     use_case = _use_case(recorder, search_budget_seconds=1.0, search_slots=1)
     job = Job(_slow_at(BotLevel.HARD), None, 0, b"")
     first = asyncio.create_task(use_case.decide("elevator", BotLevel.HARD, job))
     await asyncio.sleep(0.001)
     started = time.monotonic()
-    second = await use_case.decide("elevator", BotLevel.HARD, job)
+    second = await use_case.decide("elevator", BotLevel.HARD, job, budget_seconds=0.5)
     assert second.action == "normal"
-    assert time.monotonic() - started < 0.4
+    assert time.monotonic() - started < 0.3
     assert (await first).action == "hard"
+
+
+async def test_a_search_past_its_planned_end_is_not_waited_for() -> None:
+    """A search whose worker was late ends at no known time: the next decision plays normal
+    at once instead of waiting to its own deadline."""
+    recorder = Recorded()
+    use_case = _use_case(recorder, search_budget_seconds=0.1, search_slots=1)
+    late = asyncio.create_task(
+        use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "long", 0, b""))
+    )
+    await asyncio.sleep(0.15)
+    started = time.monotonic()
+    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "ok", 0, b""))
+    assert busy.action == "normal"
+    assert time.monotonic() - started < 0.05
+    assert (await late).action == "normal"
 
 
 async def test_a_search_with_too_little_time_left_plays_normal() -> None:

@@ -14,7 +14,7 @@ from masa_rules.cards import PhysicalCard
 from masa_rules.elevator.actions import Action, Give, Pass, Play
 from masa_rules.elevator.events import Dealt, Event, Gave, Kopile, Passed, Played
 from masa_rules.elevator.rules import ElevatorRules, JokerStart
-from masa_rules.elevator.state import Direction, Phase, State
+from masa_rules.elevator.state import Direction, Phase, State, Void
 
 __all__ = [
     "action_from_json",
@@ -24,6 +24,8 @@ __all__ = [
     "rules_to_json",
     "state_from_json",
     "state_to_json",
+    "voids_from_json",
+    "voids_to_json",
 ]
 
 Json = dict[str, object]
@@ -156,7 +158,36 @@ def state_to_json(state: State) -> Json:
         "ranking": [list(place) for place in state.ranking],
         "end_reason": state.end_reason,
         "action_count": state.action_count,
+        "voids": voids_to_json(state.voids),
     }
+
+
+def voids_to_json(voids: Sequence[Void | None]) -> list[dict[str, object] | None]:
+    """E-8: each seat's latest forced pass still telling of its hand (public), or []."""
+    return [
+        None
+        if void is None
+        else {"top": void.top.code, "direction": void.direction.value, "held": void.held}
+        for void in voids
+    ]
+
+
+def voids_from_json(value: object) -> tuple[Void | None, ...]:
+    """The voids of :func:`voids_to_json`; a state written before they existed has none."""
+    voids: list[Void | None] = []
+    for raw in _list(value if value is not None else []):
+        if raw is None:
+            voids.append(None)
+            continue
+        void = _map(raw)
+        voids.append(
+            Void(
+                top=_card(void.get("top")),
+                direction=Direction(void.get("direction")),
+                held=_int(void.get("held")),
+            )
+        )
+    return tuple(voids)
 
 
 def state_from_json(data: Mapping[str, object]) -> State:
@@ -187,6 +218,7 @@ def state_from_json(data: Mapping[str, object]) -> State:
         ),
         end_reason=None if data.get("end_reason") is None else _str(data.get("end_reason")),
         action_count=_int(data.get("action_count")),
+        voids=voids_from_json(data.get("voids")),
     )
 
 
@@ -206,6 +238,12 @@ def _list(value: object) -> list[object]:
     if not isinstance(value, list):
         raise ValueError(f"expected a list, got {value!r}")
     return cast(list[object], value)
+
+
+def _map(value: object) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected an object, got {value!r}")
+    return cast(Mapping[str, object], value)
 
 
 def _str(value: object) -> str:

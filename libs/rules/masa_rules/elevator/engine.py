@@ -49,7 +49,7 @@ from masa_rules.elevator.events import Dealt, Event, Gave, HandEnded, Kopile, Pa
 from masa_rules.elevator.moves import RANK, can_play, direction_after, legal_plays, play_fault
 from masa_rules.elevator.ranking import rank_seats, rank_sum
 from masa_rules.elevator.rules import ElevatorRules
-from masa_rules.elevator.state import Direction, Phase, State
+from masa_rules.elevator.state import Direction, Phase, State, Void
 from masa_rules.errors import IllegalAction, RuleViolation
 from masa_rules.shuffle import Seed, hand_seed
 
@@ -180,6 +180,7 @@ def _play(state: State, action: Play) -> tuple[State, list[Event]]:
         after_play=True,
         forced_turns=max(0, state.forced_turns - 1),
         action_count=state.action_count + 1,
+        voids=_spent(state, seat, len(cards)),
     )
     if not left:
         return _finish(after, seat, "out", events)
@@ -207,6 +208,11 @@ def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
         after_play=False,
         forced_turns=max(0, state.forced_turns - 1),
         action_count=state.action_count + 1,
+        voids=(
+            state.voids
+            if able
+            else _with_void(state, seat, Void(state.pile[-1], state.direction, len(hand)))
+        ),
     )
     # E-9: Kopile whenever the turn comes back to the seat that made the last play, everyone
     # else having passed since; it repeats, even when that seat passed too.
@@ -258,6 +264,7 @@ def _give(state: State, action: Give) -> tuple[State, list[Event]]:
         receiver=receiver if givers else None,
         givers=givers,
         action_count=state.action_count + 1,
+        voids=_spent(state, seat, 1),
     )
     if not left:
         # E-9: a giver who gives away their last card wins at once.
@@ -307,6 +314,22 @@ def _finish(
         end_reason=reason,
     )
     return after, events
+
+
+def _with_void(state: State, seat: int, void: Void | None) -> tuple[Void | None, ...]:
+    """``state.voids`` with ``seat``'s replaced (every seat's listed once any seat has one)."""
+    voids = list(state.voids) or [None] * state.players
+    voids[seat] = void
+    return tuple(voids) if any(voids) else ()
+
+
+def _spent(state: State, seat: int, cards: int) -> tuple[Void | None, ...]:
+    """E-8: ``seat`` played or gave ``cards`` cards, which may have been any of its own."""
+    void = state.voids[seat] if state.voids else None
+    if void is None:
+        return state.voids
+    held = void.held - cards
+    return _with_void(state, seat, replace(void, held=held) if held > 0 else None)
 
 
 def _with_hand(

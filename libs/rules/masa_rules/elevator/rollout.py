@@ -26,7 +26,7 @@ from typing import Final
 from masa_rules.elevator.moves import POINTS, RANK, RED
 from masa_rules.elevator.state import Direction, Phase, State
 
-__all__ = ["GIVE", "PASS", "PLAY", "Move", "Sim"]
+__all__ = ["GIVE", "PASS", "PLAY", "Move", "Sim", "starting_on"]
 
 PLAY: Final = 0
 PASS: Final = 1
@@ -67,6 +67,12 @@ _STARTS: Final[tuple[tuple[tuple[tuple[bool, ...], ...], ...], ...]] = tuple(
     )
     for joker_any in (False, True)
 )
+
+
+def starting_on(top: int, up: bool, joker_any: bool) -> tuple[bool, ...]:
+    """By face index, whether a card may begin a play on ``top`` going up (or down) (E-4,
+    E-7): one row of the table every play-out reads."""
+    return _STARTS[joker_any][up][top]
 
 
 class Sim:

@@ -3,7 +3,8 @@
 A decision reads only what the seat may know: :func:`~masa_rules.elevator.view.view` of the
 state for that seat, turned back into a state (:func:`~masa_rules.elevator.observe.seat_state`).
 Each sample then deals the cards the seat has not seen (the other hands and the stock, their
-sizes public) at random, consistently with everything public; every legal action is tried on
+sizes public) at random, consistently with everything public (a seat that had to pass, E-8,
+holds cards that could not go on the top it passed on: ``State.voids``); every legal action is tried on
 the sample in turn and the hand is played on by the ``normal`` (greedy) policy for every seat,
 for at most ``horizon`` moves, on the compact hand of :mod:`masa_rules.elevator.rollout` (seven
 times faster than the engine's immutable state, and checked against it move by move). A
@@ -31,8 +32,8 @@ from masa_rules.elevator.actions import Action, Give, Play
 from masa_rules.elevator.engine import legal_actions
 from masa_rules.elevator.observe import seat_state
 from masa_rules.elevator.policies import greedy_policy
-from masa_rules.elevator.rollout import GIVE, PASS, PLAY, Move, Sim
-from masa_rules.elevator.state import State
+from masa_rules.elevator.rollout import GIVE, PASS, PLAY, Move, Sim, starting_on
+from masa_rules.elevator.state import Direction, State
 from masa_rules.elevator.view import view
 from masa_rules.policy import Policy
 from masa_rules.shuffle import DrawStream
@@ -90,6 +91,7 @@ def search(
     candidates = [greedy, *(index for index in first_of.values() if index != greedy)]
     unseen = [face for other in range(root.players) if other != seat for face in root.hands[other]]
     unseen += root.stock
+    voids = _voids(known, seat)
     # The play-outs draw from a seeded stdlib generator: the stream's HMAC draws cost more
     # than a whole play-out.
     chance = random.Random(rng.below(1 << 62))
@@ -98,7 +100,7 @@ def search(
     rounds = 0
     spent = False
     while not spent and (samples is None or rounds < samples):
-        sample = _deal_unseen(root, seat, unseen, chance)
+        sample = _deal_unseen(root, seat, unseen, voids, chance)
         for index in candidates:
             trial = sample.copy()
             trial.step(moves[index])
@@ -134,17 +136,48 @@ def _move(action: Action) -> Move:
     return (PASS, ())
 
 
-def _deal_unseen(root: Sim, seat: int, unseen: list[int], chance: random.Random) -> Sim:
-    """``root`` with the cards ``seat`` has not seen dealt at random, the sizes kept."""
+# A seat whose forced pass (E-8) says that ``held`` of its cards cannot start on a top: the
+# seat, that top's table of faces that can start on it (rollout.starting_on), and ``held``.
+_Void = tuple[int, tuple[bool, ...], int]
+
+
+def _voids(known: State, seat: int) -> list[_Void]:
+    """What the other seats' forced passes showed of their hands (public: ``State.voids``)."""
+    joker_any = known.rules.joker_on_joker_any_colour
+    return [
+        (
+            other,
+            starting_on(void.top.face_index, void.direction is Direction.ASCENDING, joker_any),
+            min(void.held, len(known.hands[other])),
+        )
+        for other, void in enumerate(known.voids)
+        if void is not None and other != seat
+    ]
+
+
+def _deal_unseen(
+    root: Sim, seat: int, unseen: list[int], voids: list[_Void], chance: random.Random
+) -> Sim:
+    """``root`` with the cards ``seat`` has not seen dealt at random, the sizes kept and
+    consistent with every void: a seat that showed ``held`` cards unable to start on a top
+    gets that many such cards (as many as there are), the rest of its hand at random."""
     pool = list(unseen)
     chance.shuffle(pool)
     sample = root.copy()
+    dealt: dict[int, list[int]] = {}
+    for other, starts, held in voids:
+        kept: list[int] = []
+        rest: list[int] = []
+        for face in pool:
+            (rest if len(kept) == held or starts[face] else kept).append(face)
+        dealt[other], pool = kept, rest
     taken = 0
     for other in range(sample.players):
         if other == seat:
             continue
-        size = len(root.hands[other])
-        sample.hands[other] = pool[taken : taken + size]
+        own = dealt.get(other, [])
+        size = len(root.hands[other]) - len(own)
+        sample.hands[other] = own + pool[taken : taken + size]
         taken += size
     sample.stock = pool[taken:]
     return sample

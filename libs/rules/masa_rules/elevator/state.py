@@ -24,7 +24,7 @@ from masa_rules.cards import JOKER_RED, PhysicalCard
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.shuffle import commitment
 
-__all__ = ["Direction", "Phase", "State"]
+__all__ = ["Direction", "Phase", "State", "Void"]
 
 
 class Direction(enum.Enum):
@@ -40,6 +40,18 @@ class Phase(enum.Enum):
     PLAY = "play"
     GIVE = "give"
     OVER = "over"
+
+
+@dataclass(frozen=True, slots=True)
+class Void:
+    """What a forced pass showed everyone of a hand (E-8): none of the cards it held could go on
+    ``top`` going ``direction``. ``held`` is how many of the seat's cards now were among them,
+    at least: it counts down by every card the seat plays or gives since (those may have been
+    any of its cards), and the cards it draws or is given since are not among them."""
+
+    top: PhysicalCard
+    direction: Direction
+    held: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +87,9 @@ class State:
     end_reason: str | None
     # How many actions led here; a replay of the same log reaches the same count.
     action_count: int
+    # E-8: each seat's latest forced pass, as long as some of its cards then may still be in
+    # its hand (public: a search samples the hidden cards consistently with it); () is none.
+    voids: tuple[Void | None, ...] = ()
 
     @property
     def top(self) -> PhysicalCard:

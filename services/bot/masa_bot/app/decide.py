@@ -44,7 +44,15 @@ _FALLBACK: Final = {
     BotLevel.EASY: BotLevel.EASY,
 }
 
+# How long hard plays normal after the search workers could not be started.
+_RETRY_SECONDS: Final = 30.0
+
 _log = logging.getLogger(__name__)
+
+
+def _started() -> bool:
+    """A search worker's answer to "are you there" (it ran its initializer)."""
+    return True
 
 
 class DecisionRecorder(Protocol):
@@ -90,7 +98,10 @@ class DecideUseCase:
         self._default_budget = default_budget_seconds
         self._search_budget = search_budget_seconds
         self._new_searchers = searchers
-        self._searchers = searchers()
+        # None while no pool could be started: hard plays normal until the next try.
+        self._searchers: Executor | None = None
+        self._retry_at = 0.0
+        self._start_searchers()
         self._searches = asyncio.Semaphore(search_slots)
         # When each running search ends, and how many decisions wait for a slot: a decision
         # that could not get one before its deadline plays normal at once instead of waiting.
@@ -106,12 +117,19 @@ class DecideUseCase:
         # The whole decision answers within the search budget (or the request's, if shorter):
         # the search takes its share, the rest is for the conversions and the answer.
         search_until = started + SEARCH_SHARE * min(self._search_budget, budget)
-        searching = level is BotLevel.HARD and await self._search_slot(
-            search_until - MIN_SEARCH_SECONDS
+        searchers = self._searchers or self._start_searchers()
+        searching = (
+            level is BotLevel.HARD
+            and searchers is not None
+            and await self._search_slot(search_until - MIN_SEARCH_SECONDS)
         )
         if level is BotLevel.HARD and not searching:
             level = _FALLBACK[level]
-        executor = self._searchers if searching else self._threads
+        executor = searchers if searching and searchers is not None else self._threads
+        # A search's answer is awaited no longer than the search budget: a worker that is not
+        # there (still starting, replaced) must not hold the decision to the whole budget,
+        # which is the caller's deadline too.
+        wait_until = started + (min(self._search_budget, budget) if searching else budget)
         loop = asyncio.get_running_loop()
         try:
             running = executor.submit(run_job, job, level, search_until)
@@ -121,7 +139,7 @@ class DecideUseCase:
                 self._search_ends.append(search_until)
                 running.add_done_callback(lambda _: self._free_slot(loop, search_until))
                 searching = False
-            left = budget - (time.monotonic() - started)
+            left = wait_until - time.monotonic()
             decision, level = await asyncio.wait_for(asyncio.wrap_future(running), max(left, 0.001))
         except (TimeoutError, BrokenExecutor) as failed:
             if isinstance(failed, BrokenExecutor):
@@ -148,10 +166,36 @@ class DecideUseCase:
         self._recorder.record(game, level, time.monotonic() - started)
         return decision
 
+    async def ready(self, timeout: float) -> bool:
+        """Wait until the search workers answer (they start with the service), at most
+        ``timeout`` seconds; whether they did. Until they do, hard decisions play normal."""
+        searchers = self._searchers
+        if searchers is None:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(searchers.submit(_started)), timeout)
+        except (TimeoutError, BrokenExecutor):
+            return False
+        return True
+
     def close(self) -> None:
         """Stop the workers: running searches end by their own deadlines."""
-        self._searchers.shutdown(wait=False, cancel_futures=True)
+        if self._searchers is not None:
+            self._searchers.shutdown(wait=False, cancel_futures=True)
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _start_searchers(self) -> Executor | None:
+        """A new pool of search workers, unless the last try failed less than
+        :data:`_RETRY_SECONDS` ago (a start that fails, out of processes or memory, is retried
+        then, and hard plays normal meanwhile)."""
+        if time.monotonic() < self._retry_at:
+            return None
+        try:
+            self._searchers = self._new_searchers()
+        except OSError:
+            _log.exception("search workers could not start; hard plays normal for a while")
+            self._searchers, self._retry_at = None, time.monotonic() + _RETRY_SECONDS
+        return self._searchers
 
     def _free_slot(self, loop: asyncio.AbstractEventLoop, until: float) -> None:
         # Called in the executor's thread when a search ends.
@@ -165,7 +209,8 @@ class DecideUseCase:
     def _renew(self, broken: Executor) -> None:
         if broken is self._searchers:
             broken.shutdown(wait=False, cancel_futures=True)
-            self._searchers = self._new_searchers()
+            self._searchers = None
+            self._start_searchers()
 
     async def _search_slot(self, deadline: float) -> bool:
         """Take a search slot, waiting at most until ``deadline``; whether one was taken.
@@ -177,9 +222,13 @@ class DecideUseCase:
             await self._searches.acquire()
             return True
         ends = sorted(self._search_ends)
-        wait = deadline - time.monotonic()
-        if wait <= 0 or self._waiting >= len(ends) or ends[self._waiting] > deadline:
+        now = time.monotonic()
+        # A search already past its planned end (its worker was late) ends at no known time.
+        if now >= deadline or self._waiting >= len(ends):
             return False
+        if not now < ends[self._waiting] <= deadline:
+            return False
+        wait = deadline - now
         self._waiting += 1
         try:
             await asyncio.wait_for(self._searches.acquire(), wait)
