@@ -46,8 +46,10 @@ def test_closed_tables_of_a_mix_stay_under_the_rate_cap(stack: dict[str, str], m
     assert report["address"] == stack["table-engine"]
     assert report["game_mix"] == {"elevator": 3, "fiftyone": 1}
     assert report["refused"] == {}, report["refused"]
-    # Never above the cap (one more for the send that opens a window), yet near it.
-    assert rate * 4 * 0.5 <= report["accepted_actions"] <= rate * 4 + 1
+    # Never above the cap, yet near it. An action counts when its answer arrives in the window,
+    # so besides the send that opens the window, the sends still in flight when it opened (one
+    # per table at most) may count: a CI run on a loaded machine counted 162 against 161.
+    assert rate * 4 * 0.5 <= report["accepted_actions"] <= rate * 4 + 1 + 8
     submits = report["submit_action_ms"]
     assert submits["count"] == report["accepted_actions"]
     assert sum(submits["histogram_ms"].values()) == submits["count"]

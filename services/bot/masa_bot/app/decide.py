@@ -7,11 +7,12 @@ thread it would starve the event loop that answers every call), one per worker a
 the other levels run in a small pool of threads. A search is given until
 :data:`SEARCH_SHARE` of ``search_budget_seconds`` (or of the request's budget, if shorter)
 after the request arrived, the rest being for the conversions and the answer, and keeps the
-best move found when it is up. A ``hard`` decision that finds no search slot free before its deadline, or gets
-one with under :data:`MIN_SEARCH_SECONDS` left, plays ``normal`` (and is recorded so). If a
-decider overruns the whole budget the decision falls back to a fast level (``hard`` to
-``normal``, ``normal`` to ``easy``, a single weighted draw): a bot seat or an autopilot turn
-must get *some* legal move in time (P-10, P-11).
+best move found when it is up; its answer is awaited for the search budget at most. A ``hard``
+decision that could not get a search slot before its deadline, or gets one with under
+:data:`MIN_SEARCH_SECONDS` left, plays ``normal`` (and is recorded so). If a decider overruns
+its time the decision falls back to a fast level (``hard`` to ``normal``, ``normal`` to
+``easy``, a single weighted draw): a bot seat or an autopilot turn must get *some* legal move
+in time (P-10, P-11).
 """
 
 from __future__ import annotations
