@@ -124,8 +124,9 @@ def test_hard_plays_an_elevator_tournament_and_a_bad_request_is_exit_2() -> None
 
 
 def test_the_search_keeps_its_budget_on_a_hand_of_hundreds_of_orderings() -> None:
-    """Eight eights of two packs on a joker make thousands of E-5 orderings; the search
-    checks its clock after every play-out, so it overruns its budget by one at most."""
+    """Eight eights of two packs on a joker make thousands of E-5 orderings; the search counts
+    listing them against its budget and checks its clock after every play-out (a round of them
+    all took 1 s here, and three times that on a loaded machine)."""
     eights = ["8H", "8S", "8D", "8C", "8H#1", "8S#1", "8D#1", "8C#1"]
     hands = [eights, ["3C"], ["4D"], ["5H"], ["6S"], ["7D"]]
     pile = ["9C", "XR"]
@@ -135,7 +136,7 @@ def test_the_search_keeps_its_budget_on_a_hand_of_hundreds_of_orderings() -> Non
     assert len(legal_actions(state, 0)) > 1000
     started = time.thread_time()
     action = search(state, 0, DrawStream(b"orderings"), budget_seconds=0.05)
-    assert time.thread_time() - started < 0.25
+    assert time.thread_time() - started < 0.5
     assert action in legal_actions(state, 0)
 
 

@@ -17,8 +17,9 @@ It is anytime: samples go round the actions (each distinct play once, the greedy
 until ``budget_seconds`` of ``clock`` have passed, checked after every play-out (the thread's
 CPU time by default; the bot service passes a wall clock and the time left before its
 deadline), or ``samples`` samples per action are done, whichever comes first; every play-out
-ends within the horizon, so every decision ends, and it overruns its budget by at most one
-play-out.
+ends within the horizon, so every decision ends. The budget counts from the call, listing the
+moves included; it is overrun by at most one play-out, or by the listing itself on a hand of
+thousands of orderings.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def search(
     """
     if budget_seconds is None and samples is None:
         raise ValueError("a search needs a time budget, a number of samples, or both")
+    # The budget counts from here: listing thousands of orderings of a big hand is part of it.
+    deadline = None if budget_seconds is None else clock() + budget_seconds
     known = seat_state(view(state, seat))
     actions = legal_actions(known, seat)
     if not actions:
@@ -79,7 +82,6 @@ def search(
     fallback = greedy_policy(known, seat, rng)
     if len(actions) == 1:
         return actions[0]
-    deadline = None if budget_seconds is None else clock() + budget_seconds
     root = Sim.of(known)
     moves = [_move(action) for action in actions]
     # Two packs hold two copies of a face: plays of the same faces are one choice. The greedy
