@@ -69,8 +69,10 @@ def development_issuer(start: Path | None = None) -> TokenSigner:
     path = issuer_key_file(start)
     if path is None:
         raise IssuerMissing(
-            "no issuer key to sign a token with: start the stack with `make run` (it keeps one "
-            "in .masa/keys), set MASA_JWT_ISSUER_KEY_FILE, or give an operator's token in "
+            "no issuer key to sign a token with in the run folder (MASA_RUN_DIR, default .masa) "
+            "here or in a folder above: `make run` keeps one in .masa/keys of its checkout, so "
+            "start it, or run masa from a folder of that checkout, or point MASA_RUN_DIR at its "
+            ".masa; else set MASA_JWT_ISSUER_KEY_FILE, or give an operator's token in "
             "MASA_ADMIN_TOKEN"
         )
     try:

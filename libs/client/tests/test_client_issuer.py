@@ -19,8 +19,12 @@ def test_an_operators_token_is_sent_as_given_and_needs_no_issuer_key(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MASA_JWT_ISSUER_KEY_FILE", raising=False)
     monkeypatch.setenv("MASA_RUN_DIR", str(tmp_path / "nowhere"))
-    with pytest.raises(IssuerMissing, match="MASA_ADMIN_TOKEN"):
+    with pytest.raises(IssuerMissing, match="MASA_ADMIN_TOKEN") as missing:
         admin_token("ops", ttl_seconds=60)
+    # Run outside the checkout, the stack may well be running: the message says where it
+    # looked and how to point at the checkout's run folder.
+    assert "run masa from a folder of that checkout" in str(missing.value)
+    assert "MASA_RUN_DIR" in str(missing.value)
     monkeypatch.setenv("MASA_ADMIN_TOKEN", " from-the-identity-provider\n")
     assert admin_token("ops", ttl_seconds=60) == "from-the-identity-provider"
 
