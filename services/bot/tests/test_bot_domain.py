@@ -144,11 +144,15 @@ async def test_a_hard_decision_without_a_free_search_slot_plays_normal() -> None
     assert sorted(level.value for _, level in recorder.calls) == ["hard", "normal"]
 
 
-def _searches_long(
+def _scripted(
     state: object, seat: int, level: BotLevel, seed: bytes, budget: float
 ) -> Decision[object]:
+    """A decider whose search does what the state says: "long" takes 0.4 s, "die" kills its
+    worker process; any other state answers at once."""
     if level is BotLevel.HARD and state == "long":
         time.sleep(0.4)
+    if level is BotLevel.HARD and state == "die":
+        os._exit(3)
     return Decision(level.value, "because")
 
 
@@ -156,14 +160,14 @@ async def test_a_search_past_its_callers_budget_keeps_its_slot_until_it_ends() -
     recorder = Recorded()
     use_case = _use_case(recorder, search_budget_seconds=0.2, search_slots=1)
     late = await use_case.decide(
-        "elevator", BotLevel.HARD, Job(_searches_long, "long", 0, b""), budget_seconds=0.05
+        "elevator", BotLevel.HARD, Job(_scripted, "long", 0, b""), budget_seconds=0.05
     )
     assert late.action == "normal"
     # The first search still runs: no slot for the next one, which plays normal.
-    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "quick", 0, b""))
+    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "quick", 0, b""))
     assert busy.action == "normal"
     await asyncio.sleep(0.5)
-    free = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "quick", 0, b""))
+    free = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "quick", 0, b""))
     assert free.action == "hard"
 
 
@@ -189,11 +193,11 @@ async def test_a_search_past_its_planned_end_is_not_waited_for() -> None:
     recorder = Recorded()
     use_case = _use_case(recorder, search_budget_seconds=0.1, search_slots=1)
     late = asyncio.create_task(
-        use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "long", 0, b""))
+        use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "long", 0, b""))
     )
     await asyncio.sleep(0.15)
     started = time.monotonic()
-    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_searches_long, "ok", 0, b""))
+    busy = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "ok", 0, b""))
     assert busy.action == "normal"
     assert time.monotonic() - started < 0.05
     assert (await late).action == "normal"
@@ -209,15 +213,6 @@ async def test_a_search_with_too_little_time_left_plays_normal() -> None:
     assert recorder.calls == [("elevator", BotLevel.NORMAL)]
 
 
-def _dies_searching(
-    state: object, seat: int, level: BotLevel, seed: bytes, budget: float
-) -> Decision[object]:
-    """A decider whose search kills its worker process when the state says so."""
-    if level is BotLevel.HARD and state == "die":
-        os._exit(3)
-    return Decision(level.value, "because")
-
-
 async def test_a_search_worker_that_dies_costs_one_normal_decision_and_is_replaced() -> None:
     recorder = Recorded()
     # Budgets long enough for a worker to spawn on a loaded machine.
@@ -229,9 +224,9 @@ async def test_a_search_worker_that_dies_costs_one_normal_decision_and_is_replac
         search_budget_seconds=30.0,
     )
     try:
-        died = await use_case.decide("elevator", BotLevel.HARD, Job(_dies_searching, "die", 0, b""))
+        died = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "die", 0, b""))
         assert died.action == "normal"
-        again = await use_case.decide("elevator", BotLevel.HARD, Job(_dies_searching, "ok", 0, b""))
+        again = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "ok", 0, b""))
         assert again.action == "hard"
         assert [level for _, level in recorder.calls] == [BotLevel.NORMAL, BotLevel.HARD]
     finally:

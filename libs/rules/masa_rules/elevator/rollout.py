@@ -21,6 +21,7 @@ A move is ``(PLAY, faces)``, ``(PASS, ())`` or ``(GIVE, (face,))``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from masa_rules.elevator.moves import POINTS, RANK, RED
@@ -75,65 +76,31 @@ def starting_on(top: int, up: bool, joker_any: bool) -> tuple[bool, ...]:
     return _STARTS[joker_any][up][top]
 
 
+@dataclass(slots=True, kw_only=True)
 class Sim:
     """One Elevator hand as plain lists, changed in place (see the module doc)."""
 
-    __slots__ = (
-        "after_play",
-        "forced",
-        "forces_round",
-        "givers",
-        "hands",
-        "joker_any",
-        "open_play",
-        "over",
-        "players",
-        "rank_by_sum",
-        "receiver",
-        "stock",
-        "top",
-        "turn",
-        "up",
-        "winner",
-    )
+    hands: list[list[int]]
+    # Drawn from the end: list.pop() is the cheap end.
+    stock: list[int]
+    top: int
+    up: bool
+    turn: int
+    # -1 for none, as for receiver and winner.
+    open_play: int
+    after_play: bool
+    forced: int
+    receiver: int
+    givers: list[int]
+    over: bool
+    winner: int
+    joker_any: bool
+    forces_round: bool
+    rank_by_sum: bool
+    players: int = field(init=False)
 
-    def __init__(  # noqa: PLR0913 - one field per part of the hand, as State has
-        self,
-        *,
-        hands: list[list[int]],
-        stock: list[int],
-        top: int,
-        up: bool,
-        turn: int,
-        open_play: int,
-        after_play: bool,
-        forced: int,
-        receiver: int,
-        givers: list[int],
-        over: bool,
-        winner: int,
-        joker_any: bool,
-        forces_round: bool,
-        rank_by_sum: bool,
-    ) -> None:
-        self.players = len(hands)
-        self.hands = hands
-        # Drawn from the end: list.pop() is the cheap end.
-        self.stock = stock
-        self.top = top
-        self.up = up
-        self.turn = turn
-        # -1 for none, as for receiver and winner.
-        self.open_play = open_play
-        self.after_play = after_play
-        self.forced = forced
-        self.receiver = receiver
-        self.givers = givers
-        self.over = over
-        self.winner = winner
-        self.joker_any = joker_any
-        self.forces_round = forces_round
-        self.rank_by_sum = rank_by_sum
+    def __post_init__(self) -> None:
+        self.players = len(self.hands)
 
     @staticmethod
     def of(state: State) -> Sim:
@@ -157,22 +124,12 @@ class Sim:
         )
 
     def copy(self) -> Sim:
-        return Sim(
+        """A copy whose lists are its own."""
+        return replace(
+            self,
             hands=[list(hand) for hand in self.hands],
             stock=list(self.stock),
-            top=self.top,
-            up=self.up,
-            turn=self.turn,
-            open_play=self.open_play,
-            after_play=self.after_play,
-            forced=self.forced,
-            receiver=self.receiver,
             givers=list(self.givers),
-            over=self.over,
-            winner=self.winner,
-            joker_any=self.joker_any,
-            forces_round=self.forces_round,
-            rank_by_sum=self.rank_by_sum,
         )
 
     @property

@@ -44,31 +44,7 @@ _E = TypeVar("_E", Mode, BotLevel)
 
 MAX_LOBBIES: Final = 200
 
-_LOBBY_KEYS: Final = frozenset(
-    {
-        "id",
-        "name",
-        "game",
-        "preset",
-        "mode",
-        "seats",
-        "min_seats",
-        "max_seats",
-        "open_threshold",
-        "escalating_threshold",
-        "hands_per_game",
-        "decks",
-        "stake",
-        "rake_basis_points",
-        "place_shares",
-        "turn_seconds",
-        "short_table_after_seconds",
-        "ticket_ttl_seconds",
-        "bot_fill",
-        "autopilot_level",
-        "matching",
-    }
-)
+# What [defaults] may set; a [[lobby]] may set these too, and the rest of _LOBBY_KEYS.
 _DEFAULT_KEYS: Final = frozenset(
     {
         "turn_seconds",
@@ -79,6 +55,23 @@ _DEFAULT_KEYS: Final = frozenset(
         "matching",
     }
 )
+_LOBBY_KEYS: Final = _DEFAULT_KEYS | {
+    "id",
+    "name",
+    "game",
+    "preset",
+    "mode",
+    "seats",
+    "min_seats",
+    "max_seats",
+    "open_threshold",
+    "escalating_threshold",
+    "hands_per_game",
+    "decks",
+    "stake",
+    "rake_basis_points",
+    "place_shares",
+}
 _BOT_FILL_KEYS: Final = frozenset({"enabled", "fill_after_seconds", "min_players", "level"})
 _MATCHING_KEYS: Final = frozenset({"base_spread", "spread_per_second", "open_after_seconds"})
 # What a lobby is when the file does not say: the defaults :class:`Lobby` declares.
