@@ -60,6 +60,8 @@ _log = logging.getLogger(__name__)
 # How long the marker of a forgotten key stays (it must outlive the duplicate window, in
 # which a repeat of the key's last write would otherwise be taken for new).
 _FORGOTTEN_MARKER_TTL: Final = "5m"
+# How many times a create whose key expired while nats-py looked at it is tried again.
+_CREATE_TRIES: Final = 3
 # KV entries whose last message says the key is gone (nats-server 2.11+ marks a TTL expiry
 # with Nats-Marker-Reason instead of KV-Operation).
 _GONE_OPERATIONS = frozenset({"DEL", "PURGE"})
@@ -226,10 +228,16 @@ class KvBucket:
 
     async def create(self, key: str, value: bytes) -> int:
         """Write only if the key is absent (or deleted, or expired)."""
-        try:
-            return await self._kv.create(key, value)
-        except nats.js.errors.KeyWrongLastSequenceError as error:
-            raise RevisionConflict(f"{key} already exists") from error
+        for _ in range(_CREATE_TRIES):
+            try:
+                return await self._kv.create(key, value)
+            except nats.js.errors.KeyWrongLastSequenceError as error:
+                raise RevisionConflict(f"{key} already exists") from error
+            except nats.js.errors.KeyNotFoundError:
+                # nats-py's create found the key there, then gone when it looked why (its
+                # TTL ran out in between): it is absent now, so try again.
+                continue
+        raise RevisionConflict(f"{key} kept appearing and expiring")
 
     async def update(self, key: str, value: bytes, revision: int) -> int:
         """Write only if ``revision`` is still the key's current revision."""

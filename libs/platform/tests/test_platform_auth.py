@@ -351,7 +351,9 @@ async def test_a_stream_whose_items_never_wait_still_ends_when_its_token_does(
         info = error_info(await rpc_status.aio.from_call(stream))
         assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert info is not None and info.reason == TOKEN_EXPIRED
-        assert time.time() < expires + 1.0
+        # Ended by the token's expiry, not by the reader's patience (expiry + 5 s); the slack
+        # is for a loaded machine, where a second of scheduling delay has been seen in CI.
+        assert time.time() < expires + 3.0
         assert received
 
 

@@ -55,6 +55,9 @@ CHAOS_SECONDS = 180.0
 CREATE_OVER_SECONDS = 120.0
 # Every game ends this long after the chaos at the latest.
 SETTLE_SECONDS = 60.0
+# How long the check waits for a game's result to reach the bus, and for replicas to catch up.
+RESULT_WAIT_SECONDS = 30.0
+_GAME_ENDS = frozenset({"game_finished", "game_abandoned"})
 
 
 @dataclass
@@ -256,9 +259,43 @@ async def _read(nc: Client, subject: str) -> list[StoredMessage]:
     return await read_subject(nc, STREAM, subject)
 
 
+async def _replicas_current(nc: Client) -> None:
+    """Wait until every replica of the stream has caught up. A direct get may be answered by
+    any replica, and one restarted a moment ago answers from behind until it has: the check
+    would see a table's log or results shorter than the stream holds."""
+    js = nc.jetstream()
+    deadline = time.monotonic() + RESULT_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            cluster = (await js.stream_info(STREAM)).cluster
+            replicas = (cluster.replicas or []) if cluster is not None else []
+            if all(peer.current and not peer.lag for peer in replicas):
+                return
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"the replicas of {STREAM} did not catch up")
+
+
+async def _game_results(nc: Client, table_id: str) -> list[result_pb2.TableResult]:
+    """The table's results once its game's end is among them, or all there are after
+    RESULT_WAIT_SECONDS. The relay publishes after the last move was answered, and a result
+    whose node was killed first goes out when another node takes the finished table over."""
+    deadline = time.monotonic() + RESULT_WAIT_SECONDS
+    while True:
+        found = [
+            result_pb2.TableResult.FromString(m.data)
+            for m in await _read(nc, result_subject(table_id))
+        ]
+        ended = any(r.WhichOneof("result") in _GAME_ENDS for r in found)
+        if ended or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.5)
+
+
 async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) -> None:
     client = await connect(bus.url, name="chaos-check", user=ADMIN, password=bus.passwords[ADMIN])
     try:
+        if len(bus.servers) > 1:
+            await _replicas_current(client)
         for table_id, player in zip(tables, players, strict=True):
             raw = await _read(client, log_subject(table_id))
             entries = [table_log_pb2.TableLogEntry.FromString(m.data) for m in raw]
@@ -267,16 +304,18 @@ async def _check(bus: Cluster, tables: list[str], players: list[RoamingSeat]) ->
             logged = Counter(e.action_applied.request_id for e in entries)
             for request_id in player.acknowledged:
                 assert logged[request_id] == 1, (table_id, request_id, logged[request_id])
-            found = [
-                result_pb2.TableResult.FromString(m.data)
-                for m in await _read(client, result_subject(table_id))
-            ]
+            found = await _game_results(client, table_id)
             ids = Counter(getattr(r, r.WhichOneof("result") or "").event_id for r in found)
             assert all(count == 1 for count in ids.values()), (table_id, ids)
-            ends = [
-                r for r in found if r.WhichOneof("result") in {"game_finished", "game_abandoned"}
-            ]
-            assert len(ends) == 1, (table_id, [r.WhichOneof("result") for r in found])
+            ends = [r for r in found if r.WhichOneof("result") in _GAME_ENDS]
+            # What the seat saw last and how the log ends tell a game still under way at the
+            # deadline (a frozen table) from a finished one whose result never reached the bus.
+            assert len(ends) == 1, (
+                table_id,
+                [r.WhichOneof("result") for r in found],
+                {"seat_final_state": player.final_state, "seat_last_error": player.last_error},
+                [(e.sequence, e.WhichOneof("input")) for e in entries[-3:]],
+            )
             assert ends[0].WhichOneof("result") == "game_finished", (table_id, ends[0])
     finally:
         with contextlib.suppress(Exception):

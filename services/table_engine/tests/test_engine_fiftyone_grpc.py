@@ -94,7 +94,11 @@ async def test_a_team_game_ranks_partners_together(nats_server: NatsServer) -> N
         assert finished is not None and finished.mode == game_pb2.MODE_TEAMS
         by_seat = {s.seat: s for s in finished.ranking}
         assert by_seat[0].place == by_seat[2].place and by_seat[1].place == by_seat[3].place
-        assert by_seat[0].place != by_seat[1].place
+        # F-97: teams rank by their partners' sum, and two equal sums share a place.
+        team_sums = [by_seat[0].total + by_seat[2].total, by_seat[1].total + by_seat[3].total]
+        leader = 0 if team_sums[0] <= team_sums[1] else 1
+        assert by_seat[leader].place == 1
+        assert (by_seat[0].place == by_seat[1].place) == (team_sums[0] == team_sums[1])
         assert {s.team for s in finished.ranking if s.seat in (0, 2)} == {0}
         assert {s.team for s in finished.ranking if s.seat in (1, 3)} == {1}
         # architecture.md: the log alone rebuilds the table, as a restarted node replays it.
