@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from google.protobuf.message import Message
+from masa.bot.v1 import bot_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import BotLevel, Mode, TableConfig, register_game
@@ -303,6 +304,12 @@ class NimWire:
             raise WireError("nobody is on turn")
         pile = unpacked(table.other_game, "NimTable").pile
         return State(players=len(table.seats), pile=pile, turn=table.turn_seat)
+
+    def observe(self, observation: bot_pb2.Observation, state: object) -> None:
+        """Nim's view is all there is to know."""
+
+    def state_from_observation(self, observation: bot_pb2.Observation) -> object:
+        return self.state_from_seat_view(observation.view)
 
 
 # --- the bot --------------------------------------------------------------------------------

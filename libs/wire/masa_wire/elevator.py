@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import pairwise
 from typing import Final
 
+from masa.bot.v1 import bot_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import PhysicalCard
 from masa_rules.elevator import (
@@ -40,9 +42,9 @@ from masa_rules.elevator import (
     new_game,
 )
 from masa_rules.elevator.engine import may_pass_voluntarily
-from masa_rules.elevator.moves import is_joker
+from masa_rules.elevator.moves import RANK, RED, is_joker
 from masa_rules.elevator.observe import deal_unseen
-from masa_rules.elevator.state import Void
+from masa_rules.elevator.state import MAX_TELLS, Tell
 from masa_rules.errors import RuleViolation
 
 from masa_wire.cards import card_from_proto, card_to_proto, cards_from_proto, cards_to_proto
@@ -58,7 +60,9 @@ __all__ = [
     "events_to_proto",
     "fill_table_view",
     "hand_places",
+    "observe",
     "seat_view",
+    "state_from_observation",
     "state_from_seat_view",
 ]
 
@@ -72,6 +76,8 @@ _DIRECTION: Final = {
     Direction.DESCENDING: view_pb2.DIRECTION_DESCENDING,
 }
 _DIRECTION_BACK: Final = {value: key for key, value in _DIRECTION.items()}
+# E-5: the longest play, every card of one rank of two packs.
+_LONGEST_PLAY: Final = 8
 
 
 # --- actions -------------------------------------------------------------------------------
@@ -276,16 +282,7 @@ def fill_table_view(view: view_pb2.TableView, state: State) -> None:
         must_play=not over and not may_pass_voluntarily(state),
         after_play=state.after_play,
         forced_turns=state.forced_turns,
-        voids=[
-            view_pb2.ElevatorVoid(
-                seat=seat,
-                top=card_to_proto(void.top),
-                direction=_DIRECTION[void.direction],
-                held=void.held,
-            )
-            for seat, void in enumerate(state.voids)
-            if void is not None
-        ],
+        voids=_voids_to_proto(state.tells),
     )
     if state.receiver is not None:
         table.kopile_seat = state.receiver
@@ -309,17 +306,120 @@ def _decks(table: view_pb2.TableView, seen: Sequence[PhysicalCard]) -> int | Non
     return 2 if any(card.copy for card in seen) else None
 
 
-def _voids(game: view_pb2.ElevatorTable, players: int) -> tuple[Void | None, ...]:
-    """E-8: the voids the view lists, one per seat at most."""
+def _voids_to_proto(tells: Sequence[Sequence[Tell]]) -> list[view_pb2.ElevatorVoid]:
+    """E-8: each seat's latest forced pass that still tells of its hand (tells in full go to
+    a bot's observation only: :func:`observe`)."""
+    voids: list[view_pb2.ElevatorVoid] = []
+    for seat, told in enumerate(tells):
+        forced = next((t for t in reversed(told) if not t.may_pass and not t.played), None)
+        if forced is not None:
+            voids.append(
+                view_pb2.ElevatorVoid(
+                    seat=seat,
+                    top=card_to_proto(forced.top),
+                    direction=_DIRECTION[forced.direction],
+                    held=forced.held,
+                )
+            )
+    return voids
+
+
+def _voids_from_proto(game: view_pb2.ElevatorTable, players: int) -> tuple[tuple[Tell, ...], ...]:
+    """E-8: the voids the view lists, one per seat at most, as forced passes."""
     if not game.voids:
         return ()
-    voids: list[Void | None] = [None] * players
+    tells: list[tuple[Tell, ...]] = [()] * players
     for void in game.voids:
         direction = _DIRECTION_BACK.get(void.direction)
-        if not 0 <= void.seat < players or voids[void.seat] or direction is None or not void.held:
+        if not 0 <= void.seat < players or tells[void.seat] or direction is None or not void.held:
             raise WireError("a void names a seat, a top card, a direction and what it held", "E-8")
-        voids[void.seat] = Void(card_from_proto(void.top), direction, void.held)
-    return tuple(voids)
+        top = card_from_proto(void.top)
+        tells[void.seat] = (Tell(top, direction, False, (), void.held, void.held, exact=False),)
+    return tuple(tells)
+
+
+def observe(observation: bot_pb2.Observation, state: State) -> None:
+    """Add to a bot's ``observation`` every seat's tells (public: what everyone saw)."""
+    observation.elevator_tells.extend(
+        view_pb2.ElevatorTell(
+            seat=seat,
+            top=card_to_proto(tell.top),
+            direction=_DIRECTION[tell.direction],
+            may_pass=tell.may_pass,
+            played=cards_to_proto(tell.played),
+            hand=tell.hand,
+            held=tell.held,
+            exact=tell.exact,
+        )
+        for seat, told in enumerate(state.tells)
+        for tell in told
+    )
+
+
+def state_from_observation(observation: bot_pb2.Observation) -> State:
+    """:func:`state_from_seat_view` of the observation's view, with the observation's tells
+    (when it has any) in place of the view's voids."""
+    state = state_from_seat_view(observation.view)
+    if not observation.elevator_tells:
+        return state
+    return replace(state, tells=_tells_from_proto(observation.elevator_tells, state))
+
+
+def _tells_from_proto(
+    messages: Sequence[view_pb2.ElevatorTell], state: State
+) -> tuple[tuple[Tell, ...], ...]:
+    """The tells of :func:`observe`, each checked against the state the view gave: a seat in
+    it, at most ``MAX_TELLS`` a seat, no more cards held than the seat holds now, and cards
+    played that are on the pile, each in one tell only, and make a play (E-5, E-7): what a
+    search reads of them then costs no more than a real hand's tells do."""
+    tells: list[list[Tell]] = [[] for _ in range(state.players)]
+    on_pile = set(state.pile)
+    played_before: set[PhysicalCard] = set()
+    for message in messages:
+        direction = _DIRECTION_BACK.get(message.direction)
+        if not 0 <= message.seat < state.players or direction is None:
+            raise WireError("a tell names a seat and a direction", "P-20")
+        played = cards_from_proto(message.played)
+        own = tells[message.seat]
+        if (
+            len(own) >= MAX_TELLS
+            or len(played) > _LONGEST_PLAY
+            or not 0 < message.held <= message.hand
+            or message.held > len(state.hands[message.seat])
+            or not on_pile.issuperset(played)
+            or not played_before.isdisjoint(played)
+            or len(set(played)) != len(played)
+            or not _a_play(played)
+        ):
+            raise WireError(
+                f"a tell of seat {message.seat} does not fit the view: at most {MAX_TELLS} a "
+                "seat, 0 < held <= its hand, and cards played from the pile, once, as a play",
+                "P-20",
+            )
+        played_before.update(played)
+        own.append(
+            Tell(
+                card_from_proto(message.top),
+                direction,
+                message.may_pass,
+                played,
+                message.hand,
+                message.held,
+                message.exact,
+            )
+        )
+    return tuple(tuple(own) for own in tells)
+
+
+def _a_play(cards: Sequence[PhysicalCard]) -> bool:
+    """Whether ``cards`` could be one play: none (a pass), a joker alone, or cards of one rank
+    with colours alternating (E-5, E-7)."""
+    if len(cards) <= 1:
+        return True
+    faces = [card.face_index for card in cards]
+    if any(is_joker(card) for card in cards) or len({RANK[face] for face in faces}) != 1:
+        return False
+    return all(RED[a] != RED[b] for a, b in pairwise(faces))
 
 
 def _givers(
@@ -393,5 +493,5 @@ def state_from_seat_view(message: view_pb2.SeatView) -> State:
         forced_turns=game.forced_turns,
         receiver=receiver,
         givers=givers,
-        voids=_voids(game, players),
+        tells=_voids_from_proto(game, players),
     )

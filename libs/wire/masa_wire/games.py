@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Final, Protocol
 
 from google.protobuf import timestamp_pb2
+from masa.bot.v1 import bot_pb2
 from masa.common.v1 import game_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules import elevator as elevator_engine
@@ -93,6 +94,16 @@ class GameWire(Protocol):
         decides from, made of the seat's view only."""
         ...
 
+    def observe(self, observation: bot_pb2.Observation, state: object) -> None:
+        """Add to a bot's ``observation`` (its view already in) what the game keeps of the
+        hand's public history beyond the view; most games keep nothing more."""
+        ...
+
+    def state_from_observation(self, observation: bot_pb2.Observation) -> object:
+        """:meth:`state_from_seat_view` of the observation's view, with what :meth:`observe`
+        added."""
+        ...
+
 
 class _ElevatorWire:
     name = GameKind.ELEVATOR.value
@@ -157,6 +168,12 @@ class _ElevatorWire:
     def state_from_seat_view(self, view: view_pb2.SeatView) -> object:
         return elevator_wire.state_from_seat_view(view)
 
+    def observe(self, observation: bot_pb2.Observation, state: object) -> None:
+        elevator_wire.observe(observation, _elevator(state))
+
+    def state_from_observation(self, observation: bot_pb2.Observation) -> object:
+        return elevator_wire.state_from_observation(observation)
+
 
 class _FiftyOneWire:
     name = GameKind.FIFTYONE.value
@@ -212,6 +229,12 @@ class _FiftyOneWire:
 
     def state_from_seat_view(self, view: view_pb2.SeatView) -> object:
         return fiftyone_wire.state_from_seat_view(view)
+
+    def observe(self, observation: bot_pb2.Observation, state: object) -> None:
+        """51's view holds all the public history a bot reads."""
+
+    def state_from_observation(self, observation: bot_pb2.Observation) -> object:
+        return fiftyone_wire.state_from_seat_view(observation.view)
 
 
 def _elevator(state: object) -> elevator_engine.State:

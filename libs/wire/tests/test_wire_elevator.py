@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from masa.bot.v1 import bot_pb2
+from masa.common.v1 import card_pb2
 from masa.table.v1 import action_pb2, event_pb2, view_pb2
 from masa_rules.cards import PhysicalCard
 from masa_rules.elevator import (
@@ -21,6 +23,7 @@ from masa_rules.elevator import (
     new_game,
 )
 from masa_rules.elevator.policies import random_policy
+from masa_rules.elevator.state import MAX_TELLS
 from masa_rules.shuffle import DrawStream
 from masa_wire import WireError
 from masa_wire.cards import card_to_proto
@@ -31,7 +34,9 @@ from masa_wire.elevator import (
     events_to_proto,
     fill_table_view,
     hand_places,
+    observe,
     seat_view,
+    state_from_observation,
     state_from_seat_view,
 )
 
@@ -119,17 +124,19 @@ def test_the_log_viewer_sees_every_draw() -> None:
 
 def test_P20_a_seat_view_rebuilds_the_legal_actions_every_public_part_and_the_counts() -> None:
     """The seat's legal actions, and what the hard search samples from: every public field
-    of the real state (Kopile gives and forced-pass voids included, E-8, E-9), every seat's
-    card count and the stock's, and the seat's own hand."""
-    gives = voids = 0
+    of the real state (Kopile gives included, E-9; a bot's observation adds every seat's
+    tells, E-8), every seat's card count and the stock's, and the seat's own hand."""
+    gives = told = 0
     for steps in _games(4, 12) + _games(5, 6):
         for state, _ in steps:
             if state.is_over:
                 continue
             seat = state.turn
-            rebuilt = state_from_seat_view(_view(state, seat))
+            observation = bot_pb2.Observation(view=_view(state, seat))
+            observe(observation, state)
+            rebuilt = state_from_observation(observation)
             assert set(legal_actions(rebuilt, seat)) == set(legal_actions(state, seat))
-            public = ("turn", "phase", "receiver", "givers", "after_play", "forced_turns", "voids")
+            public = ("turn", "phase", "receiver", "givers", "after_play", "forced_turns", "tells")
             assert [getattr(rebuilt, f) for f in public] == [getattr(state, f) for f in public]
             assert (rebuilt.open_play, rebuilt.pile, rebuilt.direction) == (
                 state.open_play,
@@ -142,8 +149,95 @@ def test_P20_a_seat_view_rebuilds_the_legal_actions_every_public_part_and_the_co
                 card.id for card in state.hands[seat]
             )
             gives += state.givers != ()
-            voids += state.voids != ()
-    assert gives > 0 and voids > 0
+            told += any(state.tells)
+    assert gives > 0 and told > 0
+
+
+def test_E8_a_table_view_lists_each_seats_latest_forced_pass_as_a_void() -> None:
+    """Table views carry no tells, only each seat's latest forced pass (a void), which a
+    client without an observation reads back as a forced pass."""
+    voided = 0
+    for steps in _games(4, 12):
+        for state, _ in steps:
+            if state.is_over:
+                continue
+            seat = state.turn
+            view = _view(state, seat)
+            forced = {
+                other: next(t for t in reversed(told) if not t.may_pass and not t.played)
+                for other, told in enumerate(state.tells)
+                if any(not t.may_pass and not t.played for t in told)
+            }
+            listed = {void.seat: void.held for void in view.table.elevator.voids}
+            assert listed == {other: tell.held for other, tell in forced.items()}
+            rebuilt = state_from_seat_view(view)
+            for other, tell in forced.items():
+                (read,) = rebuilt.tells[other]
+                assert (read.top, read.direction, read.held, read.may_pass) == (
+                    tell.top,
+                    tell.direction,
+                    tell.held,
+                    False,
+                )
+            voided += bool(forced)
+    assert voided > 0
+
+
+def test_P20_tells_out_of_bounds_are_refused() -> None:
+    state = _games(4, 1)[0][20][0]
+    seat = state.turn
+    observation = bot_pb2.Observation(view=_view(state, seat))
+    observe(observation, state)
+    assert observation.elevator_tells
+    for bad in (
+        {"seat": 9},
+        {"held": 0},
+        {"held": 40, "hand": 40},
+        {"played": [observation.elevator_tells[0].top] * 9},
+    ):
+        broken = bot_pb2.Observation()
+        broken.CopyFrom(observation)
+        tell = broken.elevator_tells[0]
+        for field, value in bad.items():
+            if field == "played":
+                tell.ClearField("played")
+                tell.played.extend(value)  # type: ignore[arg-type]
+            else:
+                setattr(tell, field, value)
+        with pytest.raises(WireError) as refused:
+            state_from_observation(broken)
+        assert refused.value.reason == "P-20"
+    # Cards played must be on the pile, in one tell only, and make a play: a forged
+    # observation cannot make the search rebuild hands of cards the table never saw.
+    pile = list(observation.view.table.elevator.pile)
+    ranks: dict[int, card_pb2.Card] = {}
+    for card in pile:
+        ranks.setdefault(card.rank, card)
+    two_ranks = list(ranks.values())[:2]
+    assert len(two_ranks) == 2
+    for played, also in (
+        ([observation.view.hand[0]], None),
+        ([pile[-1]], [pile[-1]]),
+        (two_ranks, None),
+    ):
+        forged = bot_pb2.Observation()
+        forged.CopyFrom(observation)
+        first = forged.elevator_tells[0]
+        first.ClearField("played")
+        first.played.extend(played)
+        if also is not None:
+            second = forged.elevator_tells[1]
+            second.ClearField("played")
+            second.played.extend(also)
+        with pytest.raises(WireError) as refused:
+            state_from_observation(forged)
+        assert refused.value.reason == "P-20"
+    many = bot_pb2.Observation()
+    many.CopyFrom(observation)
+    first = many.elevator_tells[0]
+    many.elevator_tells.extend([first] * MAX_TELLS)
+    with pytest.raises(WireError):
+        state_from_observation(many)
 
 
 def test_the_hand_finished_event_ranks_ties_with_shared_places() -> None:

@@ -14,7 +14,7 @@ from masa_rules.cards import PhysicalCard
 from masa_rules.elevator.actions import Action, Give, Pass, Play
 from masa_rules.elevator.events import Dealt, Event, Gave, Kopile, Passed, Played
 from masa_rules.elevator.rules import ElevatorRules, JokerStart
-from masa_rules.elevator.state import Direction, Phase, State, Void
+from masa_rules.elevator.state import Direction, Phase, State, Tell
 
 __all__ = [
     "action_from_json",
@@ -24,8 +24,8 @@ __all__ = [
     "rules_to_json",
     "state_from_json",
     "state_to_json",
-    "voids_from_json",
-    "voids_to_json",
+    "tells_from_json",
+    "tells_to_json",
 ]
 
 Json = dict[str, object]
@@ -158,36 +158,67 @@ def state_to_json(state: State) -> Json:
         "ranking": [list(place) for place in state.ranking],
         "end_reason": state.end_reason,
         "action_count": state.action_count,
-        "voids": voids_to_json(state.voids),
+        "tells": tells_to_json(state.tells),
     }
 
 
-def voids_to_json(voids: Sequence[Void | None]) -> list[dict[str, object] | None]:
-    """E-8: each seat's latest forced pass still telling of its hand (public), or []."""
+def tells_to_json(tells: Sequence[Sequence[Tell]]) -> list[list[Json]]:
+    """Each seat's tells (public), oldest first, or [] before any seat has one."""
     return [
-        None
-        if void is None
-        else {"top": void.top.code, "direction": void.direction.value, "held": void.held}
-        for void in voids
+        [
+            {
+                "top": tell.top.code,
+                "direction": tell.direction.value,
+                "may_pass": tell.may_pass,
+                "played": _codes(tell.played),
+                "hand": tell.hand,
+                "held": tell.held,
+                "exact": tell.exact,
+            }
+            for tell in seat
+        ]
+        for seat in tells
     ]
 
 
-def voids_from_json(value: object) -> tuple[Void | None, ...]:
-    """The voids of :func:`voids_to_json`; a state written before they existed has none."""
-    voids: list[Void | None] = []
-    for raw in _list(value if value is not None else []):
-        if raw is None:
-            voids.append(None)
-            continue
-        void = _map(raw)
-        voids.append(
-            Void(
-                top=_card(void.get("top")),
-                direction=Direction(void.get("direction")),
-                held=_int(void.get("held")),
+def tells_from_json(data: Mapping[str, object]) -> tuple[tuple[Tell, ...], ...]:
+    """The tells of :func:`tells_to_json` in ``data`` (a state or a view). A state written
+    before tells existed lists each seat's latest forced pass under ``voids`` (top, direction,
+    held), read as a forced pass of that many cards; one older still has neither."""
+    if data.get("tells") is not None:
+        return tuple(
+            tuple(
+                Tell(
+                    top=_card(tell.get("top")),
+                    direction=Direction(tell.get("direction")),
+                    may_pass=_bool(tell.get("may_pass")),
+                    played=_cards(tell.get("played")),
+                    hand=_int(tell.get("hand")),
+                    held=_int(tell.get("held")),
+                    exact=_bool(tell.get("exact")),
+                )
+                for tell in map(_map, _list(seat))
             )
+            for seat in _list(data.get("tells"))
         )
-    return tuple(voids)
+    return tuple(
+        () if raw is None else (_forced_pass(_map(raw)),) for raw in _list(data.get("voids") or [])
+    )
+
+
+def _forced_pass(void: Mapping[str, object]) -> Tell:
+    """A void of a state written before tells (top, direction, held) as the forced pass it
+    records: ``held`` cards then, none of which could go on ``top`` (E-8)."""
+    held = _int(void.get("held"))
+    return Tell(
+        top=_card(void.get("top")),
+        direction=Direction(void.get("direction")),
+        may_pass=False,
+        played=(),
+        hand=held,
+        held=held,
+        exact=False,
+    )
 
 
 def state_from_json(data: Mapping[str, object]) -> State:
@@ -218,7 +249,7 @@ def state_from_json(data: Mapping[str, object]) -> State:
         ),
         end_reason=None if data.get("end_reason") is None else _str(data.get("end_reason")),
         action_count=_int(data.get("action_count")),
-        voids=voids_from_json(data.get("voids")),
+        tells=tells_from_json(data),
     )
 
 

@@ -49,7 +49,7 @@ from masa_rules.elevator.events import Dealt, Event, Gave, HandEnded, Kopile, Pa
 from masa_rules.elevator.moves import RANK, can_play, direction_after, legal_plays, play_fault
 from masa_rules.elevator.ranking import rank_seats, rank_sum
 from masa_rules.elevator.rules import ElevatorRules
-from masa_rules.elevator.state import Direction, Phase, State, Void
+from masa_rules.elevator.state import MAX_TELLS, Direction, Phase, State, Tell
 from masa_rules.errors import IllegalAction, RuleViolation
 from masa_rules.shuffle import Seed, hand_seed
 
@@ -180,7 +180,19 @@ def _play(state: State, action: Play) -> tuple[State, list[Event]]:
         after_play=True,
         forced_turns=max(0, state.forced_turns - 1),
         action_count=state.action_count + 1,
-        voids=_spent(state, seat, len(cards)),
+        tells=_told(
+            state,
+            seat,
+            spent=len(cards),
+            tell=Tell(
+                state.pile[-1],
+                state.direction,
+                may_pass_voluntarily(state),
+                cards,
+                len(hand),
+                len(left),
+            ),
+        ),
     )
     if not left:
         return _finish(after, seat, "out", events)
@@ -208,10 +220,15 @@ def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
         after_play=False,
         forced_turns=max(0, state.forced_turns - 1),
         action_count=state.action_count + 1,
-        voids=(
-            state.voids
-            if able
-            else _with_void(state, seat, Void(state.pile[-1], state.direction, len(hand)))
+        tells=_told(
+            state,
+            seat,
+            took=drew is not None,
+            # A pass is public as voluntary or not (the Passed event says so): one that was not
+            # says that none of the seat's cards could go on the top.
+            tell=Tell(
+                state.pile[-1], state.direction, able, (), len(hand), len(hand), exact=drew is None
+            ),
         ),
     )
     # E-9: Kopile whenever the turn comes back to the seat that made the last play, everyone
@@ -237,6 +254,7 @@ def _kopile(state: State, seat: int, events: list[Event]) -> tuple[State, list[E
         forced_turns=state.players if state.rules.kopile_forces_round else 0,
         receiver=seat if givers else None,
         givers=givers,
+        tells=_told(state, seat, took=True),
     )
     return after, events
 
@@ -264,7 +282,7 @@ def _give(state: State, action: Give) -> tuple[State, list[Event]]:
         receiver=receiver if givers else None,
         givers=givers,
         action_count=state.action_count + 1,
-        voids=_spent(state, seat, 1),
+        tells=_told(state, seat, spent=1, took=True),
     )
     if not left:
         # E-9: a giver who gives away their last card wins at once.
@@ -316,20 +334,22 @@ def _finish(
     return after, events
 
 
-def _with_void(state: State, seat: int, void: Void | None) -> tuple[Void | None, ...]:
-    """``state.voids`` with ``seat``'s replaced (every seat's listed once any seat has one)."""
-    voids = list(state.voids) or [None] * state.players
-    voids[seat] = void
-    return tuple(voids) if any(voids) else ()
-
-
-def _spent(state: State, seat: int, cards: int) -> tuple[Void | None, ...]:
-    """E-8: ``seat`` played or gave ``cards`` cards, which may have been any of its own."""
-    void = state.voids[seat] if state.voids else None
-    if void is None:
-        return state.voids
-    held = void.held - cards
-    return _with_void(state, seat, replace(void, held=held) if held > 0 else None)
+def _told(
+    state: State, seat: int, *, spent: int = 0, took: bool = False, tell: Tell | None = None
+) -> tuple[tuple[Tell, ...], ...]:
+    """``state.tells`` after ``seat`` played or gave ``spent`` cards (which may have been any
+    of its own), took or gave cards (``took``: its hand then can no longer be rebuilt from its
+    plays), and made the move ``tell``; tells that no longer say anything are dropped."""
+    tells = list(state.tells) or [()] * state.players
+    kept = [
+        Tell(t.top, t.direction, t.may_pass, t.played, t.hand, t.held - spent, t.exact and not took)
+        for t in tells[seat]
+        if t.held > spent
+    ]
+    if tell is not None and tell.held > 0:
+        kept.append(tell)
+    tells[seat] = tuple(kept[-MAX_TELLS:])
+    return tuple(tells)
 
 
 def _with_hand(

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 from masa_rules.cards import PhysicalCard, elevator_pack
-from masa_rules.elevator.codec import rules_from_json, voids_from_json
+from masa_rules.elevator.codec import rules_from_json, tells_from_json
 from masa_rules.elevator.state import Direction, Phase, State
 from masa_rules.errors import RuleViolation
 
@@ -81,7 +81,7 @@ def seat_state(seen: Mapping[str, object]) -> State:
         ),
         end_reason=cast(str | None, seen.get("end_reason")),
         action_count=_int(seen.get("action_count", 0)),
-        voids=voids_from_json(seen.get("voids")),
+        tells=tells_from_json(seen),
     )
 
 

@@ -27,7 +27,18 @@ from typing import Final
 from masa_rules.elevator.moves import POINTS, RANK, RED
 from masa_rules.elevator.state import Direction, Phase, State
 
-__all__ = ["GIVE", "PASS", "PLAY", "Move", "Sim", "starting_on"]
+__all__ = [
+    "GIVE",
+    "JOKER",
+    "PASS",
+    "PLAY",
+    "SPECIAL",
+    "Move",
+    "Sim",
+    "greedy_kind",
+    "move_kind",
+    "starting_on",
+]
 
 PLAY: Final = 0
 PASS: Final = 1
@@ -35,22 +46,24 @@ GIVE: Final = 2
 
 Move = tuple[int, tuple[int, ...]]
 
-_JOKER: Final = 52
+JOKER: Final = 52
 _ACE: Final = 14
 _TWO: Final = 2
 # The greedy play-out policy spends jokers, aces and 2s freely with this few cards left, as
 # masa_rules.elevator.policies.greedy_policy does.
-_ENDGAME_HAND: Final = 2
-_SPECIAL: Final[tuple[bool, ...]] = tuple(rank in (0, _ACE, _TWO) for rank in RANK)
+ENDGAME_HAND: Final = 2
+SPECIAL: Final[tuple[bool, ...]] = tuple(rank in (0, _ACE, _TWO) for rank in RANK)
 # What a card left in hand costs a play-out the seat did not win (measured: docs/bots.md).
 _CARD_WEIGHT: Final = 0.02
+# greedy_kind of a pass.
+_PASS_KIND: Final = (2, 0, 0)
 
 
 def _starts(face: int, below: int, up: bool, joker_any: bool) -> bool:
     """E-4, E-7: whether ``face`` may begin a play on ``below`` (moves.can_start on faces)."""
-    if face >= _JOKER:
-        return RED[face] != RED[below] or (joker_any and below >= _JOKER)
-    if below >= _JOKER:
+    if face >= JOKER:
+        return RED[face] != RED[below] or (joker_any and below >= JOKER)
+    if below >= JOKER:
         return True
     if RED[face] == RED[below]:
         return False
@@ -162,7 +175,7 @@ class Sim:
         for i, face in enumerate(hand):
             if not starts[face]:
                 continue
-            if face >= _JOKER:
+            if face >= JOKER:
                 moves.append((PLAY, (face,)))
                 continue
             rank = RANK[face]
@@ -264,37 +277,14 @@ class Sim:
         hand = self.hands[self.turn]
         if self.giving:
             return (GIVE, (min(hand, key=_give_order),))
-        best, special = self._candidates(hand)
+        best, special = _candidates(hand, _STARTS[self.joker_any][self.up][self.top], self.top)
         if best is not None:
             return (PLAY, _run(hand, best[2], best[0]))
         if special is None:
             return (PASS, ())
-        if self.may_pass_voluntarily() and len(hand) > _ENDGAME_HAND:
+        if self.may_pass_voluntarily() and len(hand) > ENDGAME_HAND:
             return (PASS, ())
         return (PLAY, _run(hand, special[2], -special[1]))
-
-    def _candidates(
-        self, hand: list[int]
-    ) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
-        """The best ordinary play as (length, step, first card), and the best special one as
-        (is a joker, -length, first card): an ace or a 2, the longest, before a joker."""
-        top_rank = RANK[self.top]
-        starts = _STARTS[self.joker_any][self.up][self.top]
-        best: tuple[int, int, int] | None = None
-        special: tuple[int, int, int] | None = None
-        for face in hand:
-            if not starts[face]:
-                continue
-            if _SPECIAL[face]:
-                key = (1, -1, face) if face >= _JOKER else (0, -_run_length(hand, face), face)
-                if special is None or key[:2] < special[:2]:
-                    special = key
-                continue
-            length = _run_length(hand, face)
-            step = abs(RANK[face] - top_rank)
-            if best is None or (-length, step) < (-best[0], best[1]):
-                best = (length, step, face)
-        return best, special
 
     def play_out(self, seat: int, horizon: int) -> float:
         """Play greedy for everyone for at most ``horizon`` moves; what that was worth to
@@ -307,6 +297,54 @@ class Sim:
         if self.over and self.winner == seat:
             return 1.0
         return -_CARD_WEIGHT * len(self.hands[seat])
+
+
+def greedy_kind(
+    hand: list[int], top: int, up: bool, joker_any: bool, may_pass: bool
+) -> tuple[int, int, int]:
+    """What the ``normal`` policy does with ``hand`` on ``top`` (a voluntary pass open to it
+    or not), up to the faces it picks: ``(0, length, step)`` for an ordinary run, ``(1, is a
+    joker, length)`` for a joker, an ace or a 2, ``(2, 0, 0)`` for a pass. A seat that plays
+    like ``normal`` made a move of this kind (:func:`move_kind`)."""
+    best, special = _candidates(hand, _STARTS[joker_any][up][top], top)
+    if best is not None:
+        return (0, best[0], best[1])
+    if special is None or (may_pass and len(hand) > ENDGAME_HAND):
+        return _PASS_KIND
+    return (1, special[0], -special[1])
+
+
+def move_kind(played: tuple[int, ...], top: int) -> tuple[int, int, int]:
+    """The kind (as :func:`greedy_kind` gives it) of playing ``played`` on ``top``, () a pass."""
+    if not played:
+        return _PASS_KIND
+    first = played[0]
+    if SPECIAL[first]:
+        return (1, int(first >= JOKER), len(played))
+    return (0, len(played), abs(RANK[first] - RANK[top]))
+
+
+def _candidates(
+    hand: list[int], starts: tuple[bool, ...], top: int
+) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
+    """The best ordinary play as (length, step, first card), and the best special one as
+    (is a joker, -length, first card): an ace or a 2, the longest, before a joker."""
+    top_rank = RANK[top]
+    best: tuple[int, int, int] | None = None
+    special: tuple[int, int, int] | None = None
+    for face in hand:
+        if not starts[face]:
+            continue
+        if SPECIAL[face]:
+            key = (1, -1, face) if face >= JOKER else (0, -_run_length(hand, face), face)
+            if special is None or key[:2] < special[:2]:
+                special = key
+            continue
+        length = _run_length(hand, face)
+        step = abs(RANK[face] - top_rank)
+        if best is None or (-length, step) < (-best[0], best[1]):
+            best = (length, step, face)
+    return best, special
 
 
 def _runs(run: tuple[int, ...], mates: tuple[int, ...], moves: list[Move]) -> None:
@@ -323,7 +361,7 @@ def _run_length(hand: list[int], first: int) -> int:
     rank, red = RANK[first], RED[first]
     same = other = 0
     for face in hand:
-        if RANK[face] == rank and face < _JOKER:
+        if RANK[face] == rank and face < JOKER:
             if RED[face] == red:
                 same += 1
             else:
@@ -339,7 +377,7 @@ def _run(hand: list[int], first: int, length: int) -> tuple[int, ...]:
     for face in hand:
         if face == first and not skipped:
             skipped = True
-        elif RANK[face] == rank and face < _JOKER:
+        elif RANK[face] == rank and face < JOKER:
             pools[RED[face]].append(face)
     run = [first]
     red = RED[first]
@@ -350,7 +388,7 @@ def _run(hand: list[int], first: int, length: int) -> tuple[int, ...]:
 
 
 def _give_order(face: int) -> tuple[bool, int]:
-    return (_SPECIAL[face], -POINTS[face])
+    return (SPECIAL[face], -POINTS[face])
 
 
 def _leader(hands: list[list[int]], rank_by_sum: bool) -> int:

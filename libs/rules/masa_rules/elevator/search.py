@@ -3,15 +3,18 @@
 A decision reads only what the seat may know: :func:`~masa_rules.elevator.view.view` of the
 state for that seat, turned back into a state (:func:`~masa_rules.elevator.observe.seat_state`).
 Each sample then deals the cards the seat has not seen (the other hands and the stock, their
-sizes public) at random, consistently with everything public (a seat that had to pass, E-8,
-holds cards that could not go on the top it passed on: ``State.voids``); every legal action is tried on
-the sample in turn and the hand is played on by the ``normal`` (greedy) policy for every seat,
-for at most ``horizon`` moves, on the compact hand of :mod:`masa_rules.elevator.rollout` (seven
-times faster than the engine's immutable state, and checked against it move by move). A
-play-out is worth 1 when the seat finished first and otherwise loses 0.02 for each card the
-seat still holds. The action worth most over the samples is chosen (ties: the greedy choice). So the real hidden
-cards can never change a decision: two states that differ only in them give the same decision
-for the same stream.
+sizes public) at random, consistently with what the other seats' moves showed if they play
+like ``normal`` (``State.tells``: a seat that had to pass, E-8, holds no card that could go
+on that top; one that played a 9 on a 7 held no 8 of the colour; and since it last took or
+gave a card, ``normal`` with the hand the sample deals it would have made each of its moves:
+see :func:`_readings` and :func:`_deal_unseen`). Every legal action is tried on the sample in
+turn and the hand is played on by the ``normal`` (greedy) policy for every seat, for at most
+``horizon`` moves, on the compact hand of :mod:`masa_rules.elevator.rollout` (seven times
+faster than the engine's immutable state, and checked against it move by move). A play-out is
+worth 1 when the seat finished first and otherwise loses 0.02 for each card the seat still
+holds. The action worth most over the samples is chosen (ties: the greedy choice). Tells are
+public, so the real hidden cards can never change a decision: two states that differ only in
+them give the same decision for the same stream.
 
 It is anytime: samples go round the actions (each distinct play once, the greedy choice first)
 until ``budget_seconds`` of ``clock`` have passed, checked after every play-out (the thread's
@@ -27,14 +30,27 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from masa_rules.elevator.actions import Action, Give, Play
 from masa_rules.elevator.engine import legal_actions
+from masa_rules.elevator.moves import RANK
 from masa_rules.elevator.observe import seat_state
 from masa_rules.elevator.policies import greedy_policy
-from masa_rules.elevator.rollout import GIVE, PASS, PLAY, Move, Sim, starting_on
-from masa_rules.elevator.state import Direction, State
+from masa_rules.elevator.rollout import (
+    GIVE,
+    JOKER,
+    PASS,
+    PLAY,
+    SPECIAL,
+    Move,
+    Sim,
+    greedy_kind,
+    move_kind,
+    starting_on,
+)
+from masa_rules.elevator.state import Direction, State, Tell
 from masa_rules.elevator.view import view
 from masa_rules.policy import Policy
 from masa_rules.shuffle import DrawStream
@@ -93,7 +109,7 @@ def search(
     candidates = [greedy, *(index for index in first_of.values() if index != greedy)]
     unseen = [face for other in range(root.players) if other != seat for face in root.hands[other]]
     unseen += root.stock
-    voids = _voids(known, seat)
+    readings = _readings(known, seat)
     # The play-outs draw from a seeded stdlib generator: the stream's HMAC draws cost more
     # than a whole play-out.
     chance = random.Random(rng.below(1 << 62))
@@ -102,7 +118,7 @@ def search(
     rounds = 0
     spent = False
     while not spent and (samples is None or rounds < samples):
-        sample = _deal_unseen(root, seat, unseen, voids, chance)
+        sample = _deal_unseen(root, seat, unseen, readings, chance)
         for index in candidates:
             trial = sample.copy()
             trial.step(moves[index])
@@ -138,41 +154,129 @@ def _move(action: Action) -> Move:
     return (PASS, ())
 
 
-# A seat whose forced pass (E-8) says that ``held`` of its cards cannot start on a top: the
-# seat, that top's table of faces that can start on it (rollout.starting_on), and ``held``.
-_Void = tuple[int, tuple[bool, ...], int]
+# How many deals a sample may take to find one that leaves no cohort short and that the other
+# seats' exact moves agree with; past that it keeps the deal that misses least (a seat may not
+# play like normal at all).
+_DEAL_TRIES: Final = 30
 
 
-def _voids(known: State, seat: int) -> list[_Void]:
-    """What the other seats' forced passes showed of their hands (public: ``State.voids``)."""
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What the tells of one other seat say of its hand now.
+
+    ``cohorts``: as many of its cards as the count were in its hand at some move and are still
+    held, each with the faces that move (or a later one) shows it did not hold, oldest first
+    (the counts grow: a later move's hand held every card the earlier one still holds).
+    ``exact``: its moves since it last took or gave a card, as (top, going up, may pass,
+    played faces): its hand at each was its hand now plus what it played since.
+    """
+
+    seat: int
+    cohorts: tuple[tuple[int, tuple[bool, ...]], ...]
+    exact: tuple[tuple[int, bool, bool, tuple[int, ...]], ...]
+
+
+def _readings(known: State, seat: int) -> list[_Reading]:
+    """What every other seat's tells say of its hand, if it plays like ``normal`` (a forced
+    pass says what it says whoever made it: E-8)."""
     joker_any = known.rules.joker_on_joker_any_colour
-    return [
-        (
-            other,
-            starting_on(void.top.face_index, void.direction is Direction.ASCENDING, joker_any),
-            min(void.held, len(known.hands[other])),
+    readings: list[_Reading] = []
+    for other, tells in enumerate(known.tells):
+        if other == seat or not tells:
+            continue
+        size = len(known.hands[other])
+        masks = [_excluded(tell, joker_any) for tell in tells]
+        cohorts: list[tuple[int, tuple[bool, ...]]] = []
+        union: tuple[bool, ...] = (False,) * 54
+        # Newest first: a card held since an older move was held at every later one too.
+        for tell, mask in zip(reversed(tells), reversed(masks), strict=True):
+            if mask is not None:
+                union = tuple(a or b for a, b in zip(union, mask, strict=True))
+            if any(union):
+                cohorts.append((min(tell.held, size), union))
+        exact = tuple(
+            (
+                tell.top.face_index,
+                tell.direction is Direction.ASCENDING,
+                tell.may_pass,
+                tuple(card.face_index for card in tell.played),
+            )
+            for tell in tells
+            if tell.exact
         )
-        for other, void in enumerate(known.voids)
-        if void is not None and other != seat
-    ]
+        readings.append(_Reading(other, tuple(reversed(cohorts)), exact))
+    return readings
+
+
+def _excluded(tell: Tell, joker_any: bool) -> tuple[bool, ...] | None:
+    """By face, the cards a seat that plays like ``normal`` did not hold when it made ``tell``
+    (None: the move says nothing that simple)."""
+    starts = starting_on(tell.top.face_index, tell.direction is Direction.ASCENDING, joker_any)
+    if not tell.played:
+        if not tell.may_pass:
+            # Forced (E-8): nothing could go, whoever passed.
+            return starts
+        # A voluntary pass: nothing ordinary could go (normal passes so only with a joker, an
+        # ace or a 2 kept back for later).
+        return tuple(start and not SPECIAL[face] for face, start in enumerate(starts))
+    first = tell.played[0].face_index
+    if first >= JOKER:
+        # Jokers last: nothing else could go (the other joker perhaps).
+        return tuple(start and face < JOKER for face, start in enumerate(starts))
+    if SPECIAL[first]:
+        return tuple(start and not SPECIAL[face] for face, start in enumerate(starts))
+    if len(tell.played) > 1:
+        return None
+    # A single ordinary card: no ordinary card could go in a smaller step.
+    top_rank = RANK[tell.top.face_index]
+    step = abs(RANK[first] - top_rank)
+    return tuple(
+        start and not SPECIAL[face] and abs(RANK[face] - top_rank) < step
+        for face, start in enumerate(starts)
+    )
 
 
 def _deal_unseen(
-    root: Sim, seat: int, unseen: list[int], voids: list[_Void], chance: random.Random
+    root: Sim, seat: int, unseen: list[int], readings: list[_Reading], chance: random.Random
 ) -> Sim:
-    """``root`` with the cards ``seat`` has not seen dealt at random, the sizes kept and
-    consistent with every void: a seat that showed ``held`` cards unable to start on a top
-    gets that many such cards (as many as there are), the rest of its hand at random."""
+    """``root`` with the cards ``seat`` has not seen dealt at random, the sizes kept, each
+    other seat's cohorts dealt from the cards its tells allow, and dealt again (up to
+    ``_DEAL_TRIES`` times) until no cohort is short of such cards and every seat's exact
+    moves are what ``normal`` would have made with the hand the deal gives it; otherwise the
+    deal that misses least."""
+    best: tuple[int, Sim] | None = None
+    for _ in range(_DEAL_TRIES):
+        sample, short = _deal_once(root, seat, unseen, readings, chance)
+        wrong = short + sum(not _agrees(sample, reading) for reading in readings if reading.exact)
+        if not wrong:
+            return sample
+        if best is None or wrong < best[0]:
+            best = (wrong, sample)
+    assert best is not None
+    return best[1]
+
+
+def _deal_once(
+    root: Sim, seat: int, unseen: list[int], readings: list[_Reading], chance: random.Random
+) -> tuple[Sim, int]:
+    """One deal, and how many cohorts it left short. The seats' cohorts are dealt in a
+    random order: a seat dealt first may take the cards another's cohort needs."""
     pool = list(unseen)
     chance.shuffle(pool)
+    order = list(readings)
+    chance.shuffle(order)
     sample = root.copy()
     dealt: dict[int, list[int]] = {}
-    for other, starts, held in voids:
-        kept: list[int] = []
-        rest: list[int] = []
-        for face in pool:
-            (rest if len(kept) == held or starts[face] else kept).append(face)
-        dealt[other], pool = kept, rest
+    short = 0
+    for reading in order:
+        own: list[int] = []
+        for count, excluded in reading.cohorts:
+            rest: list[int] = []
+            for face in pool:
+                (rest if len(own) >= count or excluded[face] else own).append(face)
+            pool = rest
+            short += len(own) < count
+        dealt[reading.seat] = own
     taken = 0
     for other in range(sample.players):
         if other == seat:
@@ -182,4 +286,18 @@ def _deal_unseen(
         sample.hands[other] = own + pool[taken : taken + size]
         taken += size
     sample.stock = pool[taken:]
-    return sample
+    return sample, short
+
+
+def _agrees(sample: Sim, reading: _Reading) -> bool:
+    """Whether ``normal`` with the hands ``sample`` deals would have made the seat's exact
+    moves (of the same kind: ties between equal plays may break either way)."""
+    hand = list(sample.hands[reading.seat])
+    for *_, played in reading.exact:
+        hand.extend(played)
+    for top, up, may_pass, played in reading.exact:
+        if greedy_kind(hand, top, up, sample.joker_any, may_pass) != move_kind(played, top):
+            return False
+        for face in played:
+            hand.remove(face)
+    return True

@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Final
 
 from masa_rules.cards import JOKER_RED, PhysicalCard
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.shuffle import commitment
 
-__all__ = ["Direction", "Phase", "State", "Void"]
+__all__ = ["MAX_TELLS", "Direction", "Phase", "State", "Tell"]
+
+# The most tells a seat keeps (the latest): a seat's moves in one hand are bounded, and so is
+# what a view carries of them.
+MAX_TELLS: Final = 24
 
 
 class Direction(enum.Enum):
@@ -43,15 +48,30 @@ class Phase(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Void:
-    """What a forced pass showed everyone of a hand (E-8): none of the cards it held could go on
-    ``top`` going ``direction``. ``held`` is how many of the seat's cards now were among them,
-    at least: it counts down by every card the seat plays or gives since (those may have been
-    any of its cards), and the cards it draws or is given since are not among them."""
+class Tell:
+    """One move of a seat as everyone saw it, kept while it may still say something of the
+    seat's hand: the top and direction it moved on, ``may_pass``, the cards it played (none:
+    it passed), and how many cards it held before the move.
+
+    ``may_pass`` is, for a play, whether a voluntary pass was open to the seat (E-8, E-9); for
+    a pass, whether the pass was voluntary (public: the pass event says so). A pass that was
+    not says that none of the seat's cards could go on ``top`` going ``direction``.
+
+    ``held`` is how many of the seat's cards now were in its hand after it played (or, for a
+    pass, before it drew), at least: it counts down by every card the seat plays or gives
+    since (those may have been any of its cards); the cards it draws or is given since are
+    not among them. ``exact`` says the seat has neither taken nor given a card since, so that
+    its hand at the move was its hand now plus the cards it played since (which only the seat
+    knows; everyone knows which).
+    """
 
     top: PhysicalCard
     direction: Direction
+    may_pass: bool
+    played: tuple[PhysicalCard, ...]
+    hand: int
     held: int
+    exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +107,10 @@ class State:
     end_reason: str | None
     # How many actions led here; a replay of the same log reaches the same count.
     action_count: int
-    # E-8: each seat's latest forced pass, as long as some of its cards then may still be in
-    # its hand (public: a search samples the hidden cards consistently with it); () is none.
-    voids: tuple[Void | None, ...] = ()
+    # Each seat's moves as everyone saw them, oldest first, while some of its cards then may
+    # still be in its hand (public: a search samples the hidden cards consistently with them);
+    # () before any seat has one.
+    tells: tuple[tuple[Tell, ...], ...] = ()
 
     @property
     def top(self) -> PhysicalCard:

@@ -8,7 +8,7 @@ hand or the order of the stock, and the seed itself only once the hand is over (
 from __future__ import annotations
 
 from masa_rules.cards import PhysicalCard
-from masa_rules.elevator.codec import action_to_json, rules_to_json, voids_to_json
+from masa_rules.elevator.codec import action_to_json, rules_to_json, tells_to_json
 from masa_rules.elevator.engine import legal_actions, may_pass_voluntarily
 from masa_rules.elevator.state import Phase, State
 
@@ -44,8 +44,9 @@ def view(state: State, seat: int | None) -> dict[str, object]:
         # Public too, so that a seat can rebuild a playable state (observe.seat_state).
         "after_play": state.after_play,
         "forced_turns": state.forced_turns,
-        # Public: what forced passes showed of the hands (E-8), for a search's sampling.
-        "voids": voids_to_json(state.voids),
+        # Public: every seat's moves while they may still tell of its hand, for a search's
+        # sampling.
+        "tells": tells_to_json(state.tells),
         "action_count": state.action_count,
         "receiver": state.receiver,
         "givers": list(state.givers),

@@ -12,7 +12,6 @@ from typing import Final
 
 import grpc
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
-from masa.table.v1 import view_pb2
 from masa_platform.auth import AuthPolicy, Role
 from masa_platform.errors import BadRequest, PreconditionFailed
 from masa_platform.server import ServiceRegistration
@@ -47,13 +46,13 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         request: bot_pb2.DecideRequest,
         context: grpc.aio.ServicerContext[bot_pb2.DecideRequest, bot_pb2.DecideResponse],
     ) -> bot_pb2.DecideResponse:
-        view = request.observation.view
+        observation = request.observation
         # 0 asks the bot to pick a seed; a fixed one makes the decision replayable.
         seed = request.seed.to_bytes(8, "big") if request.seed else os.urandom(8)
         budget = request.time_budget.ToTimedelta().total_seconds()
         try:
             level = bot_level_from_proto(request.level)
-            game, job = _job(view, seed, level)
+            game, job = _job(observation, seed, level)
             decision = await self._use_case.decide(game, level, job, budget_seconds=budget)
             action = wire_for(game).action_to_proto(decision.action)
         except WireError as error:
@@ -63,16 +62,18 @@ class BotServicer(bot_pb2_grpc.BotServiceServicer):
         return bot_pb2.DecideResponse(action=action, explanation=decision.explanation)
 
 
-def _job(view: view_pb2.SeatView, seed: bytes, level: BotLevel) -> tuple[str, Job]:
+def _job(observation: bot_pb2.Observation, seed: bytes, level: BotLevel) -> tuple[str, Job]:
     """The game's name (a metric label) and the decision to make: the game's registered
-    decider (``masa_bot.domain.games``) on the state its wire rebuilds from the view."""
+    decider (``masa_bot.domain.games``) on the state its wire rebuilds from the observation."""
+    view = observation.view
     game = view_game_name(view.table)
     decide = decider_for(game)
     if decide is None:
         raise BadRequest(f"the bot plays no {game[:32] or 'unnamed game'} (P-2)", reason="P-2")
     if level not in bot_levels(game):
         raise BadRequest(f"the bot plays {game} at no {level.value} level (P-2)", reason="P-2")
-    return game, Job(decide, wire_for(game).state_from_seat_view(view), view.seat, seed)
+    state = wire_for(game).state_from_observation(observation)
+    return game, Job(decide, state, view.seat, seed)
 
 
 def registration(servicer: BotServicer) -> ServiceRegistration:

@@ -17,6 +17,7 @@ import grpc
 import grpc.aio
 from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa_platform.auth import ServiceTokens
+from masa_wire.games import wire_for
 from masa_wire.table_config import bot_level_to_proto
 
 from masa_table_engine.adapters.convert import action_from_proto, seat_view
@@ -64,8 +65,10 @@ class GrpcDecider:
 def decide_request(table: Table, seat: int, owner_address: str) -> bot_pb2.DecideRequest:
     """What the bot is asked for ``seat``: the seat's view, the level it is played at
     (``automated_level``) and a seed."""
+    observation = bot_pb2.Observation(view=seat_view(table, seat, owner_address))
+    wire_for(table.config.game).observe(observation, table.game)
     return bot_pb2.DecideRequest(
-        observation=bot_pb2.Observation(view=seat_view(table, seat, owner_address)),
+        observation=observation,
         level=bot_level_to_proto(automated_level(table, seat)),
         seed=int.from_bytes(table.seed[:4], "big") + table.sequence,
     )
