@@ -121,24 +121,22 @@ def test_ctrl_c_while_searching_cancels_the_ticket(running_stack: Stack) -> None
     assert ticket.state == mm.Ticket.STATE_CANCELLED
 
 
-def test_P2_the_menu_refuses_a_lobby_whose_bots_lack_the_level_and_seats_at_one_that_has_it(
+def test_P2_the_menu_lists_each_lobbys_levels_and_seats_a_hard_ticket_at_51(
     running_stack: Stack,
 ) -> None:
-    """Issue 23: asked for hard bots, the menu lists each training lobby's levels, refuses
-    training-51 (51 has no hard bot) with the reason, and seats the player at Elevator."""
+    """Issue 23: asked for hard bots, the menu lists each training lobby's levels (both games
+    have a hard bot) and seats the player at a 51 training table."""
     player = f"hardy-{uuid.uuid4().hex[:6]}"
     env = {**without_uv(), "MASA_RUN_DIR": str(running_stack.run_dir)}
     terminal = Terminal([masa(), "play", "--player", player, "--level", "hard"], env, cwd=ROOT)
     try:
         terminal.expect(r"pick a lobby by number or id")
-        assert re.search(
-            r"training-elevator +Elevator, training, 4 seats, no chips, bots easy/normal/hard",
-            terminal.transcript,
-        )
+        for lobby, game in (("training-elevator", "Elevator"), ("training-51", "51")):
+            assert re.search(
+                rf"{lobby} +{game}[^\n]*, training, 4 seats, no chips, bots easy/normal/hard",
+                terminal.transcript,
+            ), terminal.transcript
         terminal.send("training-51")
-        terminal.expect(r"training-51's bots do not play at hard \(P-2\)")
-        terminal.expect(r"pick a lobby by number or id")
-        terminal.send("training-elevator")
         terminal.expect(r"seated at table (\w+), seat (\d+)")
         terminal.expect(r"your hand: ")
         terminal.send("quit")

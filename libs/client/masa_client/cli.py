@@ -528,7 +528,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(_LEVELS),
         default="normal",
         help="how well the bots play at a training table: easy (random legal moves), "
-        "normal (default, greedy) or hard (searches; Elevator only, a lobby lists its levels)",
+        "normal (default, greedy) or hard (searches over the unseen cards; a lobby lists its levels)",
     )
     play.add_argument("--player", default=me, help=f"your player id (default: {me})")
     play.add_argument(

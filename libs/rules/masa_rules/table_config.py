@@ -114,7 +114,7 @@ class BotLevel(StrEnum):
     EASY = "easy"
     # Greedy: the engine's greedy policy, driven by the meld solver in 51.
     NORMAL = "normal"
-    # A search over the seat's view within a time budget (docs/bots.md); Elevator only so far.
+    # A search over the seat's view within a time budget (docs/bots.md).
     HARD = "hard"
 
 
@@ -245,8 +245,8 @@ def bot_levels(game: str) -> tuple[BotLevel, ...]:
     """The levels the bot plays ``game`` at (for its bot seats and autopilot); none for a game
     that is not hosted.
 
-    >>> [level.value for level in bot_levels("fiftyone")], len(bot_levels("elevator"))
-    (['easy', 'normal'], 3)
+    >>> [level.value for level in bot_levels("fiftyone")], bot_levels("chess")
+    (['easy', 'normal', 'hard'], ())
     """
     return _LEVELS.get(game, ())
 
@@ -340,10 +340,11 @@ _GAMES: dict[str, GameCheck] = {
     GameKind.FIFTYONE: _check_fiftyone,
     GameKind.ELEVATOR: _check_elevator,
 }
-# The bot levels of each game: hard searches Elevator only so far (docs/bots.md).
+# The bot levels of each game (docs/bots.md); a plugin's game plays the basic ones unless it
+# registers a search of its own.
 _BASIC_LEVELS: Final = (BotLevel.EASY, BotLevel.NORMAL)
 _LEVELS: dict[str, tuple[BotLevel, ...]] = {
-    GameKind.FIFTYONE: _BASIC_LEVELS,
+    GameKind.FIFTYONE: (*_BASIC_LEVELS, BotLevel.HARD),
     GameKind.ELEVATOR: (*_BASIC_LEVELS, BotLevel.HARD),
 }
 

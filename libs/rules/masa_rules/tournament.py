@@ -1,7 +1,8 @@
 """Bots against bots, for measuring a level's strength: the ``masa-rules tournament`` command.
 
 A tournament seats a mix of levels (``easy``: the weighted random policy, ``normal``: the
-greedy one, ``hard``: the search of :mod:`masa_rules.elevator.search`) and plays units: single
+greedy one, ``hard``: the search of :mod:`masa_rules.elevator.search` or
+:mod:`masa_rules.fiftyone.search`) and plays units: single
 51 hands (each dealt from its own seed and scored alone), whole 51 games, or Elevator games (a
 game is one hand). The levels rotate round the seats from one unit to the next, so no level
 keeps a seat. Each unit ``i`` is a function of ``(seed, i)`` only: its deal is seeded
@@ -27,9 +28,10 @@ from typing import Final
 
 from masa_rules import elevator, fiftyone
 from masa_rules.elevator.policies import POLICIES as ELEVATOR_POLICIES
-from masa_rules.elevator.search import hard_policy
+from masa_rules.elevator.search import hard_policy as elevator_hard
 from masa_rules.errors import RuleViolation
 from masa_rules.fiftyone.policies import POLICIES as FIFTYONE_POLICIES
+from masa_rules.fiftyone.search import hard_policy as fiftyone_hard
 from masa_rules.payout import Standing, split_pot
 from masa_rules.policy import policy_stream
 from masa_rules.ruleset import RuleSet
@@ -64,8 +66,6 @@ class Tournament:
         unknown = [level for level in self.seats if level not in LEVELS]
         if unknown:
             raise RuleViolation("P-2", f"unknown levels {unknown}; use {', '.join(LEVELS)}")
-        if self.game == "fiftyone" and "hard" in self.seats:
-            raise RuleViolation("P-2", "the hard level plays Elevator only so far")
         if self.game == "fiftyone":
             RuleSet.preset_named(self.preset)
         if self.teams and (self.game != "fiftyone" or len(self.seats) != 4):
@@ -106,7 +106,7 @@ def play_unit(tournament: Tournament, unit: int) -> Outcome:
 
 
 def _elevator_game(tournament: Tournament, levels: tuple[str, ...], seed: str) -> Outcome:
-    hard = hard_policy(tournament.budget_seconds)
+    hard = elevator_hard(tournament.budget_seconds)
     choose: list[Callable[[elevator.State, int, DrawStream], elevator.Action]] = [
         hard if level == "hard" else ELEVATOR_POLICIES[_POLICY_NAMES[level]] for level in levels
     ]
@@ -124,7 +124,10 @@ def _elevator_game(tournament: Tournament, levels: tuple[str, ...], seed: str) -
 
 
 def _fiftyone(tournament: Tournament, levels: tuple[str, ...], seed: str) -> Outcome:
-    choose = [FIFTYONE_POLICIES[_POLICY_NAMES[level]] for level in levels]
+    hard = fiftyone_hard(tournament.budget_seconds)
+    choose: list[Callable[[fiftyone.State, int, DrawStream], fiftyone.Action]] = [
+        hard if level == "hard" else FIFTYONE_POLICIES[_POLICY_NAMES[level]] for level in levels
+    ]
     rules = RuleSet.preset_named(tournament.preset)
     state, _ = fiftyone.start(
         rules,

@@ -1,4 +1,5 @@
-"""``masa-rules tournament`` and the hard Elevator search it seats (issue 23): the search
+"""``masa-rules tournament`` and the hard Elevator search it seats (issue 23; 51's is in
+test_fiftyone_search.py): the search
 decides from the seat's view only; a tournament is a function of its seed, however many
 processes play it; its figures add up."""
 
@@ -96,7 +97,7 @@ def test_a_tournament_is_the_same_on_one_process_or_two() -> None:
     assert low <= levels["normal"]["win_rate"] <= high
 
 
-def test_hard_plays_an_elevator_tournament_and_a_bad_request_is_exit_2() -> None:
+def test_hard_plays_elevator_and_51_tournaments_and_a_bad_request_is_exit_2() -> None:
     code, result, _ = tournament(
         "--game",
         "elevator",
@@ -111,8 +112,22 @@ def test_hard_plays_an_elevator_tournament_and_a_bad_request_is_exit_2() -> None
     )
     assert code == 0 and result is not None
     assert result["budget_ms"] == 5 and result["levels"]["hard"]["units"] == 3  # type: ignore[index]
+    code, result, _ = tournament(
+        "--game",
+        "fiftyone",
+        "--preset",
+        "classic",
+        "--seats",
+        "hard,normal",
+        "--hands",
+        "4",
+        "--seed",
+        "h",
+    )
+    assert code == 0 and result is not None
+    assert result["levels"]["hard"]["units"] == 4  # type: ignore[index]
     for bad in (
-        ("--game", "fiftyone", "--seats", "hard,normal", "--hands", "2", "--seed", "x"),
+        ("--game", "fiftyone", "--seats", "hard,expert", "--hands", "2", "--seed", "x"),
         ("--game", "elevator", "--seats", "normal,expert,normal", "--games", "2", "--seed", "x"),
         ("--game", "elevator", "--seats", "normal,normal", "--games", "2", "--seed", "x"),
         ("--game", "elevator", "--seats", "normal,normal,normal", "--games", "0", "--seed", "x"),

@@ -16,7 +16,10 @@ from masa.bot.v1 import bot_pb2, bot_pb2_grpc
 from masa.common.v1 import game_pb2
 from masa.table.v1 import view_pb2
 from masa_bot.bootstrap import bootstrap
+from masa_bot.domain.choice import Decision
+from masa_bot.domain.games import register_decider
 from masa_bot.settings import BotSettings
+from masa_platform.errors import rpc_error_info
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import auth_settings, token
 from masa_rules import fiftyone
@@ -32,6 +35,7 @@ from masa_rules.elevator import (
 from masa_rules.elevator.policies import random_policy
 from masa_rules.ruleset import RuleSet
 from masa_rules.shuffle import DrawStream
+from masa_rules.table_config import hosted_games, register_game
 from masa_wire import elevator as wire
 from masa_wire import fiftyone as wire51
 from prometheus_client import CollectorRegistry
@@ -69,8 +73,10 @@ def seat_view(state: State, seat: int) -> view_pb2.SeatView:
 def request(
     state: State, seat: int, level: int = game_pb2.BOT_LEVEL_NORMAL, seed: int = 7
 ) -> bot_pb2.DecideRequest:
+    observation = bot_pb2.Observation(view=seat_view(state, seat))
+    wire.observe(observation, state)
     return bot_pb2.DecideRequest(
-        observation=bot_pb2.Observation(view=seat_view(state, seat)),
+        observation=observation,
         level=game_pb2.BotLevel.ValueType(level),
         seed=seed,
         time_budget=Duration(seconds=2),
@@ -179,20 +185,52 @@ async def test_E9_hard_gives_a_kopile_card_it_holds(bot: bot_pb2_grpc.BotService
     assert gives >= 3
 
 
-async def test_P2_the_bot_refuses_a_level_it_does_not_play_a_game_at(
+async def test_P2_the_bot_refuses_a_level_it_does_not_know(
     bot: bot_pb2_grpc.BotServiceAsyncStub,
 ) -> None:
-    state = fiftyone.new_game(RuleSet.salon(), 4, "no-hard-51")
+    state = fiftyone.new_game(RuleSet.salon(), 4, "no-level-9")
     decide = bot_pb2.DecideRequest(
         observation=bot_pb2.Observation(
             view=fiftyone_view(state, state.to_act[0], game_pb2.PRESET_SALON)
         ),
-        level=game_pb2.BOT_LEVEL_HARD,
+        level=game_pb2.BotLevel.ValueType(9),
     )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await bot.Decide(decide, metadata=auth(SERVICE_TOKEN))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "P-2" in (caught.value.details() or "")
+    assert "level" in (caught.value.details() or "")
+
+
+def _hardless() -> str:
+    """A game registered as a plugin's is by default: the basic levels only, and a decider the
+    refusal never reaches."""
+    if "hardless" not in hosted_games():
+        register_game("hardless", lambda config: None)
+
+        def never(*_: object) -> Decision[object]:
+            raise AssertionError("a refused level reached the decider")
+
+        register_decider("hardless", never)
+    return "hardless"
+
+
+async def test_P2_the_bot_refuses_a_level_the_game_has_no_bot_for(
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
+) -> None:
+    view = view_pb2.SeatView(
+        table=view_pb2.TableView(
+            table=view_pb2.Table(config=game_pb2.TableConfig(game_name=_hardless()))
+        )
+    )
+    decide = bot_pb2.DecideRequest(
+        observation=bot_pb2.Observation(view=view), level=game_pb2.BOT_LEVEL_HARD
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(decide, metadata=auth(SERVICE_TOKEN))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = rpc_error_info(caught.value)
+    assert info is not None and info.reason == "P-2"
+    assert "hardless at no hard level" in (caught.value.details() or "")
 
 
 async def test_decide_without_a_token_is_unauthenticated(
@@ -234,6 +272,25 @@ async def test_an_observation_without_a_table_is_a_bad_request(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+async def test_P20_an_observation_whose_tells_do_not_fit_its_view_is_a_bad_request(
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
+) -> None:
+    state = new_game(ElevatorRules(), 4, "tells")
+    rng = DrawStream(b"tells")
+    while not any(state.tells):
+        state, _ = apply(state, random_policy(state, state.turn, rng))
+    asked = request(state, state.turn, game_pb2.BOT_LEVEL_HARD)
+    assert asked.observation.elevator_tells
+    # More cards still held from a move than the seat holds now.
+    asked.observation.elevator_tells[0].held = 99
+    asked.observation.elevator_tells[0].hand = 99
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bot.Decide(asked, metadata=auth(SERVICE_TOKEN))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = rpc_error_info(caught.value)
+    assert info is not None and info.reason == "P-20"
+
+
 def fiftyone_view(state: fiftyone.State, seat: int, preset: int) -> view_pb2.SeatView:
     config = game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_FIFTYONE,
@@ -254,11 +311,20 @@ def fiftyone_view(state: fiftyone.State, seat: int, preset: int) -> view_pb2.Sea
         (game_pb2.PRESET_CLASSIC, RuleSet.classic, game_pb2.BOT_LEVEL_EASY),
         (game_pb2.PRESET_SALON, RuleSet.salon, game_pb2.BOT_LEVEL_NORMAL),
         (game_pb2.PRESET_REMI, RuleSet.remi, game_pb2.BOT_LEVEL_NORMAL),
+        (game_pb2.PRESET_SALON, RuleSet.salon, game_pb2.BOT_LEVEL_HARD),
+        (game_pb2.PRESET_CLASSIC, RuleSet.classic, game_pb2.BOT_LEVEL_HARD),
+        (game_pb2.PRESET_REMI, RuleSet.remi, game_pb2.BOT_LEVEL_HARD),
     ],
 )
 async def test_the_bot_plays_a_51_hand_over_grpc_with_legal_actions(
-    bot: bot_pb2_grpc.BotServiceAsyncStub, preset: int, rules: Callable[[], RuleSet], level: int
+    bot: bot_pb2_grpc.BotServiceAsyncStub,
+    registry: CollectorRegistry,
+    preset: int,
+    rules: Callable[[], RuleSet],
+    level: int,
 ) -> None:
+    """Every level of every preset, hard included (issue 23: its decisions searched in the
+    worker process once it is up, normal's before)."""
     state = fiftyone.new_game(rules(), 4, f"grpc-51-{preset}")
     for _ in range(120):
         if state.phase is fiftyone.Phase.OVER or state.hands_scored:
@@ -275,3 +341,8 @@ async def test_the_bot_plays_a_51_hand_over_grpc_with_legal_actions(
         action = wire51.action_from_proto(answer.action, seat, state)
         assert fiftyone.is_legal(state, action), answer.explanation
         state, _ = fiftyone.apply(state, action)
+    if level == game_pb2.BOT_LEVEL_HARD:
+        searched = registry.get_sample_value(
+            "masa_bot_decisions_total", {"game": "fiftyone", "level": "hard"}
+        )
+        assert searched, "no decision was searched"

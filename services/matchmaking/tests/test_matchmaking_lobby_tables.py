@@ -40,6 +40,8 @@ from masa_rules.table_config import (
     SeatKind,
     TableConfig,
     bot_levels,
+    hosted_games,
+    register_game,
 )
 from masa_table_engine.adapters.convert import config_from_proto
 from masa_table_engine.adapters.limits import check_config
@@ -207,22 +209,30 @@ def test_p2_p30_every_lobby_that_loads_makes_tables_the_engine_accepts(
         _engine_accepts(config)
 
 
+def _hardless() -> str:
+    """A game registered with the basic levels only, as a plugin's game is by default."""
+    if "hardless" not in hosted_games():
+        register_game("hardless", lambda config: None)
+    return "hardless"
+
+
 @pytest.mark.parametrize("key", ["bot_fill", "autopilot_level"])
 def test_p2_a_lobby_of_a_level_its_game_has_no_bot_for_does_not_load(key: str) -> None:
-    """Hard plays Elevator only so far: a 51 lobby whose bots or autopilot would be hard is
-    refused when the file loads, naming P-2."""
+    """A game's bots play the levels it registered: a lobby whose bots or autopilot would be
+    hard in a game without a hard bot is refused when the file loads, naming P-2. 51 and
+    Elevator both have one."""
     level = '{ enabled = true, level = "hard" }' if key == "bot_fill" else '"hard"'
     text = (
-        '[[lobby]]\nid = "t"\nname = "T"\ngame = "fiftyone"\nmode = "singles"\nseats = 4\n'
-        f"{key} = {level}\n"
+        f'[[lobby]]\nid = "t"\nname = "T"\ngame = "{_hardless()}"\nmode = "singles"\n'
+        f"seats = 4\n{key} = {level}\n"
     )
     with pytest.raises(InvalidLobby) as refused:
         parse_lobbies(text)
     assert refused.value.rule == "P-2"
     assert "hard" in str(refused.value)
-    elevator = text.replace('"fiftyone"', '"elevator"')
-    (lobby,) = parse_lobbies(elevator)
-    assert BotLevel.HARD in (lobby.bot_fill.level, lobby.autopilot_level)
+    for game in ("fiftyone", "elevator"):
+        (lobby,) = parse_lobbies(text.replace('"hardless"', f'"{game}"'))
+        assert BotLevel.HARD in (lobby.bot_fill.level, lobby.autopilot_level)
 
 
 def test_p2_every_shipped_lobby_makes_tables_the_engine_accepts() -> None:

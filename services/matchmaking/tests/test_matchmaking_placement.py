@@ -3,6 +3,7 @@ and nothing left behind when a step fails: no hold, no second table, no ticket s
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator
 
@@ -11,12 +12,18 @@ from instances import Instance, start_instance, until
 from masa_matchmaking.app.placement import PlacementSettings
 from masa_matchmaking.app.ports import EngineNode
 from masa_matchmaking.app.tickets import NewTicket
-from masa_matchmaking.domain.errors import BadInput
+from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.ticket import Placement, Ticket, TicketState
 from masa_platform.testing import NatsServer
-from masa_rules.refusals import Reason
 from masa_rules.table_config import BotLevel, GameKind
-from matchmaking_support import FakeEngines, FakeEvents, FakeLedger, FakeNodes
+from matchmaking_support import (
+    LOBBIES_TOML,
+    FakeEngines,
+    FakeEvents,
+    FakeLedger,
+    FakeNodes,
+    lobby_named,
+)
 
 
 def _players(count: int, chips: int, ledger: FakeLedger) -> list[str]:
@@ -261,23 +268,17 @@ async def test_p1_partners_queue_as_a_party_and_sit_opposite(world: World) -> No
 
 
 async def test_p11_training_seats_hard_bots_and_the_lobbys_autopilot_level(world: World) -> None:
-    """Issue 23: an Elevator training ticket may ask for hard bots, and the player's own seat
-    carries the lobby's autopilot level; a 51 one may not, as 51 has no hard bot (P-2)."""
+    """Issue 23: an Elevator or a 51 training ticket may ask for hard bots, and the player's
+    own seat carries the lobby's autopilot level."""
     instance, ledger, engines, _, _ = world
-    player, other = _players(2, 0, ledger)
-    await instance.desk.create(
-        player, NewTicket(f"r-{player}", "training", bot_level=BotLevel.HARD)
-    )
-    await until(lambda: _all(instance, [player], TicketState.MATCHED))
-    table = engines.tables[engines.seated()[player]]
-    assert [seat.bot_level for seat in table.config.seats] == [BotLevel.HARD] * 4
-    assert table.config.seats[0].player_id == player
-    with pytest.raises(BadInput) as refused:
-        await instance.desk.create(
-            other, NewTicket(f"r-{other}", "training-51", bot_level=BotLevel.HARD)
-        )
-    assert refused.value.reason is Reason.BAD_REQUEST and "P-2" in str(refused.value)
-    assert other not in engines.seated()
+    players = _players(2, 0, ledger)
+    for player, lobby in zip(players, ("training", "training-51"), strict=True):
+        await instance.desk.create(player, NewTicket(f"r-{player}", lobby, bot_level=BotLevel.HARD))
+        await until(functools.partial(_all, instance, [player], TicketState.MATCHED))
+        table = engines.tables[engines.seated()[player]]
+        autopilot = lobby_named(parse_lobbies(LOBBIES_TOML), lobby).autopilot_level
+        assert [seat.bot_level for seat in table.config.seats] == [autopilot] + [BotLevel.HARD] * 3
+        assert table.config.seats[0].player_id == player
 
 
 async def test_p1_training_seats_at_once_with_bots_of_the_asked_level(world: World) -> None:

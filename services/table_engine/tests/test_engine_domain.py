@@ -280,30 +280,33 @@ def test_P12_leaving_a_table_with_stakes_protects_the_seat_until_it_forfeits() -
 
 def test_p11_the_engines_own_fallback_for_a_hard_seat_is_the_normal_policy() -> None:
     """Issue 23: the search is the bot service's; when it is late the engine plays the fast
-    normal policy for a hard seat (a bot's, or a player's autopilot at the lobby's level)."""
-    seats = (
-        SeatConfig(0, SeatKind.HUMAN, player_id="p0", bot_level=BotLevel.HARD),
-        SeatConfig(1, SeatKind.BOT, bot_level=BotLevel.HARD),
-        SeatConfig(2, SeatKind.BOT, bot_level=BotLevel.HARD),
+    normal policy for a hard seat (a bot's, or a player's autopilot at the lobby's level), in
+    either game."""
+    elevator = TableConfig(
+        game=GameKind.ELEVATOR,
+        seats=(
+            SeatConfig(0, SeatKind.HUMAN, player_id="p0", bot_level=BotLevel.HARD),
+            SeatConfig(1, SeatKind.BOT, bot_level=BotLevel.HARD),
+            SeatConfig(2, SeatKind.BOT, bot_level=BotLevel.HARD),
+        ),
+        turn_seconds=10.0,
     )
-    config = TableConfig(game=GameKind.ELEVATOR, seats=seats, turn_seconds=10.0)
-    table, _ = accept(None, Created("hard", config, b"\x07" * 32), 0.0, TIMERS)
-    assert table.config.seats[0].bot_level is BotLevel.HARD
-    for _ in range(12):
-        seat = table.actor
-        assert seat is not None
-        salt = table.sequence.to_bytes(8, "big")
-        hard = table.engine.choose(table.game, seat, BotLevel.HARD, salt)
-        assert hard == table.engine.choose(table.game, seat, BotLevel.NORMAL, salt)
-        table, _ = accept(table, PlayerAction(seat, hard, Source.FALLBACK), 1.0, TIMERS)
     fiftyone = TableConfig(
         game=GameKind.FIFTYONE,
         seats=tuple(SeatConfig(s, SeatKind.BOT, bot_level=BotLevel.HARD) for s in range(4)),
         turn_seconds=10.0,
         mode=Mode.TRAINING,
     )
-    with pytest.raises(RuleViolation, match="P-2"):
-        accept(None, Created("hard-51", fiftyone, b"\x08" * 32), 0.0, TIMERS)
+    for name, config in (("hard", elevator), ("hard-51", fiftyone)):
+        table, _ = accept(None, Created(name, config, b"\x07" * 32), 0.0, TIMERS)
+        assert table.config.seats[0].bot_level is BotLevel.HARD
+        for _ in range(12):
+            # The seat that must act: the turn's, or one a 51 query (F-80) waits for.
+            seat = table.engine.waiting(table.game)[0]
+            salt = table.sequence.to_bytes(8, "big")
+            hard = table.engine.choose(table.game, seat, BotLevel.HARD, salt)
+            assert hard == table.engine.choose(table.game, seat, BotLevel.NORMAL, salt)
+            table, _ = accept(table, PlayerAction(seat, hard, Source.FALLBACK), 1.0, TIMERS)
 
 
 def test_p11_p12_the_autopilot_plays_at_the_seats_level_and_a_forfeited_seat_at_normal() -> None:

@@ -36,11 +36,9 @@ def _elevator(
 def _fiftyone(
     state: object, seat: int, level: BotLevel, seed: bytes, budget_seconds: float
 ) -> Decision[object]:
-    # No 51 level searches (table_config.bot_levels), so none needs the budget.
-    del budget_seconds
     if not isinstance(state, fiftyone.State):
         raise TypeError(f"not a 51 state: {type(state).__name__}")
-    chosen = decide_fiftyone(state, seat, level, seed)
+    chosen = decide_fiftyone(state, seat, level, seed, budget_seconds)
     return Decision(chosen.action, chosen.explanation)
 
 
