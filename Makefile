@@ -41,7 +41,20 @@ libs/proto/.stamp: .venv/.synced buf.yaml scripts/gen_proto.py $(PROTO_SRCS)
 
 proto: libs/proto/.stamp ## Generate the Python stubs of protos/ into libs/proto (masa.*.v1).
 
-setup: .venv/.synced proto ## Install uv when missing, then every package and tool into .venv.
+# The web client (clients/web): its packages from the lockfile, its TypeScript generated from
+# protos/ and bundled into clients/web/dist, which the gateway serves; again only when a source
+# of it changes.
+WEB_SRCS := $(shell find clients/web/src clients/web/scripts -type f -not -path '*/gen/*' 2>/dev/null) clients/web/package.json clients/web/package-lock.json clients/web/buf.gen.yaml clients/web/tsconfig.json libs/client/masa_client/rulebook.json
+.tools/.web-client: $(WEB_SRCS) $(PROTO_SRCS)
+	cd clients/web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+	@mkdir -p .tools && touch $@
+
+# Debian's chromium and chromedriver, for the browser tests.
+.tools/.browser:
+	scripts/browser_deps.sh
+	@mkdir -p .tools && touch $@
+
+setup: .venv/.synced proto .tools/.web-client .tools/.browser ## Install uv when missing, then every package and tool into .venv, build the web client, install Chromium.
 
 # The tests are type-checked as strictly as the packages, one directory at a time: a test
 # directory has no __init__.py, so its modules (conftest.py, *_support.py) are top-level
@@ -72,7 +85,7 @@ chaos: setup ## Only the two chaos runs of issue 12, at once, their logs kept un
 bench: setup ## Run the benchmarks; each prints one JSON document.
 	@for b in bench/bench_*.py; do $(RUN) python "$$b"; done
 
-run: setup ## Start NATS, the bot, the ledger, the table-engine and matchmaking (data in .masa/).
+run: setup ## Start NATS, the bot, the ledger, the table-engine, matchmaking and the web gateway with the web client (data in .masa/).
 	$(RUN) python -m masa_client.launcher
 
 play: setup ## Play through matchmaking with make run going: a lobby menu, LOBBY=elevator (LEVEL=hard for a training lobby's bots), or TABLE=<id> to come back.
@@ -89,3 +102,4 @@ watch: setup ## Follow a table as a spectator, with make run going: make watch T
 clean: ## Remove the virtual environment, caches and local data.
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .masa .hypothesis
 	rm -rf libs/proto/.stamp libs/proto/.gen-tmp $(wildcard libs/proto/masa/*/)
+	rm -rf clients/web/node_modules clients/web/dist clients/web/src/gen

@@ -44,6 +44,7 @@ SECOND_STACK = frozenset(
         "tests/e2e/test_e2e_newcomer.py",
         "tests/e2e/test_e2e_nodes.py",
         "tests/e2e/test_e2e_load.py",
+        "tests/e2e/test_e2e_browser.py",
     }
 )
 # End-to-end modules that never touch the shared stack: a stack, or servers, of their own.

@@ -27,10 +27,6 @@ import contextlib
 import json
 import os
 import platform
-import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -41,12 +37,12 @@ from typing import Any
 import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
+from launched_stack import launched_stack
 from masa.common.v1 import game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
 from masa.table.v1 import table_pb2, table_pb2_grpc
-from masa_platform.testing import keyring
 from masa_platform.testing import token as mint
 
 ADMIN = (("authorization", f"Bearer {mint('bench', 'admin')}"),)
@@ -76,41 +72,9 @@ ticket_ttl_seconds = 3600
 def stack(workdir: Path) -> Iterator[dict[str, str]]:
     lobbies = workdir / "lobbies.toml"
     lobbies.write_text(LOBBIES)
-    run_dir = workdir / ".masa"
-    # The stack keeps its keys in its run folder: this process's, so its tokens are trusted.
-    shutil.copytree(keyring().directory, run_dir / "keys", dirs_exist_ok=True)
-    env = {
-        **os.environ,
-        "MASA_RUN_DIR": str(run_dir),
-        "MASA_TABLE_ENGINE_PORT": "0",
-        "MASA_BOT_PORT": "0",
-        "MASA_LEDGER_PORT": "0",
-        "MASA_MATCHMAKING_PORT": "0",
-        "MASA_LOBBIES_FILE": str(lobbies),
-        "MASA_DEV_WELCOME_CHIPS": "0",
-        "MASA_LOG_LEVEL": "WARNING",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "masa_client.launcher"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    state = run_dir / "run.json"
-    deadline = time.monotonic() + 120
-    try:
-        while not state.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the stack did not start")
-            time.sleep(0.1)
-        services = json.loads(state.read_text())["services"]
-        yield {name: entry["grpc"] for name, entry in services.items() if entry["grpc"]}
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    env = {"MASA_LOBBIES_FILE": str(lobbies), "MASA_DEV_WELCOME_CHIPS": "0"}
+    with launched_stack(workdir, env) as state:
+        yield {name: entry["grpc"] for name, entry in state["services"].items() if entry["grpc"]}
 
 
 def token(player: str) -> tuple[tuple[str, str]]:

@@ -259,6 +259,65 @@ BOT = [
     ),
 ]
 
+# The web gateway serves HTTP, not gRPC: its own calls by browser protocol, and its services.
+GATEWAY = [
+    Panel(
+        "Calls/s by method and protocol",
+        (
+            (
+                f"sum by (grpc_method, protocol) (rate(masa_gateway_handled_total{RATE}))",
+                "{{grpc_method}} {{protocol}}",
+            ),
+        ),
+        unit="reqps",
+    ),
+    Panel(
+        "p99 latency by method (gateway and service)",
+        ((p99("masa_gateway_handling_seconds", "grpc_method"), "{{grpc_method}}"),),
+        unit="s",
+    ),
+    Panel(
+        "Refusals/s by code",
+        (
+            (
+                f'sum by (grpc_code) (rate(masa_gateway_handled_total{{grpc_code!="OK"}}{RATE}))',
+                "{{grpc_code}}",
+            ),
+        ),
+        unit="reqps",
+    ),
+    Panel(
+        "Streams open",
+        (("sum by (grpc_method) (masa_gateway_streams_open)", "{{grpc_method}}"),),
+    ),
+    Panel(
+        "Services answering SERVING",
+        (("min(masa_gateway_upstream_up)", "all up"),),
+        stat=True,
+        description="0 while any service the gateway forwards to fails its health check.",
+    ),
+    Panel(
+        "Pages, tokens, health and CORS/s",
+        (
+            (
+                f"sum by (kind, status) (rate(masa_gateway_http_requests_total{RATE}))",
+                "{{kind}} {{status}}",
+            ),
+        ),
+        unit="reqps",
+    ),
+    Panel(
+        "CPU by instance",
+        (
+            (
+                f'rate(process_cpu_seconds_total{{job="masa-web-gateway"}}{RATE})',
+                "{{instance}}",
+            ),
+        ),
+        unit="percentunit",
+    ),
+]
+
 LEDGER = [
     Panel(
         "Writes/s by kind and result",
@@ -392,6 +451,7 @@ def dashboards() -> dict[str, Dashboard]:
         "bot": dashboard(
             "masa-bot", "masa / bot", service("masa-bot", BOT, loops=False, consumers=False)
         ),
+        "web-gateway": dashboard("masa-web-gateway", "masa / web-gateway", GATEWAY),
     }
 
 

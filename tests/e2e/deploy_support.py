@@ -16,7 +16,11 @@ import promql_parser
 from e2e_terminal import ROOT
 
 DEPLOY = ROOT / "deploy"
+# The gRPC services ("all" in the catalogue), and every process with /metrics: the web gateway
+# serves HTTP, and exports what it names.
 SERVICES = ("bot", "ledger", "matchmaking", "table-engine")
+GATEWAY = "web-gateway"
+PROCESSES = (*SERVICES, GATEWAY)
 
 _ROW = re.compile(
     r"^\| `(?P<name>[a-z_:]+)` \| (?P<type>\w+) \| (?P<labels>[^|]*) \|[^|]*\| (?P<services>[^|]+) \| (?P<meaning>.+) \|$"
@@ -62,9 +66,16 @@ def catalogue() -> dict[str, Catalogued]:
             name=name,
             type=kind,
             labels=frozenset(re.findall(r"`(\w+)`", labels)),
-            services=frozenset(SERVICES if services == "all" else services.split(", ")),
+            services=_services(services.split(", ")),
         )
     return rows
+
+
+def _services(named: list[str]) -> frozenset[str]:
+    """A row's services: ``all`` is every gRPC service, other names are themselves."""
+    return frozenset(
+        service for name in named for service in (SERVICES if name == "all" else (name,))
+    )
 
 
 def promtool() -> Path:

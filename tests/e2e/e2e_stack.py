@@ -52,6 +52,7 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
         "MASA_BOT_PORT": "0",
         "MASA_LEDGER_PORT": "0",
         "MASA_MATCHMAKING_PORT": "0",
+        "MASA_WEB_PORT": "0",
         "MASA_BOT_DELAY_SECONDS": "0",
         "MASA_LOG_LEVEL": "WARNING",
         **(extra_env or {}),
@@ -78,9 +79,7 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
             raise RuntimeError(f"the stack did not start: {stderr}\n{_story(printed, run_dir)}")
         time.sleep(0.05)
     services = json.loads(state_file.read_text())["services"]
-    addresses = {
-        name: entry["grpc"] or f"nats://{entry['nats']}" for name, entry in services.items()
-    }
+    addresses = {name: _address(entry) for name, entry in services.items()}
     try:
         yield Stack(addresses, run_dir, printed)
     finally:
@@ -91,6 +90,15 @@ def launch_stack(base: Path, extra_env: Mapping[str, str] | None = None) -> Iter
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         _print_logs_on_failure(run_dir / "logs")
+
+
+def _address(entry: Mapping[str, str | None]) -> str:
+    """A gRPC service's host:port, the gateway's http:// address, or NATS's nats:// one."""
+    if entry["grpc"]:
+        return entry["grpc"]
+    if entry.get("http"):
+        return f"http://{entry['http']}"
+    return f"nats://{entry['nats']}"
 
 
 def _print_logs_on_failure(logs: Path) -> None:

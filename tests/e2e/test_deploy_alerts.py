@@ -8,7 +8,7 @@ import subprocess
 from typing import Any
 
 import yaml
-from deploy_support import DEPLOY, SERVICES, catalogue, promtool, uncatalogued
+from deploy_support import DEPLOY, PROCESSES, catalogue, promtool, uncatalogued
 
 RULES = DEPLOY / "prometheus" / "alerts.yml"
 TESTS = DEPLOY / "prometheus" / "alerts.test.yml"
@@ -88,7 +88,7 @@ def test_promtool_accepts_the_scrape_configuration_of_one_host() -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     jobs = {job["job_name"] for job in yaml.safe_load(config.read_text())["scrape_configs"]}
-    assert jobs == {f"masa-{service}" for service in SERVICES}
+    assert jobs == {f"masa-{service}" for service in PROCESSES}
 
 
 def test_the_kubernetes_scrape_configuration_names_jobs_as_on_one_host() -> None:

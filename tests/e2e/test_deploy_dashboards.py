@@ -43,6 +43,7 @@ def test_there_is_an_overview_with_every_panel_the_issue_lists_and_one_board_per
         "ledger.json",
         "matchmaking.json",
         "table-engine.json",
+        "web-gateway.json",
     }
     assert {title for title, _ in boards["overview.json"]} == OVERVIEW
     wait = [expr for title, expr in boards["overview.json"] if title.startswith("Matchmaking wait")]

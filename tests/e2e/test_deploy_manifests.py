@@ -38,6 +38,7 @@ from masa_platform.bus_cli import OperatorBusSettings
 from masa_platform.settings import ENV_PREFIX, load_settings
 from masa_platform.testing import keyring
 from masa_table_engine.settings import EngineSettings
+from masa_web_gateway.settings import GatewaySettings
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 SETTINGS: dict[str, type[Any]] = {
@@ -362,7 +363,11 @@ def test_the_dockerfile_is_multi_stage_non_root_built_from_the_lock_and_lint_cle
     run = " ".join(i.arguments for i in instructions if i.keyword == "RUN")
     assert 'uv sync --frozen --no-dev --no-editable --package "${SERVICE}"' in run
     assert 'ln -s "/app/.venv/bin/${SERVICE}" /app/.venv/bin/masa-service' in run
-    assert {i.arguments for i in instructions if i.keyword == "EXPOSE"} == {"50051 9102"}
+    assert {i.arguments for i in instructions if i.keyword == "EXPOSE"} == {"50051 8080 9102"}
+    # The web client is built from its lockfile and lands where the gateway serves it from.
+    assert "npm ci --no-audit --no-fund" in run and "npm run build" in run
+    copies = [i.arguments for i in final if i.keyword == "COPY"]
+    assert "--from=web /src/clients/web/dist /app/web" in copies
 
 
 def test_the_nats_helm_values_run_three_fsynced_replicas_with_the_bus_users() -> None:
@@ -486,3 +491,51 @@ def test_finished_tables_are_swept_hourly_as_the_retention_user_one_run_at_a_tim
     assert step["entrypoint"][:3] == ["/app/.venv/bin/masa-bus", "sweep", "--every"]
     env = {name: str(value) for name, value in step["environment"].items()}
     assert load_settings(OperatorBusSettings, env).nats_user == RETENTION
+
+
+@pytest.mark.parametrize("overlay", ["base", "overlays/production"])
+def test_the_web_gateway_runs_with_its_settings_and_holds_no_secret(overlay: str) -> None:
+    """Issue 24: the gateway in Kubernetes and compose reads only its own settings, each valid;
+    it is probed on /healthz, reaches the table-engine pods by their StatefulSet names (the
+    pattern admits the autoscaled ones, nothing else), and holds no key, no NATS password and
+    no development issuer."""
+    docs = rendered(overlay)
+    pod = find(docs, "Deployment", "web-gateway")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "volumes" not in pod and "volumeMounts" not in container
+    assert all("valueFrom" not in entry for entry in container["env"])
+    env = container_env(container)
+    assert set(env) <= setting_variables(GatewaySettings)
+    settings = load_settings(GatewaySettings, env)
+    assert settings.dev_issuer_key_file is None
+    assert settings.platform.nats_password == "" and settings.web_root is not None
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports == {"http": settings.http_port, "metrics": settings.platform.metrics_port}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    pattern = re.compile(settings.table_address_pattern)
+    engines = find(docs, "StatefulSet", "table-engine")["spec"]["template"]["spec"]
+    (engine,) = engines["containers"]
+    advertised = {entry["name"]: entry.get("value", "") for entry in engine["env"]}
+    for pod_name in ("table-engine-0", "table-engine-17"):
+        address = advertised["MASA_ADVERTISE_ADDRESS"].replace("$(MASA_NODE_ID)", pod_name)
+        assert pattern.fullmatch(address), address
+    assert not pattern.fullmatch("evil.example:50051")
+    assert not pattern.fullmatch("ledger.masa.svc.cluster.local:50051")
+    public = [
+        doc
+        for doc in docs
+        if doc["kind"] == "NetworkPolicy"
+        and doc["spec"]["podSelector"].get("matchLabels")
+        == {"app.kubernetes.io/name": "web-gateway"}
+    ]
+    assert [rule["ports"] for doc in public for rule in doc["spec"]["ingress"]] == [
+        [{"port": 8080}]
+    ]
+    spec = compose()["services"]["web-gateway"]
+    assert spec["build"]["args"]["SERVICE"] == "masa-web-gateway"
+    compose_env = {**dockerfile_env(), **spec["environment"]}
+    assert set(compose_env) <= setting_variables(GatewaySettings)
+    on_one_host = load_settings(GatewaySettings, {k: v for k, v in compose_env.items() if v})
+    assert on_one_host.dev_issuer_key_file is None
+    assert "/healthz" in " ".join(spec["healthcheck"]["test"])
+    assert "volumes" not in spec

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from deploy_support import SERVICES, Catalogued, catalogue, metrics_ports
+from deploy_support import PROCESSES, Catalogued, catalogue, metrics_ports
 from e2e_stack import Stack
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -41,7 +41,7 @@ def test_every_service_exports_exactly_the_catalogued_metrics_and_no_id_labels(
 ) -> None:
     rows = catalogue()
     ports = metrics_ports(running_stack.run_dir)
-    assert set(ports) == set(SERVICES), "the stack runs every service the catalogue names"
+    assert set(ports) == set(PROCESSES), "the stack runs every service the catalogue names"
     problems: list[str] = []
     for service, service_ports in ports.items():
         for port in service_ports:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 import yaml
 from deploy_support import (
     DEPLOY,
+    PROCESSES,
     SERVICES,
     dashboard_queries,
     metric_names,
@@ -27,6 +31,7 @@ from deploy_support import (
 )
 from e2e_stack import Stack
 from masa_platform.testing import free_port
+from web_support import dev_token
 
 WAIT_SECONDS = 60.0
 # Counters whose label values are open-ended (an action's or a failure's name), so that their
@@ -100,6 +105,35 @@ def make_one_error_each(stack: dict[str, str]) -> None:
             with pytest.raises(grpc.RpcError) as refused:
                 call(b"", timeout=5)
             assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    _through_the_gateway(stack["web-gateway"])
+
+
+def _through_the_gateway(web: str) -> None:
+    """A call refused, a call answered and a stream opened through the web gateway, as a
+    browser makes them (Connect, JSON), so that its board has data of each kind."""
+    player = dev_token(web, f"prometheus-{uuid.uuid4().hex[:6]}")
+    lobbies = f"{web}/masa.matchmaking.v1.MatchmakingService/ListLobbies"
+    json_call = {"content-type": "application/json"}
+    assert _post(lobbies, b"{}", json_call)[0] == 401
+    assert _post(lobbies, b"{}", {**json_call, "authorization": f"Bearer {player}"})[0] == 200
+    # A server stream in the Connect protocol: one enveloped message; its end carries the
+    # refusal of a ticket that does not exist.
+    message = json.dumps({"ticket_id": "no-such-ticket"}).encode()
+    status, body = _post(
+        f"{web}/masa.matchmaking.v1.MatchmakingService/WatchTicket",
+        struct.pack(">BI", 0, len(message)) + message,
+        {"content-type": "application/connect+json", "authorization": f"Bearer {player}"},
+    )
+    assert status == 200 and b"not_found" in body
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
 
 
 def wait_until(check: Any, what: str) -> None:
@@ -119,7 +153,7 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
             jobs = {series["metric"]["job"] for series in query(base, "up == 1")}
         except OSError:
             return False
-        return jobs == {f"masa-{service}" for service in SERVICES}
+        return jobs == {f"masa-{service}" for service in PROCESSES}
 
     wait_until(every_job_up, "scrape of every service")
     make_one_error_each(stack)

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.client
 import json
 import os
 import secrets
@@ -94,7 +95,7 @@ from masa_platform.bus_access import (
     authorization_block,
     bus_users,
 )
-from masa_platform.keys import Keyring
+from masa_platform.keys import ISSUER, Keyring
 from masa_platform.settings import SettingsError, load_settings
 from masa_platform.testing import free_port, nats_server_binary
 
@@ -122,6 +123,10 @@ class RunSettings:
     bot_port: int = 50052
     ledger_port: int = 50053
     matchmaking_port: int = 50054
+    # The web gateway: the web client and the public APIs for browsers, at http://host:port/.
+    web_port: int = 8080
+    # The built web client the gateway serves (make setup builds it).
+    web_root: Path = Path("clients/web/dist")
     # The start fails once no service became ready for this long (it waits while they do).
     run_stall_seconds: float = 180.0
     run_stop_seconds: float = 10.0
@@ -163,6 +168,8 @@ class ServiceSpec:
     # server, probed by waiting for its INFO greeting.
     grpc_address: str | None = None
     nats_address: str | None = None
+    # "host:port" of an HTTP server, probed with GET /healthz until it answers 200.
+    http_address: str | None = None
     metrics_port: int | None = None
     # A step that runs to its end (the bus's provisioning) rather than a service: ready once
     # it exited 0.
@@ -197,6 +204,8 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
     engine_ports = (settings.table_engine_port, settings.table_engine_1_port)
     engine_addresses = [f"{host}:{port or free_port(host)}" for port in engine_ports]
     matchmaking_address = f"{host}:{settings.matchmaking_port or free_port(host)}"
+    web_address = f"{host}:{settings.web_port or free_port(host)}"
+    web_root = settings.web_root.resolve()
     ledger_database = (settings.run_dir / "ledger.sqlite3").resolve()
     lobbies = (
         {"MASA_LOBBIES_FILE": str(settings.lobbies_file.resolve())} if settings.lobbies_file else {}
@@ -281,6 +290,27 @@ def stack(settings: RunSettings) -> list[ServiceSpec]:
             "masa_matchmaking",
             matchmaking_address,
             {"MASA_LEDGER_ADDRESS": ledger_address, **lobbies},
+        ),
+        ServiceSpec(
+            name="web-gateway",
+            command=(sys.executable, "-m", "masa_web_gateway"),
+            env={
+                "MASA_SERVICE_NAME": "web-gateway",
+                "MASA_LOG_LEVEL": settings.log_level,
+                "MASA_HTTP_HOST": host,
+                "MASA_HTTP_PORT": web_address.rsplit(":", 1)[1],
+                "MASA_METRICS_HOST": host,
+                "MASA_METRICS_PORT": str(gateway_metrics_port := free_port(host)),
+                "MASA_MATCHMAKING_ADDRESS": matchmaking_address,
+                "MASA_LEDGER_ADDRESS": ledger_address,
+                "MASA_TABLE_ADDRESSES": ",".join(engine_addresses),
+                # No NATS and no keys but the development issuer's: it forwards each caller's
+                # own token, and mints development tokens for the web client's players.
+                "MASA_DEV_ISSUER_KEY_FILE": str(keys.private(ISSUER)),
+                **({"MASA_WEB_ROOT": str(web_root)} if (web_root / "index.html").is_file() else {}),
+            },
+            http_address=web_address,
+            metrics_port=gateway_metrics_port,
         ),
         # The operators' sweep, as its own NATS user: it may purge, and nothing else.
         ServiceSpec(
@@ -404,7 +434,7 @@ def _run(settings: RunSettings, out: IO[str]) -> int:
         specs = [spec for spec in stack(settings) if not wanted or spec.name in wanted]
         _start_stack(specs, logs, settings, running, stop, out)
         _write_state(settings, running)
-        _print_next_steps(settings, _address_of(running, "matchmaking"), out)
+        _print_next_steps(settings, _address_of(running, "matchmaking"), _web_of(running), out)
         code = _supervise(running, settings, stop, out)
     except _Stop:
         pass
@@ -579,6 +609,8 @@ def _ready(spec: ServiceSpec) -> bool:
         ):
             return connection.recv(4).startswith(b"INFO")
         return False
+    if spec.http_address is not None:
+        return _http_ready(spec.http_address)
     if spec.grpc_address is None:
         return True
     with grpc.insecure_channel(spec.grpc_address) as channel:
@@ -593,6 +625,19 @@ def _ready(spec: ServiceSpec) -> bool:
         except grpc.RpcError:
             return False
     return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _http_ready(address: str) -> bool:
+    """GET /healthz answers 200 (the gateway's services say SERVING to it)."""
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=0.5)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def _stop_all(running: Sequence[_Running], grace: float) -> None:
@@ -628,6 +673,8 @@ def _endpoint(spec: ServiceSpec) -> str:
         return spec.note
     if spec.nats_address is not None:
         return f"nats://{spec.nats_address}"
+    if spec.http_address is not None:
+        return f"http://{spec.http_address}/  metrics http://{spec.http_address.rsplit(':', 1)[0]}:{spec.metrics_port}/metrics"
     host = spec.grpc_address.rsplit(":", 1)[0] if spec.grpc_address else "127.0.0.1"
     metrics = f"  metrics http://{host}:{spec.metrics_port}/metrics" if spec.metrics_port else ""
     return f"grpc {spec.grpc_address}{metrics}"
@@ -650,11 +697,13 @@ def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
         ],
         "ledger": _address_of(running, "ledger"),
         "matchmaking": _address_of(running, "matchmaking"),
+        "web": _web_of(running),
         "services": {
             child.spec.name: {
                 "pid": child.process.pid,
                 "grpc": child.spec.grpc_address,
                 "nats": child.spec.nats_address,
+                "http": child.spec.http_address,
                 "metrics_port": child.spec.metrics_port,
                 "log": str(child.log),
             }
@@ -668,10 +717,27 @@ def _write_state(settings: RunSettings, running: Sequence[_Running]) -> None:
     partial.replace(settings.run_dir / "run.json")
 
 
-def _print_next_steps(settings: RunSettings, matchmaking: str | None, out: IO[str]) -> None:
+def _web_of(running: Sequence[_Running]) -> str | None:
+    """The web client's address, when the gateway runs."""
+    return next(
+        (f"http://{child.spec.http_address}/" for child in running if child.spec.http_address),
+        None,
+    )
+
+
+def _print_next_steps(
+    settings: RunSettings, matchmaking: str | None, web: str | None, out: IO[str]
+) -> None:
     """What to do next, as commands that work as printed from the folder ``make run`` ran in,
     whether or not ``uv`` is on PATH (``make`` and ``.venv`` need neither)."""
     lines = [f"masa is running. Logs: {settings.run_dir / 'logs'}/. Press Ctrl-C to stop."]
+    if web is not None:
+        built = (settings.web_root / "index.html").is_file()
+        lines.append(
+            f"Play in a browser: open {web}"
+            if built
+            else f"The web client is not built (make setup builds it): {web} serves the APIs only."
+        )
     if matchmaking is not None:
         if settings.dev_welcome_chips:
             lines.append(

@@ -36,6 +36,7 @@ WHOLE_STACK: Final = {
     "MASA_BOT_PORT": "0",
     "MASA_LEDGER_PORT": "0",
     "MASA_MATCHMAKING_PORT": "0",
+    "MASA_WEB_PORT": "0",
 }
 # The ``masa`` command as installed in the environment.
 MASA: Final = str(Path(sys.executable).parent / "masa")
@@ -89,6 +90,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
         "MASA_BOT_PORT": "0",
         "MASA_LEDGER_PORT": "0",
         "MASA_MATCHMAKING_PORT": "0",
+        "MASA_WEB_PORT": "0",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "masa_client.launcher"],
@@ -109,6 +111,7 @@ def test_the_launcher_starts_the_stack_and_sigint_stops_it_cleanly(tmp_path: Pat
             "table-engine",
             "table-engine-1",
             "matchmaking",
+            "web-gateway",
             "sweep",
         }
         engines = [services["table-engine"]["grpc"], services["table-engine-1"]["grpc"]]

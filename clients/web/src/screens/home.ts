@@ -1,0 +1,188 @@
+// Home: the player's chips, the way back to an open ticket or a table in play, the lobbies
+// with a Play button each, and spectating a table by its id.
+
+import { ledger, matchmaking, tables } from "../api";
+import { h, patchContent } from "../dom";
+import { explain, failureOf } from "../errors";
+import type { BotLevel } from "../gen/masa/common/v1/game_pb";
+import { Mode } from "../gen/masa/common/v1/game_pb";
+import { type Lobby, type Ticket, Ticket_State } from "../gen/masa/matchmaking/v1/matchmaking_pb";
+import { Table_State } from "../gen/masa/table/v1/view_pb";
+import { LEVELS, describeLobby, lobbyActivity, ticketState } from "../lobbies";
+import { go, href } from "../router";
+import { queueFor } from "../queueing";
+import { say } from "../status";
+import { pause } from "../timing";
+
+// The lobbies' queues and waits change while the player reads them.
+const REFRESH_MS = 5000;
+// After a failed refresh the next waits twice as long, up to this: every open page asking
+// every 5 s would press a gateway already in trouble.
+const MAX_REFRESH_MS = 40000;
+// Matched tickets looked at for a table still in play: the player's last few games.
+const RECENT_MATCHES = 3;
+
+export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
+  const balance = h("p", { "data-testid": "balance", class: "balance" }, "…");
+  const comeBack = h("div", { "data-testid": "open-tickets" });
+  const lobbies = h("div", { class: "lobbies", "data-testid": "lobbies" }, "…");
+  root.replaceChildren(
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "chips-title" },
+      h("h2", { id: "chips-title" }, "Your chips"),
+      balance,
+      comeBack,
+    ),
+    h("section", { class: "panel", "aria-labelledby": "lobbies-title" }, h("h2", { id: "lobbies-title" }, "Lobbies"), lobbies),
+    spectateForm(),
+  );
+  showBalance(balance).catch(reportUnlessLeft(signal));
+  showOpen(comeBack).catch(reportUnlessLeft(signal));
+  void keepLobbies(lobbies, signal);
+}
+
+function reportUnlessLeft(signal: AbortSignal): (error: unknown) => void {
+  return (error) => {
+    if (!signal.aborted) {
+      say(explain(failureOf(error)), "error");
+    }
+  };
+}
+
+async function showBalance(target: HTMLElement): Promise<void> {
+  const { account } = await ledger.getBalance({});
+  if (account === undefined) {
+    target.textContent = "no wallet yet";
+    return;
+  }
+  target.textContent = `${account.balance} chips`;
+  if (account.held > 0n) {
+    target.append(h("span", { class: "hint" }, ` (${account.available} free, ${account.held} held for a table)`));
+  }
+}
+
+/** The player's open ticket and the tables of its recent matches that are still in play. */
+async function showOpen(target: HTMLElement): Promise<void> {
+  const { tickets } = await matchmaking.listTickets({ pageSize: 20 });
+  const links: HTMLElement[] = [];
+  for (const ticket of tickets) {
+    if (ticket.state === Ticket_State.SEARCHING || ticket.state === Ticket_State.PLACING) {
+      links.push(
+        h(
+          "li",
+          {},
+          h("a", { href: href({ screen: "ticket", id: ticket.ticketId }), "data-testid": `open-ticket-${ticket.ticketId}` }, `Back to your ticket in ${ticket.lobbyId}`),
+          ` (${ticketState(ticket.state)})`,
+        ),
+      );
+    }
+  }
+  const matched = tickets.filter((ticket) => ticket.state === Ticket_State.MATCHED && ticket.tableId).slice(0, RECENT_MATCHES);
+  for (const ticket of await inPlay(matched)) {
+    links.push(
+      h(
+        "li",
+        {},
+        h("a", { href: href({ screen: "table", id: ticket.tableId }), "data-testid": `open-table-${ticket.tableId}` }, `Back to your seat at table ${ticket.tableId}`),
+        ` (${ticket.lobbyId})`,
+      ),
+    );
+  }
+  patchContent(target, links.length ? h("ul", { class: "come-back" }, links) : null);
+}
+
+async function inPlay(matched: Ticket[]): Promise<Ticket[]> {
+  const states = await Promise.all(
+    matched.map((ticket) =>
+      tables.getTable({ tableId: ticket.tableId }).then(
+        (answer) => (answer.view.case === "seatView" ? answer.view.value.table?.table?.state : undefined),
+        () => undefined,
+      ),
+    ),
+  );
+  return matched.filter((_, index) => states[index] === Table_State.PLAYING);
+}
+
+async function keepLobbies(target: HTMLElement, signal: AbortSignal): Promise<void> {
+  // Levels chosen in the selects survive the refreshes that rebuild the list.
+  const levels = new Map<string, BotLevel>();
+  const report = reportUnlessLeft(signal);
+  let failures = 0;
+  while (!signal.aborted) {
+    // A failed refresh (the gateway restarting, a dropped network) is reported and tried
+    // again: the list must not freeze for the rest of the visit.
+    try {
+      const { lobbies } = await matchmaking.listLobbies({ pageSize: 200 }, { signal });
+      if (failures > 0) {
+        say("the lobbies are up to date again", "ok");
+      }
+      failures = 0;
+      patchContent(target, lobbies.length ? lobbies.map((lobby) => lobbyCard(lobby, levels)) : "no lobbies are open");
+    } catch (error) {
+      failures += 1;
+      report(error);
+    }
+    await pause(Math.min(MAX_REFRESH_MS, REFRESH_MS * 2 ** failures), signal);
+  }
+}
+
+function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>): HTMLElement {
+  const id = lobby.lobbyId;
+  const choosesLevel = lobby.mode === Mode.TRAINING && lobby.botLevels.length > 1;
+  const level = choosesLevel
+    ? h(
+        "select",
+        {
+          "data-testid": `level-${id}`,
+          "aria-label": `bot level in ${lobby.displayName}`,
+          onchange: (event: Event) => levels.set(id, Number((event.target as HTMLSelectElement).value) as BotLevel),
+        },
+        lobby.botLevels.map((option) =>
+          h("option", { value: option, selected: (levels.get(id) ?? lobby.botFill?.level) === option }, LEVELS[option] ?? "?"),
+        ),
+      )
+    : null;
+  const play = h(
+    "button",
+    {
+      "data-testid": `play-${id}`,
+      "aria-label": `Play in ${lobby.displayName}`,
+      onclick: (event: Event) => {
+        const button = event.currentTarget as HTMLButtonElement;
+        button.disabled = true;
+        queueFor(id, choosesLevel ? levels.get(id) ?? lobby.botFill?.level : undefined).finally(() => {
+          button.disabled = false;
+        });
+      },
+    },
+    "Play",
+  );
+  return h(
+    "article",
+    { class: "lobby", "data-testid": `lobby-${id}`, "data-lobby-id": id },
+    h("h3", {}, lobby.displayName || id),
+    h("p", {}, describeLobby(lobby)),
+    h("p", { class: "hint", "data-testid": `lobby-activity-${id}` }, lobbyActivity(lobby)),
+    h("div", { class: "row" }, level, play),
+  );
+}
+
+function spectateForm(): HTMLElement {
+  const input = h("input", { id: "spectate-id", "data-testid": "spectate-input", required: true, autocomplete: "off" });
+  const form = h(
+    "form",
+    { class: "row" },
+    h("label", { for: "spectate-id" }, "Table id"),
+    input,
+    h("button", { type: "submit", "data-testid": "spectate-submit" }, "Watch"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = input.value.trim();
+    if (id) {
+      go({ screen: "watch", id });
+    }
+  });
+  return h("section", { class: "panel", "aria-labelledby": "watch-title" }, h("h2", { id: "watch-title" }, "Watch a table"), form);
+}

@@ -1,0 +1,1 @@
+"""The masa web gateway: the player's public APIs to browsers over Connect and gRPC-Web."""

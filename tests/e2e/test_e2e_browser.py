@@ -1,0 +1,356 @@
+"""The reference web client in a real browser (issue 24): headless Chromium from Debian's
+packages, driven by Selenium, against ``make run``'s stack through its web gateway.
+
+- A browser player and two SDK players play an Elevator chip game to its end: the browser
+  player sees the chips paid, as the ledger has them, and an illegal play refused with its
+  rule (E-4).
+- A browser player and three SDK players share a 51 salon table for several turns: sorgus
+  answered, an opening the rules refuse (its rule id on the page), and a reload that comes
+  back to the same seat with the same hand.
+
+The browser's moves are the greedy policy's, read from the player's own seat view over native
+gRPC and made with the page's own controls. The screenshots of every step are kept under
+``.masa/test/browser/<test>/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from contextlib import closing
+
+import pytest
+from browser_support import SHOTS, Browser, SdkPlayers, SeatReader, browser
+from masa.table.v1 import action_pb2, view_pb2
+from masa_client.load.moves import move_from_view, salt
+from masa_client.matchmaking import LedgerClient
+from masa_platform.testing import token
+from masa_rules import elevator
+from masa_wire import elevator as elevator_wire
+from masa_wire.cards import face_from_proto
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+pytestmark = pytest.mark.timeout(420)
+
+ELEVATOR_STAKE = 20
+
+
+def _code(card: object) -> str:
+    return face_from_proto(card).code  # type: ignore[arg-type]
+
+
+def _sign_in(page: Browser, web: str, name: str) -> int:
+    """The name screen, then the lobbies; the balance the page shows."""
+    page.driver.get(f"{web}/")
+    page.find("name-input").send_keys(name)
+    page.shot("name")
+    page.click("name-submit")
+    shown = page.until(
+        lambda: re.search(r"(\d+) chips", page.find("balance").text), "the balance in chips"
+    )
+    page.find(f"lobby-{'elevator'}")
+    page.shot("lobbies")
+    return int(shown.group(1))
+
+
+def _seated(page: Browser, lobby: str) -> str:
+    page.click(f"play-{lobby}")
+    # With the other players searching already, the table may come before the queue shows.
+    page.until(lambda: page.all("ticket-status") or page.all("table"), "the queue or the table")
+    if page.all("ticket-status"):
+        page.shot("queue")
+    table = page.find("table", timeout=120)
+    table_id = page.until(lambda: table.get_attribute("data-table-id"), "the table id")
+    page.until(lambda: page.all("hand"), "the hand")
+    page.shot("seated")
+    return table_id
+
+
+def _my_turn_or_over(page: Browser, timeout: float = 90.0) -> bool:
+    """Wait until the player must act (True) or the game is over (False)."""
+
+    def ready() -> str:
+        if page.all("game-over"):
+            return "over"
+        return "move" if page.attribute("table", "data-my-move") == "true" else ""
+
+    return page.until(ready, "the player's turn or the game's end", timeout) == "move"
+
+
+def _view_in_sync(page: Browser, seats: SeatReader, table_id: str) -> view_pb2.SeatView | None:
+    """The seat view over native gRPC, once it is the one the page shows."""
+    view = seats.view(table_id)
+    return (
+        view if str(view.table.table.sequence) == page.attribute("table", "data-sequence") else None
+    )
+
+
+def _select(page: Browser, cards: list[str]) -> None:
+    for code in cards:
+        page.click(f"card-{code}")
+        testid = f"card-{code}"
+
+        def selected(testid: str = testid) -> bool:
+            return page.attribute(testid, "aria-pressed") == "true"
+
+        page.until(selected, f"{code} selected")
+
+
+def _after_move(page: Browser, sequence: str) -> None:
+    page.until(
+        lambda: page.all("game-over") or page.attribute("table", "data-sequence") != sequence,
+        "the table to move on",
+        20,
+    )
+
+
+def _refusal(page: Browser, rule: str) -> re.Match[str] | None:
+    """The rule a refusal on show cites; a prompt may cite a rule too (E-9, F-80), so only the
+    error tone counts."""
+    if page.attribute("status", "data-tone") != "error":
+        return None
+    return re.search(rule, page.find("status").text)
+
+
+def _elevator_refusal(page: Browser, view: view_pb2.SeatView) -> bool:
+    """Play one card the rules refuse now, if the hand has one: the page shows E-4's refusal."""
+    state = elevator_wire.state_from_seat_view(view)
+    legal = elevator.legal_actions(state, view.seat)
+    playable = {
+        action.cards[0].card.code
+        for action in legal
+        if isinstance(action, elevator.Play) and len(action.cards) == 1
+    }
+    if not any(isinstance(action, elevator.Play) for action in legal):
+        return False
+    wrong = next((_code(card) for card in view.hand if _code(card) not in playable), None)
+    if wrong is None:
+        return False
+    _select(page, [wrong])
+    page.click("action-play")
+    status = page.until(lambda: _refusal(page, r"\(E-\d+\)"), "a refusal with its rule")
+    page.shot("refused-E-4")
+    assert status.group(0) in ("(E-4)", "(E-5)", "(E-7)")
+    page.click(f"card-{wrong}")
+    return True
+
+
+def _play_elevator(page: Browser, action: action_pb2.Action) -> None:
+    """The move from the keyboard alone: arrow keys to each card, Space to select it, Enter
+    on the move's button."""
+    kind = action.WhichOneof("kind")
+    if kind == "play":
+        for card in action.play.cards:
+            _select_by_keyboard(page, _code(card))
+        page.find("action-play").send_keys(Keys.ENTER)
+    elif kind == "give_card":
+        _select_by_keyboard(page, _code(action.give_card.card))
+        page.find("action-give_card").send_keys(Keys.ENTER)
+    else:
+        page.find("action-pass_turn").send_keys(Keys.ENTER)
+
+
+def _select_by_keyboard(page: Browser, code: str) -> None:
+    cards = page.find("hand").find_elements(By.CSS_SELECTOR, "button.card")
+    cards[-1].send_keys(Keys.HOME)
+    for _ in cards:
+        focused = page.driver.switch_to.active_element
+        if focused.get_attribute("data-testid") == f"card-{code}":
+            focused.send_keys(Keys.SPACE)
+            page.until(
+                lambda: page.attribute(f"card-{code}", "aria-pressed") == "true", f"{code} selected"
+            )
+            return
+        focused.send_keys(Keys.ARROW_RIGHT)
+    raise AssertionError(f"the arrow keys never reached {code}")
+
+
+def test_a_browser_player_plays_an_elevator_chip_game_to_the_payout(stack: dict[str, str]) -> None:
+    """E-1..E-11 at a chip table of three (P-13: no bots), the browser seat played from the
+    page's keyboard; the payout the page shows is the one the ledger paid (P-30)."""
+    web = stack["web-gateway"]
+    run = uuid.uuid4().hex[:6]
+    name = f"ada-{run}"
+    engines = [stack["table-engine"], stack["table-engine-1"]]
+    with browser(SHOTS / "elevator-chip-game") as page, closing(SeatReader(engines, name)) as seats:
+        before = _sign_in(page, web, name)
+        with SdkPlayers(stack, "elevator", [f"sdk-{run}-1", f"sdk-{run}-2"]) as sdk:
+            table_id = _seated(page, "elevator")
+            refused = False
+            moves = 0
+            while _my_turn_or_over(page):
+                view = _view_in_sync(page, seats, table_id)
+                if view is None:
+                    time.sleep(0.05)
+                    continue
+                sequence = str(view.table.table.sequence)
+                if not refused and view.table.turn_phase != view_pb2.TURN_PHASE_GIVE:
+                    refused = _elevator_refusal(page, view)
+                action = move_from_view(view, salt(table_id, view.table.table.sequence, moves))
+                if action is None:
+                    time.sleep(0.05)
+                    continue
+                _play_elevator(page, action)
+                moves += 1
+                if moves == 1:
+                    page.shot("first-move")
+                _after_move(page, sequence)
+                # The move went through: a refusal before it is no longer on show (a prompt such
+                # as E-9's "give a card" may cite a rule too, so the tone tells them apart), and
+                # the keyboard focus is back in the hand, a Tab from the moves.
+                page.until(
+                    lambda: page.attribute("status", "data-tone") != "error",
+                    "the refusal cleared",
+                )
+                if not page.all("game-over"):
+                    page.until(
+                        lambda: (
+                            (
+                                page.driver.switch_to.active_element.get_attribute("data-testid")
+                                or ""
+                            ).startswith("card-")
+                            or not page.all("hand")
+                        ),
+                        "the focus back in the hand",
+                    )
+            assert not sdk.errors, sdk.errors
+
+        # The ledger settles from the game's result moments after the table ends.
+        def settled() -> str:
+            text: str = page.find("payout").text
+            return text if "staked" in text else ""
+
+        payout = page.until(settled, "the chips paid", 60)
+        page.shot("game-over")
+        assert refused, "no hand of the game held a card to refuse"
+        assert f"staked {ELEVATOR_STAKE} chips" in payout
+        paid_match = re.search(r"paid (\d+)", payout)
+        assert paid_match is not None, payout
+        paid = int(paid_match.group(1))
+
+        async def balance() -> int:
+            async with LedgerClient(stack["ledger"], token(name)) as ledger:
+                return (await ledger.balance()).balance
+
+        assert asyncio.run(balance()) == before - ELEVATOR_STAKE + paid
+        page.click("back-home")
+        page.until(
+            lambda: f"{before - ELEVATOR_STAKE + paid} chips" in page.find("balance").text,
+            "the new balance",
+        )
+        page.shot("balance-after")
+
+
+def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse_an_opening: bool) -> None:
+    """Answer a sorgu (give: F-80), or draw from the stock and discard a card the rules let
+    go; first, when asked, an opening of three cards that are no meld (refused by rule).
+
+    Refusing a sorgu would put the seat in pair status (F-70), where a hand it ends unopened
+    costs it 200 (F-91): salon's elimination (F-96) then takes it out of the game at the
+    first hand another seat finishes quickly, before its four turns."""
+    phase = page.attribute("table", "data-phase")
+    if phase == "QUERY":
+        page.click("action-query_give")
+        page.shot("sorgu-given")
+        return
+    if phase == "DRAW":
+        page.click("action-draw_from_stock")
+        return
+    blocked = {_code(card) for card in (*view.undiscardable, *view.must_use)}
+    codes = [_code(card) for card in view.hand]
+    if refuse_an_opening:
+        _select(page, _no_meld(codes))
+        page.click("action-open")
+        status = page.until(lambda: _refusal(page, r"\((F-\d+\w?)\)"), "the refusal's rule")
+        page.shot(f"refused-{status.group(1)}")
+        for code in _no_meld(codes):
+            page.click(f"card-{code}")
+    discard = next(code for code in reversed(codes) if code not in blocked)
+    _select(page, [discard])
+    page.click("action-discard")
+
+
+def _no_meld(codes: list[str]) -> list[str]:
+    """Three cards of the hand that are neither a run nor a set: two suits, three ranks."""
+    naturals = [code for code in codes if not code.startswith("X")]
+    for first in naturals:
+        for second in naturals:
+            for third in naturals:
+                ranks = {first[:-1], second[:-1], third[:-1]}
+                suits = {first[-1], second[-1], third[-1]}
+                if len(ranks) == 3 and len(suits) == 2 and len({first, second, third}) == 3:
+                    return [first, second, third]
+    raise AssertionError(f"no three unrelated cards in {codes}")
+
+
+def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str, str]) -> None:
+    """Several turns of 51 salon (F-21, F-80) between a browser seat and three SDK seats: a
+    refused opening shows its rule id (F-10/F-40...), and a reload comes back to the same seat
+    and hand."""
+    web = stack["web-gateway"]
+    run = uuid.uuid4().hex[:6]
+    name = f"bora-{run}"
+    engines = [stack["table-engine"], stack["table-engine-1"]]
+    with (
+        browser(SHOTS / "fiftyone-shared-table") as page,
+        closing(SeatReader(engines, name)) as seats,
+    ):
+        _sign_in(page, web, name)
+        others = [f"sdk-{run}-{index}" for index in range(3)]
+        with SdkPlayers(stack, "salon-51", others) as sdk:
+            table_id = _seated(page, "salon-51")
+            assert page.attribute("table", "data-game") == "fiftyone"
+            seat = page.attribute("table", "data-seat")
+            turns = 0
+            refused = False
+            reloaded = False
+            while turns < 4 and _my_turn_or_over(page):
+                view = _view_in_sync(page, seats, table_id)
+                if view is None:
+                    time.sleep(0.05)
+                    continue
+                sequence = str(view.table.table.sequence)
+                phase = page.attribute("table", "data-phase")
+                _fiftyone_turn(
+                    page, view, refuse_an_opening=not refused and phase not in ("DRAW", "QUERY")
+                )
+                refused = refused or phase not in ("DRAW", "QUERY")
+                _after_move(page, sequence)
+                if phase not in ("DRAW", "QUERY"):
+                    turns += 1
+                    page.shot(f"turn-{turns}")
+                if turns == 2 and not reloaded:
+                    reloaded = True
+                    hand = page.attribute("hand", "data-count")
+                    page.driver.refresh()
+                    page.until(lambda: page.all("hand"), "the hand after the reload")
+                    assert page.attribute("table", "data-table-id") == table_id
+                    assert page.attribute("table", "data-seat") == seat
+                    assert page.attribute("hand", "data-count") == hand
+                    page.shot("reloaded")
+            assert turns == 4, "the game ended before the browser seat played four turns"
+            assert refused
+            assert not sdk.errors, sdk.errors
+            assert set(sdk.tables.values()) == {table_id}
+            _spectate(page, web, f"cem-{run}", table_id)
+
+
+def _spectate(page: Browser, web: str, name: str, table_id: str) -> None:
+    """P-20: another player watches the table by its id: the seats' card counts, no hand."""
+    page.click("sign-out")
+    _sign_in(page, web, name)
+    page.find("spectate-input").send_keys(table_id)
+    page.click("spectate-submit")
+    table = page.find("table")
+    page.until(lambda: table.get_attribute("data-table-id") == table_id, "the watched table")
+    assert page.attribute("table", "data-seat") == ""
+    counts = [int(page.attribute(f"seat-{seat}", "data-cards")) for seat in range(4)]
+    assert sum(counts) > 0
+    # No hand on the page, and no card face among the seats: counts only.
+    assert not page.all("hand")
+    for seat in range(4):
+        assert not page.find(f"seat-{seat}").find_elements(By.CSS_SELECTOR, "[data-code]")
+    page.shot("spectating")
