@@ -64,7 +64,8 @@ def wait_for(path: Path, process: subprocess.Popen[str]) -> dict[str, object]:
 
 
 def serving(address: str) -> bool:
-    """Health says SERVING within the deadline (one slow answer on a loaded machine is fine)."""
+    """Health says SERVING within the deadline: a restarted node says NOT_SERVING while it
+    connects and recovers its tables, and one slow answer on a loaded machine is fine."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     with grpc.insecure_channel(address) as channel:
         check = channel.unary_unary(
@@ -76,8 +77,11 @@ def serving(address: str) -> bool:
             try:
                 answer = check(health_pb2.HealthCheckRequest(), timeout=5)
             except grpc.RpcError:
+                time.sleep(0.1)
                 continue
-            return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
+            if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                return True
+            time.sleep(0.1)
     return False
 
 
