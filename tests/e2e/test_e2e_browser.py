@@ -5,7 +5,8 @@ packages, driven by Selenium, against ``make run``'s stack through its web gatew
   player sees the chips paid, as the ledger has them, and an illegal play refused with its
   rule (E-4).
 - A browser player and three SDK players share a 51 salon table for several turns: sorgus
-  answered, an opening the rules refuse (its rule id on the page), and a reload that comes
+  answered, three cards that are no meld which the page itself will not send (its rule id on
+  the page), a gösterge the engine refuses (its rule id on the page), and a reload that comes
   back to the same seat with the same hand.
 
 The browser's moves are the greedy policy's, read from the player's own seat view over native
@@ -244,9 +245,11 @@ def test_a_browser_player_plays_an_elevator_chip_game_to_the_payout(stack: dict[
         page.shot("balance-after")
 
 
-def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse_an_opening: bool) -> None:
+def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse: bool) -> bool:
     """Answer a sorgu (give: F-80), or draw from the stock and discard a card the rules let
-    go; first, when asked, an opening of three cards that are no meld (refused by rule).
+    go; first, when asked, two moves that are refused: three cards that are no meld, which the
+    page will not send (F-10, named beside the moves), and four "pairs" of eight different
+    cards, which the engine refuses by rule. Whether both were refused.
 
     Refusing a sorgu would put the seat in pair status (F-70), where a hand it ends unopened
     costs it 200 (F-91): salon's elimination (F-96) then takes it out of the game at the
@@ -255,22 +258,34 @@ def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse_an_opening:
     if phase == "QUERY":
         page.click("action-query_give")
         page.shot("sorgu-given")
-        return
+        return False
     if phase == "DRAW":
         page.click("action-draw_from_stock")
-        return
+        return False
     blocked = {_code(card) for card in (*view.undiscardable, *view.must_use)}
     codes = [_code(card) for card in view.hand]
-    if refuse_an_opening:
-        _select(page, _no_meld(codes))
-        page.click("action-open")
+    faces = list(dict.fromkeys(code for code in codes if not code.startswith("X")))
+    refused = refuse and len(faces) >= 8
+    if refused:
+        no_meld = _no_meld(codes)
+        _select(page, no_meld)
+        checked = page.until(
+            lambda: re.search(r"\((F-\d+)\)", page.find("meld-check").text), "the meld check"
+        )
+        assert checked.group(1) == "F-10" and not page.find("action-open").is_enabled()
+        page.shot("meld-check-F-10")
+        for code in no_meld:
+            page.click(f"card-{code}")
+        _select(page, faces[:8])
+        page.click("action-show_gosterge")
         status = page.until(lambda: _refusal(page, r"\((F-\d+\w?)\)"), "the refusal's rule")
         page.shot(f"refused-{status.group(1)}")
-        for code in _no_meld(codes):
+        for code in faces[:8]:
             page.click(f"card-{code}")
     discard = next(code for code in reversed(codes) if code not in blocked)
     _select(page, [discard])
     page.click("action-discard")
+    return refused
 
 
 def _no_meld(codes: list[str]) -> list[str]:
@@ -288,8 +303,9 @@ def _no_meld(codes: list[str]) -> list[str]:
 
 def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str, str]) -> None:
     """Several turns of 51 salon (F-21, F-80) between a browser seat and three SDK seats: a
-    refused opening shows its rule id (F-10/F-40...), and a reload comes back to the same seat
-    and hand."""
+    selection that is no meld and a gösterge of no pairs are refused with their rule ids
+    (F-10 on the page, F-15/F-71 by the engine), and a reload comes back to the same seat and
+    hand."""
     web = stack["web-gateway"]
     run = uuid.uuid4().hex[:6]
     name = f"bora-{run}"
@@ -314,10 +330,7 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
                     continue
                 sequence = str(view.table.table.sequence)
                 phase = page.attribute("table", "data-phase")
-                _fiftyone_turn(
-                    page, view, refuse_an_opening=not refused and phase not in ("DRAW", "QUERY")
-                )
-                refused = refused or phase not in ("DRAW", "QUERY")
+                refused = _fiftyone_turn(page, view, refuse=not refused) or refused
                 _after_move(page, sequence)
                 if phase not in ("DRAW", "QUERY"):
                     turns += 1

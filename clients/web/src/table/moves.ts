@@ -7,10 +7,11 @@ import { cardCode, cardFace, isJoker, playOrder, plainCard } from "../cards";
 import { h } from "../dom";
 import type { Card } from "../gen/masa/common/v1/card_pb";
 import { Preset } from "../gen/masa/common/v1/game_pb";
-import { MeldKind, type ProposedMeldSchema } from "../gen/masa/common/v1/meld_pb";
+import { MeldEnd, MeldKind, type ProposedMeldSchema } from "../gen/masa/common/v1/meld_pb";
 import { type ActionSchema, QueryAnswer } from "../gen/masa/table/v1/action_pb";
 import { type ElevatorTable, type FiftyOneTable, Opening, TurnPhase } from "../gen/masa/table/v1/view_pb";
 import { count, seatName } from "../names";
+import { meldProblem, openEnds } from "./melds";
 import { me, mySeat, myMove, onAutopilot, queryAsksMe, selectedCards, type TableState } from "./state";
 
 export type ActionInit = MessageInitShape<typeof ActionSchema>;
@@ -83,10 +84,12 @@ export function hint(state: TableState): string {
 
 export function renderMoves(state: TableState, handlers: MoveHandlers): HTMLElement {
   const moves = state.view !== undefined && !state.busy ? available(state, handlers) : [];
+  const problem = selectionProblem(state);
   return h(
     "div",
     { class: "moves" },
     state.staged.length ? renderStaged(state, handlers) : null,
+    problem ? h("p", { class: "error", "data-testid": "meld-check" }, `✗ the selection is no meld: ${problem}`) : null,
     h(
       "div",
       { class: "row actions", role: "group", "aria-label": "your moves", "data-testid": "actions" },
@@ -121,6 +124,21 @@ function renderStaged(state: TableState, handlers: MoveHandlers): HTMLElement {
       ),
     ),
   );
+}
+
+/** Why the selected cards are no meld or pair, while the player melds in 51 and has selected
+ * more than one card; "" otherwise. */
+function selectionProblem(state: TableState): string {
+  const chosen = selectedCards(state);
+  if (chosen.length < 2 || state.view?.game.case !== "fiftyone" || state.view.turnPhase !== TurnPhase.MELD || !myMove(state)) {
+    return "";
+  }
+  return meldProblem(chosen, aceLow(state));
+}
+
+// F-11: the ace may also be low in remi only.
+function aceLow(state: TableState): boolean {
+  return state.view?.table?.config?.preset === Preset.REMI;
 }
 
 function available(state: TableState, handlers: MoveHandlers): Move[] {
@@ -184,6 +202,10 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   const top = game.discardPile.at(-1);
   const moves: Move[] = [];
   const melds = (): MeldInit[] => proposed([...state.staged, ...(chosen.length ? [chosen] : [])]);
+  // The selection joins the melds put together as one more; each of those was checked when it
+  // was put together.
+  const meldsMissing = (): string =>
+    chosen.length ? meldProblem(chosen, aceLow(state)) : state.staged.length ? "" : "select or put together the melds first";
   if (phase === TurnPhase.DRAW) {
     moves.push({ kind: "draw_from_stock", label: "Draw from the stock", run: () => handlers.submit({ kind: { case: "drawFromStock", value: {} } }) });
     if (top !== undefined) {
@@ -217,7 +239,7 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
     moves.push({
       kind: "stage",
       label: "Put together a meld",
-      missing: chosen.length >= 2 ? "" : "select the cards of a meld or pair first",
+      missing: chosen.length >= 2 ? meldProblem(chosen, aceLow(state)) : "select the cards of a meld or pair first",
       run: handlers.stage,
     });
     const opened = seat !== undefined && seat.opening !== Opening.UNSPECIFIED;
@@ -226,23 +248,40 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
         ? {
             kind: "lay_down",
             label: "Lay down",
-            missing: state.staged.length || chosen.length >= 2 ? "" : "select or put together the melds first",
+            missing: meldsMissing(),
             run: () => handlers.submit({ kind: { case: "layDown", value: { melds: melds() } } }),
           }
         : {
             kind: "open",
             label: "Open",
-            missing: state.staged.length || chosen.length >= 2 ? "" : "select or put together the melds first",
+            missing: meldsMissing(),
             run: () => handlers.submit({ kind: { case: "open", value: { melds: melds() } } }),
           },
     );
     const target = state.targetMeld;
-    moves.push({
-      kind: "lay_off",
-      label: target === undefined ? "Lay off" : `Lay off on #${target}`,
-      missing: target === undefined ? "choose a meld on the table" : chosen.length === 1 || chosen.length === 2 ? "" : "select one card (two on a pair)",
-      run: () => handlers.submit({ kind: { case: "layOff", value: { meldId: target!, cards: chosen.map(plainCard) } } }),
-    });
+    const onto = game.melds.find((meld) => meld.meldId === target);
+    const ends = onto === undefined ? { low: false, high: false } : openEnds(onto, aceLow(state));
+    if (chosen.length === 1 && isJoker(chosen[0]!) && ends.low && ends.high) {
+      // A joker fits both ends of the run: the player says which (F-50), as the card it
+      // stands for is then one a later retrieval needs (F-55).
+      for (const [kind, end, label] of [
+        ["lay_off_low", MeldEnd.LOW, "at the low end"],
+        ["lay_off_high", MeldEnd.HIGH, "at the high end"],
+      ] as const) {
+        moves.push({
+          kind,
+          label: `Lay off on #${target} ${label}`,
+          run: () => handlers.submit({ kind: { case: "layOff", value: { meldId: target!, cards: chosen.map(plainCard), end } } }),
+        });
+      }
+    } else {
+      moves.push({
+        kind: "lay_off",
+        label: target === undefined ? "Lay off" : `Lay off on #${target}`,
+        missing: target === undefined ? "choose a meld on the table" : chosen.length === 1 || chosen.length === 2 ? "" : "select one card (two on a pair)",
+        run: () => handlers.submit({ kind: { case: "layOff", value: { meldId: target!, cards: chosen.map(plainCard) } } }),
+      });
+    }
     moves.push({
       kind: "retrieve_joker",
       label: "Take back a joker",
