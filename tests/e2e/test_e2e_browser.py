@@ -348,7 +348,32 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
             assert refused
             assert not sdk.errors, sdk.errors
             assert set(sdk.tables.values()) == {table_id}
+            _play_while_seated(page, seats, table_id, "salon-51")
             _spectate(page, web, f"cem-{run}", table_id)
+
+
+def _play_while_seated(page: Browser, seats: SeatReader, table_id: str, lobby: str) -> None:
+    """One seat at a time: Play on the lobbies while the player still holds a seat asks
+    first, and "Back to that seat" returns to it; no ticket is made meanwhile."""
+    page.click("home")
+
+    def over() -> bool:
+        return seats.view(table_id).table.table.state != view_pb2.Table.STATE_PLAYING
+
+    page.until(
+        lambda: page.all(f"open-table-{table_id}") or over(),
+        "the way back to the seat, or the game's end",
+    )
+    if not page.all(f"open-table-{table_id}"):
+        # The SDK seats ended the game meanwhile: the page rightly offers no seat to go back to.
+        assert over()
+        return
+    page.click(f"play-{lobby}")
+    asked = page.find(f"seated-elsewhere-{lobby}")
+    assert table_id in asked.text
+    page.shot("asked-before-a-second-table")
+    page.click(f"back-to-seat-{lobby}")
+    page.until(lambda: page.attribute("table", "data-table-id") == table_id, "the same seat")
 
 
 def _spectate(page: Browser, web: str, name: str, table_id: str) -> None:

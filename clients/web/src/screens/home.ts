@@ -1,7 +1,7 @@
 // Home: the player's chips, the way back to an open ticket or a table in play, the lobbies
 // with a Play button each, and spectating a table by its id.
 
-import { ledger, matchmaking, tables } from "../api";
+import { ledger, matchmaking, newRequestId, tables } from "../api";
 import { h, patchContent } from "../dom";
 import { explain, failureOf } from "../errors";
 import type { BotLevel } from "../gen/masa/common/v1/game_pb";
@@ -22,7 +22,16 @@ const MAX_REFRESH_MS = 40000;
 // Matched tickets looked at for a table still in play: the player's last few games.
 const RECENT_MATCHES = 3;
 
+// What the home screen knows while the player reads it: the tables the player still holds a
+// seat at, and the lobbies whose Play asked the player what to do with that seat.
+interface Seated {
+  tables: Ticket[];
+  readonly asking: Set<string>;
+  redraw: () => void;
+}
+
 export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
+  const seated: Seated = { tables: [], asking: new Set(), redraw: () => {} };
   const balance = h("p", { "data-testid": "balance", class: "balance" }, "…");
   const comeBack = h("div", { "data-testid": "open-tickets" });
   const lobbies = h("div", { class: "lobbies", "data-testid": "lobbies" }, "…");
@@ -38,8 +47,8 @@ export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
     spectateForm(),
   );
   showBalance(balance).catch(reportUnlessLeft(signal));
-  showOpen(comeBack).catch(reportUnlessLeft(signal));
-  void keepLobbies(lobbies, signal);
+  showOpen(comeBack, seated).catch(reportUnlessLeft(signal));
+  void keepLobbies(lobbies, seated, signal);
 }
 
 function reportUnlessLeft(signal: AbortSignal): (error: unknown) => void {
@@ -62,8 +71,9 @@ async function showBalance(target: HTMLElement): Promise<void> {
   }
 }
 
-/** The player's open ticket and the tables of its recent matches that are still in play. */
-async function showOpen(target: HTMLElement): Promise<void> {
+/** The player's open ticket and the tables of its recent matches where it still holds a
+ * seat; those go into ``seated`` too. */
+async function showOpen(target: HTMLElement, seated: Seated): Promise<void> {
   const { tickets } = await matchmaking.listTickets({ pageSize: 20 });
   const links: HTMLElement[] = [];
   for (const ticket of tickets) {
@@ -79,7 +89,9 @@ async function showOpen(target: HTMLElement): Promise<void> {
     }
   }
   const matched = tickets.filter((ticket) => ticket.state === Ticket_State.MATCHED && ticket.tableId).slice(0, RECENT_MATCHES);
-  for (const ticket of await inPlay(matched)) {
+  seated.tables = await inPlay(matched);
+  seated.redraw();
+  for (const ticket of seated.tables) {
     links.push(
       h(
         "li",
@@ -92,19 +104,28 @@ async function showOpen(target: HTMLElement): Promise<void> {
   patchContent(target, links.length ? h("ul", { class: "come-back" }, links) : null);
 }
 
+/** The matched tickets whose table still plays with the player's seat in it: a seat left
+ * (LeaveTable) is kept until it forfeits (P-12), a forfeited one is a bot's for good. */
 async function inPlay(matched: Ticket[]): Promise<Ticket[]> {
-  const states = await Promise.all(
+  const holding = await Promise.all(
     matched.map((ticket) =>
       tables.getTable({ tableId: ticket.tableId }).then(
-        (answer) => (answer.view.case === "seatView" ? answer.view.value.table?.table?.state : undefined),
-        () => undefined,
+        (answer) => {
+          if (answer.view.case !== "seatView") {
+            return false;
+          }
+          const view = answer.view.value;
+          const mine = view.table?.seats.find((seat) => seat.seat === view.seat);
+          return view.table?.table?.state === Table_State.PLAYING && mine !== undefined && !mine.forfeited;
+        },
+        () => false,
       ),
     ),
   );
-  return matched.filter((_, index) => states[index] === Table_State.PLAYING);
+  return matched.filter((_, index) => holding[index]);
 }
 
-async function keepLobbies(target: HTMLElement, signal: AbortSignal): Promise<void> {
+async function keepLobbies(target: HTMLElement, seated: Seated, signal: AbortSignal): Promise<void> {
   // Levels chosen in the selects survive the refreshes that rebuild the list.
   const levels = new Map<string, BotLevel>();
   const report = reportUnlessLeft(signal);
@@ -118,7 +139,8 @@ async function keepLobbies(target: HTMLElement, signal: AbortSignal): Promise<vo
         say("the lobbies are up to date again", "ok");
       }
       failures = 0;
-      patchContent(target, lobbies.length ? lobbies.map((lobby) => lobbyCard(lobby, levels)) : "no lobbies are open");
+      seated.redraw = () => patchContent(target, lobbies.length ? lobbies.map((lobby) => lobbyCard(lobby, levels, seated)) : "no lobbies are open");
+      seated.redraw();
     } catch (error) {
       failures += 1;
       report(error);
@@ -127,7 +149,7 @@ async function keepLobbies(target: HTMLElement, signal: AbortSignal): Promise<vo
   }
 }
 
-function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>): HTMLElement {
+function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>, seated: Seated): HTMLElement {
   const id = lobby.lobbyId;
   const choosesLevel = lobby.mode === Mode.TRAINING && lobby.botLevels.length > 1;
   const level = choosesLevel
@@ -143,17 +165,26 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>): HTMLElement {
         ),
       )
     : null;
+  const queue = (button: HTMLButtonElement): void => {
+    button.disabled = true;
+    queueFor(id, choosesLevel ? levels.get(id) ?? lobby.botFill?.level : undefined).finally(() => {
+      button.disabled = false;
+    });
+  };
+  const elsewhere = seated.tables[0];
   const play = h(
     "button",
     {
       "data-testid": `play-${id}`,
       "aria-label": `Play in ${lobby.displayName}`,
       onclick: (event: Event) => {
-        const button = event.currentTarget as HTMLButtonElement;
-        button.disabled = true;
-        queueFor(id, choosesLevel ? levels.get(id) ?? lobby.botFill?.level : undefined).finally(() => {
-          button.disabled = false;
-        });
+        if (elsewhere === undefined) {
+          queue(event.currentTarget as HTMLButtonElement);
+          return;
+        }
+        // One seat at a time: a second table would play the first seat by its timer.
+        seated.asking.add(id);
+        seated.redraw();
       },
     },
     "Play",
@@ -165,6 +196,45 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>): HTMLElement {
     h("p", {}, describeLobby(lobby)),
     h("p", { class: "hint", "data-testid": `lobby-activity-${id}` }, lobbyActivity(lobby)),
     h("div", { class: "row" }, level, play),
+    elsewhere !== undefined && seated.asking.has(id) ? seatedElsewhere(elsewhere, seated, id, queue) : null,
+  );
+}
+
+/** What a player who still holds a seat may do before queueing again: go back to it, or leave
+ * it (LeaveTable: the seat is kept until it forfeits, P-12, its turns played by the timer
+ * meanwhile, P-10) and queue. */
+function seatedElsewhere(elsewhere: Ticket, seated: Seated, lobbyId: string, queue: (button: HTMLButtonElement) => void): HTMLElement {
+  const tableId = elsewhere.tableId;
+  return h(
+    "div",
+    { class: "row seated-elsewhere", role: "group", "data-testid": `seated-elsewhere-${lobbyId}` },
+    h("p", { class: "error" }, `you still hold a seat at table ${tableId} (${elsewhere.lobbyId})`),
+    h("button", { type: "button", "data-testid": `back-to-seat-${lobbyId}`, onclick: () => go({ screen: "table", id: tableId }) }, "Back to that seat"),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "quiet",
+        "data-testid": `leave-and-play-${lobbyId}`,
+        onclick: (event: Event) => {
+          const button = event.currentTarget as HTMLButtonElement;
+          button.disabled = true;
+          tables
+            .leaveTable({ requestId: newRequestId(), tableId })
+            .then(() => {
+              seated.tables = seated.tables.filter((ticket) => ticket.tableId !== tableId);
+              seated.asking.delete(lobbyId);
+              say(`you left table ${tableId}: its seat is kept until it forfeits (P-12), and its turns time out meanwhile (P-10)`, "info");
+              queue(button);
+            })
+            .catch((error: unknown) => {
+              button.disabled = false;
+              say(explain(failureOf(error)), "error");
+            });
+        },
+      },
+      "Leave it and play here",
+    ),
   );
 }
 
