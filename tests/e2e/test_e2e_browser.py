@@ -274,13 +274,13 @@ def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse: bool) -> b
         )
         assert checked.group(1) == "F-10" and not page.find("action-open").is_enabled()
         page.shot("meld-check-F-10")
-        for code in no_meld:
-            page.click(f"card-{code}")
-        _select(page, faces[:8])
+        # The gösterge's eight: the three above and five more different faces.
+        eight = [*no_meld, *[face for face in faces if face not in no_meld][:5]]
+        _select(page, eight[3:])
         page.click("action-show_gosterge")
         status = page.until(lambda: _refusal(page, r"\((F-\d+\w?)\)"), "the refusal's rule")
         page.shot(f"refused-{status.group(1)}")
-        for code in faces[:8]:
+        for code in eight:
             page.click(f"card-{code}")
     discard = next(code for code in reversed(codes) if code not in blocked)
     _select(page, [discard])

@@ -26,12 +26,17 @@ const RECENT_MATCHES = 3;
 // seat at, and the lobbies whose Play asked the player what to do with that seat.
 interface Seated {
   tables: Ticket[];
+  // Settles once ``tables`` has been looked up (or the look failed): Play waits for it.
+  looked: Promise<void>;
   readonly asking: Set<string>;
+  // A leave or a ticket asked for from this screen and not answered yet: its buttons stay
+  // disabled across the lobby list's refreshes.
+  busy: boolean;
   redraw: () => void;
 }
 
 export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
-  const seated: Seated = { tables: [], asking: new Set(), redraw: () => {} };
+  const seated: Seated = { tables: [], looked: Promise.resolve(), asking: new Set(), busy: false, redraw: () => {} };
   const balance = h("p", { "data-testid": "balance", class: "balance" }, "…");
   const comeBack = h("div", { "data-testid": "open-tickets" });
   const lobbies = h("div", { class: "lobbies", "data-testid": "lobbies" }, "…");
@@ -47,7 +52,7 @@ export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
     spectateForm(),
   );
   showBalance(balance).catch(reportUnlessLeft(signal));
-  showOpen(comeBack, seated).catch(reportUnlessLeft(signal));
+  seated.looked = showOpen(comeBack, seated).catch(reportUnlessLeft(signal));
   void keepLobbies(lobbies, seated, signal);
 }
 
@@ -165,10 +170,12 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>, seated: Seated):
         ),
       )
     : null;
-  const queue = (button: HTMLButtonElement): void => {
-    button.disabled = true;
+  const queue = (): void => {
+    seated.busy = true;
+    seated.redraw();
     queueFor(id, choosesLevel ? levels.get(id) ?? lobby.botFill?.level : undefined).finally(() => {
-      button.disabled = false;
+      seated.busy = false;
+      seated.redraw();
     });
   };
   const elsewhere = seated.tables[0];
@@ -177,14 +184,21 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>, seated: Seated):
     {
       "data-testid": `play-${id}`,
       "aria-label": `Play in ${lobby.displayName}`,
-      onclick: (event: Event) => {
-        if (elsewhere === undefined) {
-          queue(event.currentTarget as HTMLButtonElement);
-          return;
-        }
-        // One seat at a time: a second table would play the first seat by its timer.
-        seated.asking.add(id);
+      disabled: seated.busy,
+      onclick: () => {
+        seated.busy = true;
         seated.redraw();
+        // One seat at a time: a second table would play the first seat by its timer. So
+        // Play waits for the look at the player's tables, and asks while one holds a seat.
+        void seated.looked.then(() => {
+          seated.busy = false;
+          if (seated.tables.length === 0) {
+            queue();
+            return;
+          }
+          seated.asking.add(id);
+          seated.redraw();
+        });
       },
     },
     "Play",
@@ -203,7 +217,7 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>, seated: Seated):
 /** What a player who still holds a seat may do before queueing again: go back to it, or leave
  * it (LeaveTable: the seat is kept until it forfeits, P-12, its turns played by the timer
  * meanwhile, P-10) and queue. */
-function seatedElsewhere(elsewhere: Ticket, seated: Seated, lobbyId: string, queue: (button: HTMLButtonElement) => void): HTMLElement {
+function seatedElsewhere(elsewhere: Ticket, seated: Seated, lobbyId: string, queue: () => void): HTMLElement {
   const tableId = elsewhere.tableId;
   return h(
     "div",
@@ -216,19 +230,27 @@ function seatedElsewhere(elsewhere: Ticket, seated: Seated, lobbyId: string, que
         type: "button",
         class: "quiet",
         "data-testid": `leave-and-play-${lobbyId}`,
-        onclick: (event: Event) => {
-          const button = event.currentTarget as HTMLButtonElement;
-          button.disabled = true;
+        disabled: seated.busy,
+        onclick: () => {
+          seated.busy = true;
+          seated.redraw();
           tables
             .leaveTable({ requestId: newRequestId(), tableId })
             .then(() => {
               seated.tables = seated.tables.filter((ticket) => ticket.tableId !== tableId);
-              seated.asking.delete(lobbyId);
               say(`you left table ${tableId}: its seat is kept until it forfeits (P-12), and its turns time out meanwhile (P-10)`, "info");
-              queue(button);
+              seated.busy = false;
+              if (seated.tables.length) {
+                // Another seat is still held: the prompt now names that one.
+                seated.redraw();
+                return;
+              }
+              seated.asking.delete(lobbyId);
+              queue();
             })
             .catch((error: unknown) => {
-              button.disabled = false;
+              seated.busy = false;
+              seated.redraw();
               say(explain(failureOf(error)), "error");
             });
         },

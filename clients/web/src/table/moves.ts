@@ -1,5 +1,5 @@
 // The moves the game offers the player now, as buttons (data-testid "action-<kind>", the
-// Action oneof's field name). The client offers what the phase allows and the view's own
+// Action oneof's field name, with a suffix where one move has two buttons). The client offers what the phase allows and the view's own
 // obligations suggest; the engine alone judges a move, and a refusal names its rule.
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -133,7 +133,19 @@ function selectionProblem(state: TableState): string {
   if (chosen.length < 2 || state.view?.game.case !== "fiftyone" || state.view.turnPhase !== TurnPhase.MELD || !myMove(state)) {
     return "";
   }
+  // Eight cards may be a gösterge's four pairs (F-71), which the engine judges.
+  if (chosen.length === 8 && mayShowGosterge(state)) {
+    return "";
+  }
   return meldProblem(chosen, aceLow(state));
+}
+
+// F-71: salon's gösterge is for a seat not yet opened nor in pair status.
+function mayShowGosterge(state: TableState): boolean {
+  const seat = mySeat(state);
+  const preset = state.view?.table?.config?.preset ?? Preset.SALON;
+  const salon = preset === Preset.SALON || preset === Preset.UNSPECIFIED;
+  return salon && seat !== undefined && !seat.pairStatus && seat.opening === Opening.UNSPECIFIED;
 }
 
 // F-11: the ace may also be low in remi only.
@@ -198,7 +210,6 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   const chosen = selectedCards(state);
   const seat = mySeat(state);
   const preset = state.view?.table?.config?.preset ?? Preset.SALON;
-  const salon = preset === Preset.SALON || preset === Preset.UNSPECIFIED;
   const top = game.discardPile.at(-1);
   const moves: Move[] = [];
   const melds = (): MeldInit[] => proposed([...state.staged, ...(chosen.length ? [chosen] : [])]);
@@ -306,7 +317,7 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   // Only an unopened seat not yet in pair status goes pairs or shows a gösterge (F-70, F-71).
   if (!seat?.pairStatus && seat?.opening === Opening.UNSPECIFIED) {
     moves.push({ kind: "declare_pairs", label: "Go pairs", run: () => handlers.submit({ kind: { case: "declarePairs", value: {} } }) });
-    if (salon) {
+    if (mayShowGosterge(state)) {
       moves.push({
         kind: "show_gosterge",
         label: "Show four pairs",
