@@ -352,6 +352,56 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
             _spectate(page, web, f"cem-{run}", table_id)
 
 
+def test_a_remi_seat_selects_the_bottom_card_to_finish_with_it(stack: dict[str, str]) -> None:
+    """F-35 in the page: on its draw, a remi seat that never opened may finish the hand with
+    the face-up bottom card, so the card is selectable like one of the hand, melds are put
+    together on the draw, and the finish waits for them; after the draw it is a card to look
+    at only. (A deal to finish with cannot be arranged: the finish itself is the engine's,
+    tested there.)"""
+    web = stack["web-gateway"]
+    run = uuid.uuid4().hex[:6]
+    name = f"dara-{run}"
+    engines = [stack["table-engine"], stack["table-engine-1"]]
+    with (
+        browser(SHOTS / "remi-bottom-card") as page,
+        closing(SeatReader(engines, name)) as seats,
+    ):
+        _sign_in(page, web, name)
+        with SdkPlayers(stack, "remi", [f"sdk-{run}-{index}" for index in range(3)]) as sdk:
+            table_id = _seated(page, "remi")
+            assert _my_turn_or_over(page), "the game ended before the browser seat's turn"
+            if page.attribute("table", "data-phase") != "DRAW":
+                # The starter's first turn has no draw (F-20): discard, and wait for the next.
+                view = page.until(lambda: _view_in_sync(page, seats, table_id), "the view")
+                blocked = {_code(card) for card in view.undiscardable}
+                sequence = str(view.table.table.sequence)
+                codes = [_code(card) for card in view.hand]
+                _select(page, [next(code for code in codes if code not in blocked)])
+                page.click("action-discard")
+                _after_move(page, sequence)
+                assert _my_turn_or_over(page), "the game ended before the browser seat's draw"
+            assert page.attribute("table", "data-phase") == "DRAW"
+            bottom = page.find("bottom-card")
+            assert bottom.tag_name == "button" and bottom.get_attribute("aria-pressed") == "false"
+            finish = page.find("action-take_bottom_card")
+            assert not finish.is_enabled() and "melds" in (finish.get_attribute("title") or "")
+            page.click("bottom-card")
+            page.until(
+                lambda: page.attribute("bottom-card", "aria-pressed") == "true", "it selected"
+            )
+            assert page.find("action-stage")
+            page.shot("bottom-card-selected")
+            page.click("bottom-card")
+            page.until(
+                lambda: page.attribute("bottom-card", "aria-pressed") == "false", "it let go"
+            )
+            page.click("action-draw_from_stock")
+            page.until(lambda: page.attribute("table", "data-phase") != "DRAW", "the draw taken")
+            assert page.find("bottom-card").tag_name == "span"
+            page.shot("drew")
+            assert not sdk.errors, sdk.errors
+
+
 def _play_while_seated(page: Browser, seats: SeatReader, table_id: str, lobby: str) -> None:
     """One seat at a time: Play on the lobbies while the player still holds a seat asks
     first, and "Back to that seat" returns to it; no ticket is made meanwhile."""

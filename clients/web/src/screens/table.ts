@@ -5,7 +5,6 @@
 
 import { Code } from "@connectrpc/connect";
 import { newRequestId, tables } from "../api";
-import { cardKey } from "../cards";
 import { h, patchContent } from "../dom";
 import { explain, failureOf, type Failure } from "../errors";
 import type { TableUpdate } from "../gen/masa/table/v1/event_pb";
@@ -22,7 +21,7 @@ import { followTable } from "../table/follow";
 import { renderHand } from "../table/hand";
 import { type ActionInit, hint, renderMoves } from "../table/moves";
 import { chipsPaid, renderGameOver, renderHandResult } from "../table/results";
-import { me, mySeat, myMove, onAutopilot, pruneChoices, queryAsksMe, sequence, type TableState } from "../table/state";
+import { me, mySeat, myMove, onAutopilot, pruneChoices, queryAsksMe, selectedCards, sequence, type TableState } from "../table/state";
 
 const ORDER_KEY = "masa.handOrder";
 const LOG_LINES = 14;
@@ -78,7 +77,10 @@ export function tableScreen(root: HTMLElement, tableId: string, spectating: bool
         },
         heading(view),
         renderSeats(state),
-        renderMiddle(state, aimAt),
+        renderMiddle(state, aimAt, (key) => {
+          toggle(key);
+          render();
+        }),
         state.seat === undefined ? h("p", { class: "hint" }, spectating ? "you are watching" : "you have no seat at this table: you are watching it") : mine(),
         state.ended ? renderGameOver(view, me(state), state.chips || "counting the chips…", afterGame(view)) : null,
         state.lastHand === undefined ? null : renderHandResult(state.lastHand, view, me(state)),
@@ -121,7 +123,7 @@ export function tableScreen(root: HTMLElement, tableId: string, spectating: bool
       // The hand before the moves: from the selected cards the moves are the next Tab.
       renderHand(state, {
         toggle: (key) => {
-          state.selected = state.selected.includes(key) ? state.selected.filter((other) => other !== key) : [...state.selected, key];
+          toggle(key);
           state.focusKey = key;
           render();
         },
@@ -155,9 +157,12 @@ export function tableScreen(root: HTMLElement, tableId: string, spectating: bool
     render();
   }
 
+  function toggle(key: string): void {
+    state.selected = state.selected.includes(key) ? state.selected.filter((other) => other !== key) : [...state.selected, key];
+  }
+
   function stage(): void {
-    const held = new Map((state.seat?.hand ?? []).map((card) => [cardKey(card), card]));
-    const meld = state.selected.flatMap((key) => held.get(key) ?? []);
+    const meld = selectedCards(state);
     if (meld.length) {
       state.staged = [...state.staged, meld];
       state.selected = [];

@@ -3,8 +3,9 @@
 // Elevator pile and its direction, the melds with who laid them, a running query.
 
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { cardCode, cardFace } from "../cards";
+import { cardCode, cardFace, cardKey } from "../cards";
 import { h } from "../dom";
+import type { Card } from "../gen/masa/common/v1/card_pb";
 import { MeldKind } from "../gen/masa/common/v1/meld_pb";
 import {
   Direction,
@@ -18,7 +19,7 @@ import {
 import { gameTitle } from "../lobbies";
 import { count, seatName } from "../names";
 import { countdown } from "../timing";
-import { me, type TableState } from "./state";
+import { me, type TableState, usableBottom } from "./state";
 
 const MELD_KINDS: Readonly<Record<number, string>> = { [MeldKind.RUN]: "run", [MeldKind.SET]: "set", [MeldKind.PAIR]: "pair" };
 const OPENINGS: Readonly<Record<number, string>> = {
@@ -123,11 +124,11 @@ function renderSeat(seat: SeatState, view: TableView, mine: number | undefined):
 }
 
 /** The middle of the table: stock, pile and what the game shows publicly. */
-export function renderMiddle(state: TableState, meldClicked: (meldId: number) => void): HTMLElement {
+export function renderMiddle(state: TableState, meldClicked: (meldId: number) => void, cardClicked: (key: string) => void): HTMLElement {
   const view = state.view!;
   switch (view.game.case) {
     case "fiftyone":
-      return fiftyOneMiddle(view.game.value, state, meldClicked);
+      return fiftyOneMiddle(view.game.value, state, meldClicked, cardClicked);
     case "elevator":
       return elevatorMiddle(view.game.value, view, me(state));
     default:
@@ -173,7 +174,7 @@ function elevatorMiddle(game: ElevatorTable, view: TableView, mine: number | und
   );
 }
 
-function fiftyOneMiddle(game: FiftyOneTable, state: TableState, meldClicked: (meldId: number) => void): HTMLElement {
+function fiftyOneMiddle(game: FiftyOneTable, state: TableState, meldClicked: (meldId: number) => void, cardClicked: (key: string) => void): HTMLElement {
   const view = state.view!;
   const mine = me(state);
   const top = game.discardPile.at(-1);
@@ -189,9 +190,7 @@ function fiftyOneMiddle(game: FiftyOneTable, state: TableState, meldClicked: (me
       h("span", { "data-testid": "discard-top", class: "top", "data-code": top ? cardCode(top) : "" }, top ? cardFace(top) : "empty"),
       h("span", { class: "hint" }, count(game.discardPile.length, "card")),
     ),
-    game.bottomCard
-      ? h("div", { class: "pile-box" }, h("span", { class: "label" }, "bottom card"), h("span", { "data-testid": "bottom-card" }, cardFace(game.bottomCard)))
-      : null,
+    game.bottomCard ? h("div", { class: "pile-box" }, h("span", { class: "label" }, "bottom card"), bottomCard(game.bottomCard, state, cardClicked)) : null,
     h(
       "div",
       { class: "notes" },
@@ -207,6 +206,35 @@ function fiftyOneMiddle(game: FiftyOneTable, state: TableState, meldClicked: (me
         : null,
     ),
     renderMelds(game, state, meldClicked),
+  );
+}
+
+/** The face-up bottom card (F-34, F-35); in remi, while the player may finish the hand with
+ * it, a card to select like one of the hand. */
+function bottomCard(card: Card, state: TableState, cardClicked: (key: string) => void): HTMLElement {
+  if (usableBottom(state) === undefined) {
+    return h("span", { "data-testid": "bottom-card", "data-code": cardCode(card) }, cardFace(card));
+  }
+  const key = cardKey(card);
+  // Put into a meld already, it is out of the selection, as a card of the hand would be.
+  const staged = state.staged.some((meld) => meld.some((placed) => cardKey(placed) === key));
+  return h(
+    "button",
+    {
+      type: "button",
+      class: ["card", staged ? "staged" : ""].join(" ").trim(),
+      "data-testid": "bottom-card",
+      "data-code": cardCode(card),
+      "aria-pressed": state.selected.includes(key) ? "true" : "false",
+      "aria-disabled": staged ? "true" : undefined,
+      "aria-label": `bottom card ${cardCode(card)}: select it to finish the hand with it (F-35)`,
+      onclick: () => {
+        if (!staged) {
+          cardClicked(key);
+        }
+      },
+    },
+    cardFace(card),
   );
 }
 

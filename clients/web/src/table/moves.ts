@@ -12,7 +12,7 @@ import { type ActionSchema, QueryAnswer } from "../gen/masa/table/v1/action_pb";
 import { type ElevatorTable, type FiftyOneTable, Opening, TurnPhase } from "../gen/masa/table/v1/view_pb";
 import { count, seatName } from "../names";
 import { meldProblem, openEnds } from "./melds";
-import { me, mySeat, myMove, onAutopilot, queryAsksMe, selectedCards, type TableState } from "./state";
+import { me, mySeat, myMove, onAutopilot, queryAsksMe, selectedCards, type TableState, usableBottom } from "./state";
 
 export type ActionInit = MessageInitShape<typeof ActionSchema>;
 type MeldInit = MessageInitShape<typeof ProposedMeldSchema>;
@@ -68,6 +68,9 @@ export function hint(state: TableState): string {
     const notes: string[] = [];
     if (view.turnPhase === TurnPhase.DRAW) {
       notes.push("your turn: draw from the stock or take the discard");
+      if (usableBottom(state) !== undefined) {
+        notes.push("or finish the hand with the bottom card: put it and your cards together as melds, then select the one card to discard (F-35)");
+      }
     } else {
       notes.push("your turn: open, lay down or lay off if you like, then discard one card");
     }
@@ -130,7 +133,8 @@ function renderStaged(state: TableState, handlers: MoveHandlers): HTMLElement {
  * more than one card; "" otherwise. */
 function selectionProblem(state: TableState): string {
   const chosen = selectedCards(state);
-  if (chosen.length < 2 || state.view?.game.case !== "fiftyone" || state.view.turnPhase !== TurnPhase.MELD || !myMove(state)) {
+  const melding = state.view?.turnPhase === TurnPhase.MELD || usableBottom(state) !== undefined;
+  if (chosen.length < 2 || state.view?.game.case !== "fiftyone" || !melding || !myMove(state)) {
     return "";
   }
   // Eight cards may be a gösterge's four pairs (F-71), which the engine judges.
@@ -213,6 +217,12 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   const top = game.discardPile.at(-1);
   const moves: Move[] = [];
   const melds = (): MeldInit[] => proposed([...state.staged, ...(chosen.length ? [chosen] : [])]);
+  const stageMove: Move = {
+    kind: "stage",
+    label: "Put together a meld",
+    missing: chosen.length >= 2 ? meldProblem(chosen, aceLow(state)) : "select the cards of a meld or pair first",
+    run: handlers.stage,
+  };
   // The selection joins the melds put together as one more; each of those was checked when it
   // was put together.
   const meldsMissing = (): string =>
@@ -236,10 +246,11 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
     if (game.bottomCard !== undefined && preset === Preset.CLASSIC && game.bottomCardClaimant === me(state)) {
       moves.push({ kind: "take_bottom_card", label: "Take the bottom card", run: () => handlers.submit({ kind: { case: "takeBottomCard", value: {} } }) });
     }
-    if (game.bottomCard !== undefined && preset === Preset.REMI) {
+    if (usableBottom(state) !== undefined) {
       // F-35: the bottom card only finishes the hand, in one action: the melds put together
-      // lay down the rest of the hand, and the one card selected is the finishing discard.
-      moves.push({
+      // (the bottom card among their cards) lay down the rest of the hand, and the one card
+      // selected is the finishing discard.
+      moves.push(stageMove, {
         kind: "take_bottom_card",
         label: "Finish with the bottom card",
         missing: state.staged.length === 0 ? "put the melds together first" : exactly(1, chosen),
@@ -247,12 +258,7 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
       });
     }
   } else {
-    moves.push({
-      kind: "stage",
-      label: "Put together a meld",
-      missing: chosen.length >= 2 ? meldProblem(chosen, aceLow(state)) : "select the cards of a meld or pair first",
-      run: handlers.stage,
-    });
+    moves.push(stageMove);
     const opened = seat !== undefined && seat.opening !== Opening.UNSPECIFIED;
     moves.push(
       opened

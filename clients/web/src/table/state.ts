@@ -3,8 +3,9 @@
 
 import { cardKey, type HandOrder, sortHand } from "../cards";
 import type { Card } from "../gen/masa/common/v1/card_pb";
+import { Preset } from "../gen/masa/common/v1/game_pb";
 import type { HandFinished } from "../gen/masa/table/v1/event_pb";
-import { type SeatState, type SeatView, type TableView, TurnPhase } from "../gen/masa/table/v1/view_pb";
+import { Opening, type SeatState, type SeatView, type TableView, TurnPhase } from "../gen/masa/table/v1/view_pb";
 
 export interface TableState {
   readonly tableId: string;
@@ -86,16 +87,34 @@ export function hand(state: TableState): Card[] {
   return sortHand(state.seat?.hand ?? [], state.order);
 }
 
-/** The selected cards that the hand still holds, in the order chosen. */
+/** F-35: remi's face-up bottom card while the player may finish the hand with it (on its
+ * draw, never opened): it is then selected and put into melds like a card of the hand. */
+export function usableBottom(state: TableState): Card | undefined {
+  const view = state.view;
+  if (view?.game.case !== "fiftyone" || view.table?.config?.preset !== Preset.REMI || view.turnPhase !== TurnPhase.DRAW) {
+    return undefined;
+  }
+  const seat = mySeat(state);
+  return myMove(state) && seat !== undefined && seat.opening === Opening.UNSPECIFIED ? view.game.value.bottomCard : undefined;
+}
+
+/** The cards the player may select: the hand, and remi's bottom card while it may finish. */
+export function selectable(state: TableState): Card[] {
+  const bottom = usableBottom(state);
+  const held = state.seat?.hand ?? [];
+  return bottom === undefined ? held : [...held, bottom];
+}
+
+/** The selected cards that the player may still select, in the order chosen. */
 export function selectedCards(state: TableState): Card[] {
-  const held = new Map((state.seat?.hand ?? []).map((card) => [cardKey(card), card]));
+  const held = new Map(selectable(state).map((card) => [cardKey(card), card]));
   return state.selected.flatMap((key) => held.get(key) ?? []);
 }
 
 /** Drop choices the new view no longer supports: cards that left the hand, staged melds
  * whose cards did, a meld that is gone. */
 export function pruneChoices(state: TableState): void {
-  const held = new Set((state.seat?.hand ?? []).map(cardKey));
+  const held = new Set(selectable(state).map(cardKey));
   state.selected = state.selected.filter((key) => held.has(key));
   state.staged = state.staged.filter((meld) => meld.every((card) => held.has(cardKey(card))));
   const melds = state.view?.game.case === "fiftyone" ? state.view.game.value.melds : [];
