@@ -21,6 +21,8 @@ const REFRESH_MS = 5000;
 const MAX_REFRESH_MS = 40000;
 // Matched tickets looked at for a table still in play: the player's last few games.
 const RECENT_MATCHES = 3;
+// Play waits for that look: a table that does not answer in time counts as not held.
+const LOOK_TIMEOUT_MS = 5000;
 
 // What the home screen knows while the player reads it: the tables the player still holds a
 // seat at, and the lobbies whose Play asked the player what to do with that seat.
@@ -32,11 +34,13 @@ interface Seated {
   // A leave or a ticket asked for from this screen and not answered yet: its buttons stay
   // disabled across the lobby list's refreshes.
   busy: boolean;
+  // Aborted when the player leaves the screen: a Play still waiting then queues nothing.
+  readonly signal: AbortSignal;
   redraw: () => void;
 }
 
 export function homeScreen(root: HTMLElement, signal: AbortSignal): void {
-  const seated: Seated = { tables: [], looked: Promise.resolve(), asking: new Set(), busy: false, redraw: () => {} };
+  const seated: Seated = { tables: [], looked: Promise.resolve(), asking: new Set(), busy: false, signal, redraw: () => {} };
   const balance = h("p", { "data-testid": "balance", class: "balance" }, "…");
   const comeBack = h("div", { "data-testid": "open-tickets" });
   const lobbies = h("div", { class: "lobbies", "data-testid": "lobbies" }, "…");
@@ -114,7 +118,7 @@ async function showOpen(target: HTMLElement, seated: Seated): Promise<void> {
 async function inPlay(matched: Ticket[]): Promise<Ticket[]> {
   const holding = await Promise.all(
     matched.map((ticket) =>
-      tables.getTable({ tableId: ticket.tableId }).then(
+      tables.getTable({ tableId: ticket.tableId }, { timeoutMs: LOOK_TIMEOUT_MS }).then(
         (answer) => {
           if (answer.view.case !== "seatView") {
             return false;
@@ -192,6 +196,9 @@ function lobbyCard(lobby: Lobby, levels: Map<string, BotLevel>, seated: Seated):
         // Play waits for the look at the player's tables, and asks while one holds a seat.
         void seated.looked.then(() => {
           seated.busy = false;
+          if (seated.signal.aborted) {
+            return;
+          }
           if (seated.tables.length === 0) {
             queue();
             return;

@@ -3,7 +3,7 @@
 // Elevator pile and its direction, the melds with who laid them, a running query.
 
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { cardCode, cardFace, cardKey } from "../cards";
+import { cardCode, cardFace, cardKey, cardName } from "../cards";
 import { h } from "../dom";
 import type { Card } from "../gen/masa/common/v1/card_pb";
 import { MeldKind } from "../gen/masa/common/v1/meld_pb";
@@ -227,7 +227,7 @@ function bottomCard(card: Card, state: TableState, cardClicked: (key: string) =>
       "data-code": cardCode(card),
       "aria-pressed": state.selected.includes(key) ? "true" : "false",
       "aria-disabled": staged ? "true" : undefined,
-      "aria-label": `bottom card ${cardCode(card)}: select it to finish the hand with it (F-35)`,
+      "aria-label": `bottom card, ${cardName(card)}: select it to finish the hand with it (F-35)`,
       onclick: () => {
         if (!staged) {
           cardClicked(key);

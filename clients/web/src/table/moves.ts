@@ -217,10 +217,17 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   const top = game.discardPile.at(-1);
   const moves: Move[] = [];
   const melds = (): MeldInit[] => proposed([...state.staged, ...(chosen.length ? [chosen] : [])]);
+  // On the draw, melds are put together only for remi's finish, which lays down no pairs.
+  const fewest = phase === TurnPhase.DRAW ? 3 : 2;
   const stageMove: Move = {
     kind: "stage",
     label: "Put together a meld",
-    missing: chosen.length >= 2 ? meldProblem(chosen, aceLow(state)) : "select the cards of a meld or pair first",
+    missing:
+      chosen.length >= fewest
+        ? meldProblem(chosen, aceLow(state))
+        : fewest === 3
+          ? "select the cards of a run or set first: a hand finish lays down no pairs (F-35)"
+          : "select the cards of a meld or pair first",
     run: handlers.stage,
   };
   // The selection joins the melds put together as one more; each of those was checked when it
