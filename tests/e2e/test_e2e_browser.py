@@ -370,6 +370,10 @@ def test_a_remi_seat_selects_the_bottom_card_to_finish_with_it(stack: dict[str, 
         with SdkPlayers(stack, "remi", [f"sdk-{run}-{index}" for index in range(3)]) as sdk:
             table_id = _seated(page, "remi")
             view = _remi_draw(page, seats, table_id)
+            # Remi has no pair openings (F-43), so nobody goes pairs there (F-70).
+            assert not page.all("action-declare_pairs") and not page.all(
+                "action-take_discard_pairs"
+            )
             if view.table.fiftyone.HasField("bottom_card"):
                 _select_the_bottom_card(page)
             else:

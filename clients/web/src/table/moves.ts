@@ -216,6 +216,9 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
   const preset = state.view?.table?.config?.preset ?? Preset.SALON;
   const top = game.discardPile.at(-1);
   const moves: Move[] = [];
+  // F-70: only an unopened seat not yet in pair status goes pairs, where the table has pair
+  // openings (F-43: not remi) for it to go to.
+  const mayGoPairs = game.pairsNeeded > 0 && seat !== undefined && !seat.pairStatus && seat.opening === Opening.UNSPECIFIED;
   const melds = (): MeldInit[] => proposed([...state.staged, ...(chosen.length ? [chosen] : [])]);
   // On the draw, melds are put together only for remi's finish, which lays down no pairs.
   const fewest = phase === TurnPhase.DRAW ? 3 : 2;
@@ -242,7 +245,7 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
         label: `Take the discard`,
         run: () => handlers.submit({ kind: { case: "takeDiscard", value: { expectedCard: plainCard(top) } } }),
       });
-      if (!seat?.pairStatus) {
+      if (mayGoPairs) {
         moves.push({
           kind: "take_discard_pairs",
           label: "Take it, going pairs",
@@ -327,17 +330,16 @@ function fiftyOneMoves(game: FiftyOneTable, phase: TurnPhase, state: TableState,
       run: () => handlers.submit({ kind: { case: "claimBottomCard", value: { shown: plainCard(chosen[0]!) } } }),
     });
   }
-  // Only an unopened seat not yet in pair status goes pairs or shows a gösterge (F-70, F-71).
-  if (!seat?.pairStatus && seat?.opening === Opening.UNSPECIFIED) {
+  if (mayGoPairs) {
     moves.push({ kind: "declare_pairs", label: "Go pairs", run: () => handlers.submit({ kind: { case: "declarePairs", value: {} } }) });
-    if (mayShowGosterge(state)) {
-      moves.push({
-        kind: "show_gosterge",
-        label: "Show four pairs",
-        missing: exactly(8, chosen),
-        run: () => handlers.submit({ kind: { case: "showGosterge", value: { cards: chosen.map(plainCard) } } }),
-      });
-    }
+  }
+  if (mayShowGosterge(state)) {
+    moves.push({
+      kind: "show_gosterge",
+      label: "Show four pairs",
+      missing: exactly(8, chosen),
+      run: () => handlers.submit({ kind: { case: "showGosterge", value: { cards: chosen.map(plainCard) } } }),
+    });
   }
   return moves;
 }
