@@ -70,12 +70,15 @@ def _seated(page: Browser, lobby: str) -> str:
     return table_id
 
 
-def _my_turn_or_over(page: Browser, timeout: float = 90.0) -> bool:
-    """Wait until the player must act (True) or the game is over (False)."""
+def _my_turn_or_over(page: Browser, timeout: float = 90.0, seat: str | None = None) -> bool:
+    """Wait until the player must act (True), or the game is over or ``seat`` is out of it
+    (F-96: the others play on without it) (False)."""
 
     def ready() -> str:
         if page.all("game-over"):
             return "over"
+        if seat is not None and page.attribute(f"seat-{seat}", "data-eliminated") == "true":
+            return "out"
         return "move" if page.attribute("table", "data-my-move") == "true" else ""
 
     return page.until(ready, "the player's turn or the game's end", timeout) == "move"
@@ -323,7 +326,7 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
             turns = 0
             refused = False
             reloaded = False
-            while turns < 4 and _my_turn_or_over(page):
+            while turns < 4 and _my_turn_or_over(page, seat=seat):
                 view = _view_in_sync(page, seats, table_id)
                 if view is None:
                     time.sleep(0.05)
@@ -344,8 +347,11 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
                     assert page.attribute("table", "data-seat") == seat
                     assert page.attribute("hand", "data-count") == hand
                     page.shot("reloaded")
-            assert turns == 4, "the game ended before the browser seat played four turns"
-            assert refused
+            # Two SDK seats may finish two salon hands before the browser seat's fourth turn; it
+            # is then out (F-96: 100 for a hand unopened, over the 121 of hand 2). The refusals
+            # and the reload come in its first two turns.
+            assert turns == 4 or bool(page.all("game-over")) or _out(page, seat), turns
+            assert refused and reloaded
             assert not sdk.errors, sdk.errors
             assert set(sdk.tables.values()) == {table_id}
             _play_while_seated(page, seats, table_id, "salon-51")
@@ -417,20 +423,26 @@ def _select_the_bottom_card(page: Browser) -> None:
     page.until(lambda: page.attribute("bottom-card", "aria-pressed") == "false", "it let go")
 
 
+def _out(page: Browser, seat: str) -> bool:
+    return page.attribute(f"seat-{seat}", "data-eliminated") == "true"
+
+
 def _play_while_seated(page: Browser, seats: SeatReader, table_id: str, lobby: str) -> None:
     """One seat at a time: Play on the lobbies while the player still holds a seat asks
     first, and "Back to that seat" returns to it; no ticket is made meanwhile."""
     page.click("home")
 
     def over() -> bool:
-        return seats.view(table_id).table.table.state != view_pb2.Table.STATE_PLAYING
+        view = seats.view(table_id)
+        mine = next(seat for seat in view.table.seats if seat.seat == view.seat)
+        return view.table.table.state != view_pb2.Table.STATE_PLAYING or mine.eliminated
 
     page.until(
         lambda: page.all(f"open-table-{table_id}") or over(),
         "the way back to the seat, or the game's end",
     )
     if not page.all(f"open-table-{table_id}"):
-        # The SDK seats ended the game meanwhile: the page rightly offers no seat to go back to.
+        # The game ended meanwhile, or the seat is out of it (F-96): no seat to go back to.
         assert over()
         return
     page.click(f"play-{lobby}")

@@ -114,7 +114,8 @@ async function showOpen(target: HTMLElement, seated: Seated): Promise<void> {
 }
 
 /** The matched tickets whose table still plays with the player's seat in it: a seat left
- * (LeaveTable) is kept until it forfeits (P-12), a forfeited one is a bot's for good. */
+ * (LeaveTable) is kept until it forfeits (P-12), a forfeited one is a bot's for good, and an
+ * eliminated one (F-96) only watches the others play on. */
 async function inPlay(matched: Ticket[]): Promise<Ticket[]> {
   const holding = await Promise.all(
     matched.map((ticket) =>
@@ -125,7 +126,7 @@ async function inPlay(matched: Ticket[]): Promise<Ticket[]> {
           }
           const view = answer.view.value;
           const mine = view.table?.seats.find((seat) => seat.seat === view.seat);
-          return view.table?.table?.state === Table_State.PLAYING && mine !== undefined && !mine.forfeited;
+          return view.table?.table?.state === Table_State.PLAYING && mine !== undefined && !mine.forfeited && !mine.eliminated;
         },
         () => false,
       ),

@@ -113,6 +113,7 @@ function renderSeat(seat: SeatState, view: TableView, mine: number | undefined):
       "data-cards": seat.cardCount,
       "data-connected": seat.connected,
       "data-autopilot": seat.autopilot,
+      "data-eliminated": seat.eliminated,
       "data-turn": turn,
       "aria-current": turn ? "true" : undefined,
     },
