@@ -20,7 +20,8 @@ import asyncio
 import re
 import time
 import uuid
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import pytest
 from browser_support import SHOTS, Browser, SdkPlayers, SeatReader, browser
@@ -265,7 +266,6 @@ def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse: bool) -> b
     if phase == "DRAW":
         page.click("action-draw_from_stock")
         return False
-    blocked = {_code(card) for card in (*view.undiscardable, *view.must_use)}
     codes = [_code(card) for card in view.hand]
     faces = list(dict.fromkeys(code for code in codes if not code.startswith("X")))
     refused = refuse and len(faces) >= 8
@@ -285,10 +285,16 @@ def _fiftyone_turn(page: Browser, view: view_pb2.SeatView, *, refuse: bool) -> b
         page.shot(f"refused-{status.group(1)}")
         for code in eight:
             page.click(f"card-{code}")
-    discard = next(code for code in reversed(codes) if code not in blocked)
-    _select(page, [discard])
-    page.click("action-discard")
+    _discard(page, view)
     return refused
+
+
+def _discard(page: Browser, view: view_pb2.SeatView) -> None:
+    """Discard the last card of the hand the rules let go (F-36, the cards it must use)."""
+    blocked = {_code(card) for card in (*view.undiscardable, *view.must_use)}
+    codes = [_code(card) for card in view.hand]
+    _select(page, [next(code for code in reversed(codes) if code not in blocked)])
+    page.click("action-discard")
 
 
 def _no_meld(codes: list[str]) -> list[str]:
@@ -309,53 +315,47 @@ def test_a_browser_player_and_sdk_players_share_a_fiftyone_table(stack: dict[str
     selection that is no meld and a gösterge of no pairs are refused with their rule ids
     (F-10 on the page, F-15/F-71 by the engine), and a reload comes back to the same seat and
     hand."""
-    web = stack["web-gateway"]
-    run = uuid.uuid4().hex[:6]
-    name = f"bora-{run}"
-    engines = [stack["table-engine"], stack["table-engine-1"]]
-    with (
-        browser(SHOTS / "fiftyone-shared-table") as page,
-        closing(SeatReader(engines, name)) as seats,
+    with _with_three_sdk_players(stack, "salon-51", "bora", "fiftyone-shared-table") as (
+        page,
+        seats,
+        sdk,
+        table_id,
     ):
-        _sign_in(page, web, name)
-        others = [f"sdk-{run}-{index}" for index in range(3)]
-        with SdkPlayers(stack, "salon-51", others) as sdk:
-            table_id = _seated(page, "salon-51")
-            assert page.attribute("table", "data-game") == "fiftyone"
-            seat = page.attribute("table", "data-seat")
-            turns = 0
-            refused = False
-            reloaded = False
-            while turns < 4 and _my_turn_or_over(page, seat=seat):
-                view = _view_in_sync(page, seats, table_id)
-                if view is None:
-                    time.sleep(0.05)
-                    continue
-                sequence = str(view.table.table.sequence)
-                phase = page.attribute("table", "data-phase")
-                refused = _fiftyone_turn(page, view, refuse=not refused) or refused
-                _after_move(page, sequence)
-                if phase not in ("DRAW", "QUERY"):
-                    turns += 1
-                    page.shot(f"turn-{turns}")
-                if turns == 2 and not reloaded:
-                    reloaded = True
-                    hand = page.attribute("hand", "data-count")
-                    page.driver.refresh()
-                    page.until(lambda: page.all("hand"), "the hand after the reload")
-                    assert page.attribute("table", "data-table-id") == table_id
-                    assert page.attribute("table", "data-seat") == seat
-                    assert page.attribute("hand", "data-count") == hand
-                    page.shot("reloaded")
-            # Two SDK seats may finish two salon hands before the browser seat's fourth turn; it
-            # is then out (F-96: 100 for a hand unopened, over the 121 of hand 2). The refusals
-            # and the reload come in its first two turns.
-            assert turns == 4 or bool(page.all("game-over")) or _out(page, seat), turns
-            assert refused and reloaded
-            assert not sdk.errors, sdk.errors
-            assert set(sdk.tables.values()) == {table_id}
-            _play_while_seated(page, seats, table_id, "salon-51")
-            _spectate(page, web, f"cem-{run}", table_id)
+        assert page.attribute("table", "data-game") == "fiftyone"
+        seat = page.attribute("table", "data-seat")
+        turns = 0
+        refused = False
+        reloaded = False
+        while turns < 4 and _my_turn_or_over(page, seat=seat):
+            view = _view_in_sync(page, seats, table_id)
+            if view is None:
+                time.sleep(0.05)
+                continue
+            sequence = str(view.table.table.sequence)
+            phase = page.attribute("table", "data-phase")
+            refused = _fiftyone_turn(page, view, refuse=not refused) or refused
+            _after_move(page, sequence)
+            if phase not in ("DRAW", "QUERY"):
+                turns += 1
+                page.shot(f"turn-{turns}")
+            if turns == 2 and not reloaded:
+                reloaded = True
+                hand = page.attribute("hand", "data-count")
+                page.driver.refresh()
+                page.until(lambda: page.all("hand"), "the hand after the reload")
+                assert page.attribute("table", "data-table-id") == table_id
+                assert page.attribute("table", "data-seat") == seat
+                assert page.attribute("hand", "data-count") == hand
+                page.shot("reloaded")
+        # Two SDK seats may finish two salon hands before the browser seat's fourth turn; it
+        # is then out (F-96: 100 for a hand unopened, over the 121 of hand 2). The refusals
+        # and the reload come in its first two turns.
+        assert turns == 4 or bool(page.all("game-over")) or _out(page, seat), turns
+        assert refused and reloaded
+        assert not sdk.errors, sdk.errors
+        assert set(sdk.tables.values()) == {table_id}
+        _play_while_seated(page, seats, table_id, "salon-51")
+        _spectate(page, stack["web-gateway"], f"cem-{uuid.uuid4().hex[:6]}", table_id)
 
 
 def test_a_remi_seat_selects_the_bottom_card_to_finish_with_it(stack: dict[str, str]) -> None:
@@ -364,32 +364,41 @@ def test_a_remi_seat_selects_the_bottom_card_to_finish_with_it(stack: dict[str, 
     together on the draw, and the finish waits for them; after the draw it is a card to look
     at only. (A deal to finish with cannot be arranged: the finish itself is the engine's,
     tested there.)"""
-    web = stack["web-gateway"]
-    run = uuid.uuid4().hex[:6]
-    name = f"dara-{run}"
-    engines = [stack["table-engine"], stack["table-engine-1"]]
-    with (
-        browser(SHOTS / "remi-bottom-card") as page,
-        closing(SeatReader(engines, name)) as seats,
+    with _with_three_sdk_players(stack, "remi", "dara", "remi-bottom-card") as (
+        page,
+        seats,
+        sdk,
+        table_id,
     ):
-        _sign_in(page, web, name)
-        with SdkPlayers(stack, "remi", [f"sdk-{run}-{index}" for index in range(3)]) as sdk:
-            table_id = _seated(page, "remi")
-            view = _remi_draw(page, seats, table_id)
-            # Remi has no pair openings (F-43), so nobody goes pairs there (F-70).
-            assert not page.all("action-declare_pairs") and not page.all(
-                "action-take_discard_pairs"
-            )
-            if view.table.fiftyone.HasField("bottom_card"):
-                _select_the_bottom_card(page)
-            else:
-                # The cut card was a joker, which the cutter keeps (F-4): none to finish with.
-                assert not page.all("bottom-card") and not page.all("action-take_bottom_card")
-            page.click("action-draw_from_stock")
-            page.until(lambda: page.attribute("table", "data-phase") != "DRAW", "the draw taken")
-            assert all(element.tag_name == "span" for element in page.all("bottom-card"))
-            page.shot("drew")
-            assert not sdk.errors, sdk.errors
+        view = _remi_draw(page, seats, table_id)
+        # Remi has no pair openings (F-43), so nobody goes pairs there (F-70).
+        assert not page.all("action-declare_pairs") and not page.all("action-take_discard_pairs")
+        if view.table.fiftyone.HasField("bottom_card"):
+            _select_the_bottom_card(page)
+        else:
+            # The cut card was a joker, which the cutter keeps (F-4): none to finish with.
+            assert not page.all("bottom-card") and not page.all("action-take_bottom_card")
+        page.click("action-draw_from_stock")
+        page.until(lambda: page.attribute("table", "data-phase") != "DRAW", "the draw taken")
+        assert all(element.tag_name == "span" for element in page.all("bottom-card"))
+        page.shot("drew")
+        assert not sdk.errors, sdk.errors
+
+
+@contextmanager
+def _with_three_sdk_players(
+    stack: dict[str, str], lobby: str, player: str, shots: str
+) -> Iterator[tuple[Browser, SeatReader, SdkPlayers, str]]:
+    """A browser player (``player`` and a run id) and three SDK players seated at one table of
+    ``lobby``: the page, the player's own seat view over native gRPC, the SDK players and the
+    table id. Screenshots go to ``shots`` under SHOTS."""
+    run = uuid.uuid4().hex[:6]
+    name = f"{player}-{run}"
+    engines = [stack["table-engine"], stack["table-engine-1"]]
+    with browser(SHOTS / shots) as page, closing(SeatReader(engines, name)) as seats:
+        _sign_in(page, stack["web-gateway"], name)
+        with SdkPlayers(stack, lobby, [f"sdk-{run}-{index}" for index in range(3)]) as sdk:
+            yield page, seats, sdk, _seated(page, lobby)
 
 
 def _remi_draw(page: Browser, seats: SeatReader, table_id: str) -> view_pb2.SeatView:
@@ -400,10 +409,7 @@ def _remi_draw(page: Browser, seats: SeatReader, table_id: str) -> view_pb2.Seat
         view = page.until(lambda: _view_in_sync(page, seats, table_id), "the page's view")
         if page.attribute("table", "data-phase") == "DRAW":
             return view
-        blocked = {_code(card) for card in (*view.undiscardable, *view.must_use)}
-        codes = [_code(card) for card in view.hand]
-        _select(page, [next(code for code in reversed(codes) if code not in blocked)])
-        page.click("action-discard")
+        _discard(page, view)
         _after_move(page, str(view.table.table.sequence))
     raise AssertionError("six turns of the browser seat without a draw")
 
