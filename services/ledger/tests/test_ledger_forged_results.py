@@ -197,3 +197,73 @@ async def test_p30_settling_by_hand_refuses_an_unsigned_result(
             assert await service.store.settlement(GameKey(table_id=table, game_no=1)) is None
     finally:
         await nc.close()
+
+
+async def test_p30_a_signed_result_the_ledger_cannot_settle_is_set_aside_once_and_the_next_pays(
+    nats_server: NatsServer, database: str
+) -> None:
+    """Issue 19's hot loop, on the ledger's consumer: a result message that can never be
+    settled (bytes that are no TableResult; a GameFinished with no ranking, which the ledger
+    refuses) is set aside after its first delivery, with its reason, counted, never
+    redelivered; the real result behind it is paid. Signed as an engine signs, so that it is
+    the reading that refuses them, not the signature."""
+    nc = await operator_connection(nats_server)
+    js = nc.jetstream()
+    table = f"bad-{uuid.uuid4().hex[:6]}"
+    try:
+        registry = CollectorRegistry()
+        async with running_ledger(ledger_settings(nats_server, database), registry) as service:
+            ledger = service.ledger
+            holds = await _stake(ledger, table)
+            subject = f"masa.table.v1.{table}.result"
+            unreadable = [
+                b"\xff\x00 not a protobuf message at all",
+                game_finished(table, 200, []).SerializeToString(),
+            ]
+            for number, payload in enumerate(unreadable):
+                await publish(
+                    js,
+                    subject,
+                    payload,
+                    msg_id=f"unreadable-{number}",
+                    headers=signed_result(subject, payload),
+                )
+            dead_letters = f"masa.deadletter.v1.{LEDGER}.{LEDGER_RESULTS_CONSUMER}"
+
+            async def set_aside() -> bool:
+                return len(await messages_after(nc, DEAD_LETTER_STREAM, dead_letters)) >= 2
+
+            await eventually(set_aside, what="both results set aside")
+            letters = await messages_after(nc, DEAD_LETTER_STREAM, dead_letters)
+            assert [letter.headers["Masa-Dead-Letter-Reason"] for letter in letters] == [
+                "undecodable",
+                "refused",
+            ]
+            assert [letter.data for letter in letters] == unreadable
+            for reason in ("undecodable", "refused"):
+                counted = registry.get_sample_value(
+                    "masa_bus_set_aside_total",
+                    {"consumer": LEDGER_RESULTS_CONSUMER, "reason": reason},
+                )
+                assert counted == 1, reason
+
+            await publish_result(
+                js,
+                game_finished(table, 200, [(0, "ayse", 1, holds[0]), (1, "mehmet", 2, holds[1])]),
+            )
+
+            async def settled() -> bool:
+                return (
+                    await service.store.settlement(GameKey(table_id=table, game_no=1)) is not None
+                )
+
+            await eventually(settled, what="the real result settled")
+            info: ConsumerInfo = await js.consumer_info(TABLES_STREAM, LEDGER_RESULTS_CONSUMER)
+            # Terminated, not nak'ed: neither came round again.
+            assert (info.num_redelivered or 0) == 0
+            assert info.num_ack_pending == 0
+            settlement = await ledger.settlement(GameKey(table_id=table, game_no=1))
+            assert (settlement.pot, settlement.rake) == (400, 40)
+            assert len(await messages_after(nc, DEAD_LETTER_STREAM, dead_letters)) == 2
+    finally:
+        await nc.close()

@@ -60,7 +60,15 @@ Service = tuple[MatchmakingService, FakeLedger, FakeEngines]
 
 
 @pytest.fixture
-async def service(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Service]:
+def registry() -> CollectorRegistry:
+    """The metrics of the test's matchmaking instance."""
+    return CollectorRegistry()
+
+
+@pytest.fixture
+async def service(
+    nats_server: NatsServer, tmp_path: Path, registry: CollectorRegistry
+) -> AsyncIterator[Service]:
     lobbies = tmp_path / "lobbies.toml"
     lobbies.write_text(LOBBIES_TOML)
     provision_lease_ttl(nats_server, 1.5)
@@ -82,7 +90,7 @@ async def service(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Serv
     engines = FakeEngines(ledger)
     running = await start_matchmaking(
         settings,
-        CollectorRegistry(),
+        registry,
         overrides=Overrides(ledger=ledger, engines=engines, nodes=FakeNodes()),
     )
     yield running, ledger, engines
@@ -748,11 +756,13 @@ async def test_a_page_token_continues_only_its_own_listing_filter_and_player(
         assert len(tickets.tickets) == 1 and not tickets.next_page_token
 
 
-async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(
-    service: Service, nats_server: NatsServer
+async def test_p30_a_forged_result_moves_no_rating_and_is_set_aside(
+    service: Service, nats_server: NatsServer, registry: CollectorRegistry
 ) -> None:
     """Issue 19: ratings move on what a table-engine signed, never on a forged GameFinished
-    (here published by the operators, as a route into the result subject would)."""
+    (here published by the operators, as a route into the result subject would): unsigned,
+    re-ranked under an honest signature, or an honest result moved to another table's
+    subject. Each is set aside as unverified and counted."""
     from google.protobuf.timestamp_pb2 import Timestamp
     from masa.events.v1 import result_pb2
     from masa_platform.direct import StoredMessage, messages_after
@@ -774,36 +784,57 @@ async def test_p30_an_unsigned_result_moves_no_rating_and_is_set_aside(
     admin = await connect(
         nats_server.url, name="forger", user=ADMIN, password=nats_server.password(ADMIN)
     )
+    subject = f"masa.table.v1.{table_id}.result"
+    honest = result_pb2.TableResult(game_finished=finished).SerializeToString()
+    reranked_finished = result_pb2.GameFinished()
+    reranked_finished.CopyFrom(finished)
+    reranked_finished.ranking[0].place, reranked_finished.ranking[1].place = 2, 1
+    reranked = result_pb2.TableResult(game_finished=reranked_finished).SerializeToString()
+    moved_table = f"moved{uuid.uuid4().hex[:8]}"
+    forgeries = [
+        (subject, honest, {}),
+        (subject, reranked, signed_result(subject, honest)),
+        (f"masa.table.v1.{moved_table}.result", honest, signed_result(subject, honest)),
+    ]
     try:
-        await admin.jetstream().publish(
-            f"masa.table.v1.{table_id}.result",
-            result_pb2.TableResult(game_finished=finished).SerializeToString(),
-            headers={"Nats-Msg-Id": f"forged-{table_id}"},
-        )
+        for number, (on, payload, headers) in enumerate(forgeries):
+            await admin.jetstream().publish(
+                on, payload, headers={"Nats-Msg-Id": f"forged-{table_id}-{number}", **headers}
+            )
         dead = f"masa.deadletter.v1.{MATCHMAKING}.matchmaking-ratings"
 
         async def set_aside() -> list[StoredMessage]:
             return [
                 letter
                 for letter in await messages_after(admin, "MASA_DEAD_LETTERS", dead)
-                if table_id in letter.headers.get("Masa-Dead-Letter-Subject", "")
+                if any(
+                    table in letter.headers.get("Masa-Dead-Letter-Subject", "")
+                    for table in (table_id, moved_table)
+                )
             ]
 
         deadline = asyncio.get_running_loop().time() + 30
-        while not (found := await set_aside()):
-            assert asyncio.get_running_loop().time() < deadline, "the forgery was not set aside"
+        while len(found := await set_aside()) < len(forgeries):
+            assert asyncio.get_running_loop().time() < deadline, "the forgeries were not set aside"
             await asyncio.sleep(0.1)
-        (letter,) = found
-        assert letter.headers["Masa-Dead-Letter-Reason"] == "unverified"
+        assert [letter.headers["Masa-Dead-Letter-Reason"] for letter in found] == [
+            "unverified"
+        ] * len(forgeries)
+        counted = registry.get_sample_value(
+            "masa_bus_set_aside_total",
+            {"consumer": "matchmaking-ratings", "reason": "unverified"},
+        )
+        assert counted == len(forgeries)
     finally:
         await admin.close()
     running, _, _ = service
     async with grpc.aio.insecure_channel(running.address) as channel:
         stub = Stub(channel)
-        rating = await stub.GetRating(
-            mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(winner)
-        )
-        assert (rating.rating.mu, rating.rating.games) == (25.0, 0)
+        for player in (winner, loser):
+            rating = await stub.GetRating(
+                mm.GetRatingRequest(game=game_pb2.GAME_KIND_FIFTYONE), metadata=_token(player)
+            )
+            assert (rating.rating.mu, rating.rating.games) == (25.0, 0)
 
 
 async def test_a_ticket_watch_ends_when_its_token_expires_and_a_token_source_resumes_it(
