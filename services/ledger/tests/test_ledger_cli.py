@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from ledger_support import Clock, database_url, execute, hold_for, make_ledger, result
 from masa_ledger.adapters.postgres_store import PostgresStore
 from masa_ledger.adapters.sql import SqlStore
@@ -83,6 +84,27 @@ async def test_p31_check_passes_then_finds_a_chip_made_from_nothing(
         assert report["checks"]["balances_match_transfers"]["examples"] == ["player:a 115 110"]
 
 
+@pytest.mark.parametrize("folder_exists", [False, True], ids=["missing-folder", "existing-folder"])
+async def test_check_refuses_a_sqlite_file_that_is_not_there_and_does_not_make_it(
+    tmp_path: Path, folder_exists: bool
+) -> None:
+    """P-31: a SQLite file that is not there (a typo, or the wrong folder) exits 2 and says so,
+    whether its folder exists or not, and is not made: an empty database would pass every
+    check."""
+    folder = tmp_path if folder_exists else tmp_path / "nowhere"
+    missing = folder / "ledger.sqlite3"
+    code, out, err = await _check(f"sqlite:///{missing}")
+    assert (code, out) == (2, "")
+    assert f"masa-ledger check: cannot open the database: no SQLite database at {missing}" in err
+    assert "Traceback" not in err
+    assert not missing.exists()
+    # Nothing else is made on the way: no journal beside it, and no missing folder.
+    if folder_exists:
+        assert list(folder.iterdir()) == []
+    else:
+        assert not folder.exists()
+
+
 async def test_check_says_when_it_cannot_read_the_database(tmp_path: Path) -> None:
     code, out, err = await _check("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1")
     assert (code, out) == (2, "")
@@ -90,14 +112,6 @@ async def test_check_says_when_it_cannot_read_the_database(tmp_path: Path) -> No
     code, _, err = await _check("mysql://elsewhere")
     assert code == 2
     assert "MASA_DATABASE_URL" in err
-    # A SQLite file that is not there (a typo, or the wrong folder) is not made: an empty
-    # database would pass every check.
-    missing = tmp_path / "nowhere" / "ledger.sqlite3"
-    code, out, err = await _check(f"sqlite:///{missing}")
-    assert (code, out) == (2, "")
-    assert f"masa-ledger check: cannot open the database: no SQLite database at {missing}" in err
-    assert "Traceback" not in err
-    assert not missing.parent.exists()
     # Nor is a file that is not a database read as one.
     other = tmp_path / "notes.txt"
     other.write_text("not a ledger\n" * 100)
