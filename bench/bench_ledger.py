@@ -141,6 +141,7 @@ class _Games:
                         player_id=p,
                         amount=STAKE,
                         lobby_id="bench",
+                        rule=RULE,
                     )
                     for p in players
                 ]
@@ -187,7 +188,11 @@ async def _holds(ledger: Ledger) -> dict[str, Any]:
         await ledger.hold_stakes(
             [
                 StakeRequest(
-                    hold_id=f"single-{n}", player_id=f"p{n % PLAYERS}", amount=1, lobby_id="bench"
+                    hold_id=f"single-{n}",
+                    player_id=f"p{n % PLAYERS}",
+                    amount=1,
+                    lobby_id="bench",
+                    rule=RULE,
                 )
             ]
         )
@@ -205,6 +210,7 @@ async def _holds(ledger: Ledger) -> dict[str, Any]:
                     player_id=f"p{(n * SEATS + seat) % PLAYERS}",
                     amount=1,
                     lobby_id="bench",
+                    rule=RULE,
                 )
                 for seat in range(SEATS)
             ]

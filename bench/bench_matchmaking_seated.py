@@ -38,7 +38,7 @@ import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 from launched_stack import launched_stack
-from masa.common.v1 import game_pb2
+from masa.common.v1 import chips_pb2, game_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.matchmaking.v1 import matchmaking_pb2_grpc
@@ -137,7 +137,10 @@ async def baseline(ledger: Any, engine_address: str, run: str) -> list[float]:
                     request_id=f"{table_id}-holds",
                     stakes=[
                         ledger_pb2.HoldStakeRequest(
-                            request_id=f"{table_id}-s{seat}", player_id=p, amount=10
+                            request_id=f"{table_id}-s{seat}",
+                            player_id=p,
+                            amount=10,
+                            payout=chips_pb2.PayoutRule(),
                         )
                         for seat, p in enumerate(players)
                     ],

@@ -356,7 +356,9 @@ async def _prepare(channels: Mapping[str, grpc.aio.Channel], callers: Iterable[s
     for hold in holds:
         # One stake a call: a HoldStakes holds one table's, each player's once.
         await ledger.HoldStake(
-            ledger_pb2.HoldStakeRequest(request_id=hold, player_id=OWNER, amount=STAKE),
+            ledger_pb2.HoldStakeRequest(
+                request_id=hold, player_id=OWNER, amount=STAKE, payout=WINNER_TAKES_ALL_PROTO
+            ),
             metadata=_auth(MATCHMAKING, Role.MATCHMAKING),
         )
     await ledger.BindHolds(
@@ -535,7 +537,10 @@ def cases(ticket_id: str) -> dict[str, Case]:
         ),
         f"{ledger}/HoldStake": Case(
             lambda caller: ledger_pb2.HoldStakeRequest(
-                request_id=f"hold-{caller}", player_id=OWNER, amount=STAKE
+                request_id=f"hold-{caller}",
+                player_id=OWNER,
+                amount=STAKE,
+                payout=WINNER_TAKES_ALL_PROTO,
             ),
             lambda answer: _owned_by(answer.hold.player_id),
         ),
@@ -544,7 +549,10 @@ def cases(ticket_id: str) -> dict[str, Case]:
                 request_id=f"holds-{caller}",
                 stakes=[
                     ledger_pb2.HoldStakeRequest(
-                        request_id=f"holds-{caller}", player_id=OWNER, amount=STAKE
+                        request_id=f"holds-{caller}",
+                        player_id=OWNER,
+                        amount=STAKE,
+                        payout=WINNER_TAKES_ALL_PROTO,
                     )
                 ],
             ),

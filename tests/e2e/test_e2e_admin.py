@@ -143,7 +143,8 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
     run_dir = running_stack.run_dir
     table_id = f"void-{uuid.uuid4().hex[:8]}"
     players = (f"ada-{table_id}", f"ben-{table_id}", f"cem-{table_id}")
-    holds = await _staked(addresses["ledger"], table_id, players)
+    terms = chips_pb2.PayoutRule(rake_basis_points=500)
+    holds = await _staked(addresses["ledger"], table_id, players, terms)
     config = game_pb2.TableConfig(
         game=game_pb2.GAME_KIND_ELEVATOR,
         mode=game_pb2.MODE_SINGLES,
@@ -159,7 +160,7 @@ async def test_admin_nodes_log_and_void_a_staked_table(running_stack: Stack) -> 
         ],
         stake=STAKE,
         turn_time=Duration(seconds=30),
-        payout=chips_pb2.PayoutRule(rake_basis_points=500),
+        payout=terms,
     )
     service = TableClient(addresses["table-engine"], token("matchmaking", "matchmaking"))
     async with service:
@@ -255,7 +256,8 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
     ledger voids them itself, the backstop, and says why the engine did not."""
     table_id = f"ghost-{uuid.uuid4().hex[:8]}"
     players = (f"ada-{table_id}", f"ben-{table_id}")
-    holds = await _staked(running_stack.addresses["ledger"], table_id, players)
+    terms = chips_pb2.PayoutRule(place_shares=[10_000])
+    holds = await _staked(running_stack.addresses["ledger"], table_id, players, terms)
     async with grpc.aio.insecure_channel(running_stack.addresses["ledger"]) as channel:
         await ledger_pb2_grpc.LedgerServiceStub(channel).BindHolds(
             ledger_pb2.BindHoldsRequest(
@@ -264,7 +266,7 @@ async def test_admin_void_falls_back_on_the_ledger_when_no_engine_serves_the_tab
                 game_no=1,
                 stake=STAKE,
                 hold_ids=list(holds.values()),
-                payout=chips_pb2.PayoutRule(place_shares=[10_000]),
+                payout=terms,
             ),
             metadata=AS_TABLE_ENGINE,
         )
@@ -481,8 +483,11 @@ async def _resume_the_first(nats_url: str, env: dict[str, str], leaving: Node) -
     assert out == f"engine-a at {leaving.address} is not drained; nothing changed\n"
 
 
-async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) -> dict[str, str]:
-    """1000 chips for each player and a hold of the stake; hold ids by player."""
+async def _staked(
+    ledger_address: str, table_id: str, players: tuple[str, ...], terms: chips_pb2.PayoutRule
+) -> dict[str, str]:
+    """1000 chips for each player and a hold of the stake for a game of these terms; hold ids
+    by player."""
     async with grpc.aio.insecure_channel(ledger_address) as channel:
         ledger = ledger_pb2_grpc.LedgerServiceStub(channel)
         for player in players:
@@ -497,7 +502,10 @@ async def _staked(ledger_address: str, table_id: str, players: tuple[str, ...]) 
                 request_id=f"{table_id}-stakes",
                 stakes=[
                     ledger_pb2.HoldStakeRequest(
-                        request_id=f"{table_id}-{p}-stake", player_id=p, amount=STAKE
+                        request_id=f"{table_id}-{p}-stake",
+                        player_id=p,
+                        amount=STAKE,
+                        payout=terms,
                     )
                     for p in players
                 ],

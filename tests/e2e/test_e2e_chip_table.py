@@ -45,6 +45,8 @@ def _as(player: str) -> tuple[tuple[str, str]]:
 
 GAME_SECONDS = 90.0
 STAKE = 100
+# The terms the stakes are held for and the table is bound under (P-30): a 5% rake.
+TERMS = chips_pb2.PayoutRule(rake_basis_points=500)
 PLAYERS = ("alice", "bob", "cem")
 
 
@@ -65,7 +67,7 @@ def _config(holds: dict[str, str]) -> game_pb2.TableConfig:
         seats=seats,
         stake=STAKE,
         turn_time=Duration(seconds=30),
-        payout=chips_pb2.PayoutRule(rake_basis_points=500),
+        payout=TERMS,
     )
 
 
@@ -88,7 +90,7 @@ async def test_p30_a_staked_table_played_through_the_sdk_is_paid_by_the_ledger(
                 request_id=f"{table_id}-stakes",
                 stakes=[
                     ledger_pb2.HoldStakeRequest(
-                        request_id=f"{table_id}-{p}-stake", player_id=p, amount=STAKE
+                        request_id=f"{table_id}-{p}-stake", player_id=p, amount=STAKE, payout=TERMS
                     )
                     for p in PLAYERS
                 ],
@@ -233,6 +235,7 @@ async def test_p30_a_table_whose_stakes_the_ledger_refuses_never_starts(
                     request_id=f"{table_id}-{player}-stake",
                     player_id=player,
                     amount=STAKE - 10 if player == "bob" else STAKE,
+                    payout=TERMS,
                 ),
                 metadata=AS_MATCHMAKING,
             )

@@ -12,8 +12,10 @@ import psycopg
 import pytest
 from ledger_support import Clock, execute, hold_for, make_ledger, result
 from masa_ledger.adapters.sql import SqlStore
+from masa_ledger.app.holds import StakeRequest
 from masa_ledger.domain.errors import Conflict
 from masa_ledger.domain.model import GameKey
+from masa_rules.table_config import PayoutRule
 
 # What each driver raises for a refused statement (PostgreSQL's unique violations surface as
 # Conflict, which the store retries: here there is nothing to retry).
@@ -26,6 +28,10 @@ async def _settled(store: SqlStore) -> None:
         await ledger.grant(f"w-{player}", player, 1000, "")
     await hold_for(ledger, "ab", 100, "t1")
     await ledger.bind_holds("t1", 1, 100, ["t1-a", "t1-b"])
+    # A hold still held, for a game with a 5% rake: its terms are as fixed as the rest.
+    await ledger.hold_stakes(
+        [StakeRequest(hold_id="held", player_id="a", amount=100, rule=PayoutRule(500))]
+    )
     await ledger.settle(
         result(GameKey(table_id="t1", game_no=1), 100, [(0, "a", 1, "t1-a"), (1, "b", 2, "t1-b")]),
         from_event=False,
@@ -59,6 +65,9 @@ async def test_p31_only_the_issuer_may_go_negative(store: SqlStore, sql: str) ->
         "DELETE FROM holds WHERE hold_id = 't1-a'",
         "UPDATE holds SET state = 'voided' WHERE hold_id = 't1-a'",
         "UPDATE holds SET amount = 1 WHERE hold_id = 't1-a'",
+        "UPDATE holds SET rule = '' WHERE hold_id = 't1-a'",
+        'UPDATE holds SET rule = \'{"rake_basis_points": 0, "place_shares": [10000]}\' '
+        "WHERE hold_id = 'held'",
     ],
     ids=[
         "edit-transfer",
@@ -68,6 +77,8 @@ async def test_p31_only_the_issuer_may_go_negative(store: SqlStore, sql: str) ->
         "delete-hold",
         "posted-to-voided",
         "edit-hold",
+        "other-terms",
+        "new-terms",
     ],
 )
 async def test_p31_history_is_never_rewritten(store: SqlStore, sql: str) -> None:

@@ -57,6 +57,11 @@ async def _refusal(
     return refused.value.code(), info.reason, dict(info.metadata)
 
 
+def _name(reason: error_pb2.ErrorReason.ValueType) -> str:
+    """An ErrorReason as ErrorInfo names it."""
+    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
+
+
 async def _grant(stub: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str, amount: int) -> None:
     await stub.GrantChips(
         ledger_pb2.GrantChipsRequest(
@@ -81,6 +86,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
                 lobby_id="salon",
                 ticket_id=f"k-{p}",
                 ttl=duration_pb2.Duration(seconds=120),
+                payout=WINNER_TAKES_ALL_PROTO,
             )
             for p in ("ayse", "mehmet", "ali")
         ]
@@ -100,6 +106,38 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         )
         assert [h.state for h in placed.holds] == [ledger_pb2.StakeHold.STATE_HELD] * 2
         assert placed.holds[0].expire_time.seconds - placed.holds[0].create_time.seconds == 120
+        # The terms the stakes were placed for are the hold's, as anyone reading it sees.
+        assert [h.payout for h in placed.holds] == [WINNER_TAKES_ALL_PROTO] * 2
+        # A stake without terms is malformed, and nothing is held (issue 19: the terms are
+        # fixed by whoever places the stake, never left for the binder to choose).
+        no_terms = ledger_pb2.HoldStakeRequest(request_id="t1-termless", player_id="ali", amount=10)
+        code, reason, metadata = await _refusal(stub.HoldStake(no_terms, metadata=MATCHMAKING))
+        assert (code, reason, metadata) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            _name(error_pb2.ERROR_REASON_BAD_REQUEST),
+            {"field": "payout"},
+        )
+        ali = await stub.GetBalance(ledger_pb2.GetBalanceRequest(player_id="ali"), metadata=ADMIN)
+        assert ali.account.held == 0
+        # A bind under other terms than the holds were placed for: no rake waived, no re-split.
+        code, reason, metadata = await _refusal(
+            stub.BindHolds(
+                ledger_pb2.BindHoldsRequest(
+                    request_id="b-other-terms",
+                    table_id="t1",
+                    game_no=1,
+                    stake=100,
+                    hold_ids=["t1-ayse", "t1-mehmet"],
+                    payout=chips_pb2.PayoutRule(place_shares=[5_000, 5_000]),
+                ),
+                metadata=ENGINE,
+            )
+        )
+        assert (code, reason, metadata) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            _name(error_pb2.ERROR_REASON_TERMS_MISMATCH),
+            {"hold_id": "t1-ayse"},
+        )
         code, reason, metadata = await _refusal(
             stub.BindHolds(
                 ledger_pb2.BindHoldsRequest(
@@ -232,7 +270,9 @@ async def test_a_player_reads_only_its_own_chips_and_writes_nothing(
     ):
         await _grant(stub, "ayse", 100)
         await stub.HoldStake(
-            ledger_pb2.HoldStakeRequest(request_id="h-a", player_id="ayse", amount=10),
+            ledger_pb2.HoldStakeRequest(
+                request_id="h-a", player_id="ayse", amount=10, payout=WINNER_TAKES_ALL_PROTO
+            ),
             metadata=MATCHMAKING,
         )
         for call in (
@@ -288,7 +328,10 @@ async def test_p30_settle_game_reads_the_table_log_and_races_void_game_safely(
                     request_id="g",
                     stakes=[
                         ledger_pb2.HoldStakeRequest(
-                            request_id=f"{table}-{p}", player_id=p, amount=50
+                            request_id=f"{table}-{p}",
+                            player_id=p,
+                            amount=50,
+                            payout=WINNER_TAKES_ALL_PROTO,
                         )
                         for p in ("ayse", "mehmet")
                     ],
@@ -384,7 +427,12 @@ async def test_p30_void_game_of_a_game_the_ledger_never_saw_is_not_found_and_cha
         # The game is as open as before: its stakes bind, and a void then gives them back.
         await _grant(stub, "ayse", 100)
         await stub.HoldStake(
-            ledger_pb2.HoldStakeRequest(request_id=f"{table}-ayse", player_id="ayse", amount=40),
+            ledger_pb2.HoldStakeRequest(
+                request_id=f"{table}-ayse",
+                player_id="ayse",
+                amount=40,
+                payout=WINNER_TAKES_ALL_PROTO,
+            ),
             metadata=MATCHMAKING,
         )
         await stub.BindHolds(

@@ -127,7 +127,9 @@ async def ledger_with_history(
                 )
         for n in range(HOLDS):
             await stub.HoldStake(
-                ledger_pb2.HoldStakeRequest(request_id=f"h-{n}", player_id="ayse", amount=10),
+                ledger_pb2.HoldStakeRequest(
+                    request_id=f"h-{n}", player_id="ayse", amount=10, payout=chips_pb2.PayoutRule()
+                ),
                 metadata=MATCHMAKING,
             )
         yield service, stub

@@ -239,6 +239,53 @@ async def test_p30_a_bound_hold_is_a_pending_stake_of_its_game(store: SqlStore) 
     await assert_consistent(store)
 
 
+async def test_p30_a_hold_binds_under_the_terms_it_was_placed_for_only(store: SqlStore) -> None:
+    """Issue 19: matchmaking fixes a stake's terms (its lobby's rake and payout table) when it
+    places the hold; a bind under any other (no rake, another split) is TERMS_MISMATCH and
+    changes nothing, the same terms however spelt bind it, and the escrow pays by them. A
+    retry of the hold with other terms is another request (REQUEST_ID_REUSED)."""
+    ledger, _ = await _funded(store, "ayse", "mehmet")
+    lobby = PayoutRule(rake_basis_points=500)
+    await ledger.hold_stakes(
+        [
+            StakeRequest(hold_id=f"t1-{p}", player_id=p, amount=100, rule=lobby)
+            for p in ("ayse", "mehmet")
+        ]
+    )
+    holds = ["t1-ayse", "t1-mehmet"]
+    assert (await ledger.hold("t1-ayse")).rule == PayoutRule(500, (10_000,))
+    for other in (PayoutRule(), PayoutRule(500, (6000, 4000)), PayoutRule(400)):
+        refused = await _refused(
+            store, ledger.bind_holds("t1", 1, 100, holds, other), Refused, "TERMS_MISMATCH"
+        )
+        assert refused.metadata == {"hold_id": "t1-ayse"}
+    await _refused(
+        store,
+        ledger.hold_stakes(
+            [StakeRequest(hold_id="t1-ayse", player_id="ayse", amount=100, rule=PayoutRule())]
+        ),
+        RequestIdReused,
+    )
+    escrow, bound = await ledger.bind_holds("t1", 1, 100, holds, PayoutRule(500, (10_000,)))
+    assert escrow.rule == PayoutRule(500, (10_000,))
+    assert [h.state for h in bound] == [HoldState.BOUND] * 2
+    await assert_consistent(store)
+
+
+async def test_p30_a_hold_placed_before_terms_were_kept_binds_under_the_tables(
+    store: SqlStore,
+) -> None:
+    """A hold the ledger placed before it kept terms with holds (it spans the upgrade: the
+    column is empty) binds under the terms the table gives, as it did then."""
+    ledger, _ = await _funded(store, "ayse")
+    # Placed with no terms: the empty column a hold of before the upgrade has.
+    await ledger.hold_stakes([StakeRequest(hold_id="old-ayse", player_id="ayse", amount=100)])
+    assert (await ledger.hold("old-ayse")).rule is None
+    escrow, _ = await ledger.bind_holds("old", 1, 100, ["old-ayse"], PayoutRule(300))
+    assert escrow.rule == PayoutRule(300)
+    await assert_consistent(store)
+
+
 async def test_p30_release_voids_an_unbound_hold_once(store: SqlStore) -> None:
     ledger, _ = await _funded(store, "ayse")
     await ledger.hold_stakes([StakeRequest(hold_id="h1", player_id="ayse", amount=100)])

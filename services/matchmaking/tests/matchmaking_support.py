@@ -31,7 +31,7 @@ from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
 from masa_platform.errors import MasaError
 from masa_rules.errors import RuleViolation
-from masa_rules.table_config import GameKind, TableConfig, check_table_config
+from masa_rules.table_config import GameKind, PayoutRule, TableConfig, check_table_config
 from masa_table_engine.adapters.convert import config_from_proto
 from masa_table_engine.adapters.limits import check_config, check_table_id
 from masa_wire.table_config import config_to_proto
@@ -92,7 +92,14 @@ HOLD_NOT_HELD: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_HELD)
 HOLD_ALREADY_BOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND)
 HOLD_NOT_FOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_FOUND)
 STAKE_MISMATCH: Final = reason_name(error_pb2.ERROR_REASON_STAKE_MISMATCH)
+TERMS_MISMATCH: Final = reason_name(error_pb2.ERROR_REASON_TERMS_MISMATCH)
 TABLE_EXISTS: Final = reason_name(error_pb2.ERROR_REASON_TABLE_EXISTS)
+
+
+def _terms(rule: PayoutRule) -> tuple[int, tuple[int, ...]]:
+    """The terms a payout rule stands for, however its shares were given (none pays the
+    winner all, as 10000 for place 1 does)."""
+    return rule.rake_basis_points, rule.shares
 
 
 @dataclass
@@ -144,10 +151,10 @@ class FakeLedger:
         for h in holds:
             self.holds[h.hold_id] = Hold(h)
 
-    def bind(self, table_id: str, hold_ids: Sequence[str], stake: int) -> None:
-        """The table-engine's BindHolds of a table's first game, refused as the real ledger
-        refuses it: all or nothing, an unknown hold first; the same holds to the same table
-        again is fine."""
+    def bind(self, table_id: str, hold_ids: Sequence[str], stake: int, payout: PayoutRule) -> None:
+        """The table-engine's BindHolds of a table's first game under the terms ``payout``,
+        refused as the real ledger refuses it: all or nothing, an unknown hold first; the same
+        holds to the same table again is fine."""
         for hold_id in hold_ids:
             if hold_id not in self.holds:
                 raise LedgerRefused(HOLD_NOT_FOUND, f"no hold {hold_id}")
@@ -161,6 +168,8 @@ class FakeLedger:
                 raise LedgerRefused(HOLD_NOT_HELD, f"{hold_id} is {hold.state}")
             if hold.request.amount != stake:
                 raise LedgerRefused(STAKE_MISMATCH, f"{hold_id} does not hold {stake}")
+            if _terms(hold.request.payout) != _terms(payout):
+                raise LedgerRefused(TERMS_MISMATCH, f"{hold_id} was held for other terms")
         for hold_id in hold_ids:
             self.holds[hold_id].state = "bound"
             self.holds[hold_id].table_id = table_id
@@ -246,7 +255,7 @@ class FakeEngines:
             raise Unreachable(f"no ledger binds the stakes of {table_id}")
         holds = [seat.hold_id for seat in config.seats if seat.hold_id]
         try:
-            self.ledger.bind(table_id, holds, config.stake)
+            self.ledger.bind(table_id, holds, config.stake, config.payout)
         except LedgerRefused as refused:
             raise EngineRefused(refused.reason, refused.message) from None
 

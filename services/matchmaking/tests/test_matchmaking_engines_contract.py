@@ -8,7 +8,8 @@ pass where production fails. It did: a configuration the node refuses, the doubl
 stake the ledger would not bind came out of the double as the ledger's refusal, not the
 engine's (the placement does not catch that one); an unknown hold was HOLD_NOT_HELD, not
 HOLD_NOT_FOUND; a hold of another amount than the stake was bound; and a chip table on a node
-that cannot reach its ledger was made.
+that cannot reach its ledger was made. A hold placed for other terms than the table's
+(TERMS_MISMATCH) is refused by both alike.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from masa_matchmaking.app.ports import (
 )
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_platform.testing import NatsServer, free_port
-from masa_rules.table_config import BotLevel, SeatConfig, SeatKind, TableConfig
+from masa_rules.table_config import BotLevel, PayoutRule, SeatConfig, SeatKind, TableConfig
 from masa_table_engine.adapters.limits import MAX_DISPLAY_NAME
 from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, lobby_named
 from real_services import LOBBIES_TOML as CHIP_LOBBIES_TOML
@@ -203,9 +204,11 @@ def _training(table_id: str, name: str = "") -> TableConfig:
     return TRAINING.table_config(seats)
 
 
-def _stakes(table_id: str, players: list[str], amount: int = STAKE) -> list[HoldRequest]:
+def _stakes(
+    table_id: str, players: list[str], amount: int = STAKE, payout: PayoutRule = CHIPS.payout
+) -> list[HoldRequest]:
     return [
-        HoldRequest(f"{table_id}-s{seat}", player, amount, LOBBY, f"ticket-{player}")
+        HoldRequest(f"{table_id}-s{seat}", player, amount, LOBBY, f"ticket-{player}", payout)
         for seat, player in enumerate(players)
     ]
 
@@ -359,6 +362,14 @@ async def _other_amount(side: Side, table_id: str, players: list[str]) -> list[H
     return stakes
 
 
+async def _other_terms(side: Side, table_id: str, players: list[str]) -> list[HoldRequest]:
+    """Held for the lobby's stake but a rake of its own: the table's terms are not these."""
+    terms = PayoutRule(CHIPS.payout.rake_basis_points + 100, CHIPS.payout.place_shares)
+    stakes = _stakes(table_id, players, payout=terms)
+    await side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60)
+    return stakes
+
+
 async def _bound_elsewhere(side: Side, table_id: str, players: list[str]) -> list[HoldRequest]:
     stakes = _stakes(table_id, players)
     await side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60)
@@ -377,9 +388,10 @@ async def _bound_elsewhere(side: Side, table_id: str, players: list[str]) -> lis
         (_expired, error_pb2.ERROR_REASON_HOLD_NOT_HELD),
         (_never_held, error_pb2.ERROR_REASON_HOLD_NOT_FOUND),
         (_other_amount, error_pb2.ERROR_REASON_STAKE_MISMATCH),
+        (_other_terms, error_pb2.ERROR_REASON_TERMS_MISMATCH),
         (_bound_elsewhere, error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND),
     ],
-    ids=["released", "expired", "never-held", "other-amount", "bound-elsewhere"],
+    ids=["released", "expired", "never-held", "other-amount", "other-terms", "bound-elsewhere"],
 )
 async def test_p30_stakes_the_ledger_will_not_bind_refuse_the_table_with_its_reason(
     sides: list[Side], stakes: Stakes, reason: error_pb2.ErrorReason.ValueType

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc.aio
 import pytest
-from masa.common.v1 import chips_pb2
+from grpc_status import rpc_status
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_matchmaking.app.ports import (
     HoldBound,
@@ -28,11 +28,16 @@ from masa_matchmaking.app.ports import (
     LedgerRefused,
 )
 from masa_platform.auth import Role
+from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer, token
-from matchmaking_support import HOLD_NOT_HELD, FakeLedger
+from masa_rules.table_config import PayoutRule
+from masa_wire.table_config import payout_to_proto
+from matchmaking_support import HOLD_NOT_HELD, TERMS_MISMATCH, FakeLedger
 from real_services import WELCOME, grpc_ledger, holds_of, start_real_ledger
 
 STAKE = 100
+# The lobby's terms the stakes are held for: a 5% rake, the winner takes the rest.
+TERMS = PayoutRule(rake_basis_points=500)
 # Long enough for every call of a scenario, short enough that a test waits it out.
 SHORT_TTL = 1.0
 
@@ -43,8 +48,9 @@ class Side:
 
     name: str
     ledger: Ledger
-    # The table-engine's BindHolds of these holds to a table's first game.
-    bind: Callable[[str, list[str]], Awaitable[None]]
+    # The table-engine's BindHolds of these holds to a table's first game, under these terms;
+    # the ledger's refusal as LedgerRefused.
+    bind: Callable[[str, list[str], PayoutRule], Awaitable[None]]
     # Until the ledger has expired this hold (placed with SHORT_TTL) as its own job does.
     expired: Callable[[str, str], Awaitable[None]]
 
@@ -68,8 +74,8 @@ async def _outcome(call: Awaitable[None]) -> Outcome:
 def _fake() -> Side:
     fake = FakeLedger(welcome=WELCOME)
 
-    async def bind(table_id: str, hold_ids: list[str]) -> None:
-        fake.bind(table_id, hold_ids, STAKE)
+    async def bind(table_id: str, hold_ids: list[str], payout: PayoutRule) -> None:
+        fake.bind(table_id, hold_ids, STAKE, payout)
 
     async def expired(player: str, hold_id: str) -> None:
         fake.expire(hold_id)
@@ -87,19 +93,25 @@ async def _real(
     running.append(port.close)
     engine = (("authorization", f"Bearer {token('table-engine', Role.TABLE_ENGINE)}"),)
 
-    async def bind(table_id: str, hold_ids: list[str]) -> None:
+    async def bind(table_id: str, hold_ids: list[str], payout: PayoutRule) -> None:
         async with grpc.aio.insecure_channel(address) as channel:
-            await ledger_pb2_grpc.LedgerServiceStub(channel).BindHolds(
+            call = ledger_pb2_grpc.LedgerServiceStub(channel).BindHolds(
                 ledger_pb2.BindHoldsRequest(
-                    request_id=f"bind-{table_id}",
+                    # A bind of its own each time: one refused is no answer to the next.
+                    request_id=f"bind-{table_id}-{uuid.uuid4().hex[:8]}",
                     table_id=table_id,
                     game_no=1,
                     stake=STAKE,
                     hold_ids=hold_ids,
-                    payout=chips_pb2.PayoutRule(),
+                    payout=payout_to_proto(payout),
                 ),
                 metadata=engine,
             )
+            try:
+                await call
+            except grpc.aio.AioRpcError as error:
+                info = error_info(await rpc_status.aio.from_call(call))
+                raise LedgerRefused(info.reason if info else "", error.details() or "") from None
 
     async def expired(player: str, hold_id: str) -> None:
         deadline = asyncio.get_running_loop().time() + 30
@@ -123,8 +135,10 @@ async def sides(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[list[S
             await stop()
 
 
-def _stakes(player: str, table_id: str, amount: int = STAKE) -> list[HoldRequest]:
-    return [HoldRequest(f"{table_id}-s0", player, amount, "trio", f"ticket-{player}")]
+def _stakes(
+    player: str, table_id: str, amount: int = STAKE, payout: PayoutRule = TERMS
+) -> list[HoldRequest]:
+    return [HoldRequest(f"{table_id}-s0", player, amount, "trio", f"ticket-{player}", payout)]
 
 
 async def _each(sides: list[Side], scenario: Callable[[Side], Awaitable[Outcome]]) -> Outcome:
@@ -148,7 +162,7 @@ async def test_p30_releasing_a_hold_bound_to_a_table_is_hold_bound_on_both(
     async def scenario(side: Side) -> Outcome:
         stakes = _stakes(player, table_id)
         await side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60)
-        await side.bind(table_id, [stakes[0].hold_id])
+        await side.bind(table_id, [stakes[0].hold_id], TERMS)
         return await _outcome(side.ledger.release_hold(stakes[0].hold_id, "fence"))
 
     assert await _each(sides, scenario) == (HoldBound, f"{table_id}-s0")
@@ -164,7 +178,7 @@ async def test_p30_holding_again_under_the_same_ids_after_the_bind_is_answered_o
     async def scenario(side: Side) -> Outcome:
         stakes = _stakes(player, table_id)
         await side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60)
-        await side.bind(table_id, [stakes[0].hold_id])
+        await side.bind(table_id, [stakes[0].hold_id], TERMS)
         return await _outcome(side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60))
 
     assert await _each(sides, scenario) == (None, "")
@@ -210,3 +224,28 @@ async def test_p30_a_player_short_of_the_stake_is_named_on_both(sides: list[Side
         return await _outcome(side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60))
 
     assert await _each(sides, scenario) == (InsufficientFunds, player)
+
+
+async def test_p30_binding_a_hold_under_other_terms_than_it_was_held_for_is_refused_on_both(
+    sides: list[Side],
+) -> None:
+    """Issue 19: the terms are fixed when matchmaking places the stake, from the lobby, so the
+    engine that binds it cannot choose others (here no rake, and then all to place 2 as well):
+    TERMS_MISMATCH, the hold still held, and the lobby's own terms then bind it."""
+    player, table_id = _ids()
+
+    async def scenario(side: Side) -> Outcome:
+        stakes = _stakes(player, table_id)
+        await side.ledger.hold_stakes(f"{table_id}-holds", stakes, 60)
+        hold_ids = [stakes[0].hold_id]
+        no_rake = await _outcome(side.bind(table_id, hold_ids, PayoutRule()))
+        resplit = await _outcome(side.bind(table_id, hold_ids, PayoutRule(500, (5000, 5000))))
+        assert no_rake == resplit, side.name
+        await side.bind(table_id, hold_ids, TERMS)
+        assert await _outcome(side.ledger.release_hold(hold_ids[0], "fence")) == (
+            HoldBound,
+            hold_ids[0],
+        ), side.name
+        return no_rake
+
+    assert await _each(sides, scenario) == (LedgerRefused, TERMS_MISMATCH)

@@ -298,7 +298,14 @@ async def _create(stack: Stack, table_id: str, config: TableConfig) -> str:
                     metadata=_ADMIN,
                 )
             holds = [
-                HoldRequest(seat.hold_id, seat.player_id, config.stake, config.lobby_id, table_id)
+                HoldRequest(
+                    seat.hold_id,
+                    seat.player_id,
+                    config.stake,
+                    config.lobby_id,
+                    table_id,
+                    config.payout,
+                )
                 for seat in config.seats
             ]
             ledger = GrpcLedger(channel, matchmaking_tokens(), timeout_seconds=5.0)

@@ -33,6 +33,9 @@ EXPIRED = ledger_pb2.StakeHold.STATE_EXPIRED
 class Hold:
     player_id: str
     amount: int
+    # The terms it was placed for (None binds under any, as a hold the ledger placed before
+    # it kept them).
+    payout: PayoutRule | None = None
     state: State = HELD
     table_id: str = ""
     game_no: int = 0
@@ -64,9 +67,11 @@ class FakeStakes:
     # The ledger does not answer: every bind is StakesUnavailable.
     unreachable: bool = False
 
-    def hold(self, hold_id: str, player_id: str, amount: int) -> None:
-        """Matchmaking's HoldStakes of one stake."""
-        self.holds.setdefault(hold_id, Hold(player_id, amount))
+    def hold(
+        self, hold_id: str, player_id: str, amount: int, payout: PayoutRule | None = None
+    ) -> None:
+        """Matchmaking's HoldStakes of one stake, for a game of these terms."""
+        self.holds.setdefault(hold_id, Hold(player_id, amount, payout))
 
     def release(self, hold_id: str) -> None:
         """Matchmaking's ReleaseHold of a hold no table took."""
@@ -124,12 +129,12 @@ class FakeStakes:
                 {"field": "hold_ids"},
             )
         for hold_id, hold in zip(asked.hold_ids, chosen, strict=True):
-            _check_bindable(hold_id, hold, asked.stake)
+            _check_bindable(hold_id, hold, asked.stake, asked.payout)
         for hold in chosen:
             hold.state, hold.table_id, hold.game_no = BOUND, table_id, game_no
 
 
-def _check_bindable(hold_id: str, hold: Hold, stake: int) -> None:
+def _check_bindable(hold_id: str, hold: Hold, stake: int, payout: PayoutRule) -> None:
     if hold.state in (BOUND, POSTED):
         raise _refused(
             error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND,
@@ -149,3 +154,14 @@ def _check_bindable(hold_id: str, hold: Hold, stake: int) -> None:
             f"hold {hold_id!r} holds {hold.amount}, the stake is {stake}",
             {"hold_id": hold_id, "amount": str(hold.amount), "stake": str(stake)},
         )
+    if hold.payout is not None and _terms(hold.payout) != _terms(payout):
+        raise _refused(
+            error_pb2.ERROR_REASON_TERMS_MISMATCH,
+            f"hold {hold_id!r} was placed for other terms",
+            {"hold_id": hold_id},
+        )
+
+
+def _terms(rule: PayoutRule) -> tuple[int, tuple[int, ...]]:
+    """The terms a payout rule stands for, however its shares were given."""
+    return rule.rake_basis_points, rule.shares

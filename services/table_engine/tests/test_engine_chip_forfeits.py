@@ -33,6 +33,8 @@ from masa_ledger.app.check import run_check
 from masa_platform.testing import NatsServer
 
 STAKE = 100
+# The lobby's terms the stakes are held for and the table is bound under: a 5% rake.
+TERMS = chips_pb2.PayoutRule(rake_basis_points=500)
 CHIPS = 1_000
 PLAYERS = ("ayse", "bora")
 
@@ -51,7 +53,10 @@ async def _staked(ledger: ledger_pb2_grpc.LedgerServiceAsyncStub) -> dict[str, s
             request_id="stakes",
             stakes=[
                 ledger_pb2.HoldStakeRequest(
-                    request_id=f"stake-{player}", player_id=player, amount=STAKE
+                    request_id=f"stake-{player}",
+                    player_id=player,
+                    amount=STAKE,
+                    payout=TERMS,
                 )
                 for player in PLAYERS
             ],
@@ -95,7 +100,7 @@ async def test_P12_both_players_of_a_chip_table_leave_and_the_pot_goes_to_the_ho
             config = fiftyone_config("classic", [seat(n, p) for n, p in enumerate(PLAYERS)])
             config.mode = game_pb2.MODE_SINGLES
             config.stake = STAKE
-            config.payout.CopyFrom(chips_pb2.PayoutRule(rake_basis_points=500))
+            config.payout.CopyFrom(TERMS)
             for assignment in config.seats:
                 assignment.hold_id = holds[assignment.player_id]
             created = await stub.CreateTable(

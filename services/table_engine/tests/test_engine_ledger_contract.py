@@ -28,6 +28,7 @@ from masa_platform.tls import open_channel
 from masa_rules.table_config import PayoutRule
 from masa_table_engine.adapters.ledger_client import GrpcStakeBinder
 from masa_table_engine.app.stakes import StakeBinder, StakesRefused, StakesUnavailable
+from masa_wire.table_config import payout_to_proto
 
 STAKE: Final = 100
 # The ledger's development welcome: chips for a player it has no wallet of, at the first stake.
@@ -53,8 +54,9 @@ class Side:
 
     name: str
     stakes: StakeBinder
-    # HoldStakes of one stake: hold id, player, amount, and how long it may stay unbound.
-    hold: Callable[[str, str, int, float], Awaitable[None]]
+    # HoldStakes of one stake: hold id, player, amount, how long it may stay unbound, and the
+    # terms of the game it is for.
+    hold: Callable[[str, str, int, float, PayoutRule], Awaitable[None]]
     release: Callable[[str], Awaitable[None]]
     # Until the ledger has expired this hold of this player (placed with SHORT_TTL).
     expired: Callable[[str, str], Awaitable[None]]
@@ -65,8 +67,8 @@ class Side:
 def _fake(unreachable: bool = False) -> Side:
     fake = FakeStakes(unreachable=unreachable)
 
-    async def hold(hold_id: str, player: str, amount: int, ttl: float) -> None:
-        fake.hold(hold_id, player, amount)
+    async def hold(hold_id: str, player: str, amount: int, ttl: float, terms: PayoutRule) -> None:
+        fake.hold(hold_id, player, amount, terms)
 
     async def release(hold_id: str) -> None:
         fake.release(hold_id)
@@ -98,7 +100,7 @@ async def _real(nats: NatsServer, directory: Path, running: AsyncExitStack) -> S
         await running.enter_async_context(grpc.aio.insecure_channel(address))
     )
 
-    async def hold(hold_id: str, player: str, amount: int, ttl: float) -> None:
+    async def hold(hold_id: str, player: str, amount: int, ttl: float, terms: PayoutRule) -> None:
         await ledger.HoldStakes(
             ledger_pb2.HoldStakesRequest(
                 request_id=f"holds-{hold_id}",
@@ -108,6 +110,7 @@ async def _real(nats: NatsServer, directory: Path, running: AsyncExitStack) -> S
                         player_id=player,
                         amount=amount,
                         ttl=Duration(seconds=int(ttl), nanos=int(ttl % 1 * 1e9)),
+                        payout=payout_to_proto(terms),
                     )
                 ],
             ),
@@ -173,7 +176,7 @@ async def _held(side: Side, table_id: str, players: list[str]) -> list[str]:
     """A hold of the stake for each player; their ids."""
     holds = [f"{table_id}-s{seat}" for seat in range(len(players))]
     for hold_id, player in zip(holds, players, strict=True):
-        await side.hold(hold_id, player, STAKE, 60)
+        await side.hold(hold_id, player, STAKE, 60, TERMS)
     return holds
 
 
@@ -211,7 +214,7 @@ async def _released(side: Side, table_id: str, players: list[str], holds: list[s
 
 async def _expired(side: Side, table_id: str, players: list[str], holds: list[str]) -> list[str]:
     late = f"{table_id}-late"
-    await side.hold(late, f"{players[-1]}-late", STAKE, SHORT_TTL)
+    await side.hold(late, f"{players[-1]}-late", STAKE, SHORT_TTL, TERMS)
     await side.expired(f"{players[-1]}-late", late)
     return [*holds, late]
 
@@ -224,8 +227,17 @@ async def _other_amount(
     side: Side, table_id: str, players: list[str], holds: list[str]
 ) -> list[str]:
     small = f"{table_id}-small"
-    await side.hold(small, f"{players[-1]}-small", STAKE // 2, 60)
+    await side.hold(small, f"{players[-1]}-small", STAKE // 2, 60, TERMS)
     return [*holds, small]
+
+
+async def _other_terms(
+    side: Side, table_id: str, players: list[str], holds: list[str]
+) -> list[str]:
+    """A stake placed for a game of no rake: the table binds under its lobby's 5%."""
+    raked_less = f"{table_id}-terms"
+    await side.hold(raked_less, f"{players[-1]}-terms", STAKE, 60, PayoutRule())
+    return [*holds, raked_less]
 
 
 async def _bound_elsewhere(
@@ -243,7 +255,7 @@ async def _one_player_twice(
     side: Side, table_id: str, players: list[str], holds: list[str]
 ) -> list[str]:
     second = f"{table_id}-again"
-    await side.hold(second, players[0], STAKE, 60)
+    await side.hold(second, players[0], STAKE, 60, TERMS)
     return [*holds, second]
 
 
@@ -271,6 +283,7 @@ def _state(state: ledger_pb2.StakeHold.State.ValueType) -> str:
             error_pb2.ERROR_REASON_STAKE_MISMATCH,
             lambda t: {"hold_id": f"{t}-small", "amount": str(STAKE // 2), "stake": str(STAKE)},
         ),
+        (_other_terms, error_pb2.ERROR_REASON_TERMS_MISMATCH, lambda t: {"hold_id": f"{t}-terms"}),
         (
             _bound_elsewhere,
             error_pb2.ERROR_REASON_HOLD_ALREADY_BOUND,
@@ -278,7 +291,15 @@ def _state(state: ledger_pb2.StakeHold.State.ValueType) -> str:
         ),
         (_one_player_twice, error_pb2.ERROR_REASON_BAD_REQUEST, lambda t: {"field": "hold_ids"}),
     ],
-    ids=["released", "expired", "never-held", "other-amount", "bound-elsewhere", "one-player"],
+    ids=[
+        "released",
+        "expired",
+        "never-held",
+        "other-amount",
+        "other-terms",
+        "bound-elsewhere",
+        "one-player",
+    ],
 )
 async def test_p30_a_bind_the_ledger_refuses_names_the_hold_and_binds_none(
     sides: list[Side],

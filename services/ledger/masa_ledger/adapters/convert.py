@@ -146,6 +146,8 @@ def hold_to_proto(hold: Hold) -> ledger_pb2.StakeHold:
     )
     if hold.closed_at is not None:
         message.close_time.CopyFrom(timestamp(hold.closed_at))
+    if hold.rule is not None:
+        message.payout.CopyFrom(rule_to_proto(hold.rule))
     return message
 
 

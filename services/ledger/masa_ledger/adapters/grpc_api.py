@@ -132,6 +132,12 @@ class _Pages:
 
 
 def _stake(request: ledger_pb2.HoldStakeRequest) -> StakeRequest:
+    if not request.HasField("payout"):
+        # The terms the hold will bind under: never a default an old caller could fall into.
+        raise BadRequest(
+            "a stake needs payout: the rake and payout table of the game it is for",
+            metadata={"field": "payout"},
+        )
     ttl = request.ttl.ToTimedelta().total_seconds() if request.HasField("ttl") else None
     return StakeRequest(
         hold_id=request.request_id,
@@ -140,6 +146,7 @@ def _stake(request: ledger_pb2.HoldStakeRequest) -> StakeRequest:
         lobby_id=request.lobby_id,
         ticket_id=request.ticket_id,
         ttl_seconds=ttl,
+        rule=rule_from_proto(request.payout),
     )
 
 

@@ -100,6 +100,7 @@ _NEW_HOLD_TYPES = (
     "bigint",
     "bigint",
     "text",
+    "text",
 )
 _SETTLEMENT_TYPES = (
     "text",

@@ -61,7 +61,7 @@ ACCOUNT_COLUMNS = (
 )
 HOLD_COLUMNS = (
     "hold_id, player_id, amount, lobby_id, ticket_id, ttl_us, state, created_us, expire_us, "
-    "table_id, game_no, closed_us, reason"
+    "table_id, game_no, closed_us, reason, rule"
 )
 TRANSFER_COLUMNS = (
     "transfer_id, kind, debit_account_id, credit_account_id, amount, created_us, table_id, "
@@ -150,6 +150,7 @@ def hold_from_row(row: Row) -> Hold:
         game_no=int(row[10]),
         closed_at=_seconds(row[11]),
         reason=row[12],
+        rule=rule_from_json(row[13]) if row[13] else None,
     )
 
 
@@ -334,6 +335,7 @@ def new_hold_rows(holds: Sequence[Hold]) -> list[tuple[object, ...]]:
             h.game_no,
             None if h.closed_at is None else _us(h.closed_at),
             h.reason,
+            "" if h.rule is None else rule_to_json(h.rule),
         )
         for h in holds
     ]

@@ -70,7 +70,7 @@ class _SqliteTx(SqlTx):
             new_account_rows(change.new_accounts),
         )
         await ex.execute_many(
-            f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) VALUES ({_marks(14)})",
+            f"INSERT INTO holds ({NEW_HOLD_COLUMNS}) VALUES ({_marks(15)})",
             new_hold_rows(change.new_holds),
         )
         await ex.execute_many(

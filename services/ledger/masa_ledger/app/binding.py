@@ -1,7 +1,8 @@
 """Binding held stakes to one game's escrow, under the game's stake and terms (P-30).
 
 The escrow of a game is opened by its first bind, with the stake per hold and the terms (rake
-and payout table) its settlement will pay by. Binding changes no balance: the holds become
+and payout table) its settlement will pay by, which must be the terms each hold was placed for
+(TERMS_MISMATCH). Binding changes no balance: the holds become
 *bound* and the escrow's pending stakes are their sum. Binding the same holds to the same game
 under the same terms again answers as the first time; anything else for a game bound already is
 ESCROW_MISMATCH, and a game closed already is GAME_CLOSED.
@@ -20,7 +21,7 @@ from masa_ledger.app.ports import AccountChange
 from masa_ledger.app.unit_of_work import Outcome, UnitOfWork
 from masa_ledger.domain.errors import BadInput, Refused, game_metadata
 from masa_ledger.domain.events import HoldsBound
-from masa_ledger.domain.model import Account, GameKey, Hold, HoldState
+from masa_ledger.domain.model import Account, GameKey, Hold, HoldState, spelt_out
 
 __all__ = ["BindRequest", "bind_holds"]
 
@@ -90,7 +91,7 @@ async def _bind(
             metadata=game_metadata(key, stake=str(escrow.stake)),
         )
     for hold in chosen:
-        _check_bindable(hold, key, stake, bind.at)
+        _check_bindable(hold, key, stake, bind.rule, bind.at)
     bound = [
         replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
         for hold in chosen
@@ -104,7 +105,7 @@ async def _bind(
     return escrows[key.escrow_id], bound
 
 
-def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
+def _check_bindable(hold: Hold, key: GameKey, stake: int, rule: PayoutRule, now: float) -> None:
     if hold.state in (HoldState.BOUND, HoldState.POSTED):
         raise Refused(
             f"hold {hold.hold_id!r} is bound to game {hold.table_id}:{hold.game_no}",
@@ -124,4 +125,12 @@ def _check_bindable(hold: Hold, key: GameKey, stake: int, now: float) -> None:
             f"hold {hold.hold_id!r} holds {hold.amount}, the stake of game {key} is {stake}",
             reason=Reason.STAKE_MISMATCH,
             metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
+        )
+    if hold.rule is not None and hold.rule != spelt_out(rule):
+        # The terms were fixed by whoever placed the stake (matchmaking, from the lobby): the
+        # binder may not choose others, so a compromised engine cannot rake or re-split a pot.
+        raise Refused(
+            f"hold {hold.hold_id!r} was placed for other terms than game {key} is bound under",
+            reason=Reason.TERMS_MISMATCH,
+            metadata={"hold_id": hold.hold_id},
         )

@@ -14,17 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from masa_rules.refusals import Reason
+from masa_rules.table_config import PayoutRule
 
 from masa_ledger.app.ports import AccountChange
 from masa_ledger.app.unit_of_work import Outcome, UnitOfWork
 from masa_ledger.domain.errors import BadInput, NotFound, Refused, RequestIdReused
 from masa_ledger.domain.events import HoldPlaced, HoldVoidCause, HoldVoided
-from masa_ledger.domain.model import Hold, HoldState
+from masa_ledger.domain.model import Hold, HoldState, spelt_out
 from masa_ledger.domain.validation import (
     MAX_HOLDS_PER_GAME,
     check_amount,
     check_id,
     check_player_id,
+    check_rule,
 )
 
 __all__ = [
@@ -58,6 +60,9 @@ class StakeRequest:
     ticket_id: str = ""
     # None takes the policy's default.
     ttl_seconds: float | None = None
+    # The terms of the game the stake is for, the only ones the hold will bind under (the
+    # gRPC API requires them); None binds under any.
+    rule: PayoutRule | None = None
 
 
 def new_holds(stakes: Sequence[StakeRequest], policy: HoldPolicy, now: float) -> list[Hold]:
@@ -80,6 +85,7 @@ def _new_hold(stake: StakeRequest, policy: HoldPolicy, now: float) -> Hold:
     check_amount("amount", stake.amount)
     check_id("lobby_id", stake.lobby_id, required=False)
     check_id("ticket_id", stake.ticket_id, required=False)
+    rule = None if stake.rule is None else spelt_out(check_rule(stake.rule))
     ttl = policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
     if not 0 < ttl <= policy.max_ttl_seconds:
         raise BadInput(
@@ -96,6 +102,7 @@ def _new_hold(stake: StakeRequest, policy: HoldPolicy, now: float) -> Hold:
         state=HoldState.HELD,
         created_at=now,
         expire_at=now + ttl,
+        rule=rule,
     )
 
 

@@ -144,6 +144,9 @@ class Hold:
     game_no: int = 0
     closed_at: float | None = None
     reason: str = ""
+    # The terms of the game the stake was placed for, the only ones it binds under; None for a
+    # hold placed before the ledger kept them.
+    rule: PayoutRule | None = None
 
     @property
     def account_id(self) -> str:
@@ -157,13 +160,21 @@ class Hold:
             self.lobby_id,
             self.ticket_id,
             round(self.ttl_seconds, 6),
+            self.rule,
         ) == (
             other.player_id,
             other.amount,
             other.lobby_id,
             other.ticket_id,
             round(other.ttl_seconds, 6),
+            other.rule,
         )
+
+
+def spelt_out(rule: PayoutRule) -> PayoutRule:
+    """``rule`` with its shares spelt out (the winner's 10000 when it sets none), so that the
+    same terms compare equal however they were given."""
+    return PayoutRule(rule.rake_basis_points, rule.shares)
 
 
 class TransferKind(enum.Enum):

@@ -20,6 +20,7 @@ from masa.common.v1 import error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.errors import error_info
+from masa_wire.table_config import payout_to_proto
 
 from masa_matchmaking.app.ports import (
     HoldBound,
@@ -104,6 +105,7 @@ class GrpcLedger:
                     lobby_id=hold.lobby_id,
                     ticket_id=hold.ticket_id,
                     ttl=ttl,
+                    payout=payout_to_proto(hold.payout),
                 )
                 for hold in holds
             ],

@@ -255,7 +255,9 @@ class Placer:
             )
             return Outcome.NOT_SEATED
         requests = [
-            HoldRequest(_hold_id(t), t.player_id, lobby.stake, lobby.lobby_id, t.ticket_id)
+            HoldRequest(
+                _hold_id(t), t.player_id, lobby.stake, lobby.lobby_id, t.ticket_id, lobby.payout
+            )
             for t in tickets
         ]
         try:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from masa_rules.table_config import TableConfig
+from masa_rules.table_config import PayoutRule, TableConfig
 
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
@@ -142,6 +142,8 @@ class HoldRequest:
     amount: int
     lobby_id: str
     ticket_id: str
+    # The lobby's rake and payout table: the ledger binds the hold under these terms only.
+    payout: PayoutRule
 
 
 class Ledger(Protocol):
