@@ -17,7 +17,10 @@ Phases (``BENCH_PHASES`` picks some, all by default):
   is logged before it is answered, so the floor is what it cannot cost less than, and every
   phase is given as a multiple of the floor (``vs_floor``): each closed phase measures its own
   floor (unary or streamed) right before it, since the machine is shared and its load moves
-  within a run; the run's baselines are given beside it. Like for like, the server and its
+  within a run, and again after it paced to the rate the phase reached (``floor_at_rate``,
+  ``cpu_over_floor_at_rate``: a server's CPU per call falls as its load rises, and the
+  saturated floor answers several times masa's rate); the run's baselines are given beside
+  it. Like for like, the server and its
   callers run on the event loop the engines and masa-load run on (``MASA_EVENT_LOOP``,
   uvloop unless set).
 - ``elevator`` / ``fiftyone``: ``BENCH_TABLES`` closed tables of one game, saturated: the
@@ -325,9 +328,10 @@ def payload_size() -> int:
 # --- phases ----------------------------------------------------------------------------------
 
 
-async def floor_beside(workdir: Path, streamed: bool) -> dict[str, Any]:
+async def floor_beside(workdir: Path, streamed: bool, rate: float | None = None) -> dict[str, Any]:
     """The persist floor (unary, or ``streamed``) measured right before a phase, on a NATS of
-    its own: on a shared machine whose load moves, the ratio to it is the one that holds."""
+    its own: on a shared machine whose load moves, the ratio to it is the one that holds.
+    With ``rate``, its callers are paced to that many calls a second in all."""
     with contextlib.ExitStack() as stack:
         nats = stack.enter_context(NatsServer(workdir / f"nats-{time.monotonic_ns()}"))
         port = free_port()
@@ -336,7 +340,7 @@ async def floor_beside(workdir: Path, streamed: bool) -> dict[str, Any]:
             f"127.0.0.1:{port}", server.pid,
             method=floor.PERSIST_STREAM if streamed else floor.PERSIST,
             callers=TABLES, size=payload_size(), seconds=ECHO_SECONDS, streamed=streamed,
-            nats_pid=nats.pid,
+            rate=rate, nats_pid=nats.pid,
         )  # fmt: skip
 
 
@@ -348,7 +352,17 @@ async def closed_phase(workdir: Path, game: str, moves: str) -> dict[str, Any]:
             "--moves", moves, warmup=WARMUP_SECONDS, window=WINDOW_SECONDS,
         )  # fmt: skip
         (report,), (figures,) = await drive([(engine, command)], WARMUP_SECONDS, WINDOW_SECONDS)
-    return {**figures, "floor_beside": beside, "load": summary(report)}
+    # The saturated floor answers several times the calls a second masa does, and a server's
+    # CPU per call falls as its load rises (more messages per write and per wake-up): the
+    # floor paced to masa's own rate of calls is the like-for-like one, given beside it. A 51
+    # action is two calls (GetTable, then the move).
+    calls_per_action = 2 if game == "fiftyone" else 1
+    at_rate = await floor_beside(
+        workdir,
+        streamed=moves == "stream",
+        rate=figures["engine_accepted_actions_per_second"] * calls_per_action,
+    )
+    return {**figures, "floor_beside": beside, "floor_at_rate": at_rate, "load": summary(report)}
 
 
 def live_command(engine: Engine, tables: int, seed: int) -> list[str]:
@@ -509,6 +523,8 @@ def closed_ratios(phase: dict[str, Any], base: dict[str, Any], *, streamed: bool
         "cpu_ms_per_action": cpu,
         "floor_beside_cpu_ms_per_call": beside["server_cpu_ms_per_call"],
         "cpu_over_floor": ratio(cpu, beside["server_cpu_ms_per_call"]),
+        "floor_at_rate_cpu_ms_per_call": phase["floor_at_rate"]["server_cpu_ms_per_call"],
+        "cpu_over_floor_at_rate": ratio(cpu, phase["floor_at_rate"]["server_cpu_ms_per_call"]),
         "actions_per_second": rate,
         "rate_share_of_floor": ratio(rate, beside["calls_per_second"]),
     }
