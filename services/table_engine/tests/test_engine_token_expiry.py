@@ -1,6 +1,7 @@
 """A token's expiry bounds the streams it opened, and a client with a source of tokens goes on
 across renewals (issue 19): on real gRPC and NATS, against tables where nothing moves unless
-a test moves it, so that only the expiry can end a stream."""
+a test moves it, so that only the expiry can end a stream, and against one where updates never
+stop, so that none can slip past the expiry."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import uuid
 
 import grpc
 import grpc.aio
+import jwt
 import pytest
 from engine_support import (
     TOKEN_EXPIRED,
     create_table,
     elevator_config,
     error_reason,
+    fiftyone_config,
     get_view,
     metadata,
     running_node,
@@ -24,13 +27,14 @@ from engine_support import (
     table_stub,
 )
 from masa.common.v1 import game_pb2
-from masa.table.v1 import table_pb2, table_pb2_grpc
+from masa.table.v1 import table_pb2, table_pb2_grpc, view_pb2
 from masa_client.client import TableClient, sequence_of
 from masa_client.errors import MasaCallError
 from masa_platform.testing import NatsServer, next_message
 from masa_platform.testing import token as mint
 from masa_rules.elevator import legal_actions
 from masa_wire.elevator import action_to_proto, state_from_seat_view
+from roaming_player import RoamingSeat
 
 # Three people and no bot: the table waits for them (a turn lasts a minute).
 PLAYERS = ("ayse", "bora", "cem")
@@ -180,3 +184,86 @@ async def test_a_call_refused_as_expired_is_made_once_more_with_a_fresh_token(
             with pytest.raises(MasaCallError) as refused:
                 await always_stale.get_table(table_id)
             assert refused.value.reason == TOKEN_EXPIRED
+
+
+# How late after its token's expiry an update may still be received: the server's and the
+# test's clocks are the same clock, so this is the time a message takes through gRPC on a
+# busy two-core machine, not a grace the rule allows.
+CLOCK_SLACK = 0.3
+
+
+def _busy_table() -> game_pb2.TableConfig:
+    """Ayse and three bots, a classic 51 game of three hands: some 300 moves, never more than
+    about 0.1 s apart, over 8 to 14 s, which outlasts a token of 3 s (a single hand, or an
+    Elevator game, can be over in under 2)."""
+    return fiftyone_config(
+        "classic", [seat(0, "ayse"), seat(1), seat(2), seat(3)], hands=3, turn_seconds=60
+    )
+
+
+async def _follow(
+    call: grpc.aio.UnaryStreamCall[table_pb2.WatchTableRequest, table_pb2.WatchTableResponse],
+    received: list[tuple[float, str]],
+    seconds: float,
+) -> grpc.aio.AioRpcError | None:
+    """Each message of the watch with the wall-clock time it was received (a token's expiry is
+    a wall-clock time), for at most ``seconds``; the error that ended the stream, or None if
+    it ended without one or was still open (then cancelled)."""
+    try:
+        async with asyncio.timeout(seconds):
+            async for message in call:
+                received.append((time.time(), message.WhichOneof("payload") or ""))
+    except grpc.aio.AioRpcError as error:
+        return error
+    except TimeoutError:
+        call.cancel()
+    return None
+
+
+@pytest.mark.parametrize("watcher", ["ayse", "kibitzer"])
+async def test_a_watch_on_a_busy_table_ends_at_its_token_expiry_and_delivers_nothing_after(
+    nats_server: NatsServer, watcher: str
+) -> None:
+    """Issue 19 ("open streams outlive their token: 50 updates arrived on a WatchTable stream
+    after its token had expired"), on a table where updates never stop: a seat's watch and a
+    spectator's (P-20's two views) end UNAUTHENTICATED, reason TOKEN_EXPIRED, shortly after
+    the expiry of the token that opened them, and no update is received after that instant,
+    though the table goes on playing for the other tokens."""
+    async with (
+        running_node(
+            settings(nats_server, f"busy-expiry-{watcher}", bot_delay_seconds=0.05)
+        ) as node,
+        table_stub(node.address) as stub,
+    ):
+        table_id = await create_table(stub, _busy_table())
+        # Ayse plays her seat with tokens of an hour, as soon as she has the turn.
+        ayse = RoamingSeat(table_id, "ayse", lambda: [node.address], poll_seconds=0.01)
+        player = asyncio.create_task(ayse.play(time.monotonic() + 30.0))
+        try:
+            # Expires 2 to 3 s from now: a token's expiry is a whole second (its exp claim).
+            token = mint(watcher, ttl_seconds=3.0)
+            expiry = float(jwt.decode(token, options={"verify_signature": False})["exp"])
+            call = stub.WatchTable(
+                table_pb2.WatchTableRequest(table_id=table_id),
+                metadata=(("authorization", f"Bearer {token}"),),
+            )
+            received: list[tuple[float, str]] = []
+            ended = await _follow(call, received, expiry - time.time() + 5.0)
+            ended_at = time.time()
+            state = (await get_view(stub, table_id, "ayse")).seat_view.table.table.state
+        finally:
+            player.cancel()
+            await asyncio.gather(player, return_exceptions=True)
+    # The issue's symptom first: what the stream delivered after its token was gone.
+    late = [(round(at - expiry, 3), kind) for at, kind in received if at > expiry + CLOCK_SLACK]
+    assert late == [], f"{len(late)} messages after the expiry"
+    assert ended is not None, "the stream was still open 5 s after its token expired"
+    # The game was still on: only the expiry can have ended the stream.
+    assert state == view_pb2.Table.STATE_PLAYING
+    assert ended.code() is grpc.StatusCode.UNAUTHENTICATED
+    assert error_reason(ended) == TOKEN_EXPIRED
+    assert expiry - CLOCK_SLACK <= ended_at < expiry + 1.0, ended_at - expiry
+    # Busy up to the expiry: updates came in its last half second, none was held back.
+    updates = [at for at, kind in received if kind == "update"]
+    assert len(updates) >= 20, len(updates)
+    assert updates[-1] > expiry - 0.5, expiry - updates[-1]
