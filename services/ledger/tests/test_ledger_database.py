@@ -65,9 +65,11 @@ async def test_p31_only_the_issuer_may_go_negative(store: SqlStore, sql: str) ->
         "DELETE FROM holds WHERE hold_id = 't1-a'",
         "UPDATE holds SET state = 'voided' WHERE hold_id = 't1-a'",
         "UPDATE holds SET amount = 1 WHERE hold_id = 't1-a'",
-        "UPDATE holds SET rule = '' WHERE hold_id = 't1-a'",
-        'UPDATE holds SET rule = \'{"rake_basis_points": 0, "place_shares": [10000]}\' '
+        # Each a legal step of the hold's state, so that only the change of terms is refused.
+        "UPDATE holds SET state = 'bound', table_id = 't9', game_no = 1, rule = '' "
         "WHERE hold_id = 'held'",
+        "UPDATE holds SET state = 'released', closed_us = 1, "
+        "rule = '{\"rake_basis_points\": 0, \"place_shares\": [10000]}' WHERE hold_id = 'held'",
     ],
     ids=[
         "edit-transfer",

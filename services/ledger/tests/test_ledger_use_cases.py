@@ -270,6 +270,14 @@ async def test_p30_a_hold_binds_under_the_terms_it_was_placed_for_only(store: Sq
     assert escrow.rule == PayoutRule(500, (10_000,))
     assert [h.state for h in bound] == [HoldState.BOUND] * 2
     await assert_consistent(store)
+    # masa-ledger check sees an escrow whose terms are not its holds' (written around the code).
+    await execute(
+        store,
+        'UPDATE accounts SET rule = \'{"rake_basis_points": 0, "place_shares": [10000]}\' '
+        "WHERE account_id = 'escrow:t1:1'",
+    )
+    report = await store.check()
+    assert report.counts["holds_bound_under_their_terms"] == 2
 
 
 async def test_p30_a_hold_placed_before_terms_were_kept_binds_under_the_tables(
@@ -282,7 +290,7 @@ async def test_p30_a_hold_placed_before_terms_were_kept_binds_under_the_tables(
     await ledger.hold_stakes([StakeRequest(hold_id="old-ayse", player_id="ayse", amount=100)])
     assert (await ledger.hold("old-ayse")).rule is None
     escrow, _ = await ledger.bind_holds("old", 1, 100, ["old-ayse"], PayoutRule(300))
-    assert escrow.rule == PayoutRule(300)
+    assert escrow.rule == PayoutRule(300, (10_000,))
     await assert_consistent(store)
 
 

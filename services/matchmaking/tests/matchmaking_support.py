@@ -93,7 +93,19 @@ HOLD_ALREADY_BOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_ALREADY_BOUN
 HOLD_NOT_FOUND: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_FOUND)
 STAKE_MISMATCH: Final = reason_name(error_pb2.ERROR_REASON_STAKE_MISMATCH)
 TERMS_MISMATCH: Final = reason_name(error_pb2.ERROR_REASON_TERMS_MISMATCH)
+REQUEST_ID_REUSED: Final = reason_name(error_pb2.ERROR_REASON_REQUEST_ID_REUSED)
 TABLE_EXISTS: Final = reason_name(error_pb2.ERROR_REASON_TABLE_EXISTS)
+
+
+def _asked(request: HoldRequest) -> tuple[object, ...]:
+    """What a stake asks for, as the ledger tells a retry from another request (AIP-155)."""
+    return (
+        request.player_id,
+        request.amount,
+        request.lobby_id,
+        request.ticket_id,
+        _terms(request.payout),
+    )
 
 
 def _terms(rule: PayoutRule) -> tuple[int, tuple[int, ...]]:
@@ -140,6 +152,10 @@ class FakeLedger:
         self.calls.append(f"hold:{request_id}")
         if self.unreachable:
             raise Unreachable("ledger down")
+        for h in holds:
+            placed = self.holds.get(h.hold_id)
+            if placed is not None and _asked(placed.request) != _asked(h):
+                raise LedgerRefused(REQUEST_ID_REUSED, f"{h.hold_id} was held for another stake")
         if all(h.hold_id in self.holds for h in holds):
             return
         for h in holds:

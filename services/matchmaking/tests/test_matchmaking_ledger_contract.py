@@ -32,7 +32,7 @@ from masa_platform.errors import error_info
 from masa_platform.testing import NatsServer, token
 from masa_rules.table_config import PayoutRule
 from masa_wire.table_config import payout_to_proto
-from matchmaking_support import HOLD_NOT_HELD, TERMS_MISMATCH, FakeLedger
+from matchmaking_support import HOLD_NOT_HELD, REQUEST_ID_REUSED, TERMS_MISMATCH, FakeLedger
 from real_services import WELCOME, grpc_ledger, holds_of, start_real_ledger
 
 STAKE = 100
@@ -249,3 +249,23 @@ async def test_p30_binding_a_hold_under_other_terms_than_it_was_held_for_is_refu
         return no_rake
 
     assert await _each(sides, scenario) == (LedgerRefused, TERMS_MISMATCH)
+
+
+async def test_p30_holding_again_under_the_same_ids_for_other_terms_is_request_id_reused(
+    sides: list[Side],
+) -> None:
+    """A placement that holds again under the ids it chose, after the lobby's terms changed,
+    asks for another stake: REQUEST_ID_REUSED, on both (placement then releases the holds
+    those ids still reserve rather than leave them to expire); the first hold stays as it was,
+    and a release frees it."""
+    player, table_id = _ids()
+
+    async def scenario(side: Side) -> Outcome:
+        await side.ledger.hold_stakes(f"{table_id}-holds", _stakes(player, table_id), 60)
+        other = _stakes(player, table_id, payout=PayoutRule(rake_basis_points=1000))
+        again = await _outcome(side.ledger.hold_stakes(f"{table_id}-again", other, 60))
+        released = await _outcome(side.ledger.release_hold(other[0].hold_id, "placement failed"))
+        assert released == (None, ""), side.name
+        return again
+
+    assert await _each(sides, scenario) == (LedgerRefused, REQUEST_ID_REUSED)

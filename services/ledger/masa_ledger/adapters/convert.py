@@ -235,6 +235,7 @@ def encode_event(event: LedgerEvent) -> OutboxMessage:
                     lobby_id=hold.lobby_id,
                     ticket_id=hold.ticket_id,
                     expire_time=timestamp(hold.expire_at),
+                    payout=None if hold.rule is None else rule_to_proto(hold.rule),
                 )
             )
         case HoldVoided(hold=hold, cause=cause):
@@ -273,6 +274,7 @@ def encode_event(event: LedgerEvent) -> OutboxMessage:
                     game_no=key.game_no,
                     stake=event.stake,
                     hold_ids=list(event.hold_ids),
+                    payout=rule_to_proto(event.rule),
                 )
             )
         case GameSettled(settlement=s):

@@ -666,6 +666,13 @@ CHECKS: dict[str, str] = {
         "LEFT JOIN settlements s ON s.table_id = t.table_id AND s.game_no = t.game_no "
         "WHERE s.state IS NULL OR s.state <> 'settled' OR t.staked <> s.pot OR t.paid <> s.pot"
     ),
+    # Issue 19: every game is bound under the terms its holds were placed for (a hold placed
+    # before the ledger kept terms has none to compare).
+    "holds_bound_under_their_terms": (
+        "SELECT h.hold_id, h.rule, a.rule FROM holds h JOIN accounts a "
+        "ON a.kind = 'escrow' AND a.table_id = h.table_id AND a.game_no = h.game_no "
+        "WHERE h.rule <> '' AND h.state IN ('bound', 'posted', 'voided') AND a.rule <> h.rule"
+    ),
     # A settled game's recorded pot is what was staked into it (also when nothing was).
     "settlements_match_stakes": (
         "SELECT s.table_id, s.game_no, s.state, s.pot, COALESCE(h.total, 0) FROM settlements s "

@@ -57,6 +57,8 @@ async def _bind(
 ) -> tuple[Account, list[Hold]]:
     """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
     key, stake = bind.key, bind.stake
+    # The terms as they compare and are kept: the winner's 10000 spelt out when none is set.
+    rule = spelt_out(bind.rule)
     escrow = escrows[key.escrow_id]
     if escrow.closed is not None:
         raise Refused(
@@ -82,7 +84,9 @@ async def _bind(
             and (hold.table_id, hold.game_no) == (key.table_id, key.game_no)
             for hold in chosen
         )
-        same_terms = escrow.stake == stake and escrow.rule == bind.rule
+        same_terms = escrow.stake == stake and (
+            escrow.rule is not None and spelt_out(escrow.rule) == rule
+        )
         if here and total == escrow.pending_stakes and same_terms:
             return escrow, chosen
         raise Refused(
@@ -91,7 +95,7 @@ async def _bind(
             metadata=game_metadata(key, stake=str(escrow.stake)),
         )
     for hold in chosen:
-        _check_bindable(hold, key, stake, bind.rule, bind.at)
+        _check_bindable(hold, key, stake, rule, bind.at)
     bound = [
         replace(hold, state=HoldState.BOUND, table_id=key.table_id, game_no=key.game_no)
         for hold in chosen
@@ -99,9 +103,9 @@ async def _bind(
     for hold in bound:
         holds[hold.hold_id] = hold
         unit.update(hold)
-    escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=bind.rule)
-    unit.adjust(key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=bind.rule))
-    unit.report(HoldsBound(key=key, stake=stake, hold_ids=bind.hold_ids, at=bind.at))
+    escrows[key.escrow_id] = replace(escrow, pending_stakes=total, stake=stake, rule=rule)
+    unit.adjust(key.escrow_id, AccountChange(pending_stakes=total, stake=stake, rule=rule))
+    unit.report(HoldsBound(key=key, stake=stake, hold_ids=bind.hold_ids, at=bind.at, rule=rule))
     return escrows[key.escrow_id], bound
 
 
@@ -126,7 +130,7 @@ def _check_bindable(hold: Hold, key: GameKey, stake: int, rule: PayoutRule, now:
             reason=Reason.STAKE_MISMATCH,
             metadata={"hold_id": hold.hold_id, "amount": str(hold.amount), "stake": str(stake)},
         )
-    if hold.rule is not None and hold.rule != spelt_out(rule):
+    if hold.rule is not None and hold.rule != rule:
         # The terms were fixed by whoever placed the stake (matchmaking, from the lobby): the
         # binder may not choose others, so a compromised engine cannot rake or re-split a pot.
         raise Refused(

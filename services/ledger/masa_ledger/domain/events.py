@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from masa_rules.table_config import PayoutRule
+
 from masa_ledger.domain.model import GameKey, Hold, Settlement, Transfer
 
 __all__ = [
@@ -63,6 +65,7 @@ class HoldsBound:
     stake: int
     hold_ids: tuple[str, ...]
     at: float
+    rule: PayoutRule
 
     @property
     def event_id(self) -> str:

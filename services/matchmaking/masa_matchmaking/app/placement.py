@@ -276,7 +276,11 @@ class Placer:
                     await self._change(ticket, lambda t: t.requeued(now, counted=False))
             return Outcome.NOT_SEATED
         except LedgerRefused as refused:
-            await self._fail_placement(tickets, [], refused.reason, refused.message)
+            # All or nothing, so this call held nothing; but a hold an earlier try placed under
+            # these ids (REQUEST_ID_REUSED: the lobby's stake or terms changed since) would
+            # keep its chips reserved until it expired.
+            holds = [_hold_id(t) for t in tickets]
+            await self._fail_placement(tickets, holds, refused.reason, refused.message)
             return Outcome.NOT_SEATED
         except Unreachable as error:
             # The ledger is away: the players wait, uncounted, and the lobby backs off.

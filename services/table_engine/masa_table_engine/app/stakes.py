@@ -2,7 +2,8 @@
 
 A table with a stake carries the ledger hold of each human seat's stake. Creating it binds
 those holds to the table's game in the ledger (``LedgerService.BindHolds``), which checks each
-amount against the stake, before anything is written to the table log: a table whose stakes the
+amount against the stake and each hold's terms (the rake and payout table matchmaking held it
+for) against the table's, before anything is written to the table log: a table whose stakes the
 ledger refuses never starts, and one that starts has its pot in escrow. Binding is idempotent,
 so a retried create binds again harmlessly.
 """
