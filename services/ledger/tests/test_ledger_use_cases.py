@@ -20,7 +20,8 @@ from ledger_support import (
     result,
     snapshot,
 )
-from masa.common.v1 import error_pb2
+from masa.common.v1 import chips_pb2, error_pb2
+from masa.events.v1 import ledger_event_pb2
 from masa_ledger.adapters.sql import SqlStore
 from masa_ledger.app.holds import StakeRequest
 from masa_ledger.app.ledger import Ledger
@@ -270,6 +271,14 @@ async def test_p30_a_hold_binds_under_the_terms_it_was_placed_for_only(store: Sq
     assert escrow.rule == PayoutRule(500, (10_000,))
     assert [h.state for h in bound] == [HoldState.BOUND] * 2
     await assert_consistent(store)
+    # The ledger's events say which terms each stake was placed and bound under.
+    events = {
+        row.event_id: ledger_event_pb2.LedgerEvent.FromString(row.payload)
+        for row in await store.outbox_batch(100)
+    }
+    terms = chips_pb2.PayoutRule(rake_basis_points=500, place_shares=[10_000])
+    assert events["hold_placed:t1-ayse"].hold_placed.payout == terms
+    assert events["holds_bound:t1:1"].holds_bound.payout == terms
     # masa-ledger check sees an escrow whose terms are not its holds' (written around the code).
     await execute(
         store,
