@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,11 +31,12 @@ from masa.table.v1 import admin_pb2, admin_pb2_grpc, table_pb2, table_pb2_grpc, 
 from masa_client.cli import table_config
 from masa_client.client import TableClient, new_request_id
 from masa_client.errors import TABLE_MOVED, from_rpc_error
-from masa_client.launcher import ENGINE_SERVICES
+from masa_client.launcher import ENGINE_SERVICES, ServiceSpec, _Running, _wait_ready
 from masa_platform.auth import Role, TokenSigner
 from masa_platform.bus_plan import BusSettings
 from masa_platform.keys import ISSUER, Keyring
 from masa_platform.settings import AuthSettings, load_settings
+from masa_platform.testing import free_port
 from masa_table_engine.settings import EngineSettings
 
 DEADLINE_SECONDS = 60.0
@@ -613,3 +616,60 @@ def test_a_start_without_progress_for_the_stall_interval_fails(tmp_path: Path) -
         assert not (tmp_path / ".masa" / "run.json").exists()
     finally:
         launcher.kill_all()
+
+
+# A service that becomes ready after a delay: GET /healthz answers 200 once it listens.
+_LATE_SERVICE: Final = """
+import http.server, sys, time
+time.sleep(float(sys.argv[2]))
+class Healthz(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Healthz).serve_forever()
+"""
+
+
+@pytest.mark.parametrize(
+    ("gap", "ready"),
+    [(0.4, True), (2.5, False)],
+    ids=["progressing-past-the-stall-interval", "stalled"],
+)
+def test_a_start_that_keeps_making_progress_is_waited_for_however_long_it_takes(
+    tmp_path: Path, gap: float, ready: bool
+) -> None:
+    """MASA_RUN_STALL_SECONDS bounds the time without progress, not the start: six services
+    ready one after another every 0.4 s take 2.4 s, past a stall interval of 1.5 s, and the
+    start goes on; the same services 2.5 s apart stop it at the first gap (issue 20: the
+    launcher's fixed 60 s readiness limit failed on a loaded machine)."""
+    started: list[_Running] = []
+    try:
+        for number in range(6):
+            port = free_port()
+            spec = ServiceSpec(
+                name=f"late-{number}",
+                command=(sys.executable, "-c", _LATE_SERVICE, str(port), str(gap * (number + 1))),
+                http_address=f"127.0.0.1:{port}",
+            )
+            log = tmp_path / f"{spec.name}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(spec.command, stdout=out, stderr=subprocess.STDOUT)
+            started.append(_Running(spec, process, log))
+        waiting = list(started)
+        printed = io.StringIO()
+        began = time.monotonic()
+        if ready:
+            _wait_ready(waiting, 1.5, threading.Event(), printed)
+            assert waiting == []
+            assert time.monotonic() - began > 1.5
+            assert printed.getvalue().count(" ready ") == 6
+        else:
+            with pytest.raises(TimeoutError, match=r"no service became ready for 1.5 s"):
+                _wait_ready(waiting, 1.5, threading.Event(), printed)
+            assert len(waiting) == 6
+    finally:
+        for child in started:
+            child.process.kill()
+            child.process.wait()
