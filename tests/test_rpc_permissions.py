@@ -642,13 +642,38 @@ def cases(ticket_id: str) -> dict[str, Case]:
     }
 
 
+# How many times a client-streaming call is made when the client's own send fails: its write
+# can race the server's refusal, and grpc.aio then reports INTERNAL (its core's failed send on
+# a call the server already closed) in place of the status the server sent.
+CLIENT_STREAM_TRIES = 3
+
+
 async def _call(
     channel: grpc.aio.Channel,
     method: MethodDescriptor,
     request: Message,
     metadata: tuple[tuple[str, str], ...],
 ) -> Message | Refusal:
-    """The answer to one call (a stream's first message), or its refusal."""
+    """The answer to one call (a stream's first message), or its refusal: the server's, not
+    a failure of the client's own write (``CLIENT_STREAM_TRIES``)."""
+    for _ in range(CLIENT_STREAM_TRIES - 1):
+        result = await _call_once(channel, method, request, metadata)
+        raced = (
+            method.client_streaming
+            and isinstance(result, Refusal)
+            and result.code is grpc.StatusCode.INTERNAL
+        )
+        if not raced:
+            return result
+    return await _call_once(channel, method, request, metadata)
+
+
+async def _call_once(
+    channel: grpc.aio.Channel,
+    method: MethodDescriptor,
+    request: Message,
+    metadata: tuple[tuple[str, str], ...],
+) -> Message | Refusal:
     path = f"/{method.containing_service.full_name}/{method.name}"
     reply = message_factory.GetMessageClass(method.output_type)
     codec: dict[str, Any] = {

@@ -52,7 +52,10 @@ from nats.aio.client import Client
 from nats.js import api as js_api
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "nats" / "nats-server.conf"
-_ANSWER_SECONDS = 2.0
+# How long a call waits for the server's answer or its permission error, which comes on its
+# own (an -ERR the client reports through its error callback): long for a loaded machine, and
+# spent only by a call that neither is refused nor answered, which fails the test.
+_ANSWER_SECONDS = 10.0
 
 
 def test_the_deployment_config_holds_exactly_the_masa_users_and_is_valid() -> None:

@@ -25,6 +25,7 @@ from ledger_support import (
     ledger_settings,
     operator_connection,
     publish_result,
+    reason_name,
     running_ledger,
     token_metadata,
 )
@@ -55,11 +56,6 @@ async def _refusal(
     info = error_info(await rpc_status.aio.from_call(call))
     assert info is not None
     return refused.value.code(), info.reason, dict(info.metadata)
-
-
-def _name(reason: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as ErrorInfo names it."""
-    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
 
 
 async def _grant(stub: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str, amount: int) -> None:
@@ -114,7 +110,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         code, reason, metadata = await _refusal(stub.HoldStake(no_terms, metadata=MATCHMAKING))
         assert (code, reason, metadata) == (
             grpc.StatusCode.INVALID_ARGUMENT,
-            _name(error_pb2.ERROR_REASON_BAD_REQUEST),
+            reason_name(error_pb2.ERROR_REASON_BAD_REQUEST),
             {"field": "payout"},
         )
         ali = await stub.GetBalance(ledger_pb2.GetBalanceRequest(player_id="ali"), metadata=ADMIN)
@@ -135,7 +131,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         )
         assert (code, reason, metadata) == (
             grpc.StatusCode.FAILED_PRECONDITION,
-            _name(error_pb2.ERROR_REASON_TERMS_MISMATCH),
+            reason_name(error_pb2.ERROR_REASON_TERMS_MISMATCH),
             {"hold_id": "t1-ayse"},
         )
         code, reason, metadata = await _refusal(

@@ -38,6 +38,7 @@ from masa_ledger.domain.model import (
     wallet_id,
 )
 from masa_ledger.domain.validation import MAX_AMOUNT
+from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
 
@@ -257,7 +258,7 @@ async def test_p30_a_hold_binds_under_the_terms_it_was_placed_for_only(store: Sq
     assert (await ledger.hold("t1-ayse")).rule == PayoutRule(500, (10_000,))
     for other in (PayoutRule(), PayoutRule(500, (6000, 4000)), PayoutRule(400)):
         refused = await _refused(
-            store, ledger.bind_holds("t1", 1, 100, holds, other), Refused, "TERMS_MISMATCH"
+            store, ledger.bind_holds("t1", 1, 100, holds, other), Refused, Reason.TERMS_MISMATCH
         )
         assert refused.metadata == {"hold_id": "t1-ayse"}
     await _refused(

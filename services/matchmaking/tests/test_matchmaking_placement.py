@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 import pytest
 from instances import Instance, start_instance, until
 from masa_matchmaking.app.placement import PlacementSettings
-from masa_matchmaking.app.ports import EngineNode
+from masa_matchmaking.app.ports import EngineNode, HoldRequest
 from masa_matchmaking.app.tickets import NewTicket
 from masa_matchmaking.domain.catalog import parse_lobbies
 from masa_matchmaking.domain.ticket import Placement, Ticket, TicketState
 from masa_platform.testing import NatsServer
-from masa_rules.table_config import BotLevel, GameKind
+from masa_rules.table_config import BotLevel, GameKind, PayoutRule
 from matchmaking_support import (
     LOBBIES_TOML,
+    REQUEST_ID_REUSED,
     FakeEngines,
     FakeEvents,
     FakeLedger,
@@ -144,6 +146,39 @@ async def test_p30_an_engine_that_refuses_leaves_no_hold_and_fails_the_tickets_i
     assert not any(p in engines.seated() for p in players)
     assert "invalid_argument" in instance.metrics.failures
     engines.refuse = ""
+
+
+async def test_p30_a_stake_the_ledger_refuses_releases_what_its_ids_still_hold(
+    world: World,
+) -> None:
+    """An earlier try of this placement held the stakes under the same ids for the lobby's
+    terms of then (the lobby file changed and matchmaking restarted): holding them again is
+    another request, REQUEST_ID_REUSED. The placement fails (a counted requeue), and the holds
+    those ids still reserve are released, not left holding the players' chips until they
+    expire; the next placement seats the players with one stake held each."""
+    instance, ledger, engines, _, _ = world
+    players = _players(4, 500, ledger)
+    hold_stakes = ledger.hold_stakes
+    earlier: list[str] = []
+
+    async def held_before(
+        request_id: str, holds: Sequence[HoldRequest], ttl_seconds: float
+    ) -> None:
+        if not earlier:
+            then = [replace(h, payout=PayoutRule(h.payout.rake_basis_points + 100)) for h in holds]
+            await hold_stakes(f"{request_id}-earlier", then, ttl_seconds)
+            earlier.extend(h.hold_id for h in then)
+        await hold_stakes(request_id, holds, ttl_seconds)
+
+    ledger.hold_stakes = held_before  # type: ignore[method-assign]
+    await _queue(instance, players, "salon")
+    await until(lambda: _all(instance, players, TicketState.MATCHED))
+    assert REQUEST_ID_REUSED.lower() in instance.metrics.failures
+    assert all(_ticket(instance, p).requeues == 1 for p in players)
+    assert len(earlier) == 4
+    assert all(ledger.holds[h].state == "released" for h in earlier)
+    assert sorted(ledger.available(p) for p in players) == [400] * 4
+    assert len({engines.seated()[p] for p in players}) == 1
 
 
 async def test_p30_nodes_that_do_not_answer_are_fenced_by_releasing_the_holds(world: World) -> None:

@@ -61,16 +61,22 @@ async def _refusal(
     return refused.value.code(), info.reason, dict(info.metadata)
 
 
+# What the engine says of a write refused because the table moved: the conflict handler's
+# line and LogConflict's own message.
+_CONFLICT_WORDS = ("the table is moving", "no longer owned")
+
+
 def _warns_of_the_conflict(record: logging.LogRecord) -> bool:
     """A record at WARNING or above about a write refused because the table moved: the
-    ``LogConflict`` as its traceback, or a reconnection or the refusal in its words (the
-    issue's warning could come with a traceback or without)."""
+    ``LogConflict`` as its traceback, or the conflict in its words (the issue's warning could
+    come with a traceback or without). A log that does not answer is another matter, and
+    worth its warning."""
     if record.levelno < logging.WARNING:
         return False
     if record.exc_info is not None and isinstance(record.exc_info[1], LogConflict):
         return True
     message = record.getMessage()
-    return "reconnection" in message or "no longer owned" in message
+    return any(words in message for words in _CONFLICT_WORDS)
 
 
 def _humans(turn_seconds: float = 600.0) -> table_pb2.CreateTableRequest:

@@ -170,8 +170,9 @@ class Ledger:
         """Make held stakes the pending stakes of one game's escrow, all or nothing, under the
         game's terms ``rule`` (its rake and payout table), which its settlement pays by.
 
-        Each hold must be held (not bound, posted, voided or past its expiry) and hold exactly
-        ``stake``. Binding the same holds to the same game again answers as the first time; any
+        Each hold must be held (not bound, posted, voided or past its expiry), hold exactly
+        ``stake`` (STAKE_MISMATCH), and have been placed for these terms, if it was placed for
+        any (TERMS_MISMATCH). Binding the same holds to the same game again answers as the first time; any
         other set of holds, another stake or other terms for a game bound already is
         ESCROW_MISMATCH. Binding changes no balance, so only the escrow and the holds are
         locked.
