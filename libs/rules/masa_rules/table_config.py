@@ -134,6 +134,11 @@ class PayoutRule:
         """The shares paid by place, the winner's first: all to the winner when none are set."""
         return self.place_shares or (BASIS_POINTS,)
 
+    def spelt_out(self) -> PayoutRule:
+        """This rule with its shares spelt out (the winner's 10000 when it sets none), so that
+        the same terms compare equal however they were given."""
+        return PayoutRule(self.rake_basis_points, self.shares)
+
 
 @dataclass(frozen=True, slots=True)
 class SeatConfig:

@@ -130,6 +130,10 @@ def test_p30_no_shares_pays_the_winner_all() -> None:
     check_payout(PayoutRule(rake_basis_points=BASIS_POINTS))
     assert PayoutRule().shares == (BASIS_POINTS,)
     assert PayoutRule(place_shares=(6000, 4000)).shares == (6000, 4000)
+    # The same terms however given: the ledger compares a hold's terms with a table's by these.
+    assert PayoutRule(500).spelt_out() == PayoutRule(500, (BASIS_POINTS,)).spelt_out()
+    assert PayoutRule(500).spelt_out() == PayoutRule(500, (BASIS_POINTS,))
+    assert PayoutRule(500).spelt_out() != PayoutRule(0).spelt_out()
 
 
 @st.composite

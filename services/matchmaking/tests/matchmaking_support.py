@@ -104,14 +104,8 @@ def _asked(request: HoldRequest) -> tuple[object, ...]:
         request.amount,
         request.lobby_id,
         request.ticket_id,
-        _terms(request.payout),
+        request.payout.spelt_out(),
     )
-
-
-def _terms(rule: PayoutRule) -> tuple[int, tuple[int, ...]]:
-    """The terms a payout rule stands for, however its shares were given (none pays the
-    winner all, as 10000 for place 1 does)."""
-    return rule.rake_basis_points, rule.shares
 
 
 @dataclass
@@ -184,7 +178,7 @@ class FakeLedger:
                 raise LedgerRefused(HOLD_NOT_HELD, f"{hold_id} is {hold.state}")
             if hold.request.amount != stake:
                 raise LedgerRefused(STAKE_MISMATCH, f"{hold_id} does not hold {stake}")
-            if _terms(hold.request.payout) != _terms(payout):
+            if hold.request.payout.spelt_out() != payout.spelt_out():
                 raise LedgerRefused(TERMS_MISMATCH, f"{hold_id} was held for other terms")
         for hold_id in hold_ids:
             self.holds[hold_id].state = "bound"

@@ -154,14 +154,9 @@ def _check_bindable(hold_id: str, hold: Hold, stake: int, payout: PayoutRule) ->
             f"hold {hold_id!r} holds {hold.amount}, the stake is {stake}",
             {"hold_id": hold_id, "amount": str(hold.amount), "stake": str(stake)},
         )
-    if hold.payout is not None and _terms(hold.payout) != _terms(payout):
+    if hold.payout is not None and hold.payout.spelt_out() != payout.spelt_out():
         raise _refused(
             error_pb2.ERROR_REASON_TERMS_MISMATCH,
             f"hold {hold_id!r} was placed for other terms",
             {"hold_id": hold_id},
         )
-
-
-def _terms(rule: PayoutRule) -> tuple[int, tuple[int, ...]]:
-    """The terms a payout rule stands for, however its shares were given."""
-    return rule.rake_basis_points, rule.shares

@@ -153,17 +153,13 @@ def hold_to_proto(hold: Hold) -> ledger_pb2.StakeHold:
 
 def rule_to_proto(rule: PayoutRule) -> chips_pb2.PayoutRule:
     """The rule with its shares spelt out: the winner's 10000 when it sets none."""
-    return payout_to_proto(_spelt_out(rule))
+    return payout_to_proto(rule.spelt_out())
 
 
 def rule_from_proto(message: chips_pb2.PayoutRule) -> PayoutRule:
     """An unset payout table pays the winner all (P-30's default), kept as that one share, so
     that a game's terms compare equal however they were sent."""
-    return _spelt_out(payout_from_proto(message))
-
-
-def _spelt_out(rule: PayoutRule) -> PayoutRule:
-    return PayoutRule(rule.rake_basis_points, rule.shares)
+    return payout_from_proto(message).spelt_out()
 
 
 def _payout_to_proto(payout: SeatPayout) -> ledger_pb2.Payout:

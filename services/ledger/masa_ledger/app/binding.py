@@ -21,7 +21,7 @@ from masa_ledger.app.ports import AccountChange
 from masa_ledger.app.unit_of_work import Outcome, UnitOfWork
 from masa_ledger.domain.errors import BadInput, Refused, game_metadata
 from masa_ledger.domain.events import HoldsBound
-from masa_ledger.domain.model import Account, GameKey, Hold, HoldState, spelt_out
+from masa_ledger.domain.model import Account, GameKey, Hold, HoldState
 
 __all__ = ["BindRequest", "bind_holds"]
 
@@ -58,7 +58,7 @@ async def _bind(
     """One bind of a batch; ``escrows`` and ``holds`` follow what earlier ones changed."""
     key, stake = bind.key, bind.stake
     # The terms as they compare and are kept: the winner's 10000 spelt out when none is set.
-    rule = spelt_out(bind.rule)
+    rule = bind.rule.spelt_out()
     escrow = escrows[key.escrow_id]
     if escrow.closed is not None:
         raise Refused(
@@ -85,7 +85,7 @@ async def _bind(
             for hold in chosen
         )
         same_terms = escrow.stake == stake and (
-            escrow.rule is not None and spelt_out(escrow.rule) == rule
+            escrow.rule is not None and escrow.rule.spelt_out() == rule
         )
         if here and total == escrow.pending_stakes and same_terms:
             return escrow, chosen

@@ -20,7 +20,7 @@ from masa_ledger.app.ports import AccountChange
 from masa_ledger.app.unit_of_work import Outcome, UnitOfWork
 from masa_ledger.domain.errors import BadInput, NotFound, Refused, RequestIdReused
 from masa_ledger.domain.events import HoldPlaced, HoldVoidCause, HoldVoided
-from masa_ledger.domain.model import Hold, HoldState, spelt_out
+from masa_ledger.domain.model import Hold, HoldState
 from masa_ledger.domain.validation import (
     MAX_HOLDS_PER_GAME,
     check_amount,
@@ -85,7 +85,7 @@ def _new_hold(stake: StakeRequest, policy: HoldPolicy, now: float) -> Hold:
     check_amount("amount", stake.amount)
     check_id("lobby_id", stake.lobby_id, required=False)
     check_id("ticket_id", stake.ticket_id, required=False)
-    rule = None if stake.rule is None else spelt_out(check_rule(stake.rule))
+    rule = None if stake.rule is None else check_rule(stake.rule).spelt_out()
     ttl = policy.default_ttl_seconds if stake.ttl_seconds is None else stake.ttl_seconds
     if not 0 < ttl <= policy.max_ttl_seconds:
         raise BadInput(

@@ -171,12 +171,6 @@ class Hold:
         )
 
 
-def spelt_out(rule: PayoutRule) -> PayoutRule:
-    """``rule`` with its shares spelt out (the winner's 10000 when it sets none), so that the
-    same terms compare equal however they were given."""
-    return PayoutRule(rule.rake_basis_points, rule.shares)
-
-
 class TransferKind(enum.Enum):
     GRANT = "grant"
     STAKE = "stake"
