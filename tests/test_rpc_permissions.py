@@ -58,6 +58,7 @@ from masa_matchmaking.bootstrap import start_matchmaking
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.auth import Role, TokenSigner
 from masa_platform.bus_access import LEDGER, MATCHMAKING, TABLE_ENGINE
+from masa_platform.errors import reason_name
 from masa_platform.keys import (
     ISSUER,
     RESULTS,
@@ -101,13 +102,11 @@ CALL_SECONDS = 10.0
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def reason(value: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as ErrorInfo carries it."""
-    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
-
-
 NOT_YOURS = frozenset(
-    {reason(error_pb2.ERROR_REASON_NOT_YOUR_SEAT), reason(error_pb2.ERROR_REASON_NOT_YOUR_ACCOUNT)}
+    {
+        reason_name(error_pb2.ERROR_REASON_NOT_YOUR_SEAT),
+        reason_name(error_pb2.ERROR_REASON_NOT_YOUR_ACCOUNT),
+    }
 )
 
 
@@ -721,16 +720,16 @@ def _refused(case: Case, refusal: Refusal) -> str:
     code, why = refusal.code, refusal.reason
     if code is grpc.StatusCode.UNAUTHENTICATED:
         return UNAUTHENTICATED
-    if code is grpc.StatusCode.PERMISSION_DENIED and why == reason(
+    if code is grpc.StatusCode.PERMISSION_DENIED and why == reason_name(
         error_pb2.ERROR_REASON_PERMISSION_DENIED
     ):
         return DENIED
-    hidden = case.hidden is not None and why == reason(case.hidden)
+    hidden = case.hidden is not None and why == reason_name(case.hidden)
     if (code is grpc.StatusCode.PERMISSION_DENIED and why in NOT_YOURS) or (
         code is grpc.StatusCode.NOT_FOUND and hidden
     ):
         return OWN_ONLY
-    if case.refused is not None and (code, why) == (case.refused[0], reason(case.refused[1])):
+    if case.refused is not None and (code, why) == (case.refused[0], reason_name(case.refused[1])):
         return ALLOWED
     return f"{code.name} {why}"
 

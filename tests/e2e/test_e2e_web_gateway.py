@@ -28,13 +28,14 @@ from masa.common.v1 import card_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
 from masa.table.v1 import action_pb2, table_pb2
+from masa_platform.errors import reason_name
 from masa_platform.testing import free_port, token
 from masa_rules.shuffle import DrawStream
 from masa_web_gateway.__main__ import http_server
 from masa_web_gateway.bootstrap import bootstrap
 from masa_web_gateway.settings import GatewaySettings
 from prometheus_client import CollectorRegistry
-from web_support import BrowserClient, dev_token, reason_name, reason_of
+from web_support import BrowserClient, dev_token, reason_of
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,18 +17,12 @@ from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.errors import ConnectError
 from connectrpc.protocol import ProtocolType
 from google.rpc import error_details_pb2
-from masa.common.v1 import error_pb2
 from masa_web_gateway.api import Route, routes
 from pyqwest import Client, HTTPTransport, HTTPVersion
 
-__all__ = ["BrowserClient", "dev_token", "reason_name", "reason_of"]
+__all__ = ["BrowserClient", "dev_token", "reason_of"]
 
 _ROUTES = {route.path: route for route in routes()}
-
-
-def reason_name(reason: int) -> str:
-    """An ``ErrorReason`` as ``ErrorInfo`` spells it on the wire."""
-    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")  # type: ignore[arg-type]
 
 
 def reason_of(error: ConnectError) -> str:

@@ -45,6 +45,7 @@ from masa.common.v1 import error_pb2
 from masa.events.v1 import table_log_pb2
 from masa.ledger.v1 import ledger_pb2
 from masa.table.v1 import admin_pb2
+from masa_platform.errors import reason_name
 
 from masa_client.accounts import grant
 from masa_client.client import RetryPolicy, new_request_id
@@ -75,9 +76,7 @@ _LEDGER_WAIT_SECONDS: Final = 15.0
 # The engine's calls in a void are tried a few times only: the ledger is the backstop.
 _ENGINE_RETRY: Final = RetryPolicy(attempts=3)
 # What the ledger answers a void of a game it never saw with.
-_UNKNOWN_GAME: Final = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix(
-    "ERROR_REASON_"
-)
+_UNKNOWN_GAME: Final = reason_name(error_pb2.ERROR_REASON_NOT_FOUND)
 _HOLD_STATES: Final = {
     ledger_pb2.StakeHold.STATE_HELD: "held",
     ledger_pb2.StakeHold.STATE_BOUND: "bound",

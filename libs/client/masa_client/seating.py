@@ -20,6 +20,7 @@ from typing import Final
 from google.protobuf.duration_pb2 import Duration
 from masa.common.v1 import error_pb2, game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
+from masa_platform.errors import reason_name
 from masa_rules.table_config import BotLevel
 from masa_wire import WireError
 from masa_wire.table_config import bot_level_from_proto, bot_level_to_proto, mode_from_proto
@@ -52,12 +53,8 @@ _STATES: Final = {
 }
 _CANCEL_SECONDS: Final = 5.0
 # Reasons of matchmaking's refusals, as masa.common.v1.ErrorReason names them.
-_TICKET_OPEN: Final = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_TICKET_OPEN).removeprefix(
-    "ERROR_REASON_"
-)
-_TICKET_PLACING: Final = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_TICKET_PLACING
-).removeprefix("ERROR_REASON_")
+_TICKET_OPEN: Final = reason_name(error_pb2.ERROR_REASON_TICKET_OPEN)
+_TICKET_PLACING: Final = reason_name(error_pb2.ERROR_REASON_TICKET_PLACING)
 # How a player cancels an open ticket.
 CANCEL_HINT: Final = "cancel it with `masa cancel` (or 'cancel' in the lobby menu of masa play)"
 

@@ -30,6 +30,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
+from masa.common.v1 import error_pb2
 from masa_rules.errors import RuleViolation
 from masa_rules.refusals import DomainError, Kind
 
@@ -58,6 +59,7 @@ __all__ = [
     "error_info",
     "finish_with",
     "preview",
+    "reason_name",
     "refusal",
     "rpc_error_info",
     "to_status",
@@ -200,6 +202,13 @@ class AnsweredBefore(Exception):
     def __init__(self, status: grpc.Status) -> None:
         super().__init__(status.details)
         self.status = status
+
+
+def reason_name(reason: error_pb2.ErrorReason.ValueType) -> str:
+    """An ErrorReason as ErrorInfo carries it: its name without the prefix (TERMS_MISMATCH for
+    ERROR_REASON_TERMS_MISMATCH), so that code compares reasons by the enum, never by a
+    string of its own."""
+    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
 
 
 def preview(value: str) -> str:

@@ -35,7 +35,7 @@ from masa_platform.auth import (
     require_principal,
     until_token_expires,
 )
-from masa_platform.errors import TokenExpired, Unauthenticated, error_info
+from masa_platform.errors import TokenExpired, Unauthenticated, error_info, reason_name
 from masa_platform.keys import ISSUER, Keyring, SigningKey, jwks_document, key_id
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings, SettingsError
@@ -49,15 +49,9 @@ POLICY = AuthPolicy(
         f"/{TEST_SERVICE}/CreateTable": frozenset({Role.MATCHMAKING, Role.ADMIN}),
     }
 )
-TOKEN_EXPIRED = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_TOKEN_EXPIRED).removeprefix(
-    "ERROR_REASON_"
-)
-UNAUTHENTICATED = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_UNAUTHENTICATED).removeprefix(
-    "ERROR_REASON_"
-)
-PERMISSION_DENIED = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_PERMISSION_DENIED
-).removeprefix("ERROR_REASON_")
+TOKEN_EXPIRED = reason_name(error_pb2.ERROR_REASON_TOKEN_EXPIRED)
+UNAUTHENTICATED = reason_name(error_pb2.ERROR_REASON_UNAUTHENTICATED)
+PERMISSION_DENIED = reason_name(error_pb2.ERROR_REASON_PERMISSION_DENIED)
 
 
 @pytest.fixture(scope="module")

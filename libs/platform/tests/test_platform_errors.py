@@ -22,6 +22,7 @@ from masa_platform.errors import (
     TableMoved,
     error_info,
     preview,
+    reason_name,
 )
 from masa_platform.server import standard_interceptors
 from masa_platform.testing import auth_settings, token
@@ -86,54 +87,49 @@ CASES: dict[str, tuple[BaseException, grpc.StatusCode, str, dict[str, str]]] = {
 }
 
 
-def reason(value: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as a status's ErrorInfo carries it."""
-    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
-
-
 # Each kind of a domain's refusal, raised by a handler: the one status code of its kind, the
 # reason it names (or its kind's default) and its metadata.
 DOMAIN_CASES: dict[str, tuple[DomainError, grpc.StatusCode, str, dict[str, str]]] = {
     "DomainBadInput": (
         refusals.BadInput("a zero amount"),
         grpc.StatusCode.INVALID_ARGUMENT,
-        reason(error_pb2.ERROR_REASON_BAD_REQUEST),
+        reason_name(error_pb2.ERROR_REASON_BAD_REQUEST),
         {},
     ),
     "DomainRefused": (
         refusals.Refused("no chips", reason=Reason.INSUFFICIENT_FUNDS, metadata={"required": "5"}),
         grpc.StatusCode.FAILED_PRECONDITION,
-        reason(error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS),
+        reason_name(error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS),
         {"required": "5"},
     ),
     "DomainRefusedDefault": (
         refusals.Refused("not now"),
         grpc.StatusCode.FAILED_PRECONDITION,
-        reason(error_pb2.ERROR_REASON_FAILED_PRECONDITION),
+        reason_name(error_pb2.ERROR_REASON_FAILED_PRECONDITION),
         {},
     ),
     "DomainNotFound": (
         refusals.NotFound("no hold h1", reason=Reason.HOLD_NOT_FOUND, metadata={"hold_id": "h1"}),
         grpc.StatusCode.NOT_FOUND,
-        reason(error_pb2.ERROR_REASON_HOLD_NOT_FOUND),
+        reason_name(error_pb2.ERROR_REASON_HOLD_NOT_FOUND),
         {"hold_id": "h1"},
     ),
     "DomainAlreadyExists": (
         refusals.AlreadyExists("request_id r1 made another hold"),
         grpc.StatusCode.ALREADY_EXISTS,
-        reason(error_pb2.ERROR_REASON_REQUEST_ID_REUSED),
+        reason_name(error_pb2.ERROR_REASON_REQUEST_ID_REUSED),
         {},
     ),
     "DomainNotPermitted": (
         refusals.NotPermitted("not your chips", reason=Reason.NOT_YOUR_ACCOUNT),
         grpc.StatusCode.PERMISSION_DENIED,
-        reason(error_pb2.ERROR_REASON_NOT_YOUR_ACCOUNT),
+        reason_name(error_pb2.ERROR_REASON_NOT_YOUR_ACCOUNT),
         {},
     ),
     "DomainUnavailable": (
         refusals.Unavailable("the database is down"),
         grpc.StatusCode.UNAVAILABLE,
-        reason(error_pb2.ERROR_REASON_UNAVAILABLE),
+        reason_name(error_pb2.ERROR_REASON_UNAVAILABLE),
         {},
     ),
 }
@@ -283,7 +279,7 @@ def test_the_domains_reasons_are_the_proto_error_reasons_name_for_name() -> None
     """``masa_rules.refusals.Reason`` mirrors masa.common.v1.ErrorReason (a domain imports no
     protobuf): the same names, in the same order, none left out."""
     names = [
-        reason(number)
+        reason_name(number)
         for number in error_pb2.ErrorReason.values()
         if number != error_pb2.ERROR_REASON_UNSPECIFIED
     ]

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import nats.js.errors
 import psycopg
-from masa.common.v1 import chips_pb2, error_pb2, game_pb2
+from masa.common.v1 import chips_pb2, game_pb2
 from masa.events.v1 import ledger_event_pb2, result_pb2
 from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.postgres_store import PostgresStore
@@ -409,8 +409,3 @@ class TcpProxy:
             pass
         finally:
             sink.close()
-
-
-def reason_name(reason: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as ErrorInfo names it (TERMS_MISMATCH for ERROR_REASON_TERMS_MISMATCH)."""
-    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")

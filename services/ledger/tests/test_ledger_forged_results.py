@@ -39,16 +39,14 @@ from masa_platform.bus_access import (
     TABLES_STREAM,
 )
 from masa_platform.direct import messages_after
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_platform.signing import RESULT_SIGNATURE
 from masa_platform.testing import NatsServer, signed_result
 from masa_rules.table_config import PayoutRule
 from nats.js.api import ConsumerInfo
 from prometheus_client import CollectorRegistry
 
-RESULT_UNVERIFIED = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_RESULT_UNVERIFIED
-).removeprefix("ERROR_REASON_")
+RESULT_UNVERIFIED = reason_name(error_pb2.ERROR_REASON_RESULT_UNVERIFIED)
 TERMS = PayoutRule(rake_basis_points=1000)
 
 

@@ -25,14 +25,13 @@ from ledger_support import (
     ledger_settings,
     operator_connection,
     publish_result,
-    reason_name,
     running_ledger,
     token_metadata,
 )
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.bootstrap import LedgerService
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_platform.testing import NatsServer
 
 # The payout table a table binds its holds under: the winner takes all, no rake.

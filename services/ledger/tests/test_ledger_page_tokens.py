@@ -32,7 +32,7 @@ from ledger_support import (
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_ledger.bootstrap import LedgerService
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_platform.page_tokens import MAX_TOKEN_CHARACTERS, PageTokens
 from masa_platform.testing import NatsServer
 
@@ -44,14 +44,9 @@ GRANTS = 7
 HOLDS = 3
 
 
-def reason(value: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as ErrorInfo carries it."""
-    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
-
-
 INVALID_PAGE_TOKEN = (
     grpc.StatusCode.INVALID_ARGUMENT,
-    reason(error_pb2.ERROR_REASON_INVALID_PAGE_TOKEN),
+    reason_name(error_pb2.ERROR_REASON_INVALID_PAGE_TOKEN),
 )
 
 
@@ -192,7 +187,7 @@ async def test_pages_follow_their_tokens_to_an_empty_token_on_the_last_page(
         assert exact == [whole], "a page that ends the listing has no token"
         assert await refusal(call(page_size=-1)) == (
             grpc.StatusCode.INVALID_ARGUMENT,
-            reason(error_pb2.ERROR_REASON_BAD_REQUEST),
+            reason_name(error_pb2.ERROR_REASON_BAD_REQUEST),
         )
 
         def as_service(**fields: Any) -> Any:

@@ -38,6 +38,7 @@ from masa_ledger.domain.model import (
     wallet_id,
 )
 from masa_ledger.domain.validation import MAX_AMOUNT
+from masa_platform.errors import reason_name
 from masa_rules.refusals import Reason
 from masa_rules.table_config import PayoutRule
 
@@ -440,7 +441,7 @@ async def test_p30_an_operators_void_of_a_game_never_seen_is_not_found_and_write
     with pytest.raises(NotFound) as unknown:
         await ledger.void(GameKey(table_id="typo", game_no=1), "operator")
     assert (unknown.value.reason, unknown.value.metadata) == (
-        error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_NOT_FOUND).removeprefix("ERROR_REASON_"),
+        reason_name(error_pb2.ERROR_REASON_NOT_FOUND),
         {"table_id": "typo", "game_no": "1"},
     )
     with pytest.raises(NotFound):

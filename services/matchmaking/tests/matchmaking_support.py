@@ -29,7 +29,7 @@ from masa_matchmaking.app.ports import (
 from masa_matchmaking.domain.lobby import Lobby
 from masa_matchmaking.domain.rating import PlayerRating
 from masa_matchmaking.domain.ticket import Ticket
-from masa_platform.errors import MasaError
+from masa_platform.errors import MasaError, reason_name
 from masa_rules.errors import RuleViolation
 from masa_rules.table_config import GameKind, PayoutRule, TableConfig, check_table_config
 from masa_table_engine.adapters.convert import config_from_proto
@@ -81,11 +81,6 @@ game = "fiftyone"
 mode = "training"
 seats = 4
 """
-
-
-def reason_name(reason: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as ErrorInfo names it (HOLD_NOT_HELD for ERROR_REASON_HOLD_NOT_HELD)."""
-    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
 
 
 HOLD_NOT_HELD: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_HELD)

@@ -31,7 +31,7 @@ from masa_matchmaking.bootstrap import MatchmakingService, Overrides, start_matc
 from masa_matchmaking.settings import MatchmakingSettings
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, MATCHMAKING, TABLE_ENGINE
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_platform.page_tokens import PageTokens
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import (
@@ -46,9 +46,7 @@ from matchmaking_support import LOBBIES_TOML, FakeEngines, FakeLedger, FakeNodes
 from prometheus_client import CollectorRegistry
 
 Stub = matchmaking_pb2_grpc.MatchmakingServiceStub
-_REASON_TOKEN_EXPIRED = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_TOKEN_EXPIRED
-).removeprefix("ERROR_REASON_")
+_REASON_TOKEN_EXPIRED = reason_name(error_pb2.ERROR_REASON_TOKEN_EXPIRED)
 
 
 def _token(player: str) -> tuple[tuple[str, str]]:
@@ -307,9 +305,7 @@ async def test_P13_a_lobby_says_whether_it_seats_a_player_now_and_refusals_say_w
             await call
         info = error_info(await rpc_status.aio.from_call(call))
         assert info is not None
-        assert info.reason == error_pb2.ErrorReason.Name(
-            error_pb2.ERROR_REASON_TICKET_OPEN
-        ).removeprefix("ERROR_REASON_")
+        assert info.reason == reason_name(error_pb2.ERROR_REASON_TICKET_OPEN)
         assert (info.metadata["ticket_id"], info.metadata["lobby_id"]) == (
             first.ticket_id,
             "elevator",
@@ -540,9 +536,7 @@ async def test_p30_placing_and_rating_publish_their_events_once(  # noqa: PLR091
 LISTING = "/masa.matchmaking.v1.MatchmakingService/"
 INVALID_PAGE_TOKEN = (
     grpc.StatusCode.INVALID_ARGUMENT,
-    error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_INVALID_PAGE_TOKEN).removeprefix(
-        "ERROR_REASON_"
-    ),
+    reason_name(error_pb2.ERROR_REASON_INVALID_PAGE_TOKEN),
 )
 
 
@@ -609,9 +603,7 @@ async def _pages_to_the_end(
     assert not (await method(request(page_size=len(whole)), metadata=who)).next_page_token
     assert await _reason(method(request(page_size=-1), metadata=who)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_BAD_REQUEST).removeprefix(
-            "ERROR_REASON_"
-        ),
+        reason_name(error_pb2.ERROR_REASON_BAD_REQUEST),
     )
 
 

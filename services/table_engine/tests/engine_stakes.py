@@ -18,6 +18,7 @@ from typing import TypeAlias
 
 from masa.common.v1 import error_pb2
 from masa.ledger.v1 import ledger_pb2
+from masa_platform.errors import reason_name
 from masa_rules.table_config import PayoutRule
 from masa_table_engine.app.stakes import StakesRefused, StakesUnavailable
 
@@ -53,7 +54,7 @@ class _Bind:
 def _refused(
     reason: error_pb2.ErrorReason.ValueType, message: str, metadata: Mapping[str, str]
 ) -> StakesRefused:
-    name = error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")
+    name = reason_name(reason)
     return StakesRefused(message, name, metadata)
 
 

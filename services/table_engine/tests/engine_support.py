@@ -32,6 +32,7 @@ from masa_ledger.settings import LedgerSettings
 from masa_platform.bus import connect
 from masa_platform.bus_access import ADMIN, LEDGER, TABLE_ENGINE
 from masa_platform.bus_plan import BusSettings
+from masa_platform.errors import reason_name
 from masa_platform.settings import PlatformSettings, ServerSettings
 from masa_platform.testing import HealthStub, NatsServer, auth_settings, keyring, token
 from masa_table_engine.adapters.jetstream import STREAM, log_subject, result_subject
@@ -39,12 +40,6 @@ from masa_table_engine.bootstrap import Node, start_node
 from masa_table_engine.settings import EngineSettings
 from nats.aio.client import Client
 from prometheus_client import CollectorRegistry
-
-
-def reason_name(value: error_pb2.ErrorReason.ValueType) -> str:
-    """An ErrorReason as a status's ErrorInfo carries it."""
-    return error_pb2.ErrorReason.Name(value).removeprefix("ERROR_REASON_")
-
 
 TOKEN_EXPIRED = reason_name(error_pb2.ERROR_REASON_TOKEN_EXPIRED)
 

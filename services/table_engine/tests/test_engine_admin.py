@@ -24,7 +24,6 @@ from engine_support import (
     log_entries,
     metadata,
     node_record,
-    reason_name,
     results,
     running_nodes,
     seat,
@@ -35,7 +34,7 @@ from engine_support import (
 from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
 from masa.table.v1 import admin_pb2, admin_pb2_grpc, event_pb2, table_pb2, view_pb2
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_platform.testing import NatsServer
 from masa_table_engine.app.ports import LogConflict
 

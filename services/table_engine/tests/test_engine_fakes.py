@@ -19,11 +19,11 @@ from engine_support import (
     create_table,
     elevator_config,
     get_view,
-    reason_name,
     seat,
     table_stub,
 )
 from masa.common.v1 import error_pb2
+from masa_platform.errors import reason_name
 from masa_platform.metrics import LoopMetrics
 from masa_platform.settings import PlatformSettings
 from masa_platform.testing import auth_settings

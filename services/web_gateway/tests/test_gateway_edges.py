@@ -18,7 +18,7 @@ from connectrpc.code import Code
 from google.rpc import error_details_pb2
 from masa.common.v1 import error_pb2
 from masa_platform.auth import Role, TokenVerifier
-from masa_platform.errors import IllegalMove, TableMoved, to_status
+from masa_platform.errors import IllegalMove, TableMoved, reason_name, to_status
 from masa_platform.settings import SettingsError, load_settings
 from masa_platform.testing import auth_settings, free_port, keyring
 from masa_web_gateway.bootstrap import bootstrap
@@ -276,9 +276,7 @@ async def test_a_call_no_service_could_authenticate_is_refused_at_the_edge(
     assert refused["code"] == "unauthenticated"
     (detail,) = refused["details"]
     info = error_details_pb2.ErrorInfo.FromString(base64.b64decode(detail["value"] + "=="))
-    assert info.reason == error_pb2.ErrorReason.Name(
-        error_pb2.ERROR_REASON_UNAUTHENTICATED
-    ).removeprefix("ERROR_REASON_")
+    assert info.reason == reason_name(error_pb2.ERROR_REASON_UNAUTHENTICATED)
 
 
 async def test_the_gateways_own_page_behind_a_tls_proxy_is_not_cross_origin() -> None:

@@ -15,7 +15,7 @@ from connectrpc.errors import ConnectError
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from masa.common.v1 import error_pb2
-from masa_platform.errors import TableMoved, Unavailable, to_status
+from masa_platform.errors import TableMoved, Unavailable, reason_name, to_status
 from masa_platform.testing import free_port
 from masa_web_gateway.health import Health
 from masa_web_gateway.metrics import GatewayMetrics
@@ -28,10 +28,6 @@ NODES = ("10.0.0.1:50051", "10.0.0.2:50051")
 def _reason(error: ConnectError) -> str:
     (detail,) = error.details
     return error_details_pb2.ErrorInfo.FromString(detail.message_bytes).reason
-
-
-def _name(reason: int) -> str:
-    return error_pb2.ErrorReason.Name(reason).removeprefix("ERROR_REASON_")  # type: ignore[arg-type]
 
 
 def _failed(error: Exception) -> grpc.aio.AioRpcError:
@@ -69,7 +65,7 @@ async def test_a_move_is_followed_to_a_node_of_the_list_once(upstreams: Upstream
     with pytest.raises(ConnectError) as moving:
         upstreams._next("t1", _failed(TableMoved("t1", NODES[0])), search)
     assert moving.value.code is Code.UNAVAILABLE
-    assert _reason(moving.value) == _name(error_pb2.ERROR_REASON_UNAVAILABLE)
+    assert _reason(moving.value) == reason_name(error_pb2.ERROR_REASON_UNAVAILABLE)
     assert NODES[0] not in moving.value.message
 
 

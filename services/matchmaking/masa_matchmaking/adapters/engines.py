@@ -23,7 +23,7 @@ from masa.events.v1 import engine_pb2
 from masa.table.v1 import table_pb2, table_pb2_grpc
 from masa_platform.auth import ServiceTokens
 from masa_platform.bus import KvBucket
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_rules.table_config import TableConfig
 from masa_wire import WireError
 from masa_wire.table_config import config_to_proto, game_from_proto
@@ -46,9 +46,7 @@ _REFUSALS: Final = frozenset(
     }
 )
 # The engine's reason for a CreateTable refused for want of room (MASA_MAX_TABLES).
-_AT_CAPACITY: Final = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_NODE_AT_CAPACITY
-).removeprefix("ERROR_REASON_")
+_AT_CAPACITY: Final = reason_name(error_pb2.ERROR_REASON_NODE_AT_CAPACITY)
 
 
 class KvEngineNodes:

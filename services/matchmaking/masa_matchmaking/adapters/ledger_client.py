@@ -19,7 +19,7 @@ from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
 from masa.ledger.v1 import ledger_pb2, ledger_pb2_grpc
 from masa_platform.auth import ServiceTokens
-from masa_platform.errors import error_info
+from masa_platform.errors import error_info, reason_name
 from masa_wire.table_config import payout_to_proto
 
 from masa_matchmaking.app.ports import (
@@ -32,12 +32,8 @@ from masa_matchmaking.app.ports import (
 
 __all__ = ["GrpcLedger"]
 
-_NOT_HELD: Final = error_pb2.ErrorReason.Name(error_pb2.ERROR_REASON_HOLD_NOT_HELD).removeprefix(
-    "ERROR_REASON_"
-)
-_INSUFFICIENT_FUNDS: Final = error_pb2.ErrorReason.Name(
-    error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS
-).removeprefix("ERROR_REASON_")
+_NOT_HELD: Final = reason_name(error_pb2.ERROR_REASON_HOLD_NOT_HELD)
+_INSUFFICIENT_FUNDS: Final = reason_name(error_pb2.ERROR_REASON_INSUFFICIENT_FUNDS)
 # The states the ledger names for a hold a table's game took (masa.ledger.v1 StakeHold.State).
 _TAKEN: Final = frozenset({"BOUND", "POSTED"})
 
