@@ -279,12 +279,12 @@ class Placer:
             # All or nothing, so this call held nothing; but a hold an earlier try placed under
             # these ids (REQUEST_ID_REUSED: the lobby's stake or terms changed since) would
             # keep its chips reserved until it expired.
-            holds = [_hold_id(t) for t in tickets]
+            holds = [request.hold_id for request in requests]
             await self._fail_placement(tickets, holds, refused.reason, refused.message)
             return Outcome.NOT_SEATED
         except Unreachable as error:
             # The ledger is away: the players wait, uncounted, and the lobby backs off.
-            holds = [_hold_id(t) for t in tickets]
+            holds = [request.hold_id for request in requests]
             await self._fail_placement(
                 tickets, holds, "LEDGER_UNAVAILABLE", str(error), counted=False
             )
