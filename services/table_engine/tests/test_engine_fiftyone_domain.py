@@ -166,6 +166,24 @@ def test_an_unanswered_query_gives_when_its_window_closes() -> None:
     assert (started.seat, started.phase, started.deadline) == (taker, "meld", 13.0)
 
 
+def test_the_fallback_bot_plays_only_for_a_seat_that_must_act() -> None:
+    """F-22, F-80: the engine's own bot moves only a seat the game waits for, in a turn and in
+    a query; every other seat is refused with the rule, as at the start of a hand."""
+    config = _config("salon", humans=4, options=GameOptions(hands_per_game=3))
+    table, _ = accept(None, Created("f", config, SEED), 0.0, TIMERS)
+    for state in (table.game, _to_query(table).game):
+        assert isinstance(state, fiftyone.State)
+        for seat in range(4):
+            if seat in state.to_act:
+                action = table.engine.choose(state, seat, BotLevel.NORMAL, b"s")
+                assert action in fiftyone.legal_actions(state, seat)
+                continue
+            assert not fiftyone.legal_actions(state, seat)
+            with pytest.raises(RuleViolation) as refused:
+                table.engine.choose(state, seat, BotLevel.NORMAL, b"s")
+            assert refused.value.rule == "F-22"
+
+
 def test_a_timed_out_51_turn_is_played_to_its_end_by_the_autopilot() -> None:
     """P-10: a 51 turn is many actions; after a timeout the autopilot plays all of them."""
     config = _config("classic", 2, humans=1)
