@@ -134,6 +134,9 @@ class AckedPublisher:
         self._pending: dict[str, tuple[float, asyncio.Future[Msg]]] = {}
         self._subscription: Subscription | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # The loop start() ran on: asyncio.get_running_loop() makes a getpid system call on
+        # Python 3.11, and every append of every table would make it again (issue 22).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def pending(self) -> int:
@@ -148,9 +151,10 @@ class AckedPublisher:
         return publisher
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._prefix = self._nc.new_inbox()
         self._subscription = await self._nc.subscribe(f"{self._prefix}.*", cb=self._answered)
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="ack-sweeper")
+        self._sweeper = self._loop.create_task(self._sweep(), name="ack-sweeper")
 
     async def close(self) -> None:
         if self._sweeper is not None:
@@ -193,11 +197,11 @@ class AckedPublisher:
         )
 
     async def _ask(self, subject: str, payload: bytes, headers: Mapping[str, str] | None) -> Msg:
-        if self._subscription is None:
+        loop = self._loop
+        if self._subscription is None or loop is None:
             raise self._unavailable("the publisher is not started")
         if len(self._pending) >= self._max_pending:
             raise self._unavailable(f"{len(self._pending)} calls await their answer; retry shortly")
-        loop = asyncio.get_running_loop()
         token = str(next(self._tokens))
         future: asyncio.Future[Msg] = loop.create_future()
         self._pending[token] = (loop.time() + self._timeout, future)
