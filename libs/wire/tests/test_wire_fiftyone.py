@@ -21,6 +21,7 @@ from masa_rules.fiftyone import (
     RetrieveJoker,
     ShowPairs,
     State,
+    TableMeld,
     TakeBottom,
     TakeDiscard,
     apply,
@@ -44,6 +45,7 @@ from masa_wire.fiftyone import (
     state_from_seat_view,
     view_from_seat_view,
 )
+from masa_wire.fiftyone.melds import meld_to_proto
 
 _PRESETS = {
     "classic": game_pb2.PRESET_CLASSIC,
@@ -129,6 +131,27 @@ def _assert_no_foreign_cards(event: event_pb2.TableEvent, viewer: int | None) ->
         assert not event.drew.HasField("card")
     if kind == "hand_finished":
         assert len(event.hand_finished.seed) == 32
+
+
+def test_a_meld_converted_again_is_a_message_of_the_callers_own() -> None:
+    """F-14, C-2: a table meld's conversion is kept (melds stay on the table for the hand), and
+    each call gets a message of its own: changing one changes no later answer, another id or
+    other rules give their own, and an equal meld that is another object reads the same."""
+    state = next(after for _, _, after, _ in _game("classic", 4, 0) if after.table)
+    entry = state.table[0]
+    first = meld_to_proto(0, entry, state.rules)
+    expected = meld_pb2.Meld()
+    expected.CopyFrom(first)
+    assert first.value == entry.meld.value(state.rules)
+    assert first.owner_seat == entry.owner and len(first.cards) == len(entry.cards)
+    first.value += 1000
+    first.cards.pop()
+    assert meld_to_proto(0, entry, state.rules) == expected
+    assert meld_to_proto(5, entry, state.rules).meld_id == 5
+    salon = RuleSet.salon()
+    assert meld_to_proto(0, entry, salon).value == entry.meld.value(salon)
+    twin = TableMeld(entry.owner, entry.meld, tuple(entry.cards))
+    assert twin is not entry and meld_to_proto(0, twin, state.rules) == expected
 
 
 def test_the_deal_shows_each_seat_its_own_cards_only() -> None:
