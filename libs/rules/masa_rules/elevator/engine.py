@@ -40,8 +40,6 @@ termination test plays 2,000 games to a winner with no cards.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from masa_rules.cards import PhysicalCard, Rank
 from masa_rules.elevator.actions import Action, Give, Pass, Play
 from masa_rules.elevator.deal import deal
@@ -51,6 +49,7 @@ from masa_rules.elevator.ranking import rank_seats, rank_sum
 from masa_rules.elevator.rules import ElevatorRules
 from masa_rules.elevator.state import MAX_TELLS, Direction, Phase, State, Tell
 from masa_rules.errors import IllegalAction, RuleViolation
+from masa_rules.frozen import evolve
 from masa_rules.shuffle import Seed, hand_seed
 
 __all__ = ["apply", "dealt", "legal_actions", "new_game"]
@@ -170,7 +169,7 @@ def _play(state: State, action: Play) -> tuple[State, list[Event]]:
     left = tuple(card for card in hand if card not in cards)
     direction = direction_after(cards, state.direction)
     events: list[Event] = [Played(seat, cards, direction)]
-    after = replace(
+    after = evolve(
         state,
         hands=_with_hand(state.hands, seat, left),
         pile=state.pile + cards,
@@ -212,7 +211,7 @@ def _pass(state: State, action: Pass) -> tuple[State, list[Event]]:
     hands = state.hands if drew is None else _with_hand(state.hands, seat, (*hand, drew))
     following = (seat + 1) % state.players
     events: list[Event] = [Passed(seat, able, drew)]
-    after = replace(
+    after = evolve(
         state,
         hands=hands,
         stock=state.stock[1:],
@@ -244,7 +243,7 @@ def _kopile(state: State, seat: int, events: list[Event]) -> tuple[State, list[E
     drew = state.stock[:owed]
     givers = tuple((seat + k) % state.players for k in range(1, owed - len(drew) + 1))
     events.append(Kopile(seat, drew, givers))
-    after = replace(
+    after = evolve(
         state,
         hands=_with_hand(state.hands, seat, state.hands[seat] + drew),
         stock=state.stock[owed:],
@@ -274,7 +273,7 @@ def _give(state: State, action: Give) -> tuple[State, list[Event]]:
     hands = _with_hand(hands, receiver, (*hands[receiver], card))
     events: list[Event] = [Gave(seat, receiver, card)]
     givers = state.givers[1:]
-    after = replace(
+    after = evolve(
         state,
         hands=hands,
         phase=Phase.GIVE if givers else Phase.PLAY,
@@ -321,7 +320,7 @@ def _finish(
             seed=state.seed.hex(),
         )
     )
-    after = replace(
+    after = evolve(
         state,
         phase=Phase.OVER,
         turn=actor,

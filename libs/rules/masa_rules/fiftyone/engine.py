@@ -31,6 +31,7 @@ from typing import Any
 
 from masa_rules.cards import Card, PhysicalCard
 from masa_rules.errors import IllegalAction
+from masa_rules.frozen import evolve
 from masa_rules.melds import (
     Meld,
     MeldError,
@@ -97,7 +98,6 @@ from .state import (
     TableMeld,
     Turn,
     counts_opened,
-    evolve,
     next_seat,
     previous_seat,
 )

@@ -21,9 +21,7 @@ Glossary:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
 
 from masa_rules.cards import PhysicalCard
 from masa_rules.melds import Meld
@@ -37,7 +35,6 @@ __all__ = [
     "TableMeld",
     "Turn",
     "counts_opened",
-    "evolve",
     "next_seat",
     "partner",
     "previous_seat",
@@ -156,43 +153,6 @@ class State:
         if self.phase is Phase.QUERY and self.query is not None:
             return self.query.pending
         return (self.turn.seat,)
-
-
-_T = TypeVar("_T")
-_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
-
-
-def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
-    """A copy function with one line per field, generated the way dataclasses generate
-    ``__init__``: reading each slot by name is much faster than a loop over ``getattr``."""
-    lines = ["def copy(obj, changes):", "    new = new_object(cls)"]
-    for f in fields(cls):
-        name = f.name
-        lines.append(
-            f"    set_field(new, {name!r}, changes[{name!r}] if {name!r} in changes else obj.{name})"
-        )
-    lines.append("    return new")
-    namespace: dict[str, Any] = {
-        "new_object": object.__new__,
-        "cls": cls,
-        "set_field": object.__setattr__,
-    }
-    exec("\n".join(lines), namespace)
-    copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
-    return copy
-
-
-def evolve(obj: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for the frozen classes here, without its per-call checks.
-
-    The engine copies a state several times per action; this is about twice as fast.
-    """
-    cls = type(obj)
-    copy = _COPIERS.get(cls)
-    if copy is None:
-        copy = _COPIERS[cls] = _copier(cls)
-    new: _T = copy(obj, changes)
-    return new
 
 
 def partner(state: State, seat: int) -> int | None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from masa_rules.cards import PhysicalCard
 from masa_rules.fiftyone.engine import pairs_needed, threshold
-from masa_rules.fiftyone.state import Phase, Query, State, TableMeld, Turn, evolve
+from masa_rules.fiftyone.state import Phase, Query, State, TableMeld, Turn
+from masa_rules.frozen import evolve
 from masa_rules.ruleset import RuleSet
 
 __all__ = ["PublicSeat", "View", "view"]
