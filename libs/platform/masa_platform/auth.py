@@ -129,29 +129,61 @@ async def until_token_expires(source: AsyncIterator[T]) -> AsyncIterator[T]:
     """The items of ``source`` (a stream a caller opened) until the caller's token expires;
     then :class:`TokenExpired`, which ends the stream UNAUTHENTICATED, reason TOKEN_EXPIRED.
 
-    A token is checked when a call comes; a stream outlives that moment, so the wait for each
-    item is bounded by the token's expiry (one timer, not a task, per item). The client resumes
-    with a new token from the last item it had.
+    A token is checked when a call comes; a stream outlives that moment, so each item is
+    checked against the token's expiry before it goes, and a wait for the next item is cut
+    short when the token expires meanwhile. The client resumes with a new token from the last
+    item it had.
+
+    One timer serves the whole stream (issue 22: an ``asyncio.timeout`` per item was an eighth
+    of a streamed move's cost): when it fires during a wait it cancels the waiting task, and
+    that cancellation, and no other, becomes :class:`TokenExpired`, as ``asyncio.timeout``
+    tells its own from a caller's.
     """
     principal = require_principal()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (principal.expires_at - time.time())
     expired = TokenExpired("the token expired while the stream was open: resume it with a new one")
-    while True:
-        # A source with an item ready answers without waiting, so that the timer never fires:
-        # the deadline is checked before each item as well as while waiting for one.
-        if loop.time() >= deadline:
-            raise expired
-        try:
-            async with asyncio.timeout_at(deadline):
+    fired = False
+    waiting: asyncio.Task[object] | None = None
+    # The waiting task's count of cancellation requests before the timer's own, if it made one.
+    interrupted: int | None = None
+
+    def expire() -> None:
+        nonlocal fired, interrupted
+        # The loop's clock and its timers round differently: the flag, not the clock, says
+        # the timer went off.
+        fired = True
+        if waiting is not None:
+            interrupted = waiting.cancelling()
+            waiting.cancel()
+
+    timer = loop.call_at(deadline, expire)
+    try:
+        while True:
+            # A source with an item ready answers without waiting, so that the timer never
+            # fires: the deadline is checked before each item as well as while waiting for one.
+            if fired or loop.time() >= deadline:
+                raise expired
+            waiting = asyncio.current_task(loop)
+            try:
                 item = await anext(source)
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise expired from None
-        if loop.time() >= deadline:
-            raise expired
-        yield item
+            except StopAsyncIteration:
+                return
+            except asyncio.CancelledError:
+                if (
+                    interrupted is not None
+                    and waiting is not None
+                    and (waiting.uncancel() <= interrupted)
+                ):
+                    raise expired from None
+                raise
+            finally:
+                waiting = None
+            if fired or loop.time() >= deadline:
+                raise expired
+            yield item
+    finally:
+        timer.cancel()
 
 
 @dataclass(frozen=True, slots=True)

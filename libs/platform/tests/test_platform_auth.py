@@ -46,6 +46,7 @@ POLICY = AuthPolicy(
     allowed={
         f"/{TEST_SERVICE}/WhoAmI": frozenset(Role),
         f"/{TEST_SERVICE}/Updates": frozenset(Role),
+        f"/{TEST_SERVICE}/Idle": frozenset(Role),
         f"/{TEST_SERVICE}/CreateTable": frozenset({Role.MATCHMAKING, Role.ADMIN}),
     }
 )
@@ -88,9 +89,32 @@ async def always_ready(
         yield item
 
 
+# How each stream of the ``Idle`` handler ended on the server: the exception that left it.
+IDLE_ENDINGS: list[type[BaseException]] = []
+
+
+async def never_ready(
+    request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]
+) -> AsyncIterator[bytes]:
+    """A stream whose next item never comes (a quiet table): only the expiry timer can end it,
+    and a caller's own cancellation must stay one."""
+
+    async def quiet() -> AsyncIterator[bytes]:
+        await asyncio.Event().wait()
+        yield b"never"
+
+    try:
+        async for item in until_token_expires(quiet()):
+            yield item
+    except BaseException as error:
+        IDLE_ENDINGS.append(type(error))
+        raise
+
+
 HANDLERS: Handlers = {
     "WhoAmI": grpc.unary_unary_rpc_method_handler(whoami),
     "Updates": grpc.unary_stream_rpc_method_handler(always_ready),
+    "Idle": grpc.unary_stream_rpc_method_handler(never_ready),
     "CreateTable": grpc.unary_unary_rpc_method_handler(whoami),
     "Unlisted": grpc.unary_unary_rpc_method_handler(whoami),
 }
@@ -404,3 +428,49 @@ def test_the_key_files_are_checked_at_start(tmp_path: Path) -> None:
         AuthSettings(jwt_jwks_file=tmp_path / "nothing.json")
     with pytest.raises(SettingsError, match="MASA_JWT_LEEWAY_SECONDS"):
         AuthSettings(jwt_leeway_seconds=3600)
+
+
+async def test_a_stream_waiting_for_its_next_item_ends_when_its_token_does(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
+    """One timer per stream cuts a wait short at the token's expiry: UNAUTHENTICATED,
+    TOKEN_EXPIRED, though no item ever came."""
+    token = signer(keys, auth).mint("ayse", ttl_seconds=2)
+    expires = jwt.decode(token, options={"verify_signature": False})["exp"]
+    IDLE_ENDINGS.clear()
+    async with (
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        stream = unary_stream(channel, "Idle")(
+            b"", metadata=(("authorization", f"Bearer {token}"),)
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await asyncio.wait_for(stream.read(), max(0.0, expires - time.time()) + 5)
+        info = error_info(await rpc_status.aio.from_call(stream))
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert info is not None and info.reason == TOKEN_EXPIRED
+        assert time.time() < expires + 3.0
+    assert [TokenExpired] == IDLE_ENDINGS
+
+
+async def test_a_stream_its_caller_cancels_ends_cancelled_not_expired(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings
+) -> None:
+    """The expiry timer turns its own cancellation into TOKEN_EXPIRED and no other: a caller
+    that goes away long before its token expires ends the stream as cancelled."""
+    token = signer(keys, auth).mint("ayse", ttl_seconds=600)
+    IDLE_ENDINGS.clear()
+    async with (
+        serve(HANDLERS, interceptors=standard_interceptors(auth, policy=POLICY)) as server,
+        grpc.aio.insecure_channel(server.address) as channel,
+    ):
+        stream = unary_stream(channel, "Idle")(
+            b"", metadata=(("authorization", f"Bearer {token}"),)
+        )
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(stream.read(), 0.5)
+        deadline = time.monotonic() + 10
+        while not IDLE_ENDINGS and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    assert [asyncio.CancelledError] == IDLE_ENDINGS
