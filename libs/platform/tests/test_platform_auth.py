@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import shutil
 import time
@@ -25,8 +26,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2
 from grpc_status import rpc_status
 from masa.common.v1 import error_pb2
+from masa_platform import auth as auth_module
 from masa_platform.auth import (
     AuthPolicy,
+    Principal,
     Role,
     ServiceTokens,
     TokenSigner,
@@ -474,3 +477,68 @@ async def test_a_stream_its_caller_cancels_ends_cancelled_not_expired(
         while not IDLE_ENDINGS and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
     assert [asyncio.CancelledError] == IDLE_ENDINGS
+
+
+def _acting_for(seconds: float) -> None:
+    """The calling task's principal, its token expiring in ``seconds`` (as AuthInterceptor
+    sets it for a call)."""
+    auth_module._principal.set(Principal("ayse", frozenset({Role.PLAYER}), time.time() + seconds))
+
+
+async def _ended(task: asyncio.Task[None]) -> str:
+    try:
+        await task
+    except BaseException as error:
+        return type(error).__name__
+    return "returned"
+
+
+async def test_a_cancellation_during_a_wait_stays_one_when_the_token_expires_meanwhile() -> None:
+    """Only the expiry timer's own cancellation becomes TokenExpired: a caller's cancellation
+    that a source is still handling when the token expires ends the stream cancelled."""
+
+    async def slow_to_stop() -> AsyncIterator[int]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)
+            raise
+        yield 1
+
+    async def read() -> None:
+        _acting_for(0.2)
+        async for _ in until_token_expires(slow_to_stop()):
+            pass
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(0.05)
+    reader.cancel()
+    assert await _ended(reader) == "CancelledError"
+
+
+async def test_a_source_that_swallows_the_expiry_leaves_no_cancellation_behind() -> None:
+    """A source that ignores the timer's cancellation and ends: the stream ends, and the task
+    is left with no cancellation request of the timer's (a later timeout still works)."""
+    states: list[object] = []
+
+    async def swallowing() -> AsyncIterator[int]:
+        stopped = asyncio.Event()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopped.wait()
+        if stopped.is_set():
+            yield 1
+
+    async def read() -> None:
+        _acting_for(0.1)
+        async for _ in until_token_expires(swallowing()):
+            pass
+        task = asyncio.current_task()
+        assert task is not None
+        states.append(task.cancelling())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(1)
+            states.append("no timeout")
+
+    assert await _ended(asyncio.create_task(read())) == "returned"
+    assert states == [0]
