@@ -1,25 +1,30 @@
 """``evolve``: ``dataclasses.replace`` for frozen dataclasses, without its per-call checks.
 
 The engines copy a state several times per action and the table engine its table a few more;
-a copy function generated per class, one line per field, is about twice as fast. It skips
-``__post_init__``: use it only for classes that have none, whose fields need no check on copy.
+a copy function generated per class, one line per field, is about twice as fast. It is for
+classes whose fields need nothing on a copy: one with a ``__post_init__`` or a field outside
+``__init__`` is refused. A change that names no field is refused as ``replace`` refuses it,
+and type checkers read ``evolve`` as ``replace``, so they check every change's name and type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 __all__ = ["evolve"]
 
 _T = TypeVar("_T")
-_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+# Per class: its copy function and the names of its fields.
+_COPIERS: dict[type, tuple[Callable[[Any, dict[str, Any]], Any], frozenset[str]]] = {}
 
 
-def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+def _copier(cls: type) -> tuple[Callable[[Any, dict[str, Any]], Any], frozenset[str]]:
     """A copy function with one line per field, generated the way dataclasses generate
     ``__init__``: reading each slot by name is much faster than a loop over ``getattr``."""
+    if hasattr(cls, "__post_init__") or not all(f.init for f in fields(cls)):
+        raise TypeError(f"{cls.__name__} checks or derives fields: use dataclasses.replace")
     lines = ["def copy(obj, changes):", "    new = new_object(cls)"]
     for f in fields(cls):
         name = f.name
@@ -34,10 +39,10 @@ def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     }
     exec("\n".join(lines), namespace)
     copy: Callable[[Any, dict[str, Any]], Any] = namespace["copy"]
-    return copy
+    return copy, frozenset(f.name for f in fields(cls))
 
 
-def evolve(obj: _T, **changes: Any) -> _T:
+def _evolve(obj: _T, /, **changes: Any) -> _T:
     """A copy of ``obj`` (a frozen dataclass without ``__post_init__``) with ``changes``.
 
     >>> from dataclasses import dataclass
@@ -50,10 +55,23 @@ def evolve(obj: _T, **changes: Any) -> _T:
     (Turn(seat=2, number=2), Turn(seat=2, number=1))
     >>> evolve(first) == first and evolve(first) is not first
     True
+    >>> evolve(first, numbr=2)
+    Traceback (most recent call last):
+    ...
+    TypeError: Turn has no field numbr
     """
     cls = type(obj)
-    copy = _COPIERS.get(cls)
-    if copy is None:
-        copy = _COPIERS[cls] = _copier(cls)
+    known = _COPIERS.get(cls)
+    if known is None:
+        known = _COPIERS[cls] = _copier(cls)
+    copy, names = known
+    if not changes.keys() <= names:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(changes.keys() - names))}")
     new: _T = copy(obj, changes)
     return new
+
+
+if TYPE_CHECKING:
+    from dataclasses import replace as evolve
+else:
+    evolve = _evolve
