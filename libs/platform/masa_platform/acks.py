@@ -168,6 +168,11 @@ class AckedPublisher:
             if not future.done():
                 future.set_exception(self._unavailable("the publisher closed before the answer"))
         self._pending.clear()
+        # Closed is as not started: a publish now is refused, not left waiting for an answer
+        # nobody listens for, and a start() again begins afresh on its own loop.
+        self._subscription = None
+        self._sweeper = None
+        self._loop = None
 
     async def publish(
         self, subject: str, payload: bytes, headers: Mapping[str, str] | None = None

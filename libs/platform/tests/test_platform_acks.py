@@ -83,4 +83,9 @@ async def test_answers_awaited_at_once_are_bounded_and_a_silent_one_raises_the_o
         assert publisher.pending == 0
     finally:
         await publisher.close()
+    # Closed is as not started: refused at once, not left waiting for an answer for ever.
+    try:
+        with pytest.raises(NotThere, match="not started"):
+            await asyncio.wait_for(publisher.publish("acks.late", b"x"), 5)
+    finally:
         await nc.drain()
