@@ -42,8 +42,9 @@ KIND_BACK: Final = {value: key for key, value in KIND.items()}
 # A meld stays on the table for the rest of its hand, unchanged (a lay-off makes a new one), so
 # every view and event of the hand converts the same objects again: the engine keeps the last
 # messages by the meld's identity (issue 22: a 51 view spent half its time here). The key holds
-# the meld and the rules themselves, so an id is never taken for another object's.
-_CONVERTED_LIMIT: Final = 4096
+# the meld and the rules themselves, so an id is never taken for another object's. The limit
+# holds the melds of a full engine's 51 tables (a few hundred bytes each: under 8 MiB).
+_CONVERTED_LIMIT: Final = 16_384
 _converted: OrderedDict[tuple[int, int, int], tuple[TableMeld, RuleSet, meld_pb2.Meld]] = (
     OrderedDict()
 )
@@ -61,14 +62,14 @@ def meld_to_proto(meld_id: int, entry: TableMeld, rules: RuleSet) -> meld_pb2.Me
             message = meld_pb2.Meld()
             message.CopyFrom(known[2])
             return message
-    converted = _meld_message(meld_id, entry, rules)
+    message = _meld_message(meld_id, entry, rules)
+    kept = meld_pb2.Meld()
+    kept.CopyFrom(message)
     with _converted_lock:
-        _converted[key] = (entry, rules, converted)
+        _converted[key] = (entry, rules, kept)
         _converted.move_to_end(key)
         if len(_converted) > _CONVERTED_LIMIT:
             _converted.popitem(last=False)
-    message = meld_pb2.Meld()
-    message.CopyFrom(converted)
     return message
 
 
