@@ -148,10 +148,11 @@ async def test_a_hard_decision_without_a_free_search_slot_plays_normal() -> None
 def _scripted(
     state: object, seat: int, level: BotLevel, seed: bytes, budget: float
 ) -> Decision[object]:
-    """A decider whose search does what the state says: "long" takes 0.4 s, "die" kills its
+    """A decider whose search does what the state says: "long" takes 1.5 s (longer than a loaded
+    machine stalls a loop; CI saw 0.4 s end before the next decision), "die" kills its
     worker process; any other state answers at once."""
     if level is BotLevel.HARD and state == "long":
-        time.sleep(0.4)
+        time.sleep(1.5)
     if level is BotLevel.HARD and state == "die":
         os._exit(3)
     return Decision(level.value, "because")
@@ -167,8 +168,12 @@ async def test_a_search_past_its_callers_budget_keeps_its_slot_until_it_ends() -
     # The first search still runs: no slot for the next one, which plays normal.
     busy = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "quick", 0, b""))
     assert busy.action == "normal"
-    await asyncio.sleep(0.5)
-    free = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "quick", 0, b""))
+    # Once it ends, the slot is free again: the next decision searches.
+    deadline = time.monotonic() + 10
+    free = busy
+    while free.action != "hard" and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        free = await use_case.decide("elevator", BotLevel.HARD, Job(_scripted, "quick", 0, b""))
     assert free.action == "hard"
 
 
