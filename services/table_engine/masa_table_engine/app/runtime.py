@@ -32,6 +32,7 @@ import asyncio
 import enum
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
@@ -113,14 +114,20 @@ class WatcherBehind(Exception):
 class _Watcher:
     """One watch stream's queue of entries, bounded: a reader that falls ``backlog`` entries
     behind is let go (its queue emptied, an end marker left), so a slow or stalled reader
-    keeps nothing alive but a fixed number of references to entries the table shares."""
+    keeps nothing alive but a fixed number of references to entries the table shares.
 
-    __slots__ = ("_backlog", "behind", "closed", "queue", "spectator")
+    A deque and one future at a time rather than an ``asyncio.Queue``, whose every wait asks
+    for the running loop, a getpid system call on Python 3.11 (issue 22): the loop is the
+    stream's, taken once."""
+
+    __slots__ = ("_backlog", "_entries", "_loop", "_reader", "behind", "closed", "spectator")
 
     def __init__(self, backlog: int, *, spectator: bool) -> None:
         self._backlog = backlog
-        # One place beyond the backlog for the end marker.
-        self.queue: asyncio.Queue[Entry | None] = asyncio.Queue(backlog + 1)
+        # Entries, and None once after the last one: the end marker.
+        self._entries: deque[Entry | None] = deque()
+        self._loop = asyncio.get_running_loop()
+        self._reader: asyncio.Future[None] | None = None
         self.spectator = spectator
         self.behind = False
         self.closed = False
@@ -129,19 +136,33 @@ class _Watcher:
         """Queue ``entry``; True when that let the reader go, as it fell too far behind."""
         if self.closed:
             return False
-        if self.queue.qsize() >= self._backlog:
+        if len(self._entries) >= self._backlog:
             self.behind = True
-            while not self.queue.empty():
-                self.queue.get_nowait()
+            self._entries.clear()
             self.close()
             return True
-        self.queue.put_nowait(entry)
+        self._put(entry)
         return False
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.queue.put_nowait(None)
+            self._put(None)
+
+    async def next(self) -> Entry | None:
+        """The next entry, waiting for one; None after the last."""
+        while not self._entries:
+            self._reader = self._loop.create_future()
+            try:
+                await self._reader
+            finally:
+                self._reader = None
+        return self._entries.popleft()
+
+    def _put(self, item: Entry | None) -> None:
+        self._entries.append(item)
+        if self._reader is not None and not self._reader.done():
+            self._reader.set_result(None)
 
 
 class SequenceMismatch(Exception):
@@ -685,7 +706,7 @@ class TableRuntime:
                 yield item
                 last = item.sequence
             while not finished:
-                entry = await watcher.queue.get()
+                entry = await watcher.next()
                 if entry is None:
                     if watcher.behind:
                         raise WatcherBehind(settings.watch_backlog, last)
