@@ -30,7 +30,10 @@ Phases (``BENCH_PHASES`` picks some, all by default):
   ``SubmitActions`` stream (``masa-load --moves stream``) instead of a call per move.
 - ``live``: ``BENCH_LIVE_TABLES`` live 4-seat tables on one engine (one in four 51), two
   human seats each on watch streams acting 2-8 s after their turn starts, two bot seats the
-  engine plays, 20 s turn timers: SubmitAction p99, the engine's CPU and RSS per live table.
+  engine plays, 20 s turn timers: SubmitAction p99, the engine's CPU and RSS per live table,
+  and its CPU per action over the floor paced to its rate right after it
+  (``cpu_over_floor_at_rate``: the machine's speed moves between runs by more than a small
+  change does).
 - ``scaleout``: two engines (two node ids, one NATS), each with its own ``masa-load``, holding
   ``BENCH_SCALE_FACTOR`` (1.7) times the live tables between them, to compare the p99 with
   the one-engine ``live`` phase.
@@ -396,11 +399,16 @@ async def live_phase(workdir: Path, nodes: int, tables: int) -> dict[str, Any]:
             }
         )
     worst_p99 = max(node["load"]["submit_action_ms"].get("p99", 0.0) for node in per_node)
+    # The machine's speed moves between runs by more than a change of a few percent: the floor
+    # paced to one engine's rate of actions, right after it, is the yardstick of its run.
+    rate = per_node[0]["engine_accepted_actions_per_second"] if nodes == 1 else 0.0
+    at_rate = await floor_beside(workdir, streamed=False, rate=rate) if rate else None
     return {
         "nodes": nodes,
         "live_tables": tables,
         "submit_action_p99_ms": worst_p99,
         "per_node": per_node,
+        "floor_at_rate": at_rate,
     }
 
 
@@ -507,6 +515,14 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
             ],
             "rss_kib_per_live_table": [n["rss_kib_per_live_table"] for n in phase["per_node"]],
         }
+        at_rate = (phase.get("floor_at_rate") or {}).get("server_cpu_ms_per_call")
+        if at_rate:
+            cpu = phase["per_node"][0]["engine_cpu_ms_per_action"]
+            out[key] |= {
+                "cpu_ms_per_action": cpu,
+                "floor_at_rate_cpu_ms_per_call": at_rate,
+                "cpu_over_floor_at_rate": ratio(cpu, at_rate),
+            }
     if "live_one_engine" in out and "live_two_engines" in out:
         out["scaleout_tables_ratio"] = ratio(
             out["live_two_engines"]["live_tables"], out["live_one_engine"]["live_tables"]
