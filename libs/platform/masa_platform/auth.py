@@ -135,7 +135,7 @@ async def until_token_expires(source: AsyncIterator[T]) -> AsyncIterator[T]:
     item it had.
 
     One timer serves the whole stream (issue 22: an ``asyncio.timeout`` per item cost 3.8 µs,
-    this 0.3 µs): when it fires during a wait it cancels the waiting task, and that
+    this under one): when it fires during a wait it cancels the waiting task, and that
     cancellation, and no other, becomes :class:`TokenExpired`, as ``asyncio.timeout`` tells its
     own from a caller's.
     """
