@@ -57,6 +57,23 @@ async def _refusal(
     return refused.value.code(), info.reason, dict(info.metadata)
 
 
+def _bind_t1(
+    request_id: str, stake: int, payout: chips_pb2.PayoutRule | None
+) -> ledger_pb2.BindHoldsRequest:
+    """A bind of game 1 at table t1 over the holds of ayse and mehmet; ``payout`` None sends
+    no terms."""
+    request = ledger_pb2.BindHoldsRequest(
+        request_id=request_id,
+        table_id="t1",
+        game_no=1,
+        stake=stake,
+        hold_ids=["t1-ayse", "t1-mehmet"],
+    )
+    if payout is not None:
+        request.payout.CopyFrom(payout)
+    return request
+
+
 async def _grant(stub: ledger_pb2_grpc.LedgerServiceAsyncStub, player: str, amount: int) -> None:
     await stub.GrantChips(
         ledger_pb2.GrantChipsRequest(
@@ -117,14 +134,7 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
         # A bind under other terms than the holds were placed for: no rake waived, no re-split.
         code, reason, metadata = await _refusal(
             stub.BindHolds(
-                ledger_pb2.BindHoldsRequest(
-                    request_id="b-other-terms",
-                    table_id="t1",
-                    game_no=1,
-                    stake=100,
-                    hold_ids=["t1-ayse", "t1-mehmet"],
-                    payout=chips_pb2.PayoutRule(place_shares=[5_000, 5_000]),
-                ),
+                _bind_t1("b-other-terms", 100, chips_pb2.PayoutRule(place_shares=[5_000, 5_000])),
                 metadata=ENGINE,
             )
         )
@@ -134,48 +144,17 @@ async def test_p30_holds_binds_and_reads_over_grpc(nats_server: NatsServer, data
             {"hold_id": "t1-ayse"},
         )
         code, reason, metadata = await _refusal(
-            stub.BindHolds(
-                ledger_pb2.BindHoldsRequest(
-                    request_id="b0",
-                    table_id="t1",
-                    game_no=1,
-                    stake=90,
-                    hold_ids=["t1-ayse", "t1-mehmet"],
-                    payout=WINNER_TAKES_ALL_PROTO,
-                ),
-                metadata=ENGINE,
-            )
+            stub.BindHolds(_bind_t1("b0", 90, WINNER_TAKES_ALL_PROTO), metadata=ENGINE)
         )
         assert (code, reason, metadata["hold_id"]) == (
             grpc.StatusCode.FAILED_PRECONDITION,
             "STAKE_MISMATCH",
             "t1-ayse",
         )
-        unsure = await _refusal(
-            stub.BindHolds(
-                ledger_pb2.BindHoldsRequest(
-                    request_id="b-no-terms",
-                    table_id="t1",
-                    game_no=1,
-                    stake=100,
-                    hold_ids=["t1-ayse", "t1-mehmet"],
-                ),
-                metadata=ENGINE,
-            )
-        )
+        unsure = await _refusal(stub.BindHolds(_bind_t1("b-no-terms", 100, None), metadata=ENGINE))
         # The terms are never a default an old or careless caller falls into.
         assert unsure[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_REQUEST")
-        bound = await stub.BindHolds(
-            ledger_pb2.BindHoldsRequest(
-                request_id="b1",
-                table_id="t1",
-                game_no=1,
-                stake=100,
-                hold_ids=["t1-ayse", "t1-mehmet"],
-                payout=WINNER_TAKES_ALL_PROTO,
-            ),
-            metadata=ENGINE,
-        )
+        bound = await stub.BindHolds(_bind_t1("b1", 100, WINNER_TAKES_ALL_PROTO), metadata=ENGINE)
         assert (bound.escrow.account_id, bound.escrow.pending_stakes) == ("escrow:t1:1", 200)
         assert bound.escrow.kind == chips_pb2.ACCOUNT_KIND_ESCROW
 
