@@ -20,7 +20,7 @@ Durable consumers are :class:`masa_platform.consumer.DurableConsumer`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,7 +39,7 @@ from masa_platform.acks import (
     publish_headers,
 )
 from masa_platform.bus_access import inbox_prefix
-from masa_platform.direct import StoredMessage, last_message, messages_after
+from masa_platform.direct import StoredMessage, last_message, last_messages, messages_after
 
 __all__ = [
     "KvBucket",
@@ -211,16 +211,32 @@ class KvBucket:
             self._nc, f"KV_{self.bucket}", f"$KV.{self.bucket}.{prefix}>", timeout=timeout
         )
         latest: dict[str, KvEntry | None] = {}
-        start = len(f"$KV.{self.bucket}.")
         for message in stored:
-            headers = message.headers
-            gone = (
-                headers.get("KV-Operation") in _GONE_OPERATIONS
-                or headers.get("Nats-Marker-Reason") in _GONE_MARKERS
-            )
-            key = message.subject[start:]
-            latest[key] = None if gone else KvEntry(key, message.data, message.seq)
+            latest[self._key(message)] = self._live(message)
         return [entry for entry in latest.values() if entry is not None]
+
+    async def entries_of(self, keys: Collection[str], *, timeout: float = 5.0) -> list[KvEntry]:
+        """The live entries of ``keys`` (the others are absent, deleted or expired): one
+        request per batch of keys, not a GET per key, and no listing of the whole bucket."""
+        stored = await last_messages(
+            self._nc,
+            f"KV_{self.bucket}",
+            [f"$KV.{self.bucket}.{key}" for key in keys],
+            timeout=timeout,
+        )
+        return [entry for entry in map(self._live, stored) if entry is not None]
+
+    def _key(self, message: StoredMessage) -> str:
+        return message.subject[len(f"$KV.{self.bucket}.") :]
+
+    def _live(self, message: StoredMessage) -> KvEntry | None:
+        headers = message.headers
+        if (
+            headers.get("KV-Operation") in _GONE_OPERATIONS
+            or headers.get("Nats-Marker-Reason") in _GONE_MARKERS
+        ):
+            return None
+        return KvEntry(self._key(message), message.data, message.seq)
 
     async def put(self, key: str, value: bytes) -> int:
         """Write unconditionally; returns the new revision."""

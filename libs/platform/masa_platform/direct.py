@@ -11,13 +11,15 @@ durable under its name). Direct gets are plain requests:
   not hold them all at once;
 - :func:`last_message` asks for a subject's last message with the subject in the API subject
   (``$JS.API.DIRECT.GET.<stream>.<subject>``), which a permission can allow for some subjects
-  only.
+  only;
+- :func:`last_messages` asks for the last message of each of many subjects (2.11's
+  ``multi_last``), a batch of subjects per request, instead of a request per subject.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -25,7 +27,14 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-__all__ = ["DirectGetFailed", "StoredMessage", "batches_after", "last_message", "messages_after"]
+__all__ = [
+    "DirectGetFailed",
+    "StoredMessage",
+    "batches_after",
+    "last_message",
+    "last_messages",
+    "messages_after",
+]
 
 _BATCH: Final = 256
 _END_OF_BATCH: Final = "204"
@@ -98,6 +107,24 @@ async def last_message(
     """The last message ``stream`` holds on ``subject`` (no wildcard), or None."""
     batch, _ = await _batch(nc, f"$JS.API.DIRECT.GET.{stream}.{subject}", b"", timeout, single=True)
     return batch[0] if batch else None
+
+
+async def last_messages(
+    nc: Client, stream: str, subjects: Sequence[str], *, timeout: float = 5.0
+) -> list[StoredMessage]:
+    """The last message ``stream`` holds on each of ``subjects`` (no wildcards) that has one,
+    ``_BATCH`` subjects a request: the server refuses a request with too many results."""
+    found: list[StoredMessage] = []
+    for start in range(0, len(subjects), _BATCH):
+        chunk = list(subjects[start : start + _BATCH])
+        batch, _ = await _batch(
+            nc,
+            f"$JS.API.DIRECT.GET.{stream}",
+            json.dumps({"multi_last": chunk, "batch": len(chunk)}).encode(),
+            timeout,
+        )
+        found.extend(batch)
+    return found
 
 
 async def _batch(

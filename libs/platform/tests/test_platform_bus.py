@@ -245,6 +245,32 @@ async def test_kv_entries_lists_the_live_entries_with_their_values_in_one_listin
     assert await bucket.entries("nothing.") == []
 
 
+async def test_kv_entries_of_reads_the_named_keys_live_entries_in_a_few_requests(
+    nc: Client,
+) -> None:
+    bucket = await new_bucket(nc, "leases_")
+    for n in range(600):
+        await bucket.put(f"t{n}", f"node-{n % 3}".encode())
+    await bucket.delete("t1")
+    await bucket.forget("t2")
+    await bucket.put("t0", b"node-9")
+    asked = (
+        [f"t{n}" for n in range(0, 600, 2)] + ["t1", "absent"] + [f"t{n}" for n in range(1, 600, 2)]
+    )
+    requests_before = nc.stats["out_msgs"]
+    found = {entry.key: entry for entry in await bucket.entries_of(asked)}
+    requests = nc.stats["out_msgs"] - requests_before
+    assert set(found) == {f"t{n}" for n in range(600)} - {"t1", "t2"}
+    assert found["t0"].value == b"node-9"
+    current = await bucket.get("t599")
+    assert current is not None and found["t599"].revision == current.revision
+    # A request per 256 keys (a subscribe, a request, an unsubscribe each), not one per key:
+    # more keys at once than that the server refuses ("too many results").
+    assert requests <= 9
+    assert await bucket.entries_of([]) == []
+    assert await bucket.entries_of(["absent"]) == []
+
+
 async def test_a_paused_server_answers_nothing_until_it_resumes(tmp_path: Path) -> None:
     with NatsServer(tmp_path / "nats") as server:
         client = await connect(server.url, name="pause-test")

@@ -54,6 +54,7 @@ from masa_table_engine.app.ports import (
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
 from masa_table_engine.app.stakes import StakeBinder, StakesRefused
 from masa_table_engine.app.tables import Tables
+from masa_table_engine.app.takeover import claim_order
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
 from masa_table_engine.domain.model import SeatChange, SeatChanged, TimerFired, TimerKind
 from masa_table_engine.domain.table import TimerPolicy, accept
@@ -205,15 +206,13 @@ async def test_the_tables_of_a_dead_node_are_shared_out_and_keep_their_deadlines
     heir_c, metrics_c, renew_c = _node(bus, "c")
     # Nobody renews the dead node's leases: they run out; the turns too, meanwhile.
     bus.clock.advance(max(LEASE_SECONDS, TURN_SECONDS) + 1)
-    left = 8
-    for _ in range(4):
-        for heir, renew in ((heir_b, renew_b), (heir_c, renew_c)):
-            taken = await heir.take_over_unserved()
-            renew.renew()
-            # At most its share at once: the unserved tables over the two live nodes.
-            assert taken <= -(-left // 2)
-            left -= taken
-    assert left == 0
+    # One scan each: every table to the heir that ranks it first, whichever looked first.
+    assert await heir_c.take_over_unserved() + await heir_b.take_over_unserved() == 8
+    renew_b.renew()
+    renew_c.renew()
+    for table in made:
+        first = claim_order(table.table_id, ["b", "c"])[0]
+        assert table.table_id in (heir_b if first == "b" else heir_c).served
     assert heir_b.served and heir_c.served
     assert metrics_b.counts["takeover:expired"] + metrics_c.counts["takeover:expired"] == 8
     assert not [key for key in bus.index if key.startswith("dead.")]
@@ -233,6 +232,30 @@ async def test_the_tables_of_a_dead_node_are_shared_out_and_keep_their_deadlines
         assert runtime.table.sequence >= 3
     await heir_b.close()
     await heir_c.close()
+
+
+async def test_a_table_its_first_node_leaves_unserved_goes_to_the_next_after_a_while(
+    bus: MemoryBus,
+) -> None:
+    """A table whose first node in the claim order does not take it (the node is slow, or
+    looks live to the others but is not) is taken by the next node, two scan periods later."""
+    dead, _, _ = _node(bus, "dead")
+    made = [await dead.create(_config()) for _ in range(20)]
+    await dead.close()
+    del bus.nodes["dead"]
+    heir, _, _ = _node(bus, "b")
+    # "ghost" is listed live, but nothing runs there.
+    bus.nodes["ghost"] = ("ghost:7000", False)
+    bus.clock.advance(LEASE_SECONDS + 1)
+    ghosts = {t.table_id for t in made if claim_order(t.table_id, ["b", "ghost"])[0] == "ghost"}
+    assert ghosts and len(ghosts) < len(made)
+    assert await heir.take_over_unserved() == len(made) - len(ghosts)
+    bus.clock.advance(1.9)
+    assert await heir.take_over_unserved() == 0
+    bus.clock.advance(0.2)
+    assert await heir.take_over_unserved() == len(ghosts)
+    assert sorted(heir.served) == sorted(t.table_id for t in made)
+    await heir.close()
 
 
 async def test_a_drain_hands_every_table_over_for_the_next_scan(bus: MemoryBus) -> None:

@@ -237,6 +237,17 @@ async def test_the_index_lists_each_nodes_tables_and_a_takeover_moves_them(
     assert [u for u in await stores.directory.unserved() if u.table_id == table_id] == [
         _unserved(table_id, mine.writer)
     ]
+    # A scan of one node's index finds its tables only.
+    assert [
+        u
+        for u in await stores.directory.unserved(frozenset({mine.writer}))
+        if u.table_id == table_id
+    ] == [_unserved(table_id, mine.writer)]
+    assert not [
+        u
+        for u in await stores.directory.unserved(frozenset({theirs.writer, "nobody"}))
+        if u.table_id == table_id
+    ]
     await theirs.adopt(table_id, mine.writer)
     assert table_id not in await mine.table_ids()
     assert table_id in await theirs.table_ids()
@@ -262,6 +273,7 @@ async def test_one_node_holds_a_lease_until_it_releases_it_or_it_runs_out(
     assert not await theirs.claim(table_id)
     assert table_id in mine.held()
     assert not [u for u in await stores.directory.unserved() if u.table_id == table_id]
+    assert not await stores.directory.unserved(frozenset({node}))
     await mine.release(table_id)
     assert await theirs.holder(table_id) is None
     assert await theirs.claim(table_id)
@@ -269,6 +281,7 @@ async def test_one_node_holds_a_lease_until_it_releases_it_or_it_runs_out(
     # Nobody renewed it: it ran out, and the table is unserved again.
     assert await mine.holder(table_id) is None
     assert [u.table_id for u in await stores.directory.unserved()].count(table_id) == 1
+    assert [u.table_id for u in await stores.directory.unserved(frozenset({node}))] == [table_id]
     assert await mine.claim(table_id)
 
 

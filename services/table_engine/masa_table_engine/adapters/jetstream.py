@@ -65,6 +65,7 @@ from masa_table_engine.app.ports import (
     LoggedInput,
     LogUnavailable,
     Placement,
+    Scan,
     Snapshot,
     Unserved,
 )
@@ -368,54 +369,86 @@ def _same_value(descriptor: FieldDescriptor, mine: Any, theirs: Any) -> bool:
 
 class JetStreamDirectory:
     """The :class:`~masa_table_engine.app.ports.Directory` over the index, the leases and the
-    engine-node registry: two filtered listings find the unserved tables.
+    engine-node registry.
 
-    Those listings read every node's index entries and every lease, which grows with tables
-    times nodes, so the periodic scan makes them only when the registry gives a reason
-    (:meth:`worth_scanning`): a node silent (it missed two rewrites of its record), draining
-    or gone since the last look, and for a lease's life after that (its leases run out within
-    it), or when the last listing found tables left to take; otherwise once every
-    ``_FULL_SCAN_SECONDS``, for tables left unserved with every node well (a lease given up
-    after a failed recovery). A node that starts scans for a lease's life too: it has not
-    seen who was there before.
+    A listing of every node's index entries and every lease grows with tables times nodes, so
+    the periodic scan lists only what the registry gives a reason to (:meth:`worth_scanning`):
+
+    - a node silent (it missed two rewrites of its record), draining or gone since the last
+      look: its own index entries (one listing filtered on the server by its prefix) and the
+      leases of those tables only (read by key, a request per 256), soon and again for a
+      lease's life after that (its leases run out within it);
+    - the node's own start (it has not seen who was there before), tables found left over by
+      the last listing of everything, or every ``_FULL_SCAN_SECONDS`` (a lease given up after
+      a failed recovery, with every node well): everything.
     """
 
     def __init__(
-        self, index: KvBucket, leases: KvBucket, nodes: KvBucket, *, node_ttl_seconds: float
+        self,
+        index: KvBucket,
+        leases: KvBucket,
+        nodes: KvBucket,
+        *,
+        node_ttl_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._index = index
         self._leases = leases
         self._nodes = nodes
+        # The clocks (a test's own): intervals, and the registry records' write times.
+        self._monotonic = monotonic
+        self._wall = wall
         # A node rewrites its record every third of the TTL: one that missed two rewrites is
         # taken for dead before the bucket drops its record, so its tables are shared out
         # among the nodes that are left.
         self._silent_after = node_ttl_seconds * 2 / 3
-        # The registry changes every few seconds; a scan every second need not read it anew.
+        # The registry as last read: a scan reads it anew, its other questions need not.
         self._records: tuple[float, dict[str, engine_pb2.EngineNode]] = (0.0, {})
         # How long to keep listing after a node went silent, drained or vanished: until the
         # leases it held have run out, and a little more.
         self._alert_seconds = (leases.ttl_seconds or node_ttl_seconds) + _ALERT_MARGIN_SECONDS
-        self._alert_until = time.monotonic() + self._alert_seconds
+        self._everything_until = self._monotonic() + self._alert_seconds
+        # Each node in trouble: since when, and until when its index is still worth listing.
+        self._troubled: dict[str, tuple[float, float]] = {}
         self._known: set[str] = set()
         self._listed_at = -math.inf
         self._found = False
 
-    async def worth_scanning(self) -> bool:
-        now = time.monotonic()
+    async def worth_scanning(self) -> Scan | None:
+        now = self._monotonic()
         with _answering("the engine-node registry"):
-            records = await self._read_nodes()
-        wall = time.time()
-        troubled = any(
-            record.draining or wall - record.update_time.ToNanoseconds() / 1e9 >= self._silent_after
-            for record in records.values()
-        )
-        vanished = not self._known <= records.keys()
+            # Read anew: a node that starts draining is seen at this scan, not a second later.
+            records = await self._read_nodes(fresh=True)
+        wall = self._wall()
+        for node, record in records.items():
+            if (
+                record.draining
+                or wall - record.update_time.ToNanoseconds() / 1e9 >= self._silent_after
+            ):
+                self._trouble(node, now)
+        for node in self._known - records.keys():
+            self._trouble(node, now)
         self._known = set(records)
-        if troubled or vanished:
-            self._alert_until = now + self._alert_seconds
-        return self._found or now < self._alert_until or now - self._listed_at >= _FULL_SCAN_SECONDS
+        self._troubled = {node: times for node, times in self._troubled.items() if now < times[1]}
+        soon = any(now - since < self._alert_seconds for since, _ in self._troubled.values())
+        if (
+            self._found
+            or now < self._everything_until
+            or now - self._listed_at >= _FULL_SCAN_SECONDS
+        ):
+            return Scan(soon=soon)
+        if self._troubled:
+            return Scan(frozenset(self._troubled), soon=soon)
+        return None
 
-    async def unserved(self) -> list[Unserved]:
+    def _trouble(self, node: str, now: float) -> None:
+        since, _ = self._troubled.get(node, (now, now))
+        self._troubled[node] = (since, now + self._alert_seconds)
+
+    async def unserved(self, nodes: frozenset[str] | None = None) -> list[Unserved]:
+        if nodes is not None:
+            return await self._unserved_of(nodes)
         with _answering("the index and the leases"):
             listed = await self._index.keys()
             leased = set(await self._leases.keys())
@@ -424,12 +457,25 @@ class JetStreamDirectory:
             node, _, table_id = key.partition(".")
             if table_id and table_id not in leased:
                 found.append(Unserved(table_id, node))
-        self._listed_at = time.monotonic()
+        self._listed_at = self._monotonic()
         self._found = bool(found)
         return found
 
+    async def _unserved_of(self, nodes: frozenset[str]) -> list[Unserved]:
+        listed: dict[str, str] = {}
+        with _answering("the index and the leases"):
+            for node in sorted(nodes):
+                for key in await self._index.keys(f"{node}."):
+                    listed.setdefault(key.partition(".")[2], node)
+            leased = {entry.key for entry in await self._leases.entries_of(list(listed))}
+        return [
+            Unserved(table_id, node)
+            for table_id, node in listed.items()
+            if table_id and table_id not in leased
+        ]
+
     async def live_nodes(self) -> list[str]:
-        now = time.time()
+        now = self._wall()
         with _answering("the engine-node registry"):
             records = await self._read_nodes()
         return [
@@ -446,16 +492,16 @@ class JetStreamDirectory:
                 record = await self._read_node(node)
         return record.address if record is not None and record.address else None
 
-    async def _read_nodes(self) -> dict[str, engine_pb2.EngineNode]:
+    async def _read_nodes(self, *, fresh: bool = False) -> dict[str, engine_pb2.EngineNode]:
         read_at, records = self._records
-        if time.monotonic() - read_at < _NODES_FRESH_SECONDS:
+        if not fresh and self._monotonic() - read_at < _NODES_FRESH_SECONDS:
             return records
         # One listing of the records with their values, not a read per node.
         records = {
             entry.key: engine_pb2.EngineNode.FromString(entry.value)
             for entry in await self._nodes.entries()
         }
-        self._records = (time.monotonic(), records)
+        self._records = (self._monotonic(), records)
         return records
 
     async def _read_node(self, node: str) -> engine_pb2.EngineNode | None:

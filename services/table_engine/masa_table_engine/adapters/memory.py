@@ -24,6 +24,7 @@ from masa_table_engine.app.ports import (
     LoggedInput,
     LogUnavailable,
     Placement,
+    Scan,
     Snapshot,
     Unserved,
 )
@@ -274,17 +275,17 @@ class MemoryDirectory:
     def __init__(self, bus: MemoryBus) -> None:
         self._bus = bus
 
-    async def worth_scanning(self) -> bool:
-        # In memory a listing costs nothing: every scan lists.
-        return True
+    async def worth_scanning(self) -> Scan | None:
+        # In memory a listing costs nothing: every scan lists everything.
+        return Scan()
 
-    async def unserved(self) -> list[Unserved]:
+    async def unserved(self, nodes: frozenset[str] | None = None) -> list[Unserved]:
         bus = self._bus
         bus.check()
         found: list[Unserved] = []
         for key in sorted(bus.index):
             node, _, table_id = key.partition(".")
-            if bus.holder(table_id) is None:
+            if (nodes is None or node in nodes) and bus.holder(table_id) is None:
                 found.append(Unserved(table_id, node))
         return found
 

@@ -29,6 +29,7 @@ __all__ = [
     "Ownership",
     "Placement",
     "ResultPublisher",
+    "Scan",
     "Snapshot",
     "SystemClock",
     "Unserved",
@@ -111,6 +112,16 @@ class Unserved:
     node: str
 
 
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What a takeover scan lists: the tables of ``nodes``' indexes (every node's: None) that
+    nobody leases. ``soon``: a node just went silent, drained or vanished, so its leases run
+    out (or were released) any moment now and the next scan should follow quickly."""
+
+    nodes: frozenset[str] | None = None
+    soon: bool = False
+
+
 class LogStore(Protocol):
     """The table log (architecture.md), its snapshots and the index of the tables this node runs.
 
@@ -174,13 +185,16 @@ class Directory(Protocol):
     """What the live nodes see of each other: the tables nobody serves, and how many of them
     there are to share those tables."""
 
-    async def unserved(self) -> list[Unserved]: ...
+    async def unserved(self, nodes: frozenset[str] | None = None) -> list[Unserved]:
+        """The tables the indexes of ``nodes`` (every node's: None) list and nobody leases."""
+        ...
 
-    async def worth_scanning(self) -> bool:
-        """Whether a table may have become unserved since the last listing: a node went
-        silent, drained or vanished, the last listing found some, or the last one is old.
-        The periodic scan lists the tables only then, since a listing reads every node's
-        index and every lease."""
+    async def worth_scanning(self) -> Scan | None:
+        """What the periodic scan should list, or None when no table can have become unserved
+        since the last listing. A node that went silent, drained or vanished asks for its own
+        index, soon, for a lease's life; the last listing having found some, or the node's
+        own start, or a listing grown old asks for every node's, since that reads every
+        node's index and every lease."""
         ...
 
     async def live_nodes(self) -> list[str]:

@@ -1,26 +1,36 @@
 """Takeover (architecture.md): every node looks for tables that some node's index lists and
 whose lease nobody holds (their node died and its leases expired, or it drained and released
-them), every ``takeover_scan_seconds``. It claims at most its share of them at once (the
-unserved tables over the live nodes, in a random order, so that the survivors split a dead
-node's tables), rebuilds each from its snapshot and the log after it
-(:mod:`~masa_table_engine.app.recovery`, which voids a table it cannot rebuild), lists it in
-its own index and serves it."""
+them), every ``takeover_scan_seconds``, and every quarter of that while a node has just gone
+silent, drained or vanished (its leases run out any moment then). Each table goes to the
+live node that ranks it first (rendezvous hashing, :func:`claim_order`), which every node
+computes alike from the table's id and the live nodes alone, so the survivors of a dead node
+split its tables in one scan whatever each of them has seen claimed so far; one that stays
+unserved (its first node is slow, or sees other live nodes) goes to the next node in its order
+after ``_PATIENCE_SCANS`` scan periods, and so on. A node rebuilds each table it takes from the
+snapshot and the log after it (:mod:`~masa_table_engine.app.recovery`, which voids a table it
+cannot rebuild), lists it in its own index and serves it."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import logging
-import math
 import random
+from collections.abc import Iterable
+from typing import Final
 
 from masa_table_engine.app.node_state import NodeState
 from masa_table_engine.app.ports import Directory, Unserved
 from masa_table_engine.app.recovery import RECOVERY_CONCURRENCY, Recovery
 
-__all__ = ["Takeover"]
+__all__ = ["Takeover", "claim_order"]
 
 _log = logging.getLogger(__name__)
+
+# The next scan's wait, as a share of takeover_scan_seconds, when the last one asked for soon.
+_SOON: Final = 0.25
+# How many scan periods a table waits unserved for each node ranked above this one.
+_PATIENCE_SCANS: Final = 2.0
 
 
 class Takeover:
@@ -37,6 +47,8 @@ class Takeover:
         self._recovery = recovery
         self._directory = directory
         self._scan_seconds = scan_seconds
+        # The tables the last listing found unserved, and since when (this node's clock).
+        self._unserved_since: dict[str, float] = {}
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -45,33 +57,44 @@ class Takeover:
             self.task = asyncio.get_running_loop().create_task(self._scan_for_ever())
 
     async def _scan_for_ever(self) -> None:
+        soon = False
         while True:
             # A little jitter, so that the live nodes do not all list at the same moment.
-            await asyncio.sleep(self._scan_seconds * random.uniform(0.75, 1.25))
+            pause = self._scan_seconds * (_SOON if soon else 1.0)
+            await asyncio.sleep(pause * random.uniform(0.75, 1.25))
             try:
                 with self._deps.metrics.loop("takeover_scan"):
-                    if self._directory is not None and await self._directory.worth_scanning():
-                        await self.take_over_unserved()
+                    scan = None
+                    if self._directory is not None:
+                        scan = await self._directory.worth_scanning()
+                    soon = scan is not None and scan.soon
+                    if scan is not None:
+                        await self.take_over_unserved(scan.nodes)
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
 
-    async def take_over_unserved(self) -> int:
-        """Take over this node's share of the tables nobody serves; how many it took."""
+    async def take_over_unserved(self, nodes: frozenset[str] | None = None) -> int:
+        """Take over this node's share of the tables nobody serves that the indexes of
+        ``nodes`` (every node's: None) list; how many it took."""
         directory = self._directory
         if directory is None or self._state.draining:
             return 0
         found: dict[str, Unserved] = {}
-        for unserved in await directory.unserved():
+        for unserved in await directory.unserved(nodes):
             if unserved.table_id not in self._runtimes:
                 found.setdefault(unserved.table_id, unserved)
         if not found:
             return 0
+        now = self._deps.clock()
+        self._unserved_since = since = {t: self._unserved_since.get(t, now) for t in found}
         me = self._deps.log.writer
-        nodes = sorted({*await directory.live_nodes(), me})
-        share = math.ceil(len(found) / len(nodes))
-        # Rendezvous order: each table goes first to the live node that ranks it highest, so
-        # the survivors of a dead node split its tables without racing for the same ones.
-        mine = sorted(found.values(), key=lambda u: _rank(me, nodes, u.table_id))[:share]
+        live = {*await directory.live_nodes(), me}
+        patience = _PATIENCE_SCANS * self._scan_seconds
+        mine = [
+            unserved
+            for table_id, unserved in found.items()
+            if claim_order(table_id, live).index(me) * patience <= now - since[table_id]
+        ]
         limit = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
         async def one(unserved: Unserved) -> bool:
@@ -87,10 +110,11 @@ class Takeover:
         return sum(await asyncio.gather(*(one(u) for u in mine)))
 
 
-def _rank(me: str, nodes: list[str], table_id: str) -> tuple[int, str]:
-    """Where this node stands among ``nodes`` in the table's rendezvous order (0: first)."""
-    order = sorted(nodes, key=lambda node: _weight(node, table_id), reverse=True)
-    return order.index(me), table_id
+def claim_order(table_id: str, nodes: Iterable[str]) -> list[str]:
+    """The order in which ``nodes`` claim the table: by rendezvous hashing, so that each table
+    goes to one node, the tables spread evenly, and a node that joins or leaves moves only the
+    tables it ranks first."""
+    return sorted(set(nodes), key=lambda node: (_weight(node, table_id), node), reverse=True)
 
 
 def _weight(node: str, table_id: str) -> int:
