@@ -160,9 +160,29 @@ class Rounds:
     """Nodes taken down one after another, each round timed from its signal to every one of
     the node's tables taking a move again."""
 
-    def __init__(self, admin: Client, addresses: list[str], rng: random.Random) -> None:
-        self.admin, self.addresses, self.rng = admin, addresses, rng
+    def __init__(
+        self,
+        admin: Client,
+        engines: list[EngineProcess],
+        tables: list[str],
+        rng: random.Random,
+    ) -> None:
+        self.admin, self.engines, self.tables, self.rng = admin, engines, tables, rng
+        self.addresses = [engine.address for engine in engines]
         self.refused = 0
+
+    async def settled(self) -> None:
+        """Until the registry lists every table once, on the node that serves it now: a
+        record is rewritten every third of its TTL, so the last round's moves show late."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = [
+                t for engine in self.engines for t in await served_by(self.admin, engine.node_id)
+            ]
+            if sorted(listed) == sorted(self.tables):
+                return
+            await asyncio.sleep(0.2)
+        raise TimeoutError("the registry never listed every table once")
 
     async def take_down(
         self, victims: list[EngineProcess], *, drain: bool
@@ -170,8 +190,7 @@ class Rounds:
         seconds: list[float] = []
         tables: list[int] = []
         for victim in victims:
-            # Its record is rewritten every second: let it catch up with the last moves.
-            await asyncio.sleep(1.5)
+            await self.settled()
             theirs = await served_by(self.admin, victim.node_id)
             signalled = time.monotonic()
             if drain:
@@ -279,7 +298,7 @@ async def run(workdir: Path) -> dict[str, object]:
                 baseline.append(time.monotonic() - started)
             admin = await connect(nats.url, name="bench", user=ADMIN, password=nats.password(ADMIN))
             try:
-                rounds = Rounds(admin, addresses, random.Random(12))
+                rounds = Rounds(admin, engines, tables, random.Random(12))
                 killed = [engines[n % NODES] for n in range(ROUNDS)]
                 deaths, per_kill = await rounds.take_down(killed, drain=False)
                 drains, per_drain = await rounds.take_down(engines, drain=True)

@@ -72,9 +72,9 @@ class BusSettings:
     bus_replicas: int = 1
     # A table's lease: how long a dead node's tables stay frozen before another node takes
     # them; the owner renews every third of it. 6 s keeps a killed node's tables frozen about
-    # 8 s at worst (the lease, a scan, the rebuild; 7.9-9.1 s measured with twenty tables to
-    # rebuild, services/table_engine/README), for a renewal every 2 s per table; a
-    # node stalled (or cut from NATS) for 4 s loses its tables (services/table_engine/README).
+    # 6.5 s at worst (the lease, a quarter-second scan, the rebuild; 5.9-6.5 s measured
+    # with twenty tables to rebuild, services/table_engine/README), for a renewal every 2 s
+    # per table; a node stalled (or cut from NATS) for 4 s loses its tables (same README).
     table_lease_ttl_seconds: float = 6.0
     # An engine node's registry record; the node rewrites it every third of this, and the
     # others take it for dead (and look for its tables) after two thirds without a rewrite:
