@@ -72,7 +72,7 @@ class BusSettings:
     bus_replicas: int = 1
     # A table's lease: how long a dead node's tables stay frozen before another node takes
     # them; the owner renews every third of it. 6 s keeps a killed node's tables frozen about
-    # 6.5 s at worst (the lease, a quarter-second scan, the rebuild; 5.9-6.5 s measured
+    # 6.5 s (the lease, a quarter-second scan, the rebuild; the worst table 5.9-6.5 s measured
     # with twenty tables to rebuild, services/table_engine/README), for a renewal every 2 s
     # per table; a node stalled (or cut from NATS) for 4 s loses its tables (same README).
     table_lease_ttl_seconds: float = 6.0

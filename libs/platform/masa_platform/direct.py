@@ -117,12 +117,15 @@ async def last_messages(
     found: list[StoredMessage] = []
     for start in range(0, len(subjects), _BATCH):
         chunk = list(subjects[start : start + _BATCH])
-        batch, _ = await _batch(
+        batch, pending = await _batch(
             nc,
             f"$JS.API.DIRECT.GET.{stream}",
             json.dumps({"multi_last": chunk, "batch": len(chunk)}).encode(),
             timeout,
         )
+        if pending > 0:
+            # Cut short (the server's byte limit): a key left out would read as absent.
+            raise DirectGetFailed(f"{stream}: {pending} last messages left unanswered")
         found.extend(batch)
     return found
 

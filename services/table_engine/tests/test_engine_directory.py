@@ -41,9 +41,9 @@ class Registry:
     async def open(self, engine: Client) -> JetStreamDirectory:
         self.nodes = await KvBucket.open(self.admin, ENGINE_NODES_BUCKET)
         self.leases = await KvBucket.open(self.admin, LEASE_BUCKET)
-        index = await KvBucket.open(self.admin, INDEX_BUCKET)
+        self.index = await KvBucket.open(self.admin, INDEX_BUCKET)
         for node, table_id in (("quiet", "t1"), ("quiet", "t2"), ("well", "t3"), ("well", "t4")):
-            await index.put(f"{node}.{table_id}", b"")
+            await self.index.put(f"{node}.{table_id}", b"")
             await self.leases.put(table_id, node.encode())
         await self.heartbeat("quiet")
         await self.heartbeat("well")
@@ -68,6 +68,12 @@ class Registry:
         stamp.FromNanoseconds(int(self.wall * 1e9))
         record = engine_pb2.EngineNode(node_id=node, update_time=stamp, draining=draining)
         await self.nodes.put(node, record.SerializeToString())
+
+    async def moved(self, node: str, *table_ids: str) -> None:
+        """An heir took ``table_ids`` over from ``node``: its lease, out of ``node``'s index."""
+        for table_id in table_ids:
+            await self.leases.put(table_id, b"heir")
+            await self.index.delete(f"{node}.{table_id}")
 
     async def later(self, seconds: float, *alive: str) -> None:
         """``seconds`` pass; the ``alive`` nodes rewrite their records."""
@@ -100,13 +106,30 @@ async def test_a_silent_node_gets_its_own_index_listed_soon_while_its_leases_run
     await world.leases.delete("t4")
     # t4 (a lease a node that is well gave up) is for the listing of everything.
     assert await directory.unserved(frozenset({"quiet"})) == [Unserved("t1", "quiet")]
-    # Its record expires: it stays in trouble for a lease's life after it vanished, and the
-    # scans come soon for a lease's life after it first went silent.
+    # Its record expires: it is still in trouble, and the scans come soon for a lease's life
+    # after it first went silent.
     await world.nodes.delete("quiet")
     await world.later(1.1, "well")
     assert await directory.worth_scanning() == Scan(frozenset({"quiet"}), soon=True)
+    assert await directory.unserved(frozenset({"quiet"})) == [Unserved("t1", "quiet")]
     await world.later(ALERT - 1, "well")
     assert await directory.worth_scanning() == Scan(frozenset({"quiet"}), soon=False)
+    assert await directory.unserved(frozenset({"quiet"})) == [Unserved("t1", "quiet")]
+    # It stays in trouble while its index lists tables, for a lease's life after (its
+    # vanishing alone would have kept it for a lease's life until 12.1 s from its silence).
+    await world.later(1.9, "well")
+    assert await directory.worth_scanning() == Scan(frozenset({"quiet"}), soon=False)
+    assert await directory.unserved(frozenset({"quiet"})) == [Unserved("t1", "quiet")]
+    await world.moved("quiet", "t1", "t2")
+    assert await directory.unserved(frozenset({"quiet"})) == []
+    await world.later(ALERT + 0.1, "well")
+    # Its trouble over, one listing of everything closes it, and finds t4.
+    assert await directory.worth_scanning() == Scan()
+    assert await directory.unserved() == [Unserved("t4", "well")]
+    await world.moved("well", "t4")
+    await world.later(1.1, "well")
+    assert await directory.worth_scanning() == Scan()
+    assert await directory.unserved() == []
     await world.later(1.1, "well")
     assert await directory.worth_scanning() is None
 
@@ -129,7 +152,7 @@ async def test_a_listing_of_everything_is_made_when_it_grew_old_and_again_while_
     assert await directory.worth_scanning() is None
 
 
-async def test_a_draining_node_gets_its_index_listed_soon_then_at_the_usual_pace(
+async def test_a_drain_is_news_once_and_its_index_is_listed_while_it_lists_tables(
     registry: tuple[Registry, JetStreamDirectory],
 ) -> None:
     world, directory = registry
@@ -139,11 +162,31 @@ async def test_a_draining_node_gets_its_index_listed_soon_then_at_the_usual_pace
     assert await directory.worth_scanning() == Scan(frozenset({"well"}), soon=True)
     await world.leases.delete("t3")
     assert await directory.unserved(frozenset({"well"})) == [Unserved("t3", "well")]
-    # Drained and kept up, its index (empty once it handed every table over) is still
-    # listed, at the usual pace.
-    await world.later(ALERT + 0.1, "quiet")
+    await world.later(ALERT - 0.5, "quiet")
+    await world.heartbeat("well", draining=True)
+    assert await directory.worth_scanning() == Scan(frozenset({"well"}), soon=True)
+    assert await directory.unserved(frozenset({"well"})) == [Unserved("t3", "well")]
+    await world.later(1.0, "quiet")
     await world.heartbeat("well", draining=True)
     assert await directory.worth_scanning() == Scan(frozenset({"well"}), soon=False)
+    # Every table handed over, it stays drained: nothing more to list after one listing of
+    # everything.
+    await world.moved("well", "t3", "t4")
+    assert await directory.unserved(frozenset({"well"})) == []
+    await world.later(ALERT, "quiet")
+    await world.heartbeat("well", draining=True)
+    assert await directory.worth_scanning() == Scan()
+    assert await directory.unserved() == []
+    await world.later(1.1, "quiet")
+    await world.heartbeat("well", draining=True)
+    assert await directory.worth_scanning() is None
+    # Resumed and draining again: news again.
+    await world.later(1.1, "quiet", "well")
+    assert await directory.worth_scanning() is None
+    await world.heartbeat("well", draining=True)
+    await world.later(1.1, "quiet")
+    await world.heartbeat("well", draining=True)
+    assert await directory.worth_scanning() == Scan(frozenset({"well"}), soon=True)
 
 
 @pytest.mark.parametrize("nodes", [1, 2, 3, 5])

@@ -213,7 +213,6 @@ async def test_the_tables_of_a_dead_node_are_shared_out_and_keep_their_deadlines
     for table in made:
         first = claim_order(table.table_id, ["b", "c"])[0]
         assert table.table_id in (heir_b if first == "b" else heir_c).served
-    assert heir_b.served and heir_c.served
     assert metrics_b.counts["takeover:expired"] + metrics_c.counts["takeover:expired"] == 8
     assert not [key for key in bus.index if key.startswith("dead.")]
     for table in made:
@@ -250,8 +249,14 @@ async def test_a_table_its_first_node_leaves_unserved_goes_to_the_next_after_a_w
     ghosts = {t.table_id for t in made if claim_order(t.table_id, ["b", "ghost"])[0] == "ghost"}
     assert ghosts and len(ghosts) < len(made)
     assert await heir.take_over_unserved() == len(made) - len(ghosts)
+    # One of them is claimed meanwhile and given up again (a rebuild that failed): its wait
+    # still counts from when it was first found unserved.
+    held = min(ghosts)
+    ghost = MemoryOwnership(bus, "ghost")
+    assert await ghost.claim(held)
     bus.clock.advance(1.9)
     assert await heir.take_over_unserved() == 0
+    await ghost.release(held)
     bus.clock.advance(0.2)
     assert await heir.take_over_unserved() == len(ghosts)
     assert sorted(heir.served) == sorted(t.table_id for t in made)

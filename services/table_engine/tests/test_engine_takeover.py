@@ -34,7 +34,6 @@ from masa_platform.testing import NatsServer, keyring
 from masa_rules.elevator import legal_actions
 from masa_table_engine.adapters.jetstream import SNAPSHOT_SCHEMA, log_subject
 from masa_table_engine.adapters.registry import ENGINE_NODES_BUCKET
-from masa_table_engine.app.takeover import claim_order
 from masa_table_engine.bootstrap import Node
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table
@@ -101,12 +100,10 @@ async def test_the_tables_of_a_node_that_died_are_taken_over_and_play_on(
         took = time.monotonic() - died
         # The lease (1.5 s) runs out, a scan (every 0.2 s) finds the table, and it is rebuilt.
         assert took < 5.0
+        # Each table is served by one survivor (the one first in its claim order, unless that
+        # one was slow for two scan periods: test_engine_fakes checks the order).
         counts = {name: len(node.tables.served) for name, node in nodes.items()}
         assert sum(counts.values()) == len(tables)
-        # Each table went to the survivor first in its claim order (rendezvous hashing).
-        for table_id in tables:
-            first = claim_order(table_id, list(nodes))[0]
-            assert table_id in nodes[first].tables.served
         taken = sum(
             registries[name].get_sample_value("masa_table_takeovers_total", {"reason": "expired"})
             or 0

@@ -374,13 +374,15 @@ class JetStreamDirectory:
     A listing of every node's index entries and every lease grows with tables times nodes, so
     the periodic scan lists only what the registry gives a reason to (:meth:`worth_scanning`):
 
-    - a node silent (it missed two rewrites of its record), draining or gone since the last
-      look: its own index entries (one listing filtered on the server by its prefix) and the
-      leases of those tables only (read by key, a request per 256), soon and again for a
-      lease's life after that (its leases run out within it);
-    - the node's own start (it has not seen who was there before), tables found left over by
-      the last listing of everything, or every ``_FULL_SCAN_SECONDS`` (a lease given up after
-      a failed recovery, with every node well): everything.
+    - a node silent (it missed two rewrites of its record), starting to drain or gone since
+      the last look: its own index entries (one listing filtered on the server by its prefix)
+      and the leases of those tables only (read by key, a request per 256), soon for a lease's
+      life after it first went so (its leases run out or are released within it), and for as
+      long as its index lists tables and a lease's life after;
+    - the node's own start (it has not seen who was there before), the end of a node's
+      trouble, tables found left over by the last listing of everything, or every
+      ``_FULL_SCAN_SECONDS`` (a lease given up after a failed recovery, with every node
+      well): everything.
     """
 
     def __init__(
@@ -409,8 +411,12 @@ class JetStreamDirectory:
         # leases it held have run out, and a little more.
         self._alert_seconds = (leases.ttl_seconds or node_ttl_seconds) + _ALERT_MARGIN_SECONDS
         self._everything_until = self._monotonic() + self._alert_seconds
-        # Each node in trouble: since when, and until when its index is still worth listing.
+        # Each node in trouble: since when, and until when its index is still worth listing
+        # (a lease's life after it was last seen silent, started draining, vanished or had
+        # tables in its index). At most the nodes the registry listed lately.
         self._troubled: dict[str, tuple[float, float]] = {}
+        # The nodes draining at the last look: a drain is news once, when it starts.
+        self._draining: set[str] = set()
         self._known: set[str] = set()
         self._listed_at = -math.inf
         self._found = False
@@ -422,15 +428,23 @@ class JetStreamDirectory:
             records = await self._read_nodes(fresh=True)
         wall = self._wall()
         for node, record in records.items():
-            if (
-                record.draining
-                or wall - record.update_time.ToNanoseconds() / 1e9 >= self._silent_after
-            ):
+            silent = wall - record.update_time.ToNanoseconds() / 1e9 >= self._silent_after
+            if silent or (record.draining and node not in self._draining):
                 self._trouble(node, now)
+            elif not record.draining:
+                # Well again (resumed, or restarted under the same id): it serves its index.
+                self._troubled.pop(node, None)
+        self._draining = {node for node, record in records.items() if record.draining}
         for node in self._known - records.keys():
             self._trouble(node, now)
         self._known = set(records)
-        self._troubled = {node: times for node, times in self._troubled.items() if now < times[1]}
+        over = [node for node, (_, until) in self._troubled.items() if now >= until]
+        for node in over:
+            del self._troubled[node]
+        if over:
+            # One listing of everything closes the incident: a table it left unserved (a
+            # rebuild given up, an heir that died before moving the index entry) is found.
+            self._listed_at = -math.inf
         soon = any(now - since < self._alert_seconds for since, _ in self._troubled.values())
         if (
             self._found
@@ -468,6 +482,10 @@ class JetStreamDirectory:
                 for key in await self._index.keys(f"{node}."):
                     listed.setdefault(key.partition(".")[2], node)
             leased = {entry.key for entry in await self._leases.entries_of(list(listed))}
+        # A node in trouble stays so while its index lists tables: they are still to move.
+        now = self._monotonic()
+        for node in set(listed.values()) & self._troubled.keys():
+            self._trouble(node, now)
         return [
             Unserved(table_id, node)
             for table_id, node in listed.items()

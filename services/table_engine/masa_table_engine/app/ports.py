@@ -182,8 +182,8 @@ class LogStore(Protocol):
 
 
 class Directory(Protocol):
-    """What the live nodes see of each other: the tables nobody serves, and how many of them
-    there are to share those tables."""
+    """What the live nodes see of each other: the tables nobody serves, and which nodes are
+    live to take them."""
 
     async def unserved(self, nodes: frozenset[str] | None = None) -> list[Unserved]:
         """The tables the indexes of ``nodes`` (every node's: None) list and nobody leases."""
@@ -191,10 +191,11 @@ class Directory(Protocol):
 
     async def worth_scanning(self) -> Scan | None:
         """What the periodic scan should list, or None when no table can have become unserved
-        since the last listing. A node that went silent, drained or vanished asks for its own
-        index, soon, for a lease's life; the last listing having found some, or the node's
-        own start, or a listing grown old asks for every node's, since that reads every
-        node's index and every lease."""
+        since the last listing. A node that went silent, started draining or vanished asks
+        for its own index, soon for a lease's life, and while that index lists tables; the
+        node's own start, the end of a node's trouble, tables left over by the last listing
+        of everything, or that listing grown old ask for every node's, since that reads
+        every node's index and every lease."""
         ...
 
     async def live_nodes(self) -> list[str]:

@@ -31,6 +31,9 @@ _log = logging.getLogger(__name__)
 _SOON: Final = 0.25
 # How many scan periods a table waits unserved for each node ranked above this one.
 _PATIENCE_SCANS: Final = 2.0
+# How many scan periods a table not seen unserved keeps its wait: its first node may hold
+# its lease a while, fail to rebuild it and give it up, again and again.
+_REMEMBER_SCANS: Final = 10.0
 
 
 class Takeover:
@@ -47,8 +50,9 @@ class Takeover:
         self._recovery = recovery
         self._directory = directory
         self._scan_seconds = scan_seconds
-        # The tables the last listing found unserved, and since when (this node's clock).
-        self._unserved_since: dict[str, float] = {}
+        # The tables lately found unserved: since when, and when last (this node's clock).
+        # Only those seen within _REMEMBER_SCANS are kept.
+        self._unserved_since: dict[str, tuple[float, float]] = {}
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -74,26 +78,26 @@ class Takeover:
                 _log.warning("looking for unserved tables failed: %r", error)
 
     async def take_over_unserved(self, nodes: frozenset[str] | None = None) -> int:
-        """Take over this node's share of the tables nobody serves that the indexes of
-        ``nodes`` (every node's: None) list; how many it took."""
+        """Take over the tables nobody serves that the indexes of ``nodes`` (every node's:
+        None) list and that are this node's to take now (module doc); how many it took."""
         directory = self._directory
         if directory is None or self._state.draining:
+            self._unserved_since = {}
             return 0
         found: dict[str, Unserved] = {}
         for unserved in await directory.unserved(nodes):
             if unserved.table_id not in self._runtimes:
                 found.setdefault(unserved.table_id, unserved)
+        waited = self._waited(found)
         if not found:
             return 0
-        now = self._deps.clock()
-        self._unserved_since = since = {t: self._unserved_since.get(t, now) for t in found}
         me = self._deps.log.writer
         live = {*await directory.live_nodes(), me}
         patience = _PATIENCE_SCANS * self._scan_seconds
         mine = [
             unserved
             for table_id, unserved in found.items()
-            if claim_order(table_id, live).index(me) * patience <= now - since[table_id]
+            if claim_order(table_id, live).index(me) * patience <= waited[table_id]
         ]
         limit = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
@@ -108,6 +112,22 @@ class Takeover:
                     return False
 
         return sum(await asyncio.gather(*(one(u) for u in mine)))
+
+    def _waited(self, found: dict[str, Unserved]) -> dict[str, float]:
+        """How long each table ``found`` has waited unserved, as far as this node has seen."""
+        now = self._deps.clock()
+        remember = _REMEMBER_SCANS * self._scan_seconds
+        seen = {
+            table_id: times
+            for table_id, times in self._unserved_since.items()
+            if now - times[1] <= remember
+        }
+        for table_id in found:
+            first, _ = seen.get(table_id, (now, now))
+            seen[table_id] = (first, now)
+        self._unserved_since = seen
+        # max(): a clock stepped back waits as if the table had just been found.
+        return {table_id: max(0.0, now - seen[table_id][0]) for table_id in found}
 
 
 def claim_order(table_id: str, nodes: Iterable[str]) -> list[str]:
