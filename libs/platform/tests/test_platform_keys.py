@@ -5,14 +5,15 @@ signed before the rotation is refused until the old key is retired on purpose.""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from masa_platform.auth import Role, TokenSigner, TokenVerifier, VerifiedTokens
+from masa_platform.auth import Principal, Role, TokenSigner, TokenVerifier, VerifiedTokens
 from masa_platform.errors import Unauthenticated
 from masa_platform.keys import ISSUER, RESULTS, Keyring, load_jwks, load_mac_keys
 from masa_platform.keys_cli import main
-from masa_platform.settings import AuthSettings
+from masa_platform.settings import AuthSettings, SettingsError, load_settings
 from masa_platform.signing import ResultSigner, ResultVerifier, Sealer, UnknownKey, Unverified
 
 SUBJECT = "masa.table.v1.t1.result"
@@ -100,6 +101,44 @@ def test_rotating_the_issuer_keeps_old_tokens_good_until_the_old_key_is_retired(
     assert kept.principal(new).subject == "bora"
     with pytest.raises(Unauthenticated):
         kept.principal(old)
+
+
+def test_kept_tokens_are_checked_once_each_and_no_more_are_kept_than_the_bound(
+    ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = AuthSettings(jwt_jwks_file=ring.jwks)
+    verifier = TokenVerifier(settings)
+    checks: Counter[str] = Counter()
+    check = verifier.verify_until
+
+    def counted(token: str) -> tuple[Principal, float]:
+        checks[token] += 1
+        return check(token)
+
+    monkeypatch.setattr(verifier, "verify_until", counted)
+    signer = TokenSigner(ring.signer(ISSUER), settings)
+    tokens = [signer.mint(f"p{n}", (Role.PLAYER,)) for n in range(30)]
+    kept = VerifiedTokens(verifier, max_entries=20)
+    for _ in range(3):
+        for number, token in enumerate(tokens[:20]):
+            assert kept.principal(token).subject == f"p{number}"
+    assert [checks[token] for token in tokens[:20]] == [1] * 20
+    assert len(kept) == 20
+    # Beyond the bound the oldest verifications go first.
+    for token in tokens[20:]:
+        kept.principal(token)
+    assert len(kept) == 20
+    assert kept.principal(tokens[0]).subject == "p0"
+    assert checks[tokens[0]] == 2
+    assert kept.principal(tokens[29]).subject == "p29"
+    assert checks[tokens[29]] == 1
+    # A token kept is still refused once changed, though it differs by one character only.
+    with pytest.raises(Unauthenticated):
+        kept.principal(tokens[29][:-2] + ("A" if tokens[29][-2] != "A" else "B") + tokens[29][-1])
+    for value in ("0", "10000001", "many"):
+        with pytest.raises(SettingsError, match="MASA_VERIFIED_TOKENS"):
+            load_settings(AuthSettings, {"MASA_VERIFIED_TOKENS": value})
+    assert load_settings(AuthSettings, {"MASA_VERIFIED_TOKENS": "7"}).verified_tokens == 7
 
 
 def test_rotating_the_results_key_is_taken_up_and_its_retirement_too_by_a_running_verifier(
