@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ import jwt
 from masa_platform.errors import PermissionDenied, TokenExpired, Unauthenticated
 from masa_platform.handlers import Context, WrappingInterceptor, split_method, wrap_handler
 from masa_platform.keys import ISSUER, KeySetFile, PublicKeys, SigningKey
-from masa_platform.settings import AuthSettings
+from masa_platform.settings import DEFAULT_VERIFIED_TOKENS, AuthSettings
 
 __all__ = [
     "PUBLIC_SERVICES",
@@ -415,7 +416,11 @@ def _roles(claims: Mapping[str, Any], identity: str) -> frozenset[Role]:
         allowed = frozenset({own})
     if not roles or not roles <= allowed:
         raise Unauthenticated(f"invalid token: the {identity} key may not grant {sorted(roles)}")
-    return roles
+    # One set per combination (at most 2 ** len(Role)), shared by every token kept verified.
+    return _ROLE_SETS.setdefault(roles, roles)
+
+
+_ROLE_SETS: dict[frozenset[Role], frozenset[Role]] = {}
 
 
 def _expiry(claims: Mapping[str, Any], settings: AuthSettings) -> float:
@@ -430,34 +435,42 @@ class VerifiedTokens:
     The kept tokens are dropped whenever the trusted keys change (a rotation that removed a
     key must not leave its tokens accepted), and every use checks the expiry: a kept token is
     accepted exactly as long as verifying it again would accept it. At most ``max_entries``
-    are kept (``MASA_VERIFIED_TOKENS``), each under a 128-bit digest of the token rather than
-    the token itself (a fifth of the memory; a different token with the same digest cannot be
-    found), the oldest verification going first.
+    are kept (``MASA_VERIFIED_TOKENS``), the oldest verification going first, each under a
+    128-bit digest of the token keyed with this process's own secret rather than the token
+    itself: about half the memory, and finding another token with a kept one's digest is out of
+    reach (a second preimage, against a key nobody outside sees).
     """
 
-    def __init__(self, verifier: TokenVerifier, *, max_entries: int = 50_000) -> None:
+    def __init__(
+        self, verifier: TokenVerifier, *, max_entries: int = DEFAULT_VERIFIED_TOKENS
+    ) -> None:
         self._verifier = verifier
         self._max_entries = max_entries
         self._generation = verifier.generation
-        self._tokens: dict[bytes, tuple[Principal, float]] = {}
+        self._secret = secrets.token_bytes(16)
+        self._tokens: dict[bytes, Principal] = {}
 
     def __len__(self) -> int:
         return len(self._tokens)
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
 
     def principal(self, token: str) -> Principal:
         if self._generation != self._verifier.generation:
             self._tokens.clear()
             self._generation = self._verifier.generation
-        key = hashlib.blake2b(token.encode(), digest_size=16).digest()
+        key = hashlib.blake2b(token.encode(), digest_size=16, key=self._secret).digest()
         kept = self._tokens.get(key)
-        if kept is not None and time.time() < kept[1]:
-            return kept[0]
-        principal, expires = self._verifier.verify_until(token)
+        if kept is not None and time.time() < kept.expires_at:
+            return kept
+        principal, _ = self._verifier.verify_until(token)
         self._tokens.pop(key, None)
         if len(self._tokens) >= self._max_entries:
             # Insertion order: the oldest verification goes first.
             del self._tokens[next(iter(self._tokens))]
-        self._tokens[key] = (principal, expires)
+        self._tokens[key] = principal
         return principal
 
 

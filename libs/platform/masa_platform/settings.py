@@ -78,6 +78,10 @@ class TlsSettings:
         return self.tls_cert is not None
 
 
+# Tokens a server keeps verified unless MASA_VERIFIED_TOKENS says otherwise.
+DEFAULT_VERIFIED_TOKENS: Final = 50_000
+
+
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
     """How bearer tokens are checked, and signed by a service that calls others
@@ -94,10 +98,10 @@ class AuthSettings:
     jwt_leeway_seconds: float = 0.0
     jwt_jwks_file: Path | None = None
     jwt_key_file: Path | None = None
-    # Tokens kept verified (masa_platform.auth.VerifiedTokens), about 300 bytes each: the
-    # distinct tokens one process sees within their lives, or every call of the ones beyond
-    # pays a signature check again (about 0.1 ms here).
-    verified_tokens: int = 50_000
+    # Tokens kept verified (masa_platform.auth.VerifiedTokens): the distinct tokens one
+    # process sees within their lives, or every call of the ones beyond pays a signature
+    # check again (about 0.1 ms here).
+    verified_tokens: int = DEFAULT_VERIFIED_TOKENS
 
     def __post_init__(self) -> None:
         if not self.jwt_issuer or not self.jwt_audience:

@@ -15,6 +15,7 @@ import json
 import shutil
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -346,6 +347,35 @@ async def test_a_token_verified_once_is_refused_once_it_expires(
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await who(b"", metadata=metadata)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_server_keeps_as_many_verified_tokens_as_its_setting_says(
+    serve: ServeFactory, keys: Keyring, auth: AuthSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MASA_VERIFIED_TOKENS bounds what a server keeps verified: within it every token is
+    checked once, beyond it the callers that come round in turn are checked every call."""
+    checks: list[str] = []
+    check = TokenVerifier.verify_until
+
+    def counted(verifier: TokenVerifier, token: str) -> tuple[Principal, float]:
+        checks.append(token)
+        return check(verifier, token)
+
+    monkeypatch.setattr(TokenVerifier, "verify_until", counted)
+    tokens = [signer(keys, auth).mint(name) for name in ("ayse", "bora", "cem")]
+    for kept, expected in ((3, 3), (2, 9)):
+        checks.clear()
+        bounded = replace(auth, verified_tokens=kept)
+        async with (
+            serve(HANDLERS, interceptors=standard_interceptors(bounded, policy=POLICY)) as server,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            who = unary_unary(channel, "WhoAmI")
+            for _ in range(3):
+                for token, name in zip(tokens, ("ayse", "bora", "cem"), strict=True):
+                    metadata = (("authorization", f"Bearer {token}"),)
+                    assert await who(b"", metadata=metadata) == f"{name}:player".encode()
+        assert len(checks) == expected
 
 
 async def _read_until_token_expires(

@@ -119,6 +119,7 @@ def test_kept_tokens_are_checked_once_each_and_no_more_are_kept_than_the_bound(
     signer = TokenSigner(ring.signer(ISSUER), settings)
     tokens = [signer.mint(f"p{n}", (Role.PLAYER,)) for n in range(30)]
     kept = VerifiedTokens(verifier, max_entries=20)
+    assert VerifiedTokens(verifier).max_entries == AuthSettings().verified_tokens == 50_000
     for _ in range(3):
         for number, token in enumerate(tokens[:20]):
             assert kept.principal(token).subject == f"p{number}"
