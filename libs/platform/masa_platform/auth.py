@@ -442,10 +442,16 @@ class VerifiedTokens:
     """
 
     def __init__(
-        self, verifier: TokenVerifier, *, max_entries: int = DEFAULT_VERIFIED_TOKENS
+        self,
+        verifier: TokenVerifier,
+        *,
+        max_entries: int = DEFAULT_VERIFIED_TOKENS,
+        on_check: Callable[[], None] | None = None,
     ) -> None:
         self._verifier = verifier
         self._max_entries = max_entries
+        # Told of every signature check (masa_token_signature_checks_total).
+        self._on_check = on_check
         self._generation = verifier.generation
         self._secret = secrets.token_bytes(16)
         self._tokens: dict[bytes, Principal] = {}
@@ -465,6 +471,8 @@ class VerifiedTokens:
         kept = self._tokens.get(key)
         if kept is not None and time.time() < kept.expires_at:
             return kept
+        if self._on_check is not None:
+            self._on_check()
         principal, _ = self._verifier.verify_until(token)
         self._tokens.pop(key, None)
         if len(self._tokens) >= self._max_entries:
@@ -490,10 +498,22 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
 class AuthInterceptor(WrappingInterceptor):
     """Authenticates every non-public call and lets only the policy's roles through."""
 
-    def __init__(self, settings: AuthSettings, policy: AuthPolicy | None = None) -> None:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        policy: AuthPolicy | None = None,
+        *,
+        on_check: Callable[[], None] | None = None,
+    ) -> None:
         self._policy = policy or AuthPolicy()
-        self._tokens = VerifiedTokens(TokenVerifier(settings), max_entries=settings.verified_tokens)
+        self._tokens = VerifiedTokens(
+            TokenVerifier(settings), max_entries=settings.verified_tokens, on_check=on_check
+        )
         super().__init__()
+
+    def tokens_kept(self) -> int:
+        """How many tokens are kept verified now (``masa_verified_tokens``)."""
+        return len(self._tokens)
 
     def _applies(self, method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> bool:
         return not self._policy.is_public(method)

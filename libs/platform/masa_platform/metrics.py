@@ -99,6 +99,18 @@ class GrpcMetrics:
             buckets=HANDLING_BUCKETS,
             registry=registry,
         )
+        # The tokens kept verified (masa_platform.auth.VerifiedTokens): a signature check per
+        # token while MASA_VERIFIED_TOKENS holds them all, one per call beyond it.
+        self.token_checks = Counter(
+            "masa_token_signature_checks_total",
+            "Bearer tokens checked by their signature (the others were found verified already).",
+            registry=registry,
+        )
+        self.tokens_kept = Gauge(
+            "masa_verified_tokens",
+            "Bearer tokens kept verified, at most MASA_VERIFIED_TOKENS.",
+            registry=registry,
+        )
 
 
 # Background work runs from a millisecond (a KV put) to seconds (an invariant check).

@@ -91,7 +91,12 @@ def standard_interceptors(
         chain.append(MetricsInterceptor(metrics))
     chain.append(LogContextInterceptor())
     chain.append(ErrorInterceptor())
-    chain.append(AuthInterceptor(auth, policy))
+    authenticating = AuthInterceptor(
+        auth, policy, on_check=metrics.token_checks.inc if metrics is not None else None
+    )
+    if metrics is not None:
+        metrics.tokens_kept.set_function(authenticating.tokens_kept)
+    chain.append(authenticating)
     if quotas is not None:
         chain.append(QuotaInterceptor(quotas, policy))
     chain.append(IdempotencyInterceptor(idempotency, uncached=uncached))

@@ -41,10 +41,12 @@ from masa_platform.auth import (
 )
 from masa_platform.errors import TokenExpired, Unauthenticated, error_info, reason_name
 from masa_platform.keys import ISSUER, Keyring, SigningKey, jwks_document, key_id
+from masa_platform.metrics import GrpcMetrics
 from masa_platform.server import standard_interceptors
 from masa_platform.settings import AuthSettings, SettingsError
 from masa_platform.testing import HealthStub
 from platform_support import TEST_SERVICE, Handlers, ServeFactory, unary_stream, unary_unary
+from prometheus_client import CollectorRegistry
 
 POLICY = AuthPolicy(
     allowed={
@@ -366,8 +368,10 @@ async def test_a_server_keeps_as_many_verified_tokens_as_its_setting_says(
     for kept, expected in ((3, 3), (2, 9)):
         checks.clear()
         bounded = replace(auth, verified_tokens=kept)
+        registry = CollectorRegistry()
+        interceptors = standard_interceptors(bounded, policy=POLICY, metrics=GrpcMetrics(registry))
         async with (
-            serve(HANDLERS, interceptors=standard_interceptors(bounded, policy=POLICY)) as server,
+            serve(HANDLERS, interceptors=interceptors) as server,
             grpc.aio.insecure_channel(server.address) as channel,
         ):
             who = unary_unary(channel, "WhoAmI")
@@ -376,6 +380,9 @@ async def test_a_server_keeps_as_many_verified_tokens_as_its_setting_says(
                     metadata = (("authorization", f"Bearer {token}"),)
                     assert await who(b"", metadata=metadata) == f"{name}:player".encode()
         assert len(checks) == expected
+        # Operators see it: the checks grow with the calls when the tokens do not fit.
+        assert registry.get_sample_value("masa_token_signature_checks_total") == expected
+        assert registry.get_sample_value("masa_verified_tokens") == kept
 
 
 async def _read_until_token_expires(
