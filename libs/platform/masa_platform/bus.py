@@ -172,6 +172,8 @@ class KvBucket:
         self._js = nc.jetstream()
         self.bucket = bucket
         self.ttl_seconds = ttl_seconds
+        # The subjects of the bucket's keys start with this.
+        self._subjects = f"$KV.{bucket}."
 
     @classmethod
     async def open(cls, nc: Client, bucket: str) -> KvBucket:
@@ -208,7 +210,7 @@ class KvBucket:
         # A bucket keeps a key's last writes only (its history), so reading the stream in
         # order and keeping each key's last message finds every live entry.
         stored = await messages_after(
-            self._nc, f"KV_{self.bucket}", f"$KV.{self.bucket}.{prefix}>", timeout=timeout
+            self._nc, f"KV_{self.bucket}", f"{self._subjects}{prefix}>", timeout=timeout
         )
         latest: dict[str, KvEntry | None] = {}
         for message in stored:
@@ -221,13 +223,13 @@ class KvBucket:
         stored = await last_messages(
             self._nc,
             f"KV_{self.bucket}",
-            [f"$KV.{self.bucket}.{key}" for key in keys],
+            [f"{self._subjects}{key}" for key in keys],
             timeout=timeout,
         )
         return [entry for entry in map(self._live, stored) if entry is not None]
 
     def _key(self, message: StoredMessage) -> str:
-        return message.subject[len(f"$KV.{self.bucket}.") :]
+        return message.subject[len(self._subjects) :]
 
     def _live(self, message: StoredMessage) -> KvEntry | None:
         headers = message.headers

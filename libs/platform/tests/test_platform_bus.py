@@ -227,12 +227,18 @@ async def test_kv_keys_lists_the_live_keys_under_a_prefix_on_the_server(
     assert marker.headers["KV-Operation"] == "PURGE"
 
 
+async def _leases(nc: Client, count: int) -> KvBucket:
+    """A new bucket of ``count`` leases: ``t<n>`` held by ``node-<n % 3>``."""
+    bucket = await new_bucket(nc, "leases_")
+    for n in range(count):
+        await bucket.put(f"t{n}", f"node-{n % 3}".encode())
+    return bucket
+
+
 async def test_kv_entries_lists_the_live_entries_with_their_values_in_one_listing(
     nc: Client,
 ) -> None:
-    bucket = await new_bucket(nc, "leases_")
-    for n in range(10):
-        await bucket.put(f"t{n}", f"node-{n % 3}".encode())
+    bucket = await _leases(nc, 10)
     await bucket.put("t0", b"node-9")
     await bucket.delete("t1")
     found = {entry.key: entry for entry in await bucket.entries()}
@@ -248,9 +254,7 @@ async def test_kv_entries_lists_the_live_entries_with_their_values_in_one_listin
 async def test_kv_entries_of_reads_the_named_keys_live_entries_in_a_few_requests(
     nc: Client,
 ) -> None:
-    bucket = await new_bucket(nc, "leases_")
-    for n in range(600):
-        await bucket.put(f"t{n}", f"node-{n % 3}".encode())
+    bucket = await _leases(nc, 600)
     await bucket.delete("t1")
     await bucket.forget("t2")
     await bucket.put("t0", b"node-9")
