@@ -240,7 +240,9 @@ async def jetstream_stores(settings: EngineSettings, address: str, loops: LoopMe
             renew_every=lease_seconds / 3,
             loops=loops,
         ),
-        directory=JetStreamDirectory(index, leases, nodes, node_ttl_seconds=node_seconds),
+        directory=JetStreamDirectory(
+            index, leases, nodes, node=settings.node_id, node_ttl_seconds=node_seconds
+        ),
         registry=registry,
         probe=probe,
         close=lambda: _closed(publisher, nc),

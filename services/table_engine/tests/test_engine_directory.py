@@ -19,12 +19,14 @@ from masa_platform.testing import NatsServer
 from masa_table_engine.adapters.jetstream import INDEX_BUCKET, LEASE_BUCKET, JetStreamDirectory
 from masa_table_engine.adapters.registry import ENGINE_NODES_BUCKET
 from masa_table_engine.app.ports import Scan, Unserved
-from masa_table_engine.app.takeover import claim_order
+from masa_table_engine.app.rendezvous import claim_order
 from nats.aio.client import Client
 
 NODE_TTL = 6.0
 # The lease TTL of the bus plan (6 s) and the directory's margin after it (5 s).
 ALERT = 11.0
+# How often one node lists every table for the cluster.
+PERIOD = 30.0
 
 
 class Registry:
@@ -39,6 +41,9 @@ class Registry:
         self.listed = self.monotonic
 
     async def open(self, engine: Client) -> JetStreamDirectory:
+        """The directory of node "me", not in the registry yet (so never the cluster's
+        lister: :meth:`directory` makes others)."""
+        self.engine = engine
         self.nodes = await KvBucket.open(self.admin, ENGINE_NODES_BUCKET)
         self.leases = await KvBucket.open(self.admin, LEASE_BUCKET)
         self.index = await KvBucket.open(self.admin, INDEX_BUCKET)
@@ -47,21 +52,27 @@ class Registry:
             await self.leases.put(table_id, node.encode())
         await self.heartbeat("quiet")
         await self.heartbeat("well")
-        directory = JetStreamDirectory(
-            await KvBucket.open(engine, INDEX_BUCKET),
-            await KvBucket.open(engine, LEASE_BUCKET),
-            await KvBucket.open(engine, ENGINE_NODES_BUCKET),
-            node_ttl_seconds=NODE_TTL,
-            monotonic=lambda: self.monotonic,
-            wall=lambda: self.wall,
-        )
-        # A node that starts has not seen who was there before: it lists everything.
-        assert await directory.worth_scanning() == Scan()
+        directory = await self.directory("me")
+        # A node that starts has not seen who was there before: it lists everything, and
+        # takes what it finds (no node is in trouble).
+        assert await directory.worth_scanning() == Scan(claim_all=True)
         assert await directory.unserved() == []
         self.listed = self.monotonic
         await self.later(ALERT + 1, "quiet", "well")
         assert await directory.worth_scanning() is None
         return directory
+
+    async def directory(self, node: str) -> JetStreamDirectory:
+        """The directory of ``node``, reading as the table engine's NATS user."""
+        return JetStreamDirectory(
+            await KvBucket.open(self.engine, INDEX_BUCKET),
+            await KvBucket.open(self.engine, LEASE_BUCKET),
+            await KvBucket.open(self.engine, ENGINE_NODES_BUCKET),
+            node=node,
+            node_ttl_seconds=NODE_TTL,
+            monotonic=lambda: self.monotonic,
+            wall=lambda: self.wall,
+        )
 
     async def heartbeat(self, node: str, *, draining: bool = False) -> None:
         stamp = timestamp_pb2.Timestamp()
@@ -124,32 +135,66 @@ async def test_a_silent_node_gets_its_own_index_listed_soon_while_its_leases_run
     assert await directory.unserved(frozenset({"quiet"})) == []
     await world.later(ALERT + 0.1, "well")
     # Its trouble over, one listing of everything closes it, and finds t4.
-    assert await directory.worth_scanning() == Scan()
+    assert await directory.worth_scanning() == Scan(claim_all=True)
     assert await directory.unserved() == [Unserved("t4", "well")]
     await world.moved("well", "t4")
     await world.later(1.1, "well")
-    assert await directory.worth_scanning() == Scan()
+    assert await directory.worth_scanning() == Scan(claim_all=True)
     assert await directory.unserved() == []
     await world.later(1.1, "well")
     assert await directory.worth_scanning() is None
 
 
-async def test_a_listing_of_everything_is_made_when_it_grew_old_and_again_while_it_finds_some(
+async def test_one_live_node_a_period_lists_everything_and_takes_what_it_finds(
     registry: tuple[Registry, JetStreamDirectory],
 ) -> None:
-    world, directory = registry
+    world, me = registry
+    directories = {"me": me, "quiet": await world.directory("quiet")}
+    directories["well"] = await world.directory("well")
+    nodes = sorted(directories)
+    for node in ("quiet", "well"):
+        # Each starts with a listing of everything.
+        assert await directories[node].worth_scanning() == Scan(claim_all=True)
+        assert await directories[node].unserved() == []
+
+    async def next_period() -> dict[str, Scan | None]:
+        await world.later(PERIOD - world.wall % PERIOD + 0.1, *nodes)
+        return {node: await d.worth_scanning() for node, d in directories.items()}
+
+    listed: Counter[str] = Counter()
+    for _ in range(24):
+        scans = await next_period()
+        lister = claim_order(f"listing/{int(world.wall // PERIOD)}", nodes)[0]
+        # The cluster's listing, by one node; the others list nothing, and nor does the
+        # lister again within the period.
+        assert scans == {node: Scan(claim_all=True) if node == lister else None for node in nodes}
+        assert await directories[lister].unserved() == []
+        listed[lister] += 1
+        await world.later(1.1, *nodes)
+        assert [await d.worth_scanning() for d in directories.values()] == [None] * 3
+    assert sorted(listed) == nodes
+    # A lease given up with every node well: the period's lister finds it, takes it at once,
+    # and lists again while it finds some.
     await world.leases.delete("t4")
-    await world.later(30 - 0.1 - (world.monotonic - world.listed), "quiet", "well")
-    assert await directory.worth_scanning() is None
-    await world.later(0.2, "quiet", "well")
-    assert await directory.worth_scanning() == Scan()
-    assert await directory.unserved() == [Unserved("t4", "well")]
-    await world.later(1.1, "quiet", "well")
-    assert await directory.worth_scanning() == Scan()
+    scans = await next_period()
+    (lister,) = (node for node, scan in scans.items() if scan is not None)
+    assert await directories[lister].unserved() == [Unserved("t4", "well")]
+    await world.later(1.1, *nodes)
+    assert {node: await d.worth_scanning() for node, d in directories.items()} == {
+        node: Scan(claim_all=True) if node == lister else None for node in nodes
+    }
     await world.leases.put("t4", b"heir")
-    assert await directory.unserved() == []
-    await world.later(1.1, "quiet", "well")
-    assert await directory.worth_scanning() is None
+    assert await directories[lister].unserved() == []
+    await world.later(1.1, *nodes)
+    assert [await d.worth_scanning() for d in directories.values()] == [None] * 3
+    # With a node in trouble, the tables found are shared out by rank, the cluster's listing
+    # included; a silent node is not live, so not the period's lister.
+    await world.later(PERIOD - world.wall % PERIOD - 4.5, *nodes)
+    await world.later(5.0, "me", "well")
+    lister = claim_order(f"listing/{int(world.wall // PERIOD)}", ["me", "well"])[0]
+    other = "well" if lister == "me" else "me"
+    assert await directories[lister].worth_scanning() == Scan(soon=True)
+    assert await directories[other].worth_scanning() == Scan(frozenset({"quiet"}), soon=True)
 
 
 async def test_a_drain_is_news_once_and_its_index_is_listed_while_it_lists_tables(
@@ -175,7 +220,7 @@ async def test_a_drain_is_news_once_and_its_index_is_listed_while_it_lists_table
     assert await directory.unserved(frozenset({"well"})) == []
     await world.later(ALERT, "quiet")
     await world.heartbeat("well", draining=True)
-    assert await directory.worth_scanning() == Scan()
+    assert await directory.worth_scanning() == Scan(claim_all=True)
     assert await directory.unserved() == []
     await world.later(1.1, "quiet")
     await world.heartbeat("well", draining=True)

@@ -51,10 +51,10 @@ from masa_table_engine.app.ports import (
     NullMetrics,
     Snapshot,
 )
+from masa_table_engine.app.rendezvous import claim_order
 from masa_table_engine.app.runtime import Deps, RuntimeSettings, WatchItem
 from masa_table_engine.app.stakes import StakeBinder, StakesRefused
 from masa_table_engine.app.tables import Tables
-from masa_table_engine.app.takeover import claim_order
 from masa_table_engine.bootstrap import Stores, StoresFactory, start_node
 from masa_table_engine.domain.model import SeatChange, SeatChanged, TimerFired, TimerKind
 from masa_table_engine.domain.table import TimerPolicy, accept
@@ -261,6 +261,33 @@ async def test_a_table_its_first_node_leaves_unserved_goes_to_the_next_after_a_w
     assert await heir.take_over_unserved() == len(ghosts)
     assert sorted(heir.served) == sorted(t.table_id for t in made)
     await heir.close()
+
+
+async def test_a_scan_with_no_node_in_trouble_takes_every_table_it_finds_at_once(
+    bus: MemoryBus,
+) -> None:
+    """One node lists every table for the cluster each period (JetStreamDirectory), so a
+    lease given up with every node well is seen by that node alone: it takes the table
+    whatever the claim order says, without waiting for the nodes ranked above it."""
+    gone, _, _ = _node(bus, "gone")
+    made = [await gone.create(_config()) for _ in range(12)]
+    await gone.close()
+    del bus.nodes["gone"]
+    finder, _, _ = _node(bus, "finder")
+    # Listed live, but nothing runs there.
+    bus.nodes["ghost"] = ("ghost:7000", False)
+    bus.clock.advance(LEASE_SECONDS + 1)
+    firsts = {
+        t.table_id for t in made if claim_order(t.table_id, ["finder", "ghost"])[0] == "finder"
+    }
+    assert firsts and len(firsts) < len(made)
+    # By rank, it takes only its own first ...
+    assert await finder.take_over_unserved() == len(firsts)
+    assert sorted(finder.served) == sorted(firsts)
+    # ... and every table it finds when the scan says so.
+    assert await finder.take_over_unserved(claim_all=True) == len(made) - len(firsts)
+    assert sorted(finder.served) == sorted(t.table_id for t in made)
+    await finder.close()
 
 
 async def test_a_drain_hands_every_table_over_for_the_next_scan(bus: MemoryBus) -> None:

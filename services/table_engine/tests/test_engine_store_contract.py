@@ -132,7 +132,7 @@ async def stores(request: pytest.FixtureRequest, nats_server: NatsServer) -> Asy
         yield Stores(
             (log(a), log(b)),
             owners,
-            JetStreamDirectory(index, leases, nodes, node_ttl_seconds=10),
+            JetStreamDirectory(index, leases, nodes, node=a, node_ttl_seconds=10),
             JetStreamResults(client, ResultSigner(keyring().signer(RESULTS))),
             lambda: asyncio.sleep(LEASE_SECONDS + 1.5),
             on_the_bus,

@@ -69,6 +69,7 @@ from masa_table_engine.app.ports import (
     Snapshot,
     Unserved,
 )
+from masa_table_engine.app.rendezvous import claim_order
 from masa_table_engine.domain.model import Entry
 from masa_table_engine.domain.table import Table, table_from_json, table_to_json
 
@@ -380,9 +381,12 @@ class JetStreamDirectory:
       life after it first went so (its leases run out or are released within it), and for as
       long as its index lists tables and a lease's life after;
     - the node's own start (it has not seen who was there before), the end of a node's
-      trouble, tables found left over by the last listing of everything, or every
-      ``_FULL_SCAN_SECONDS`` (a lease given up after a failed recovery, with every node
-      well): everything.
+      trouble, tables found left over by the last listing of everything: everything;
+    - and, for a lease given up with every node well (a recovery that failed), everything once
+      every ``_FULL_SCAN_SECONDS`` by one live node for the whole cluster: the one that ranks
+      first for that period (:func:`~masa_table_engine.app.rendezvous.claim_order`), so the
+      reads do not grow with the nodes. With no node in trouble, the scan says to take what it
+      finds at once (``Scan.claim_all``): no other node may list it soon.
     """
 
     def __init__(
@@ -391,6 +395,7 @@ class JetStreamDirectory:
         leases: KvBucket,
         nodes: KvBucket,
         *,
+        node: str,
         node_ttl_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -398,6 +403,7 @@ class JetStreamDirectory:
         self._index = index
         self._leases = leases
         self._nodes = nodes
+        self._node = node
         # The clocks (a test's own): intervals, and the registry records' write times.
         self._monotonic = monotonic
         self._wall = wall
@@ -418,7 +424,10 @@ class JetStreamDirectory:
         # The nodes draining at the last look: a drain is news once, when it starts.
         self._draining: set[str] = set()
         self._known: set[str] = set()
-        self._listed_at = -math.inf
+        # A listing of everything is owed (a node's trouble ended); the last period whose
+        # lister this node looked up.
+        self._owed = False
+        self._turn_period: int | None = None
         self._found = False
 
     async def worth_scanning(self) -> Scan | None:
@@ -444,17 +453,26 @@ class JetStreamDirectory:
         if over:
             # One listing of everything closes the incident: a table it left unserved (a
             # rebuild given up, an heir that died before moving the index entry) is found.
-            self._listed_at = -math.inf
+            self._owed = True
         soon = any(now - since < self._alert_seconds for since, _ in self._troubled.values())
-        if (
-            self._found
-            or now < self._everything_until
-            or now - self._listed_at >= _FULL_SCAN_SECONDS
-        ):
-            return Scan(soon=soon)
+        turn = self._my_turn(records, wall)
+        if self._found or self._owed or now < self._everything_until or turn:
+            return Scan(soon=soon, claim_all=not self._troubled)
         if self._troubled:
             return Scan(frozenset(self._troubled), soon=soon)
         return None
+
+    def _my_turn(self, records: dict[str, engine_pb2.EngineNode], wall: float) -> bool:
+        """Whether this node lists everything for the cluster in this period: at the first
+        scan of each period, the live node that ranks first for it does. Nodes that see the
+        registry differently may both list, or none: a period is then listed twice, or
+        skipped."""
+        period = math.floor(wall / _FULL_SCAN_SECONDS)
+        if period == self._turn_period:
+            return False
+        self._turn_period = period
+        order = claim_order(f"listing/{period}", self._live(records, wall))
+        return bool(order) and order[0] == self._node
 
     def _trouble(self, node: str, now: float) -> None:
         since, _ = self._troubled.get(node, (now, now))
@@ -471,7 +489,7 @@ class JetStreamDirectory:
             node, _, table_id = key.partition(".")
             if table_id and table_id not in leased:
                 found.append(Unserved(table_id, node))
-        self._listed_at = self._monotonic()
+        self._owed = False
         self._found = bool(found)
         return found
 
@@ -493,14 +511,16 @@ class JetStreamDirectory:
         ]
 
     async def live_nodes(self) -> list[str]:
-        now = self._wall()
         with _answering("the engine-node registry"):
             records = await self._read_nodes()
+        return self._live(records, self._wall())
+
+    def _live(self, records: dict[str, engine_pb2.EngineNode], wall: float) -> list[str]:
         return [
             node
             for node, record in records.items()
             if not record.draining
-            and now - record.update_time.ToNanoseconds() / 1e9 < self._silent_after
+            and wall - record.update_time.ToNanoseconds() / 1e9 < self._silent_after
         ]
 
     async def address_of(self, node: str) -> str | None:
@@ -528,7 +548,7 @@ class JetStreamDirectory:
 
 
 _NODES_FRESH_SECONDS: Final = 1.0
-# With every node well, the tables are still listed this often (see JetStreamDirectory).
+# With every node well, one node lists every table this often (see JetStreamDirectory).
 _FULL_SCAN_SECONDS: Final = 30.0
 _ALERT_MARGIN_SECONDS: Final = 5.0
 # Lease renewals in flight at once.

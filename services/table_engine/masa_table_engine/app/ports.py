@@ -116,10 +116,14 @@ class Unserved:
 class Scan:
     """What a takeover scan lists: the tables of ``nodes``' indexes (every node's: None) that
     nobody leases. ``soon``: a node just went silent, drained or vanished, so its leases run
-    out (or were released) any moment now and the next scan should follow quickly."""
+    out (or were released) any moment now and the next scan should follow quickly.
+    ``claim_all``: no node is in trouble, so a table found unserved is not one of a dead or
+    draining node's that every live node is splitting by rank, and other nodes may never list
+    it: the node that found it takes it at once."""
 
     nodes: frozenset[str] | None = None
     soon: bool = False
+    claim_all: bool = False
 
 
 class LogStore(Protocol):
@@ -194,8 +198,8 @@ class Directory(Protocol):
         since the last listing. A node that went silent, started draining or vanished asks
         for its own index, soon for a lease's life, and while that index lists tables; the
         node's own start, the end of a node's trouble, tables left over by the last listing
-        of everything, or that listing grown old ask for every node's, since that reads
-        every node's index and every lease."""
+        of everything, or this node's turn to list for the cluster (one live node a period)
+        ask for every node's, since that reads every node's index and every lease."""
         ...
 
     async def live_nodes(self) -> list[str]:

@@ -131,10 +131,10 @@ class Tables:
     def start_takeover(self) -> None:
         self._takeover.start()
 
-    async def take_over_unserved(self) -> int:
+    async def take_over_unserved(self, *, claim_all: bool = False) -> int:
         """See :meth:`Takeover.take_over_unserved
-        <masa_table_engine.app.takeover.Takeover.take_over_unserved>`."""
-        return await self._takeover.take_over_unserved()
+        <masa_table_engine.app.takeover.Takeover.take_over_unserved>` (every node's index)."""
+        return await self._takeover.take_over_unserved(claim_all=claim_all)
 
     async def drain(self) -> int:
         """See :meth:`Drain.drain <masa_table_engine.app.drain.Drain.drain>`."""

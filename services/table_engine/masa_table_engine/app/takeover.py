@@ -2,28 +2,31 @@
 whose lease nobody holds (their node died and its leases expired, or it drained and released
 them), every ``takeover_scan_seconds``, and every quarter of that while a node has just gone
 silent, drained or vanished (its leases run out any moment then). Each table goes to the
-live node that ranks it first (rendezvous hashing, :func:`claim_order`), which every node
-computes alike from the table's id and the live nodes alone, so the survivors of a dead node
-split its tables in one scan whatever each of them has seen claimed so far; one that stays
-unserved (its first node is slow, or sees other live nodes) goes to the next node in its order
-after ``_PATIENCE_SCANS`` scan periods, and so on. A node rebuilds each table it takes from the
-snapshot and the log after it (:mod:`~masa_table_engine.app.recovery`, which voids a table it
-cannot rebuild), lists it in its own index and serves it."""
+live node that ranks it first (rendezvous hashing,
+:func:`~masa_table_engine.app.rendezvous.claim_order`), which every node computes alike from
+the table's id and the live nodes alone, so the survivors of a dead node split its tables in
+one scan whatever each of them has seen claimed so far; one that stays unserved (its first
+node is slow, or sees other live nodes) goes to the next node in its order after
+``_PATIENCE_SCANS`` scan periods, and so on. With no node in trouble, a table found unserved
+(a lease given up after a failed rebuild) goes to the node that found it: one node lists
+everything for the cluster each period, so the others may not see it soon
+(``Scan.claim_all``). A node rebuilds each table it takes from the snapshot and the log after
+it (:mod:`~masa_table_engine.app.recovery`, which voids a table it cannot rebuild), lists it
+in its own index and serves it."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import random
-from collections.abc import Iterable
 from typing import Final
 
 from masa_table_engine.app.node_state import NodeState
 from masa_table_engine.app.ports import Directory, Unserved
 from masa_table_engine.app.recovery import RECOVERY_CONCURRENCY, Recovery
+from masa_table_engine.app.rendezvous import claim_order
 
-__all__ = ["Takeover", "claim_order"]
+__all__ = ["Takeover"]
 
 _log = logging.getLogger(__name__)
 
@@ -73,13 +76,16 @@ class Takeover:
                         scan = await self._directory.worth_scanning()
                     soon = scan is not None and scan.soon
                     if scan is not None:
-                        await self.take_over_unserved(scan.nodes)
+                        await self.take_over_unserved(scan.nodes, claim_all=scan.claim_all)
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
 
-    async def take_over_unserved(self, nodes: frozenset[str] | None = None) -> int:
+    async def take_over_unserved(
+        self, nodes: frozenset[str] | None = None, *, claim_all: bool = False
+    ) -> int:
         """Take over the tables nobody serves that the indexes of ``nodes`` (every node's:
-        None) list and that are this node's to take now (module doc); how many it took."""
+        None) list and that are this node's to take now (module doc; every one of them with
+        ``claim_all``, :class:`~masa_table_engine.app.ports.Scan`); how many it took."""
         directory = self._directory
         if directory is None or self._state.draining:
             self._unserved_since = {}
@@ -97,7 +103,7 @@ class Takeover:
         mine = [
             unserved
             for table_id, unserved in found.items()
-            if claim_order(table_id, live).index(me) * patience <= waited[table_id]
+            if claim_all or claim_order(table_id, live).index(me) * patience <= waited[table_id]
         ]
         limit = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
@@ -128,14 +134,3 @@ class Takeover:
         self._unserved_since = seen
         # max(): a clock stepped back waits as if the table had just been found.
         return {table_id: max(0.0, now - seen[table_id][0]) for table_id in found}
-
-
-def claim_order(table_id: str, nodes: Iterable[str]) -> list[str]:
-    """The order in which ``nodes`` claim the table: by rendezvous hashing, so that each table
-    goes to one node, the tables spread evenly, and a node that joins or leaves moves only the
-    tables it ranks first."""
-    return sorted(set(nodes), key=lambda node: (_weight(node, table_id), node), reverse=True)
-
-
-def _weight(node: str, table_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{node}/{table_id}".encode(), digest_size=8).digest())
