@@ -49,6 +49,7 @@ from masa_table_engine.app.ports import (
     LoggedInput,
     LogUnavailable,
     NullMetrics,
+    Scan,
     Snapshot,
 )
 from masa_table_engine.app.rendezvous import claim_order
@@ -77,7 +78,10 @@ class Recorded(NullMetrics):
 
 
 def _node(
-    bus: MemoryBus, name: str, stakes: StakeBinder | None = None
+    bus: MemoryBus,
+    name: str,
+    stakes: StakeBinder | None = None,
+    directory: MemoryDirectory | None = None,
 ) -> tuple[Tables, Recorded, MemoryOwnership]:
     metrics = Recorded()
     ownership = MemoryOwnership(bus, name)
@@ -93,7 +97,8 @@ def _node(
         timers=TimerPolicy(seat_protection_seconds=600.0), snapshot_every=5, bot_timeout_seconds=0.1
     )
     bus.nodes[name] = (f"{name}:7000", False)
-    return Tables(deps, settings, stakes=stakes, directory=MemoryDirectory(bus)), metrics, ownership
+    tables = Tables(deps, settings, stakes=stakes, directory=directory or MemoryDirectory(bus))
+    return tables, metrics, ownership
 
 
 def _config(humans: int = 3) -> TableConfig:
@@ -263,30 +268,31 @@ async def test_a_table_its_first_node_leaves_unserved_goes_to_the_next_after_a_w
     await heir.close()
 
 
-async def test_a_scan_with_no_node_in_trouble_takes_every_table_it_finds_at_once(
-    bus: MemoryBus,
-) -> None:
-    """One node lists every table for the cluster each period (JetStreamDirectory), so a
-    lease given up with every node well is seen by that node alone: it takes the table
-    whatever the claim order says, without waiting for the nodes ranked above it."""
+async def test_the_clusters_listing_takes_what_it_finds_whatever_its_rank(bus: MemoryBus) -> None:
+    """One node lists every table for the cluster each period (JetStreamDirectory), so it may
+    be the only one to see a table left unserved with no node in trouble (``Scan.claim_all``):
+    it takes each once it has waited as long as the node ranked second would, not as long as
+    its own rank says."""
     gone, _, _ = _node(bus, "gone")
-    made = [await gone.create(_config()) for _ in range(12)]
+    made = [await gone.create(_config()) for _ in range(40)]
     await gone.close()
     del bus.nodes["gone"]
-    finder, _, _ = _node(bus, "finder")
-    # Listed live, but nothing runs there.
-    bus.nodes["ghost"] = ("ghost:7000", False)
+    directory = MemoryDirectory(bus)
+    finder, _, _ = _node(bus, "finder", directory=directory)
+    ghosts = ["ghost-1", "ghost-2", "ghost-3"]
+    for ghost in ghosts:
+        # Listed live, but nothing runs there.
+        bus.nodes[ghost] = (f"{ghost}:7000", False)
     bus.clock.advance(LEASE_SECONDS + 1)
-    firsts = {
-        t.table_id for t in made if claim_order(t.table_id, ["finder", "ghost"])[0] == "finder"
-    }
-    assert firsts and len(firsts) < len(made)
-    # By rank, it takes only its own first ...
-    assert await finder.take_over_unserved() == len(firsts)
-    assert sorted(finder.served) == sorted(firsts)
-    # ... and every table it finds when the scan says so.
-    assert await finder.take_over_unserved(claim_all=True) == len(made) - len(firsts)
-    assert sorted(finder.served) == sorted(t.table_id for t in made)
+    rank = {t.table_id: claim_order(t.table_id, ["finder", *ghosts]).index("finder") for t in made}
+    assert {0, 2} <= set(rank.values())
+    directory.scan = Scan(claim_all=True)
+    assert await finder.scan_for_unserved() is False
+    assert sorted(finder.served) == sorted(t for t, place in rank.items() if place == 0)
+    # Two scan periods: by rank only its seconds would be due; it takes them all.
+    bus.clock.advance(2.0)
+    await finder.scan_for_unserved()
+    assert sorted(finder.served) == sorted(rank)
     await finder.close()
 
 

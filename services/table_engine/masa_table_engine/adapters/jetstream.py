@@ -424,9 +424,11 @@ class JetStreamDirectory:
         # The nodes draining at the last look: a drain is news once, when it starts.
         self._draining: set[str] = set()
         self._known: set[str] = set()
-        # A listing of everything is owed (a node's trouble ended); the last period whose
-        # lister this node looked up.
+        # A listing of everything is owed (a node's trouble ended); the cluster's listing is
+        # owed or still finding tables (until one finds none: a listing that failed is made
+        # again); the last period whose lister this node looked up.
         self._owed = False
+        self._for_cluster = False
         self._turn_period: int | None = None
         self._found = False
 
@@ -455,9 +457,11 @@ class JetStreamDirectory:
             # rebuild given up, an heir that died before moving the index entry) is found.
             self._owed = True
         soon = any(now - since < self._alert_seconds for since, _ in self._troubled.values())
-        turn = self._my_turn(records, wall)
-        if self._found or self._owed or now < self._everything_until or turn:
-            return Scan(soon=soon, claim_all=not self._troubled)
+        if self._my_turn(records, wall):
+            self._for_cluster = True
+        if self._found or self._owed or now < self._everything_until or self._for_cluster:
+            # Only the cluster's listing is made by one node alone: every node makes the others.
+            return Scan(soon=soon, claim_all=self._for_cluster and not self._troubled)
         if self._troubled:
             return Scan(frozenset(self._troubled), soon=soon)
         return None
@@ -491,6 +495,7 @@ class JetStreamDirectory:
                 found.append(Unserved(table_id, node))
         self._owed = False
         self._found = bool(found)
+        self._for_cluster = self._for_cluster and self._found
         return found
 
     async def _unserved_of(self, nodes: frozenset[str]) -> list[Unserved]:

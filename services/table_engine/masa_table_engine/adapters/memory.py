@@ -274,10 +274,11 @@ class MemoryRegistry:
 class MemoryDirectory:
     def __init__(self, bus: MemoryBus) -> None:
         self._bus = bus
+        # In memory a listing costs nothing: every scan lists everything (a test may say how).
+        self.scan = Scan()
 
     async def worth_scanning(self) -> Scan | None:
-        # In memory a listing costs nothing: every scan lists everything.
-        return Scan()
+        return self.scan
 
     async def unserved(self, nodes: frozenset[str] | None = None) -> list[Unserved]:
         bus = self._bus

@@ -117,9 +117,11 @@ class Scan:
     """What a takeover scan lists: the tables of ``nodes``' indexes (every node's: None) that
     nobody leases. ``soon``: a node just went silent, drained or vanished, so its leases run
     out (or were released) any moment now and the next scan should follow quickly.
-    ``claim_all``: no node is in trouble, so a table found unserved is not one of a dead or
-    draining node's that every live node is splitting by rank, and other nodes may never list
-    it: the node that found it takes it at once."""
+    ``claim_all``: the listing is the one a single node makes for the cluster, and no node is
+    in trouble, so a table found unserved is not one of a dead or draining node's that every
+    live node is splitting by rank, and other nodes may not list it soon: the node that found
+    it takes it once it has waited unserved as long as the rank rule makes the second node
+    wait (a node that died a moment ago has turned silent by then)."""
 
     nodes: frozenset[str] | None = None
     soon: bool = False

@@ -131,6 +131,10 @@ class Tables:
     def start_takeover(self) -> None:
         self._takeover.start()
 
+    async def scan_for_unserved(self) -> bool:
+        """See :meth:`Takeover.scan <masa_table_engine.app.takeover.Takeover.scan>`."""
+        return await self._takeover.scan()
+
     async def take_over_unserved(self, *, claim_all: bool = False) -> int:
         """See :meth:`Takeover.take_over_unserved
         <masa_table_engine.app.takeover.Takeover.take_over_unserved>` (every node's index)."""

@@ -8,9 +8,9 @@ the table's id and the live nodes alone, so the survivors of a dead node split i
 one scan whatever each of them has seen claimed so far; one that stays unserved (its first
 node is slow, or sees other live nodes) goes to the next node in its order after
 ``_PATIENCE_SCANS`` scan periods, and so on. With no node in trouble, a table found unserved
-(a lease given up after a failed rebuild) goes to the node that found it: one node lists
-everything for the cluster each period, so the others may not see it soon
-(``Scan.claim_all``). A node rebuilds each table it takes from the snapshot and the log after
+(a lease given up after a failed rebuild) goes to the node that found it once it has waited
+as long as for the second node in its order: one node lists everything for the cluster each
+period, so the others may not see it soon (``Scan.claim_all``). A node rebuilds each table it takes from the snapshot and the log after
 it (:mod:`~masa_table_engine.app.recovery`, which voids a table it cannot rebuild), lists it
 in its own index and serves it."""
 
@@ -71,21 +71,28 @@ class Takeover:
             await asyncio.sleep(pause * random.uniform(0.75, 1.25))
             try:
                 with self._deps.metrics.loop("takeover_scan"):
-                    scan = None
-                    if self._directory is not None:
-                        scan = await self._directory.worth_scanning()
-                    soon = scan is not None and scan.soon
-                    if scan is not None:
-                        await self.take_over_unserved(scan.nodes, claim_all=scan.claim_all)
+                    soon = await self.scan()
             except Exception as error:
                 _log.warning("looking for unserved tables failed: %r", error)
+
+    async def scan(self) -> bool:
+        """One periodic scan: list what the directory says is worth it and take what is this
+        node's; whether the next should come soon."""
+        if self._directory is None:
+            return False
+        scan = await self._directory.worth_scanning()
+        if scan is None:
+            return False
+        await self.take_over_unserved(scan.nodes, claim_all=scan.claim_all)
+        return scan.soon
 
     async def take_over_unserved(
         self, nodes: frozenset[str] | None = None, *, claim_all: bool = False
     ) -> int:
         """Take over the tables nobody serves that the indexes of ``nodes`` (every node's:
-        None) list and that are this node's to take now (module doc; every one of them with
-        ``claim_all``, :class:`~masa_table_engine.app.ports.Scan`); how many it took."""
+        None) list and that are this node's to take now (module doc; with ``claim_all``, every
+        one that waited unserved two scan periods, :class:`~masa_table_engine.app.ports.Scan`);
+        how many it took."""
         directory = self._directory
         if directory is None or self._state.draining:
             self._unserved_since = {}
@@ -100,10 +107,16 @@ class Takeover:
         me = self._deps.log.writer
         live = {*await directory.live_nodes(), me}
         patience = _PATIENCE_SCANS * self._scan_seconds
+
+        def rank(table_id: str) -> int:
+            place = claim_order(table_id, live).index(me)
+            # The cluster's listing may be the only one to see it: second at worst.
+            return min(place, 1) if claim_all else place
+
         mine = [
             unserved
             for table_id, unserved in found.items()
-            if claim_all or claim_order(table_id, live).index(me) * patience <= waited[table_id]
+            if rank(table_id) * patience <= waited[table_id]
         ]
         limit = asyncio.Semaphore(RECOVERY_CONCURRENCY)
 
