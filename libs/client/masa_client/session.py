@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import IO, Final
 
 import grpc
-from masa.table.v1 import action_pb2, event_pb2, view_pb2
+from masa.table.v1 import action_pb2, event_pb2, table_pb2, view_pb2
 
 from masa_client.client import TableClient, sequence_of
 from masa_client.commands import HELP, CommandError, parse_command
@@ -46,6 +46,7 @@ __all__ = [
     "Console",
     "Keyboard",
     "PlaySession",
+    "public_view",
     "watch_table",
 ]
 
@@ -359,6 +360,14 @@ def _explain(error: MasaCallError, named: Callable[[str], str]) -> str:
     return f"✗ {error}"
 
 
+def public_view(answer: table_pb2.GetTableResponse) -> view_pb2.TableView:
+    """The public table of a ``GetTable`` answer: a caller with a seat there gets its seat's
+    view, which holds it, and anyone else the spectators' view."""
+    if answer.WhichOneof("view") == "seat_view":
+        return answer.seat_view.table
+    return answer.spectator_view
+
+
 async def watch_table(client: TableClient, table_id: str, console: Console, style: Style) -> int:
     """Follow ``table_id`` as a spectator until the game ends, then show its result.
 
@@ -387,6 +396,6 @@ async def watch_table(client: TableClient, table_id: str, console: Console, styl
                 console.say(line)
         if any(event.WhichOneof("kind") in _GAME_ENDS for event in message.update.events):
             final = await client.get_table(table_id)
-            for line in game_over(final.spectator_view, style):
+            for line in game_over(public_view(final), style):
                 console.say(line)
     return 0

@@ -4,8 +4,9 @@ result has its reason and labelled numbers, players always have names, one card 
 from __future__ import annotations
 
 from masa.common.v1 import game_pb2
-from masa.table.v1 import event_pb2, view_pb2
+from masa.table.v1 import event_pb2, table_pb2, view_pb2
 from masa_client.render import Style, board, count, describe, game_over, seat_name, with_names
+from masa_client.session import public_view
 
 PLAIN = Style(colour=False)
 
@@ -136,3 +137,16 @@ def test_a_stalled_51_hand_says_why_nobody_finished() -> None:
         "— hand 4 over: rounds went by without a draw from the stock (stall guard): nobody "
         "finished (F-64) —"
     )
+
+
+def test_a_watcher_with_a_seat_at_the_table_reads_the_result_from_its_seats_view() -> None:
+    """``masa watch`` of one's own table: GetTable answers a seated caller with its seat's view,
+    whose public table carries the result (E-11), not an empty spectators' view."""
+    seated = table_pb2.GetTableResponse(
+        seat_view=view_pb2.SeatView(seat=0, table=elevator_table([3, 0, 5]))
+    )
+    watching = table_pb2.GetTableResponse(spectator_view=elevator_table([3, 0, 5]))
+    for answer in (seated, watching):
+        lines = game_over(public_view(answer), PLAIN)
+        assert lines[0] == "game over: Ayla [bot] went out: no cards left (E-11)"
+        assert len(lines) == 4
