@@ -43,6 +43,7 @@ import asyncio
 import getpass
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -365,7 +366,27 @@ async def _practice(args: argparse.Namespace) -> int:
         f"{', '.join(p.player_id for p in players)}",
         flush=True,
     )
-    return await run_practice(players, options, sys.stdout)
+    # Stopped by SIGTERM or a closed terminal (SIGHUP) as by Ctrl-C: searches are cancelled
+    # and seats left, or matchmaking would seat absent players.
+    task = asyncio.current_task()
+    assert task is not None
+    signalled: list[signal.Signals] = []
+
+    def stop(received: signal.Signals) -> None:
+        signalled.append(received)
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    for received in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(received, stop, received)
+    try:
+        return await run_practice(players, options, sys.stdout)
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        task.uncancel()
+        print(f"\npractice players stopped ({signalled[0].name})", file=sys.stderr)
+        return 128 + signalled[0]
 
 
 async def _watch(args: argparse.Namespace) -> int:

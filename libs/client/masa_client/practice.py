@@ -9,8 +9,10 @@ welcomes a player it has no wallet of with development chips under ``make run``.
 the lobby, plays its seat with the rules library's ``normal`` policy (the greedy policies,
 which the bot service plays at that level), waits for the ledger to settle its stake, prints
 one line with the chips it won or lost, and queues again: after ``games`` games, or until
-stopped. Stopped (Ctrl-C), a searching player cancels its ticket and a seated one leaves its
-table, whose seat then forfeits as any player's does (P-12).
+stopped. Stopped (Ctrl-C, SIGTERM, a closed terminal), a searching player cancels its ticket
+and a seated one leaves its table, whose seat then forfeits as any player's does (P-12); a
+search a run killed outright left open is the same player's, and is cancelled at the next
+start.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
 from masa_client.load.moves import move_from_view, salt
 from masa_client.matchmaking import LedgerClient, MatchmakingClient
-from masa_client.seating import NoSeat, cancel_search, unseated
+from masa_client.seating import NoSeat, cancel_search, open_tickets, unseated
 from masa_client.tokens import TokenSource
 
 __all__ = [
@@ -122,12 +124,12 @@ async def run_practice(
     """Every player at once, a line per game on ``out``; 0 when each played its games, 1 when
     one of them had to stop (its reason printed)."""
 
-    def report(played: GamePlayed) -> None:
-        print(played.line(), file=out, flush=True)
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
 
     async def one(player: PracticePlayer) -> bool:
         try:
-            await practise(player, options, report)
+            await practise(player, options, lambda played: say(played.line()), say)
         except (NoSeat, MasaCallError) as error:
             print(f"{player.player_id}: stopped: {error}", file=out, flush=True)
             return False
@@ -138,13 +140,25 @@ async def run_practice(
 
 
 async def practise(
-    player: PracticePlayer, options: PracticeOptions, report: Callable[[GamePlayed], None]
+    player: PracticePlayer,
+    options: PracticeOptions,
+    report: Callable[[GamePlayed], None],
+    say: Callable[[str], None],
 ) -> None:
-    """Queue, play, report, again: ``options.games`` times, or until cancelled."""
+    """Queue, play, report, again: ``options.games`` times, or until cancelled.
+
+    A search the same practice player left open (an earlier run killed without the chance to
+    cancel it) is its own: it is cancelled first, or the new search would be refused."""
     async with (
         MatchmakingClient(options.matchmaking, player.token) as matchmaking,
         LedgerClient(options.ledger, player.token) as ledger,
     ):
+        for left in await open_tickets(matchmaking):
+            await cancel_search(matchmaking, left)
+            say(
+                f"{player.player_id}: cancelled its search in {left.lobby_id} left open by an "
+                f"earlier run (ticket {left.ticket_id})"
+            )
         game = 0
         while options.games is None or game < options.games:
             game += 1
@@ -246,7 +260,9 @@ def add_practice_parser(
         "token and wallet (the ledger's development welcome gives it chips), who queues, plays "
         "the normal policy, and queues again, printing a line per game with the chips won or "
         "lost. Bots never sit at a chip table (P-13): queue with `masa play --lobby LOBBY` "
-        "beside them. Ctrl-C stops them: a search is cancelled, a seat is left (P-12).",
+        "beside them. Ctrl-C stops them (so do SIGTERM and a closed terminal): a search is "
+        "cancelled, a seat is left (P-12); a search a killed run left open is cancelled at the "
+        "next start.",
     )
     practice.add_argument("--lobby", required=True, type=_lobby_id, help="the lobby to queue for")
     practice.add_argument(

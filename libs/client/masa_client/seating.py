@@ -39,6 +39,7 @@ __all__ = [
     "describe_lobby",
     "find_seat",
     "lobby_table",
+    "open_tickets",
     "unseated",
     "waiting_line",
 ]
@@ -152,7 +153,7 @@ async def choose_lobby(
     for line in lobby_table(lobbies):
         console.say(f"  {line}")
     known = ", ".join(lobby.lobby_id for lobby in lobbies)
-    opened = await _open_tickets(matchmaking)
+    opened = await open_tickets(matchmaking)
     for ticket in opened:
         console.say(
             f"you have an open ticket in {ticket.lobby_id} ({_STATES.get(ticket.state, '?')}): "
@@ -175,7 +176,7 @@ async def choose_lobby(
         if choice == "cancel":
             for line in await cancel_open(matchmaking):
                 console.say(line)
-            opened = await _open_tickets(matchmaking)
+            opened = await open_tickets(matchmaking)
             continue
         picked = _picked(choice, lobbies)
         if picked is None:
@@ -208,7 +209,8 @@ def _picked(choice: str, lobbies: Sequence[mm.Lobby]) -> mm.Lobby | None:
     return next((lobby for lobby in lobbies if lobby.lobby_id == choice), None)
 
 
-async def _open_tickets(matchmaking: MatchmakingClient) -> list[mm.Ticket]:
+async def open_tickets(matchmaking: MatchmakingClient) -> list[mm.Ticket]:
+    """The caller's tickets still searching or being seated."""
     return [t for t in await matchmaking.list_tickets() if t.state not in CLOSED_STATES]
 
 
@@ -218,7 +220,7 @@ async def cancel_open(matchmaking: MatchmakingClient, ticket_id: str = "") -> li
     if ticket_id:
         tickets = [await matchmaking.get_ticket(ticket_id)]
     else:
-        tickets = await _open_tickets(matchmaking)
+        tickets = await open_tickets(matchmaking)
         if not tickets:
             return ["you have no open ticket to cancel"]
     said = []

@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 from client_stack import STAKE, WELCOME, Stack, started, until
 from masa.common.v1 import game_pb2
 from masa.matchmaking.v1 import matchmaking_pb2 as mm
@@ -116,10 +117,14 @@ async def test_P13_a_player_waiting_alone_is_told_how_many_more_until_practice_p
         assert len(out.getvalue().splitlines()) == 2, out.getvalue()
 
 
+@pytest.mark.parametrize(
+    ("stop", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)]
+)
 async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
-    tmp_path: Path,
+    tmp_path: Path, stop: signal.Signals, code: int
 ) -> None:
-    """The command itself: it mints each player's development token, queues, and on Ctrl-C
+    """The command itself: it mints each player's development token, cancels the search an
+    earlier run left open, queues, and on Ctrl-C (or SIGTERM, or a closed terminal's SIGHUP)
     cancels the search it was waiting in, so no ticket is left to seat an absent player."""
     async with started(tmp_path) as stack:
         command = [
@@ -141,6 +146,9 @@ async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
             "MASA_RUN_DIR": str(tmp_path / "no-run"),
             "MASA_JWT_ISSUER_KEY_FILE": str(keyring().private(ISSUER)),
         }
+        (player,) = _players(1)
+        async with MatchmakingClient(stack.matchmaking, player.token) as matchmaking:
+            left = await matchmaking.create_ticket("trio", display_name=player.player_id)
         with sigint_as_in_a_terminal():
             process = await asyncio.create_subprocess_exec(
                 *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -149,7 +157,11 @@ async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
             assert process.stdout is not None
             first = await asyncio.wait_for(process.stdout.readline(), 30)
             assert first.decode() == ("1 practice player in trio, until Ctrl-C: practice-trio-1\n")
-            (player,) = _players(1)
+            second = await asyncio.wait_for(process.stdout.readline(), 30)
+            assert second.decode() == (
+                "practice-trio-1: cancelled its search in trio left open by an earlier run "
+                f"(ticket {left.ticket_id})\n"
+            )
             async with MatchmakingClient(stack.matchmaking, player.token) as matchmaking:
 
                 async def searching() -> list[mm.Ticket]:
@@ -163,12 +175,13 @@ async def test_masa_practice_runs_as_a_command_and_ctrl_c_cancels_its_search(
                 while not await searching():
                     assert asyncio.get_running_loop().time() < deadline, "no ticket searched"
                     await asyncio.sleep(0.1)
-                process.send_signal(signal.SIGINT)
+                process.send_signal(stop)
                 _, err = await asyncio.wait_for(process.communicate(), 30)
-                assert process.returncode == 130, err.decode()
+                assert process.returncode == code, err.decode()
                 assert "practice players stopped" in err.decode()
-                (ticket,) = await matchmaking.list_tickets()
-                assert ticket.state == mm.Ticket.STATE_CANCELLED
+                tickets = await matchmaking.list_tickets()
+                assert len(tickets) == 2
+                assert {t.state for t in tickets} == {mm.Ticket.STATE_CANCELLED}
         finally:
             if process.returncode is None:
                 process.kill()
