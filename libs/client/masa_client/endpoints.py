@@ -1,7 +1,8 @@
 """``masa endpoints``: where the stack ``make run`` started listens, read from its ``run.json``.
 
 Without options, a table of every process: its address (a gRPC service's ``host:port``, the
-bus's ``nats://host:port``), its ``/metrics`` address and its pid. ``--get NAME`` prints one
+bus's ``nats://host:port``, the web gateway's ``http://host:port``), its ``/metrics`` address
+and its pid. ``--get NAME`` prints one
 address alone, for scripts and shells::
 
     grpcurl -plaintext "$(masa endpoints --get table-engine)" list
@@ -37,8 +38,8 @@ def add_endpoints_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
         "--get",
         metavar="NAME",
         help="print only this process's address, e.g. table-engine, ledger, matchmaking "
-        '(host:port) or nats (nats://host:port), for scripts: grpcurl -plaintext "$(masa '
-        'endpoints --get matchmaking)" list',
+        "(host:port), nats (nats://host:port) or web-gateway (http://host:port), for scripts: "
+        'grpcurl -plaintext "$(masa endpoints --get matchmaking)" list',
     )
 
 
@@ -87,4 +88,6 @@ def _address(entry: dict[str, Any]) -> str | None:
         return str(entry["grpc"])
     if entry.get("nats"):
         return f"nats://{entry['nats']}"
+    if entry.get("http"):
+        return f"http://{entry['http']}"
     return None

@@ -243,6 +243,7 @@ class Service(TypedDict):
     pid: int
     grpc: str | None
     nats: str | None
+    http: str | None
     metrics_port: int | None
     log: str
 
@@ -389,7 +390,11 @@ def test_masa_endpoints_prints_where_the_stack_listens(whole_stack: Launched) ->
     assert shown.returncode == 0, shown.stderr
     assert f"launcher pid {whole_stack.process.pid}" in shown.stdout
     for name, entry in services.items():
-        address = entry["grpc"] or (f"nats://{entry['nats']}" if entry["nats"] else "-")
+        address = (
+            entry["grpc"]
+            or (f"nats://{entry['nats']}" if entry["nats"] else None)
+            or (f"http://{entry['http']}" if entry["http"] else "-")
+        )
         assert re.search(
             rf"^{name} +{re.escape(str(address))} .* {entry['pid']}$", shown.stdout, re.M
         ), shown.stdout
@@ -402,6 +407,8 @@ def test_masa_endpoints_prints_where_the_stack_listens(whole_stack: Launched) ->
         assert (got.returncode, got.stdout) == (0, f"{state[key]}\n")
     got = masa(whole_stack, "endpoints", "--get", "nats")
     assert got.stdout == f"nats://{services['nats']['nats']}\n"
+    got = masa(whole_stack, "endpoints", "--get", "web-gateway")
+    assert got.stdout == f"http://{services['web-gateway']['http']}\n"
     unknown = masa(whole_stack, "endpoints", "--get", "croupier")
     assert unknown.returncode == 2
     assert "croupier" in unknown.stderr and "matchmaking" in unknown.stderr
