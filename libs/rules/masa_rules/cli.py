@@ -215,9 +215,9 @@ def _tournament(args: argparse.Namespace) -> dict[str, object]:
     except RuleViolation as exc:
         raise UsageError(str(exc)) from None
     if args.game == "fiftyone":
-        players = RuleSet.preset_named(args.preset).player_counts
-        if len(tournament.seats) not in players:
-            raise UsageError(f"{args.preset} is played by {players} players")
+        rules = RuleSet.preset_named(args.preset)
+        if len(tournament.seats) not in rules.player_counts:
+            raise UsageError(f"{args.preset} is played by {rules.players_text} players")
     elif not 3 <= len(tournament.seats) <= 6:
         raise UsageError("Elevator is played by 3 to 6 players")
     play = partial(play_unit, tournament)

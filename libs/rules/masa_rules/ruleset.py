@@ -187,6 +187,16 @@ class RuleSet:
             raise RuleSetError(f"max_replays must not be negative, not {self.max_replays}", "F-63")
 
     @property
+    def players_text(self) -> str:
+        """The allowed player counts (F-2) as a person writes them: "4", "2, 3 or 4".
+
+        >>> RuleSet.classic().players_text, RuleSet.salon().players_text
+        ('2, 3 or 4', '4')
+        """
+        *rest, last = (str(count) for count in self.player_counts)
+        return f"{', '.join(rest)} or {last}" if rest else last
+
+    @property
     def pair_opening(self) -> bool:
         """F-43: whether this preset has pair openings at all."""
         return self.pairs_to_open is not None

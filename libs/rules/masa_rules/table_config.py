@@ -319,7 +319,7 @@ def _check_fiftyone(config: TableConfig) -> None:
     players = len(config.seats)
     if players not in rules.player_counts:
         raise RuleViolation(
-            "F-2", f"{rules.preset} is played by {rules.player_counts} players, not {players}"
+            "F-2", f"{rules.preset} is played by {rules.players_text} players, not {players}"
         )
     if config.mode is Mode.TEAMS and not (rules.teams_allowed and players == 4):
         raise RuleViolation("F-2", "team mode needs 4 seats and a preset with teams")

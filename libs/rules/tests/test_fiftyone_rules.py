@@ -100,6 +100,9 @@ def test_F2_player_counts_play_order_and_partners() -> None:
     with pytest.raises(IllegalAction) as info:
         new_game(RuleSet.salon(), 3, "f2")
     assert info.value.rule == "F-2"
+    assert "salon is played by 4 players, not 3" in str(info.value)
+    with pytest.raises(IllegalAction, match=r"classic is played by 2, 3 or 4 players, not 5"):
+        new_game(RuleSet.classic(), 5, "f2")
     with pytest.raises(IllegalAction):
         new_game(RuleSet.remi(), 4, "f2", teams=True)
     state = build("classic", hands={0: "2C 9D"}, seat=0)

@@ -142,7 +142,7 @@ def start(
     """
     if players not in rules.player_counts:
         raise _illegal(
-            "F-2", f"{rules.preset} is played by {rules.player_counts} players, not {players}"
+            "F-2", f"{rules.preset} is played by {rules.players_text} players, not {players}"
         )
     if teams and not (rules.teams_allowed and players == 4):
         raise _illegal(
