@@ -13,6 +13,7 @@ from typing import TypeVar
 import pytest
 from ledger_support import (
     Clock,
+    RecordedMetrics,
     assert_consistent,
     execute,
     hold_for,
@@ -22,8 +23,9 @@ from ledger_support import (
 )
 from masa.common.v1 import chips_pb2, error_pb2
 from masa.events.v1 import ledger_event_pb2
+from masa_ledger.adapters.convert import encode_event
 from masa_ledger.adapters.sql import SqlStore
-from masa_ledger.app.holds import StakeRequest
+from masa_ledger.app.holds import HoldPolicy, StakeRequest
 from masa_ledger.app.ledger import Ledger
 from masa_ledger.app.ports import HoldFilter, InboxOutcome, TransferFilter
 from masa_ledger.domain.errors import BadInput, LedgerError, NotFound, Refused, RequestIdReused
@@ -64,6 +66,35 @@ async def _refused(
         assert refused.value.reason == reason
     assert await snapshot(store) == before
     return refused.value
+
+
+async def test_p31_the_development_welcome_comes_before_an_operators_first_grant(
+    store: SqlStore,
+) -> None:
+    """With the development welcome on (MASA_DEV_WELCOME_CHIPS), a player first seen through an
+    operator's grant gets the welcome too, once; a grant refused for its input welcomes
+    nobody, and a ledger process that has not seen the player welcomes it no second time."""
+    clock = Clock()
+
+    def ledger() -> Ledger:
+        return Ledger(
+            store, encode_event, RecordedMetrics(), clock=clock, policy=HoldPolicy(),
+            welcome_chips=10_000,
+        )  # fmt: skip
+
+    first = ledger()
+    await _refused(store, first.grant("g-carol", "carol", 0, "gift", welcome=True), BadInput)
+    await first.grant("g-carol", "carol", 5, "gift", welcome=True)
+    assert (await first.wallet("carol")).balance == 10_005
+    await first.grant("g-carol", "carol", 5, "gift", welcome=True)
+    again = ledger()
+    await again.grant("g-carol-2", "carol", 7, "gift", welcome=True)
+    assert (await again.wallet("carol")).balance == 10_012
+    # Without welcome (the ledger's own grants), nothing but the grant.
+    await again.grant("g-dave", "dave", 5, "gift")
+    dave = await store.account(wallet_id("dave"))
+    assert dave is not None and dave.balance == 5
+    await assert_consistent(store)
 
 
 async def test_p31_a_grant_moves_chips_from_the_issuer_and_a_retry_moves_nothing(

@@ -267,7 +267,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.GrantChipsRequest, context: Context
     ) -> ledger_pb2.GrantChipsResponse:
         transfer, applied = await self._ledger.grant(
-            request.request_id, request.player_id, request.amount, request.reason
+            request.request_id, request.player_id, request.amount, request.reason, welcome=True
         )
         return ledger_pb2.GrantChipsResponse(
             transfer=transfer_to_proto(transfer), replayed=not applied

@@ -118,15 +118,21 @@ class Ledger:
     # --- writes ----------------------------------------------------------------------------
 
     async def grant(
-        self, request_id: str, player_id: str, amount: int, reason: str
+        self, request_id: str, player_id: str, amount: int, reason: str, *, welcome: bool = False
     ) -> tuple[Transfer, bool]:
         """P-31: issue chips from the issuing account; the transfer id derives from the
         request id, so a retry moves nothing and returns the first transfer. The transfer, and
-        whether this call granted it (False for a retry)."""
+        whether this call granted it (False for a retry).
+
+        ``welcome``: an operator's grant (``GrantChips``) is a way of being seen too, so a
+        player the ledger has no wallet of gets the development welcome first (:meth:`welcome`),
+        once the grant's input is known good."""
         check_id("request_id", request_id)
         check_player_id("player_id", player_id)
         check_amount("amount", amount)
         check_text("reason", reason)
+        if welcome:
+            await self.welcome(player_id)
         return await self._writer.one(
             "grant", lambda unit: grant_chips(unit, request_id, player_id, amount, reason)
         )
