@@ -56,7 +56,7 @@ from masa_client.nodes import EngineNodeInfo, print_nodes, read_nodes, table_own
 from masa_client.operator_bus import BusUnreachable, bus_login, connect_operator
 from masa_client.table_log import describe_entry, read_table_log, seat_names
 
-__all__ = ["add_admin_parser", "run_admin"]
+__all__ = ["add_admin_parser", "chip_amount", "run_admin"]
 
 # What the services accept (the table-engine's and the ledger's limits).
 _TABLE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -96,7 +96,8 @@ def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
     return check
 
 
-def _chips(text: str) -> int:
+def chip_amount(text: str) -> int:
+    """An argparse type: a whole number of chips an operator may grant at once."""
     try:
         amount = int(text)
     except ValueError:
@@ -200,7 +201,7 @@ def add_admin_parser(
         "grants nothing twice, and says that nothing moved.",
     )
     grant.add_argument("player", type=_matching(_PLAYER_ID, "player id"), help="who gets them")
-    grant.add_argument("amount", type=_chips, help=f"how many chips (1 to {_MAX_GRANT:,})")
+    grant.add_argument("amount", type=chip_amount, help=f"how many chips (1 to {_MAX_GRANT:,})")
     grant.add_argument(
         "--reason",
         default="granted by an operator with masa admin grant",

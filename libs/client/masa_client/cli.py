@@ -67,7 +67,7 @@ from masa_client.accounts import (
     print_lobbies,
     show_table_chips,
 )
-from masa_client.admin import add_admin_parser, run_admin
+from masa_client.admin import add_admin_parser, chip_amount, run_admin
 from masa_client.client import TableClient
 from masa_client.endpoints import add_endpoints_parser, print_endpoints
 from masa_client.errors import MasaCallError
@@ -226,7 +226,6 @@ async def _play(args: argparse.Namespace) -> int:
         # Named on an interrupt (main), so that the player knows how to come back.
         args.table = table_id
         console.say(f"watch it from another terminal: make watch TABLE={table_id}")
-    console.say("type 'help' for the rules and the commands")
     async with TableClient(owner, player_token, nodes=engine_nodes()) as client:
         joined = await client.get_table(table_id)
         if joined.WhichOneof("view") != "seat_view":
@@ -240,6 +239,8 @@ async def _play(args: argparse.Namespace) -> int:
                 f"{table.config.game_name or 'a game it does not know'}"
             )
             return 1
+        if table.state not in (view_pb2.Table.STATE_FINISHED, view_pb2.Table.STATE_VOIDED):
+            console.say("type 'help' for the rules and the commands")
         session = PlaySession(client, table_id, game, console, style)
         ended = await _drive(session, console, _come_back(args))
     if ended and table.config.stake:
@@ -474,7 +475,9 @@ def _add_cancel_parser(
         "keeps you from queueing again), or the ticket --ticket names.",
     )
     cancel.add_argument("--ticket", help="the ticket to cancel (default: your open one)")
-    cancel.add_argument("--player", default=me, help=f"whose ticket (default: {me})")
+    cancel.add_argument(
+        "--player", type=_player_id, default=me, help=f"whose ticket (default: {me})"
+    )
     cancel.add_argument("--matchmaking", help=matchmaking_where)
 
 
@@ -493,7 +496,9 @@ def _add_lobbies_parser(
     lobbies.add_argument(
         "--filter", default="", help="an AIP-160 filter, such as 'game = ELEVATOR AND stake < 50'"
     )
-    lobbies.add_argument("--player", default=me, help=f"who asks, for the token (default: {me})")
+    lobbies.add_argument(
+        "--player", type=_player_id, default=me, help=f"who asks, for the token (default: {me})"
+    )
     lobbies.add_argument("--matchmaking", help=matchmaking_where)
 
 
@@ -515,7 +520,9 @@ def _parser() -> argparse.ArgumentParser:
     token = commands.add_parser(
         "token", help="print a development token", description="Print a development JWT."
     )
-    token.add_argument("--player", required=True, help="the player id (the token's subject)")
+    token.add_argument(
+        "--player", type=_player_id, required=True, help="the player id (the token's subject)"
+    )
     token.add_argument(
         "--role",
         choices=[Role.PLAYER.value, Role.ADMIN.value],
@@ -551,7 +558,9 @@ def _parser() -> argparse.ArgumentParser:
         help="how well the bots play at a training table: easy (random legal moves), "
         "normal (default, greedy) or hard (searches over the unseen cards; a lobby lists its levels)",
     )
-    play.add_argument("--player", default=me, help=f"your player id (default: {me})")
+    play.add_argument(
+        "--player", type=_player_id, default=me, help=f"your player id (default: {me})"
+    )
     play.add_argument(
         "--table",
         help="come back to a table you already have a seat at, for example after losing the "
@@ -598,7 +607,9 @@ def _parser() -> argparse.ArgumentParser:
     balance = commands.add_parser(
         "balance", help="show your chips", description="Show a player's chips in the ledger."
     )
-    balance.add_argument("--player", default=me, help=f"whose chips (default: {me})")
+    balance.add_argument(
+        "--player", type=_player_id, default=me, help=f"whose chips (default: {me})"
+    )
     balance.add_argument("--ledger", help=ledger_where)
 
     history = commands.add_parser(
@@ -606,7 +617,9 @@ def _parser() -> argparse.ArgumentParser:
         help="show your transfers",
         description="Show a player's transfers (grants, stakes, payouts), newest first.",
     )
-    history.add_argument("--player", default=me, help=f"whose transfers (default: {me})")
+    history.add_argument(
+        "--player", type=_player_id, default=me, help=f"whose transfers (default: {me})"
+    )
     history.add_argument("--limit", type=int, default=20, help="how many (default: 20)")
     history.add_argument("--ledger", help=ledger_where)
 
@@ -616,8 +629,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Grant chips to a player from the issuing account, with a development "
         "admin token (make run's issuer key).",
     )
-    grant_chips.add_argument("player", help="who gets the chips")
-    grant_chips.add_argument("amount", type=int, help="how many chips")
+    grant_chips.add_argument("player", type=_player_id, help="who gets the chips")
+    grant_chips.add_argument("amount", type=chip_amount, help="how many chips")
     grant_chips.add_argument("--reason", default="granted with masa grant", help="why")
     grant_chips.add_argument("--ledger", help=ledger_where)
 
@@ -629,7 +642,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("table", help="the table id (masa play prints it)")
     watch.add_argument(
-        "--player", default=me, help=f"who is watching, for the token (default: {me})"
+        "--player",
+        type=_player_id,
+        default=me,
+        help=f"who is watching, for the token (default: {me})",
     )
     watch.add_argument("--address", help=where)
 
@@ -691,6 +707,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             print("\npractice players stopped", file=sys.stderr)
         code = 130
     sys.exit(code)
+
+
+def _player_id(text: str) -> str:
+    """An argparse type: a player id as tokens carry it (1 to 128 characters, no control
+    characters), refused here rather than as an invalid token by the server."""
+    if not 1 <= len(text) <= 128 or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"not a player id (1 to 128 characters, no control characters): {text[:40]!r}"
+        )
+    return text
 
 
 def _failure(error: MasaCallError) -> str:

@@ -267,11 +267,19 @@ def _elevator(game: view_pb2.ElevatorTable, table: view_pb2.TableView, style: St
 
 def _hint(view: view_pb2.SeatView) -> str:
     table = view.table
+    if _over(table):
+        # Its result says the rest (game_over).
+        return ""
     mine = next((seat for seat in table.seats if seat.seat == view.seat), None)
     if mine is not None and mine.forfeited:
         return "your seat is forfeited (P-12): a bot plays it to the end"
     if mine is not None and mine.autopilot:
         return "the autopilot is playing for you (P-11): type 'resume' to take your seat back"
+    return _turn_hint(view)
+
+
+def _turn_hint(view: view_pb2.SeatView) -> str:
+    table = view.table
     phase = table.turn_phase
     if phase == view_pb2.TURN_PHASE_QUERY and table.fiftyone.query.asked_seats:
         if view.seat in table.fiftyone.query.asked_seats:

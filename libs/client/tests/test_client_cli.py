@@ -197,3 +197,24 @@ def test_masa_token_without_an_issuer_key_says_how_to_get_one(
         main(["token", "--player", "alice"])
     assert exited.value.code == 2
     assert "make run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["balance", "--player", ""], "not a player id (1 to 128 characters"),
+        (["token", "--player", "x" * 129], "not a player id (1 to 128 characters"),
+        (["grant", "alice", "-5"], "the amount must be 1 to 1,000,000,000,000 chips"),
+        (["grant", "alice", "5x"], "not a whole number of chips"),
+        (["grant", "bad\tid", "5"], "not a player id"),
+    ],
+)
+def test_bad_player_ids_and_amounts_are_refused_before_any_call(
+    argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused by the command itself, as `masa admin grant` does, not sent to be refused as
+    an invalid token or a bad request."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert complaint in capsys.readouterr().err

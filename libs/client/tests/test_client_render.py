@@ -150,3 +150,14 @@ def test_a_watcher_with_a_seat_at_the_table_reads_the_result_from_its_seats_view
         lines = game_over(public_view(answer), PLAIN)
         assert lines[0] == "game over: Ayla [bot] went out: no cards left (E-11)"
         assert len(lines) == 4
+
+
+def test_P12_a_forfeited_seat_is_told_a_bot_plays_it_only_while_the_game_goes_on() -> None:
+    finished = elevator_table([3, 0, 5])
+    finished.seats[0].forfeited = True
+    playing = elevator_table([3, 1, 5], state=view_pb2.Table.STATE_PLAYING)
+    playing.seats[0].forfeited = True
+    assert "a bot plays it to the end" in board(view_pb2.SeatView(seat=0, table=playing), PLAIN)
+    shown = board(view_pb2.SeatView(seat=0, table=finished), PLAIN)
+    assert "a bot plays it to the end" not in shown
+    assert "game over: Ayla [bot] went out: no cards left (E-11)" in shown
