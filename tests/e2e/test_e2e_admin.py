@@ -29,6 +29,7 @@ from masa_client.accounts import grant
 from masa_client.cli import main
 from masa_client.client import TableClient
 from masa_client.errors import MasaCallError
+from masa_client.launcher import RunSettings
 from masa_client.matchmaking import LedgerClient
 from masa_client.nodes import read_nodes
 from masa_client.operator_bus import BusLogin, connect_operator
@@ -52,6 +53,8 @@ AS_MATCHMAKING = (("authorization", f"Bearer {token('matchmaking', 'matchmaking'
 AS_TABLE_ENGINE = (("authorization", f"Bearer {token('table-engine', 'table-engine')}"),)
 STAKE = 100
 MOVE_SECONDS = 60.0
+# make run's development welcome: a player's first grant comes on top of it.
+WELCOME = RunSettings().dev_welcome_chips
 
 
 def admin(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -63,21 +66,22 @@ def admin(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_admin_grant_is_idempotent_on_its_request_id_and_says_so(running_stack: Stack) -> None:
     """The same request id again moves nothing, and the command says that (issue 20), rather
-    than "granted" again."""
+    than "granted" again. A player first seen through the grant was welcomed first (make
+    run's development welcome)."""
     player = f"granted-{uuid.uuid4().hex[:8]}"
     request = f"grant-{uuid.uuid4().hex[:8]}"
     first = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
     assert first.returncode == 0, first.stderr
     assert first.stdout == (
         f"granted 250 chips to {player} (grant:{request}); request id {request}\n"
-        f"{player}: 250 chips (0 held, 250 available)\n"
+        f"{player}: {WELCOME + 250:,} chips (0 held, {WELCOME + 250:,} available)\n"
     )
     again = admin(running_stack.run_dir, "grant", player, "250", "--request-id", request)
     assert again.returncode == 0, again.stderr
     assert again.stdout == (
         f"already granted by request {request}: 250 chips to {player} (grant:{request}); "
         "nothing moved\n"
-        f"{player}: 250 chips (0 held, 250 available)\n"
+        f"{player}: {WELCOME + 250:,} chips (0 held, {WELCOME + 250:,} available)\n"
     )
 
 
@@ -97,7 +101,7 @@ async def test_masa_grant_says_when_its_request_id_granted_before(
     assert printed[1] == (
         f"already granted by request {request}: 500 chips to {player} (grant:{request}); "
         "nothing moved\n"
-        f"{player}: 500 chips (0 held, 500 available)\n"
+        f"{player}: {WELCOME + 500:,} chips (0 held, {WELCOME + 500:,} available)\n"
     )
 
 
@@ -234,7 +238,8 @@ async def _void_and_check(
                     ledger_pb2.GetBalanceRequest(player_id=player), metadata=AS_OPERATOR
                 )
             ).account
-            assert (account.balance, account.held, account.available) == (1000, 0, 1000)
+            chips = WELCOME + 1000
+            assert (account.balance, account.held, account.available) == (chips, 0, chips)
     # The engine stopped the table: no timer or autopilot moves it, and the log ends with the
     # void.
     await asyncio.sleep(1.0)
