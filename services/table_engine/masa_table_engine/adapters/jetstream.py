@@ -385,8 +385,9 @@ class JetStreamDirectory:
     - and, for a lease given up with every node well (a recovery that failed), everything once
       every ``_FULL_SCAN_SECONDS`` by one live node for the whole cluster: the one that ranks
       first for that period (:func:`~masa_table_engine.app.rendezvous.claim_order`), so the
-      reads do not grow with the nodes. With no node in trouble, the scan says to take what it
-      finds at once (``Scan.claim_all``): no other node may list it soon.
+      reads do not grow with the nodes, and again at each scan until a listing answers and
+      finds nothing. With no node in trouble, such a scan says to take what it finds without
+      waiting for the nodes ranked above (``Scan.claim_all``): no other node may list it soon.
     """
 
     def __init__(
