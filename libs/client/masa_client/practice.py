@@ -129,7 +129,7 @@ async def run_practice(
 
     async def one(player: PracticePlayer) -> bool:
         try:
-            await practise(player, options, lambda played: say(played.line()), say)
+            await practise(player, options, say)
         except (NoSeat, MasaCallError) as error:
             print(f"{player.player_id}: stopped: {error}", file=out, flush=True)
             return False
@@ -140,12 +140,10 @@ async def run_practice(
 
 
 async def practise(
-    player: PracticePlayer,
-    options: PracticeOptions,
-    report: Callable[[GamePlayed], None],
-    say: Callable[[str], None],
+    player: PracticePlayer, options: PracticeOptions, say: Callable[[str], None]
 ) -> None:
-    """Queue, play, report, again: ``options.games`` times, or until cancelled.
+    """Queue, play, report (a line to ``say``), again: ``options.games`` times, or until
+    cancelled.
 
     A search the same practice player left open (an earlier run killed without the chance to
     cancel it) is its own: it is cancelled first, or the new search would be refused."""
@@ -167,7 +165,7 @@ async def practise(
                 ticket.table_address, player.token, nodes=options.nodes
             ) as table:
                 final = await play_seat(table, ticket.table_id, options.think_seconds)
-            report(await _result(ledger, player.player_id, game, ticket, final))
+            say((await _result(ledger, player.player_id, game, ticket, final)).line())
 
 
 async def _seated(matchmaking: MatchmakingClient, lobby_id: str, player_id: str) -> mm.Ticket:

@@ -135,10 +135,10 @@ class Tables:
         """See :meth:`Takeover.scan <masa_table_engine.app.takeover.Takeover.scan>`."""
         return await self._takeover.scan()
 
-    async def take_over_unserved(self, *, claim_all: bool = False) -> int:
+    async def take_over_unserved(self) -> int:
         """See :meth:`Takeover.take_over_unserved
         <masa_table_engine.app.takeover.Takeover.take_over_unserved>` (every node's index)."""
-        return await self._takeover.take_over_unserved(claim_all=claim_all)
+        return await self._takeover.take_over_unserved()
 
     async def drain(self) -> int:
         """See :meth:`Drain.drain <masa_table_engine.app.drain.Drain.drain>`."""

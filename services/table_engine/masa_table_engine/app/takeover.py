@@ -10,9 +10,9 @@ node is slow, or sees other live nodes) goes to the next node in its order after
 ``_PATIENCE_SCANS`` scan periods, and so on. With no node in trouble, a table found unserved
 (a lease given up after a failed rebuild) goes to the node that found it once it has waited
 as long as for the second node in its order: one node lists everything for the cluster each
-period, so the others may not see it soon (``Scan.claim_all``). A node rebuilds each table it takes from the snapshot and the log after
-it (:mod:`~masa_table_engine.app.recovery`, which voids a table it cannot rebuild), lists it
-in its own index and serves it."""
+period, so the others may not see it soon (``Scan.claim_all``). A node rebuilds each table it
+takes from the snapshot and the log after it (:mod:`~masa_table_engine.app.recovery`, which
+voids a table it cannot rebuild), lists it in its own index and serves it."""
 
 from __future__ import annotations
 
